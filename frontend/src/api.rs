@@ -1,0 +1,40 @@
+//! Calls to the server's REST API. Same origin, so the HttpOnly login cookie rides along.
+
+use gloo_net::http::{Request, Response};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tandem_protocol::ApiError;
+
+/// An API call's failure, as the server said it (or as the network failed).
+pub type ApiResult<T> = Result<T, ApiError>;
+
+fn network(e: gloo_net::Error) -> ApiError {
+    ApiError { code: "network".into(), message: format!("cannot reach the server: {e}") }
+}
+
+async fn read<T: DeserializeOwned>(res: Response) -> ApiResult<T> {
+    if res.ok() {
+        return res.json::<T>().await.map_err(|e| ApiError { code: "decode".into(), message: e.to_string() });
+    }
+    let status = res.status();
+    Err(res.json::<ApiError>().await.unwrap_or_else(|_| ApiError {
+        code: "http".into(),
+        message: format!("the server answered {status}"),
+    }))
+}
+
+/// `GET path`.
+pub async fn get<T: DeserializeOwned>(path: &str) -> ApiResult<T> {
+    read(Request::get(path).send().await.map_err(network)?).await
+}
+
+/// `POST path` with a JSON body.
+pub async fn post<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> ApiResult<T> {
+    let req = Request::post(path).json(body).map_err(|e| ApiError { code: "encode".into(), message: e.to_string() })?;
+    read(req.send().await.map_err(network)?).await
+}
+
+/// True when the error means "sign in first".
+pub fn is_unauthorized(e: &ApiError) -> bool {
+    e.code == "unauthorized"
+}

@@ -1,0 +1,20 @@
+//! The router and the page frame.
+
+use leptos::prelude::*;
+use leptos_router::components::{Route, Router, Routes};
+use leptos_router::path;
+
+use crate::pages::{dashboard::Dashboard, login::Login, not_found::NotFound, session::SessionPage};
+
+#[component]
+pub fn App() -> impl IntoView {
+    view! {
+        <Router>
+            <Routes fallback=NotFound>
+                <Route path=path!("/") view=Dashboard />
+                <Route path=path!("/login") view=Login />
+                <Route path=path!("/sessions/:id") view=SessionPage />
+            </Routes>
+        </Router>
+    }
+}

@@ -1,0 +1,29 @@
+//! The top bar: product name, who is signed in, sign out.
+
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use tandem_protocol::User;
+
+use crate::api;
+
+#[component]
+pub fn Header(user: Signal<Option<User>>) -> impl IntoView {
+    let sign_out = move |_| {
+        spawn_local(async move {
+            let _ = api::post::<_, serde_json::Value>("/api/auth/logout", &serde_json::json!({})).await;
+            if let Some(w) = web_sys::window() {
+                let _ = w.location().set_href("/login");
+            }
+        });
+    };
+    view! {
+        <header class="topbar">
+            <a class="brand" href="/">"Tandem"</a>
+            <span class="spacer"></span>
+            {move || user.get().map(|u| view! {
+                <span class="who" id="user-name">{u.name}</span>
+                <button class="link" on:click=sign_out>"Sign out"</button>
+            })}
+        </header>
+    }
+}

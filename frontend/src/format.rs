@@ -1,0 +1,26 @@
+//! Display helpers.
+
+use tandem_protocol::{SessionState, Timestamp};
+
+/// "12s ago", "5m ago", "3h ago", "2d ago".
+pub fn ago(t: Timestamp) -> String {
+    let now = js_sys::Date::now() as i64;
+    let s = ((now - t.0) / 1000).max(0);
+    match s {
+        0..=59 => format!("{s}s ago"),
+        60..=3599 => format!("{}m ago", s / 60),
+        3600..=86_399 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+/// The CSS class of a state badge.
+pub fn state_class(s: SessionState) -> &'static str {
+    match s {
+        SessionState::Queued | SessionState::Starting => "badge badge-wait",
+        SessionState::Ready | SessionState::Idle => "badge badge-ok",
+        SessionState::Running => "badge badge-run",
+        SessionState::Suspended | SessionState::Stopped => "badge badge-off",
+        SessionState::Failed => "badge badge-bad",
+    }
+}

@@ -1,0 +1,56 @@
+//! Sign in with a one-time login code (from a login link: `/login#code=tlc_…`) or an API token.
+
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use tandem_protocol::{ApiError, LoginRequest, User};
+
+use crate::api;
+use crate::components::error_box::ErrorBox;
+
+async fn sign_in(credential: String, set_error: WriteSignal<Option<ApiError>>) {
+    match api::post::<_, User>("/api/auth/login", &LoginRequest { credential }).await {
+        Ok(_) => {
+            if let Some(w) = web_sys::window() {
+                let _ = w.location().set_href("/");
+            }
+        }
+        Err(e) => set_error.set(Some(e)),
+    }
+}
+
+#[component]
+pub fn Login() -> impl IntoView {
+    let (credential, set_credential) = signal(String::new());
+    let (error, set_error) = signal(None::<ApiError>);
+    // A login link carries its code in the fragment; use it once and drop it from the address bar.
+    if let Some(w) = web_sys::window() {
+        let hash = w.location().hash().unwrap_or_default();
+        if let Some(code) = hash.strip_prefix("#code=").filter(|c| !c.is_empty()) {
+            let code = code.to_string();
+            if let Ok(h) = w.history() {
+                let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some("/login"));
+            }
+            spawn_local(sign_in(code, set_error));
+        }
+    }
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        spawn_local(sign_in(credential.get_untracked().trim().to_string(), set_error));
+    };
+    view! {
+        <main class="login">
+            <h1>"Tandem"</h1>
+            <p class="muted">"Background coding agents you can watch and co-drive."</p>
+            <form on:submit=submit>
+                <label>"Login code or API token"
+                    <input id="login-credential" type="password" autocomplete="off" required
+                        placeholder="tlc_… or tdm_…"
+                        prop:value=credential on:input=move |ev| set_credential.set(event_target_value(&ev)) />
+                </label>
+                <button id="login-submit" class="primary" type="submit">"Sign in"</button>
+                <ErrorBox error />
+            </form>
+            <p class="muted small">"No link? Run " <code>"tandem login-link"</code> " on the server."</p>
+        </main>
+    }
+}

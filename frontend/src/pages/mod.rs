@@ -1,0 +1,35 @@
+//! One module per route.
+
+pub mod dashboard;
+pub mod login;
+pub mod not_found;
+pub mod session;
+
+use leptos::prelude::*;
+use tandem_protocol::User;
+
+use crate::api;
+
+/// Loads the signed-in user; sends the browser to `/login` when there is none.
+pub fn require_user() -> ReadSignal<Option<User>> {
+    let (user, set_user) = signal(None::<User>);
+    leptos::task::spawn_local(async move {
+        match api::get::<User>("/api/me").await {
+            Ok(u) => set_user.set(Some(u)),
+            Err(e) if api::is_unauthorized(&e) => {
+                if let Some(w) = web_sys::window() {
+                    let _ = w.location().set_href("/login");
+                }
+            }
+            Err(e) => leptos::logging::error!("loading the signed-in user: {}", e.message),
+        }
+    });
+    user
+}
+
+/// Calls `tick` every `ms` milliseconds while the page is shown.
+pub fn every(ms: u64, tick: impl Fn() + 'static) {
+    if let Ok(handle) = set_interval_with_handle(tick, std::time::Duration::from_millis(ms)) {
+        on_cleanup(move || handle.clear());
+    }
+}

@@ -1,0 +1,273 @@
+//! Request and response bodies of the REST API (`/api/...`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::*;
+
+/// The body of every error answer: a stable machine-readable `code` and a sentence for people.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    /// Stable, snake_case: `unauthorized`, `not_found`, `invalid_input`, `payload_too_large`, …
+    pub code: String,
+    /// What was wrong and, where it helps, what to do about it.
+    pub message: String,
+}
+
+/// `GET /api/health`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// Always `"ok"` when the server answers and its database does too.
+    pub status: String,
+    /// The server's version.
+    pub version: String,
+    /// `"sqlite"` or `"postgres"`.
+    pub database: String,
+}
+
+/// `POST /api/auth/login`: exchange a one-time login code (`tlc_…`) or an API token (`tdm_…`)
+/// for a browser session cookie.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    /// A one-time login code from a login link, or an API token.
+    pub credential: String,
+}
+
+/// A person known to Tandem.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub id: UserId,
+    /// Login name, unique.
+    pub name: String,
+    pub is_admin: bool,
+    pub created_at: Timestamp,
+}
+
+/// `POST /api/tokens`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateToken {
+    /// What the token is for, e.g. "laptop CLI".
+    pub name: String,
+    /// Lifetime in seconds; none means the token does not expire.
+    #[serde(default)]
+    pub expires_in_secs: Option<i64>,
+}
+
+/// An API token's metadata; the secret is shown once, in [`CreatedToken`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    pub id: TokenId,
+    pub name: String,
+    pub created_at: Timestamp,
+    pub expires_at: Option<Timestamp>,
+    pub last_used_at: Option<Timestamp>,
+}
+
+/// The answer to `POST /api/tokens`: the only time the secret is ever shown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedToken {
+    pub info: TokenInfo,
+    /// `tdm_…`; send as `Authorization: Bearer <token>`.
+    pub token: String,
+}
+
+/// `POST /api/repos`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRepo {
+    /// Short unique name, e.g. `acme/web`.
+    pub name: String,
+    /// The git remote (https, ssh, or a local path for self-hosted mirrors).
+    pub url: String,
+    /// Defaults to `main`.
+    #[serde(default)]
+    pub default_branch: Option<String>,
+}
+
+/// A git remote plus its workspace recipe.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repo {
+    pub id: RepoId,
+    pub name: String,
+    pub url: String,
+    pub default_branch: String,
+    pub created_by: UserId,
+    pub created_at: Timestamp,
+}
+
+/// Where a session's lifecycle is. See PRODUCT.md: queued → starting → ready → running ⇄ idle → stopped/failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Accepted, waiting for a workspace.
+    Queued,
+    /// Workspace booting.
+    Starting,
+    /// Workspace up, no turn running.
+    Ready,
+    /// The agent is working on a prompt.
+    Running,
+    /// Between turns, workspace kept warm.
+    Idle,
+    /// Workspace kept on disk, no processes.
+    Suspended,
+    /// Ended on request; its diff is kept.
+    Stopped,
+    /// Ended by an error; the reason is in the event log.
+    Failed,
+}
+
+impl SessionState {
+    /// The snake_case name used on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Starting => "starting",
+            Self::Ready => "ready",
+            Self::Running => "running",
+            Self::Idle => "idle",
+            Self::Suspended => "suspended",
+            Self::Stopped => "stopped",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Parses the snake_case name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "queued" => Self::Queued,
+            "starting" => Self::Starting,
+            "ready" => Self::Ready,
+            "running" => Self::Running,
+            "idle" => Self::Idle,
+            "suspended" => Self::Suspended,
+            "stopped" => Self::Stopped,
+            "failed" => Self::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// Who wrote a prompt or did an action.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Author {
+    /// Where it came from.
+    pub kind: AuthorKind,
+    /// The user, when a signed-in user did it.
+    pub user_id: Option<UserId>,
+    /// A display name for people.
+    pub name: String,
+}
+
+/// The surface an author acted from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthorKind {
+    /// A signed-in user (web app, CLI, API token).
+    User,
+    /// A share-link guest.
+    Guest,
+    /// Slack.
+    Slack,
+    /// The Chrome extension.
+    Extension,
+    /// An automation (schedule, parent session).
+    Automation,
+}
+
+/// How a prompt is delivered relative to the turn that is running.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptMode {
+    /// After the current turn (FIFO).
+    #[default]
+    Queue,
+    /// Interrupt the current turn at its next tool boundary.
+    Steer,
+}
+
+/// Where a prompt is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptState {
+    Queued,
+    Running,
+    Done,
+    Withdrawn,
+    Interrupted,
+}
+
+/// `POST /api/sessions`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    pub repo_id: RepoId,
+    /// The first prompt.
+    pub prompt: String,
+    /// The branch to start from; defaults to the repo's default branch.
+    #[serde(default)]
+    pub branch: Option<String>,
+}
+
+/// One session, as listed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub id: SessionId,
+    pub repo_id: RepoId,
+    /// The repo's name, for display.
+    pub repo_name: String,
+    pub state: SessionState,
+    /// A short title (the first line of the first prompt).
+    pub title: String,
+    pub branch: String,
+    pub author: Author,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The sequence number of the newest event.
+    pub last_seq: Seq,
+}
+
+/// One prompt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prompt {
+    pub id: PromptId,
+    pub session_id: SessionId,
+    pub author: Author,
+    pub text: String,
+    pub mode: PromptMode,
+    pub state: PromptState,
+    pub created_at: Timestamp,
+}
+
+/// `GET /api/sessions/{id}`: the session with its prompts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionDetail {
+    pub session: Session,
+    pub prompts: Vec<Prompt>,
+}
+
+/// Query string of `GET /api/sessions`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionFilter {
+    #[serde(default)]
+    pub repo_id: Option<RepoId>,
+    #[serde(default)]
+    pub state: Option<SessionState>,
+    /// At most [`crate::limits::MAX_LIST`].
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+/// Query string of `GET /api/sessions/{id}/events`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Return events with a sequence number greater than this (0 = from the start).
+    #[serde(default)]
+    pub after: Option<i64>,
+    /// At most [`crate::limits::MAX_EVENTS_PAGE`].
+    #[serde(default)]
+    pub limit: Option<i64>,
+}

@@ -1,0 +1,14 @@
+//! The contract between Tandem's server, CLI, workspace agent and web app.
+//!
+//! serde types only: no tokio, no axum, no sqlx, no leptos. This crate compiles to
+//! `wasm32-unknown-unknown` so the web app uses exactly these types.
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod event;
+pub mod ids;
+pub mod limits;
+
+pub use api::*;
+pub use event::{Event, EventKind, EventsPage};
+pub use ids::*;

@@ -1,0 +1,26 @@
+//! Limits every component agrees on. Changing one is a protocol change.
+
+/// Largest request body the HTTP API accepts (1 MiB).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Longest prompt text, in bytes.
+pub const MAX_PROMPT_BYTES: usize = 256 * 1024;
+/// Longest repo or token name, in bytes.
+pub const MAX_NAME_BYTES: usize = 200;
+/// Longest git remote URL, in bytes.
+pub const MAX_URL_BYTES: usize = 2048;
+/// Most events returned by one `GET /api/sessions/{id}/events` call.
+pub const MAX_EVENTS_PAGE: i64 = 1000;
+/// Most sessions or repos returned by one list call.
+pub const MAX_LIST: i64 = 500;
+/// Seconds a browser login (the JWT in the session cookie) stays valid.
+pub const BROWSER_LOGIN_TTL_SECS: i64 = 12 * 60 * 60;
+/// Seconds a one-time login link stays valid.
+pub const LOGIN_LINK_TTL_SECS: i64 = 24 * 60 * 60;
+/// Seconds the server gives one HTTP request before answering 408.
+pub const REQUEST_TIMEOUT_SECS: u64 = 30;
+/// Name of the HttpOnly cookie that carries the browser's JWT.
+pub const SESSION_COOKIE: &str = "tandem_session";
+/// Prefix of API tokens (`Authorization: Bearer tdm_…`).
+pub const API_TOKEN_PREFIX: &str = "tdm_";
+/// Prefix of one-time login codes (`/login#code=tlc_…`).
+pub const LOGIN_CODE_PREFIX: &str = "tlc_";

@@ -1,0 +1,64 @@
+//! The `CurrentUser` extractor: `Authorization: Bearer tdm_…` (API token), `Authorization: Bearer
+//! <jwt>` or the `tandem_session` cookie (browser login). Anything else is a 401.
+
+use axum::extract::FromRequestParts;
+use axum::http::header::{AUTHORIZATION, COOKIE};
+use axum::http::request::Parts;
+use tandem_protocol::limits::{API_TOKEN_PREFIX, SESSION_COOKIE};
+use tandem_protocol::{Author, AuthorKind, User, UserId};
+
+use crate::state::AppState;
+use crate::{Error, Result, db};
+
+/// The authenticated user of a request.
+#[derive(Clone, Debug)]
+pub struct CurrentUser(pub User);
+
+impl CurrentUser {
+    /// This user as the author of a prompt or action.
+    pub fn author(&self) -> Author {
+        Author { kind: AuthorKind::User, user_id: Some(self.0.id), name: self.0.name.clone() }
+    }
+}
+
+impl FromRequestParts<AppState> for CurrentUser {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
+        if let Some(value) = parts.headers.get(AUTHORIZATION) {
+            let value = value.to_str().map_err(|_| Error::Unauthorized("Authorization header is not ASCII".into()))?;
+            let token = value
+                .strip_prefix("Bearer ")
+                .ok_or_else(|| Error::Unauthorized("Authorization must be `Bearer <token>`".into()))?
+                .trim();
+            if token.starts_with(API_TOKEN_PREFIX) {
+                return crate::auth::user_for_api_token(&state.db, token).await.map(CurrentUser);
+            }
+            return user_for_jwt(state, token).await.map(CurrentUser);
+        }
+        if let Some(jwt) = session_cookie(parts) {
+            return user_for_jwt(state, &jwt).await.map(CurrentUser);
+        }
+        Err(Error::Unauthorized("sign in first: no session cookie or Authorization header".into()))
+    }
+}
+
+fn session_cookie(parts: &Parts) -> Option<String> {
+    parts
+        .headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == SESSION_COOKIE)
+        .map(|(_, v)| v.to_string())
+}
+
+async fn user_for_jwt(state: &AppState, token: &str) -> Result<User> {
+    let claims = state.jwt.verify(token)?;
+    let id: UserId = claims.sub.parse().map_err(|_| Error::Unauthorized("login token is not valid".into()))?;
+    db::users::get(state.db.pool(), id)
+        .await?
+        .ok_or_else(|| Error::Unauthorized("the login's user no longer exists".into()))
+}

@@ -1,0 +1,129 @@
+//! Browser logins as HS256 JWTs. The key is 32 random bytes in `<data dir>/jwt.key` (mode 0600),
+//! made on first start; every server process sharing the data dir (or the key file) accepts the
+//! others' tokens.
+
+use std::io::Write;
+use std::path::Path;
+
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, errors::ErrorKind};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use tandem_protocol::UserId;
+
+use crate::{Error, Result, now_ms};
+
+/// Name of the key file in the data dir.
+pub const KEY_FILE: &str = "jwt.key";
+
+/// What a browser login token says.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Claims {
+    /// The user id.
+    pub sub: String,
+    /// Issued at, seconds since the epoch.
+    pub iat: i64,
+    /// Expires at, seconds since the epoch.
+    pub exp: i64,
+    /// What the token is for; only `"browser"` is accepted as a login.
+    pub kind: String,
+}
+
+/// The signing and verifying keys.
+pub struct JwtKeys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+}
+
+impl JwtKeys {
+    /// Keys from raw secret bytes.
+    pub fn from_secret(secret: &[u8]) -> Result<Self> {
+        let bad = |e: jsonwebtoken::errors::Error| Error::Config(format!("JWT key: {e}"));
+        Ok(Self { encoding: EncodingKey::from_secret(secret).map_err(bad)?, decoding: DecodingKey::from_secret(secret).map_err(bad)? })
+    }
+
+    /// Loads `<dir>/jwt.key`, creating it with fresh random bytes if missing.
+    pub fn load_or_create(dir: &Path) -> Result<Self> {
+        let path = dir.join(KEY_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) if bytes.len() >= 32 => return Self::from_secret(&bytes),
+            Ok(_) => return Err(Error::Config(format!("{} is shorter than 32 bytes", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::Config(format!("{}: {e}", path.display()))),
+        }
+        let mut secret = [0u8; 32];
+        rand::rng().fill_bytes(&mut secret);
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        match opts.open(&path) {
+            Ok(mut f) => {
+                f.write_all(&secret)?;
+                f.sync_all()?;
+                Self::from_secret(&secret)
+            }
+            // Another process made it first: use theirs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Self::from_secret(&std::fs::read(&path)?),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A browser login for `user` valid for `ttl_secs` (negative makes an already-expired one).
+    pub fn issue(&self, user: UserId, ttl_secs: i64) -> Result<String> {
+        let now = now_ms() / 1000;
+        let claims = Claims { sub: user.to_string(), iat: now, exp: now + ttl_secs, kind: "browser".into() };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .map_err(|e| Error::Internal(format!("signing JWT: {e}")))
+    }
+
+    /// Verifies signature, algorithm, expiry (no leeway) and kind.
+    pub fn verify(&self, token: &str) -> Result<Claims> {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.leeway = 0;
+        validation.set_required_spec_claims(&["exp", "sub"]);
+        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation).map_err(|e| {
+            Error::Unauthorized(match e.kind() {
+                ErrorKind::ExpiredSignature => "login expired; sign in again".to_string(),
+                ErrorKind::InvalidSignature => "login token signature is not valid".to_string(),
+                _ => "login token is not valid".to_string(),
+            })
+        })?;
+        if data.claims.kind != "browser" {
+            return Err(Error::Unauthorized("token is not a browser login".into()));
+        }
+        Ok(data.claims)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forged_expired_and_valid_tokens() {
+        let keys = JwtKeys::from_secret(&[7u8; 32]).unwrap();
+        let other = JwtKeys::from_secret(&[8u8; 32]).unwrap();
+        let user = UserId(uuid::Uuid::new_v4());
+        let good = keys.issue(user, 60).unwrap();
+        assert_eq!(keys.verify(&good).unwrap().sub, user.to_string());
+        let forged = other.issue(user, 60).unwrap();
+        assert!(keys.verify(&forged).unwrap_err().to_string().contains("signature"));
+        let expired = keys.issue(user, -5).unwrap();
+        assert!(keys.verify(&expired).unwrap_err().to_string().contains("expired"));
+    }
+
+    #[test]
+    fn key_file_is_created_once_and_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = JwtKeys::load_or_create(dir.path()).unwrap();
+        let b = JwtKeys::load_or_create(dir.path()).unwrap();
+        let user = UserId(uuid::Uuid::new_v4());
+        assert!(b.verify(&a.issue(user, 60).unwrap()).is_ok(), "second load reads the same key");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+}

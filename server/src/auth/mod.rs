@@ -1,0 +1,115 @@
+//! Authentication: API tokens and one-time login codes (random secrets, stored hashed), browser
+//! logins as short-lived JWTs in an HttpOnly cookie, and the request extractor that turns either
+//! into a [`CurrentUser`].
+
+mod extract;
+mod jwt;
+mod secrets;
+
+pub use extract::CurrentUser;
+pub use jwt::{Claims, JwtKeys};
+pub use secrets::{hash_secret, new_secret};
+
+use tandem_protocol::limits::{API_TOKEN_PREFIX, LOGIN_CODE_PREFIX, LOGIN_LINK_TTL_SECS};
+use tandem_protocol::{CreatedToken, Timestamp, TokenId, TokenInfo, User, UserId};
+
+use crate::db::{self, Db};
+use crate::{Error, Result, now_ms};
+
+/// Mints an API token for `user`; returns the secret once.
+pub async fn create_api_token(db: &Db, user: &User, name: &str, expires_in_secs: Option<i64>) -> Result<CreatedToken> {
+    let name = name.trim();
+    if name.is_empty() || name.len() > tandem_protocol::limits::MAX_NAME_BYTES {
+        return Err(Error::Invalid("token name must be 1–200 bytes".into()));
+    }
+    if let Some(s) = expires_in_secs
+        && s <= 0
+    {
+        return Err(Error::Invalid("expires_in_secs must be positive".into()));
+    }
+    let now = now_ms();
+    let token = new_secret(API_TOKEN_PREFIX);
+    let info = TokenInfo {
+        id: TokenId(uuid::Uuid::new_v4()),
+        name: name.to_string(),
+        created_at: Timestamp(now),
+        expires_at: expires_in_secs.map(|s| Timestamp(now.saturating_add(s.saturating_mul(1000)))),
+        last_used_at: None,
+    };
+    let mut tx = db.pool().begin().await?;
+    db::tokens::insert(&mut *tx, user.id, &info, &hash_secret(&token)).await?;
+    db::audit::record(
+        &mut *tx,
+        now,
+        db::audit::Entry {
+            actor_user_id: Some(user.id),
+            actor_name: &user.name,
+            action: "token.create",
+            target: &info.id.to_string(),
+            detail: serde_json::json!({ "name": info.name, "expires_at": info.expires_at }),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(CreatedToken { info, token })
+}
+
+/// Mints a one-time login code for `user`; returns the secret.
+pub async fn create_login_code(db: &Db, user: UserId) -> Result<String> {
+    let now = now_ms();
+    let code = new_secret(LOGIN_CODE_PREFIX);
+    db::tokens::insert_login_code(db.pool(), user, &hash_secret(&code), now, now + LOGIN_LINK_TTL_SECS * 1000).await?;
+    Ok(code)
+}
+
+/// The browser URL that redeems a login code. The code travels in the fragment, so it never
+/// reaches a server log or a `Referer` header.
+pub fn login_url(public_url: &str, code: &str) -> String {
+    format!("{public_url}/login#code={code}")
+}
+
+/// Resolves an API token to its user, refusing unknown, revoked and expired tokens.
+pub async fn user_for_api_token(db: &Db, token: &str) -> Result<User> {
+    let owner = db::tokens::find_by_hash(db.pool(), &hash_secret(token))
+        .await?
+        .ok_or_else(|| Error::Unauthorized("unknown API token".into()))?;
+    let now = now_ms();
+    if owner.revoked {
+        return Err(Error::Unauthorized("API token revoked".into()));
+    }
+    if owner.expires_at.is_some_and(|e| e <= now) {
+        return Err(Error::Unauthorized("API token expired".into()));
+    }
+    db::tokens::touch(db.pool(), owner.token_id, now).await?;
+    db::users::get(db.pool(), owner.user_id)
+        .await?
+        .ok_or_else(|| Error::Unauthorized("the token's user no longer exists".into()))
+}
+
+/// Redeems a one-time login code.
+pub async fn user_for_login_code(db: &Db, code: &str) -> Result<User> {
+    let user = db::tokens::redeem_login_code(db.pool(), &hash_secret(code), now_ms())
+        .await?
+        .ok_or_else(|| Error::Unauthorized("login code unknown, already used or expired; ask for a new link".into()))?;
+    db::users::get(db.pool(), user)
+        .await?
+        .ok_or_else(|| Error::Unauthorized("the login code's user no longer exists".into()))
+}
+
+/// On an empty database, creates the `admin` user and returns a one-time login code for it.
+pub async fn bootstrap_admin(db: &Db) -> Result<Option<String>> {
+    if db::users::count(db.pool()).await? > 0 {
+        return Ok(None);
+    }
+    let admin = User { id: UserId(uuid::Uuid::new_v4()), name: "admin".into(), is_admin: true, created_at: Timestamp(now_ms()) };
+    db::users::insert(db.pool(), &admin).await?;
+    Ok(Some(create_login_code(db, admin.id).await?))
+}
+
+/// The first admin, for local commands run next to the data dir (`tandem token create`,
+/// `tandem login-link`).
+pub async fn local_admin(db: &Db) -> Result<User> {
+    db::users::first_admin(db.pool())
+        .await?
+        .ok_or_else(|| Error::NotFound("no admin user yet; start `tandem serve` once first".into()))
+}

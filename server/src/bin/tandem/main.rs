@@ -1,0 +1,219 @@
+//! `tandem`: the server (`tandem serve`) and the command-line client for a running server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use tandem_server::config::{Config, Overrides};
+
+mod local;
+mod output;
+mod remote;
+
+/// Background coding agents that people can watch and co-drive.
+#[derive(Parser)]
+#[command(name = "tandem", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server.
+    Serve(ServeArgs),
+    /// Repos: git remotes with their workspace recipe.
+    #[command(subcommand)]
+    Repo(RepoCommand),
+    /// Sessions: one agent, one workspace, a queue of prompts.
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Print a new one-time browser login link for the admin (run next to the data dir).
+    LoginLink(LocalArgs),
+}
+
+/// Where the server's data lives (for `serve` and local admin commands).
+#[derive(Args, Clone)]
+struct LocalArgs {
+    /// Data directory: database file, keys, workspaces. Default: $XDG_DATA_HOME/tandem or ~/.local/share/tandem.
+    #[arg(long, env = "TANDEM_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Database URL: sqlite://… (default: <data dir>/tandem.db) or postgres://…
+    #[arg(long, env = "TANDEM_DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// The URL people open, used in links. Default: http://<listen address>.
+    #[arg(long, env = "TANDEM_PUBLIC_URL")]
+    public_url: Option<String>,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address to listen on. Default: 127.0.0.1:7878.
+    #[arg(long, env = "TANDEM_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// The built web app (index.html + pkg/). Default: the `site` folder next to the binary.
+    #[arg(long, env = "TANDEM_WEB_DIR")]
+    web_dir: Option<PathBuf>,
+    #[command(flatten)]
+    local: LocalArgs,
+}
+
+/// How to reach a running server.
+#[derive(Args, Clone)]
+struct Remote {
+    /// The server's URL.
+    #[arg(long, env = "TANDEM_URL", default_value = "http://127.0.0.1:7878")]
+    url: String,
+    /// An API token (tdm_…); `tandem token create` makes one.
+    #[arg(long, env = "TANDEM_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum RepoCommand {
+    /// Register a git remote.
+    Add {
+        /// Short unique name, e.g. acme/web.
+        name: String,
+        /// The git remote URL.
+        #[arg(value_name = "GIT_URL")]
+        git_url: String,
+        /// The default branch (default: main).
+        #[arg(long)]
+        branch: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List repos.
+    Ls {
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Subcommand)]
+enum SessionCommand {
+    /// Start a session with a first prompt.
+    New {
+        /// Repo name or id.
+        #[arg(long, short)]
+        repo: String,
+        /// Branch to start from (default: the repo's default branch).
+        #[arg(long)]
+        branch: Option<String>,
+        /// The prompt.
+        prompt: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List sessions, newest first.
+    Ls {
+        /// Only this repo (name or id).
+        #[arg(long, short)]
+        repo: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Show one session with its prompts and events.
+    Show {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create an API token. With TANDEM_TOKEN set it asks the server for one for that token's
+    /// user; without, it mints one for the admin directly in the local data dir.
+    Create {
+        /// What the token is for.
+        #[arg(long, default_value = "cli")]
+        name: String,
+        /// Lifetime in seconds (default: no expiry).
+        #[arg(long)]
+        expires_in: Option<i64>,
+        #[command(flatten)]
+        remote: Remote,
+        #[command(flatten)]
+        local: LocalArgs,
+    },
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    rt.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::LoginLink(local) => local::login_link(&local.config()?).await,
+        Command::Repo(RepoCommand::Add { name, git_url, branch, remote }) => {
+            remote::repo_add(&remote, name, git_url, branch).await
+        }
+        Command::Repo(RepoCommand::Ls { remote }) => remote::repo_ls(&remote).await,
+        Command::Session(SessionCommand::New { repo, branch, prompt, remote }) => {
+            remote::session_new(&remote, &repo, branch, prompt).await
+        }
+        Command::Session(SessionCommand::Ls { repo, remote }) => remote::session_ls(&remote, repo.as_deref()).await,
+        Command::Session(SessionCommand::Show { id, remote }) => remote::session_show(&remote, &id).await,
+        Command::Token(TokenCommand::Create { name, expires_in, remote, local }) => match &remote.token {
+            Some(_) => remote::token_create(&remote, name, expires_in).await,
+            None => local::token_create(&local.config()?, &name, expires_in, remote.json).await,
+        },
+    }
+}
+
+impl LocalArgs {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            data_dir: self.data_dir.clone(),
+            database_url: self.database_url.clone(),
+            public_url: self.public_url.clone(),
+            ..Default::default()
+        }
+    }
+
+    fn config(&self) -> Result<Config> {
+        Ok(Config::resolve(self.overrides())?)
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let config = Config::resolve(Overrides { listen: args.listen, web_dir: args.web_dir, ..args.local.overrides() })?;
+    let data_dir = config.data_dir.clone();
+    let web = config.web_dir.clone();
+    let server = tandem_server::serve::Server::bind(config).await?;
+    let url = server.url();
+    // Plain stdout, not the log: the login link is a secret and logs are shipped elsewhere.
+    println!("Tandem {} is listening on {url}", tandem_server::VERSION);
+    println!("  data dir:  {}", data_dir.display());
+    println!("  database:  {}", server.state().db.backend().as_str());
+    match &web {
+        Some(dir) => println!("  web app:   {}", dir.display()),
+        None => println!("  web app:   not built (run `cargo xtask up`)"),
+    }
+    match &server.first_login_url {
+        Some(link) => println!("\nFirst start: the admin user was created. Sign in with this one-time link:\n\n  {link}\n"),
+        None => println!("  sign in:   `tandem login-link` prints a new one-time login link"),
+    }
+    server.run(tandem_server::serve::shutdown_signal()).await?;
+    println!("Tandem stopped.");
+    Ok(())
+}

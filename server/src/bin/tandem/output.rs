@@ -1,0 +1,86 @@
+//! How the CLI prints things: aligned tables for people, `--json` for scripts.
+
+use anyhow::Result;
+use tandem_protocol::{CreatedToken, EventKind, EventsPage, Repo, Session, SessionDetail};
+
+fn json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn table(header: &[&str], rows: Vec<Vec<String>>) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let parts: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        println!("{}", parts.join("  ").trim_end());
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    for r in rows {
+        line(r);
+    }
+}
+
+pub fn repos(repos: &[Repo], as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&repos);
+    }
+    table(
+        &["ID", "NAME", "URL", "BRANCH"],
+        repos.iter().map(|r| vec![r.id.to_string(), r.name.clone(), r.url.clone(), r.default_branch.clone()]).collect(),
+    );
+    Ok(())
+}
+
+pub fn sessions(sessions: &[Session], as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&sessions);
+    }
+    table(
+        &["ID", "REPO", "STATE", "AUTHOR", "TITLE"],
+        sessions
+            .iter()
+            .map(|s| {
+                vec![s.id.to_string(), s.repo_name.clone(), s.state.as_str().into(), s.author.name.clone(), s.title.clone()]
+            })
+            .collect(),
+    );
+    Ok(())
+}
+
+pub fn session_detail(d: &SessionDetail, events: &EventsPage, as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&serde_json::json!({ "session": d.session, "prompts": d.prompts, "events": events.events }));
+    }
+    let s = &d.session;
+    println!("session  {}\nrepo     {} ({})\nstate    {}\nauthor   {}\ntitle    {}", s.id, s.repo_name, s.branch, s.state.as_str(), s.author.name, s.title);
+    println!("\nprompts:");
+    for p in &d.prompts {
+        println!("  [{:?}] {}: {}", p.state, p.author.name, p.text);
+    }
+    println!("\nevents:");
+    for e in &events.events {
+        let what = match &e.kind {
+            EventKind::SessionCreated { author, .. } => format!("session created by {}", author.name),
+            EventKind::StateChanged { from, to, reason } => {
+                format!("{} → {}{}", from.as_str(), to.as_str(), reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default())
+            }
+            EventKind::PromptQueued { author, text, .. } => format!("prompt from {}: {}", author.name, text),
+        };
+        println!("  #{:<4} {what}", e.seq);
+    }
+    Ok(())
+}
+
+pub fn token(t: &CreatedToken, as_json: bool) -> Result<()> {
+    if as_json {
+        return json(t);
+    }
+    println!("{}", t.token);
+    eprintln!("API token {:?} created ({}); it is shown only once. Use it as TANDEM_TOKEN.", t.info.name, t.info.id);
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! Commands that talk to a running server over its HTTP API.
+
+use anyhow::{Context, Result};
+use tandem_protocol::{CreateRepo, CreateSession, CreateToken, SessionId};
+use tandem_server::client::Client;
+
+use super::{Remote, output};
+
+fn client(remote: &Remote) -> Result<Client> {
+    Ok(Client::new(&remote.url, remote.token.clone())?)
+}
+
+pub async fn repo_add(remote: &Remote, name: String, url: String, branch: Option<String>) -> Result<()> {
+    let repo = client(remote)?.create_repo(&CreateRepo { name, url, default_branch: branch }).await?;
+    output::repos(&[repo], remote.json)
+}
+
+pub async fn repo_ls(remote: &Remote) -> Result<()> {
+    output::repos(&client(remote)?.repos().await?, remote.json)
+}
+
+pub async fn session_new(remote: &Remote, repo: &str, branch: Option<String>, prompt: String) -> Result<()> {
+    let c = client(remote)?;
+    let repo = c.find_repo(repo).await?;
+    let detail = c.create_session(&CreateSession { repo_id: repo.id, prompt, branch }).await?;
+    output::sessions(&[detail.session], remote.json)
+}
+
+pub async fn session_ls(remote: &Remote, repo: Option<&str>) -> Result<()> {
+    let c = client(remote)?;
+    let repo_id = match repo {
+        Some(r) => Some(c.find_repo(r).await?.id),
+        None => None,
+    };
+    output::sessions(&c.sessions(repo_id).await?, remote.json)
+}
+
+pub async fn session_show(remote: &Remote, id: &str) -> Result<()> {
+    let id: SessionId = id.parse().with_context(|| format!("{id:?} is not a session id"))?;
+    let c = client(remote)?;
+    let detail = c.session(id).await?;
+    let events = c.events(id, 0).await?;
+    output::session_detail(&detail, &events, remote.json)
+}
+
+pub async fn token_create(remote: &Remote, name: String, expires_in: Option<i64>) -> Result<()> {
+    let created = client(remote)?.create_token(&CreateToken { name, expires_in_secs: expires_in }).await?;
+    output::token(&created, remote.json)
+}

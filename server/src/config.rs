@@ -1,0 +1,142 @@
+//! Server configuration: command-line flags, then `TANDEM_*` environment variables, then
+//! `<data dir>/tandem.toml`, then the documented defaults.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::{Error, Result};
+
+/// Default address `tandem serve` listens on.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+/// Name of the optional config file inside the data dir.
+pub const CONFIG_FILE: &str = "tandem.toml";
+/// Name of the SQLite database file inside the data dir (the embedded default).
+pub const SQLITE_FILE: &str = "tandem.db";
+
+/// Everything `tandem serve` needs to run, fully resolved.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Where the database file, keys and workspaces live.
+    pub data_dir: PathBuf,
+    /// `sqlite://…` or `postgres://…`.
+    pub database_url: String,
+    /// The URL people open; used in login and share links. Defaults to `http://<listen>`.
+    pub public_url: Option<String>,
+    /// The built web app (`index.html`, `pkg/`); none serves a page that says how to build it.
+    pub web_dir: Option<PathBuf>,
+}
+
+/// The optional `<data dir>/tandem.toml`; every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<SocketAddr>,
+    pub database_url: Option<String>,
+    pub public_url: Option<String>,
+    pub web_dir: Option<PathBuf>,
+}
+
+/// What flags and environment gave (clap merges the two); `None` = not given.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
+    pub public_url: Option<String>,
+    pub web_dir: Option<PathBuf>,
+}
+
+/// `$XDG_DATA_HOME/tandem`, else `~/.local/share/tandem`, else `./.tandem`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("tandem");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(home).join(".local/share/tandem");
+    }
+    PathBuf::from(".tandem")
+}
+
+/// The built web app next to the binary: `<exe dir>/../site` (the layout `cargo xtask` builds)
+/// or `<exe dir>/site` (an installed layout), whichever exists.
+pub fn default_web_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [dir.join("../site"), dir.join("site")]
+        .into_iter()
+        .find(|p| p.join("index.html").is_file())
+}
+
+impl Config {
+    /// Resolves flags/env over the data dir's `tandem.toml` over defaults.
+    pub fn resolve(over: Overrides) -> Result<Self> {
+        let data_dir = over.data_dir.unwrap_or_else(default_data_dir);
+        let file = read_file_config(&data_dir)?;
+        let listen = match over.listen.or(file.listen) {
+            Some(a) => a,
+            None => DEFAULT_LISTEN.parse().map_err(|e| Error::Config(format!("{e}")))?,
+        };
+        let database_url = over
+            .database_url
+            .or(file.database_url)
+            .unwrap_or_else(|| sqlite_url(&data_dir.join(SQLITE_FILE)));
+        Ok(Self {
+            listen,
+            database_url,
+            public_url: over.public_url.or(file.public_url).map(|u| u.trim_end_matches('/').to_string()),
+            web_dir: over.web_dir.or(file.web_dir).or_else(default_web_dir),
+            data_dir,
+        })
+    }
+}
+
+/// Reads `<data dir>/tandem.toml` if it exists.
+pub fn read_file_config(data_dir: &Path) -> Result<FileConfig> {
+    let path = data_dir.join(CONFIG_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
+        Err(e) => Err(Error::Config(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// The sqlx URL of a SQLite file, created if missing.
+pub fn sqlite_url(path: &Path) -> String {
+    format!("sqlite://{}?mode=rwc", path.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_config_is_overridden_by_flags_and_fills_gaps() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "listen = \"127.0.0.1:9999\"\npublic_url = \"https://tandem.example/\"\n",
+        )
+        .unwrap();
+        let cfg = Config::resolve(Overrides {
+            data_dir: Some(dir.path().into()),
+            listen: Some("127.0.0.1:1234".parse().unwrap()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(cfg.listen.port(), 1234, "flag beats file");
+        assert_eq!(cfg.public_url.as_deref(), Some("https://tandem.example"), "file fills the gap");
+        assert!(cfg.database_url.starts_with("sqlite://"), "embedded default is SQLite");
+    }
+
+    #[test]
+    fn unknown_keys_in_the_file_are_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CONFIG_FILE), "lisen = \"x\"\n").unwrap();
+        let err = Config::resolve(Overrides { data_dir: Some(dir.path().into()), ..Default::default() }).unwrap_err();
+        assert!(err.to_string().contains("lisen"), "{err}");
+    }
+}

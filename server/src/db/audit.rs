@@ -1,0 +1,39 @@
+//! The audit log: who did what, append-only.
+
+use sqlx::{Any, Executor};
+use tandem_protocol::UserId;
+
+use crate::Result;
+
+/// One audit entry about to be written.
+pub struct Entry<'a> {
+    pub actor_user_id: Option<UserId>,
+    pub actor_name: &'a str,
+    pub action: &'a str,
+    pub target: &'a str,
+    pub detail: serde_json::Value,
+}
+
+/// Appends an entry.
+pub async fn record<'e>(ex: impl Executor<'e, Database = Any>, now: i64, entry: Entry<'_>) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO audit (at, actor_user_id, actor_name, action, target, detail) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(now)
+    .bind(entry.actor_user_id.map(|u| u.to_string()))
+    .bind(entry.actor_name)
+    .bind(entry.action)
+    .bind(entry.target)
+    .bind(entry.detail.to_string())
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// The newest `limit` entries' `(action, target)`, newest first.
+pub async fn recent<'e>(ex: impl Executor<'e, Database = Any>, limit: i64) -> Result<Vec<(String, String)>> {
+    Ok(sqlx::query_as("SELECT action, target FROM audit ORDER BY id DESC LIMIT $1")
+        .bind(limit)
+        .fetch_all(ex)
+        .await?)
+}

@@ -1,0 +1,59 @@
+//! The per-session event log. Sequence numbers come from `sessions.last_seq`, bumped in the same
+//! transaction as the insert, so they are gap-free and never reused even with several writers.
+
+use sqlx::{Any, AnyConnection, Executor, FromRow};
+use tandem_protocol::{Event, EventKind, Seq, SessionId, Timestamp};
+
+use crate::{Error, Result};
+
+/// Appends one event inside the caller's transaction and returns it with its sequence number.
+/// The first statement is a write, so SQLite takes its write lock up front.
+pub async fn append(conn: &mut AnyConnection, session: SessionId, at: i64, kind: EventKind) -> Result<Event> {
+    let (seq,): (i64,) =
+        sqlx::query_as("UPDATE sessions SET last_seq = last_seq + 1, updated_at = $1 WHERE id = $2 RETURNING last_seq")
+            .bind(at)
+            .bind(session.to_string())
+            .fetch_optional(&mut *conn)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("no session {session}")))?;
+    let payload = serde_json::to_string(&kind).map_err(|e| Error::Internal(format!("encoding event: {e}")))?;
+    sqlx::query("INSERT INTO events (session_id, seq, at, type, payload) VALUES ($1, $2, $3, $4, $5)")
+        .bind(session.to_string())
+        .bind(seq)
+        .bind(at)
+        .bind(kind.type_name())
+        .bind(payload)
+        .execute(&mut *conn)
+        .await?;
+    Ok(Event { session_id: session, seq, at: Timestamp(at), kind })
+}
+
+#[derive(FromRow)]
+struct EventRow {
+    seq: i64,
+    at: i64,
+    payload: String,
+}
+
+/// Events with `seq > after`, oldest first, at most `limit`.
+pub async fn list_after<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+    after: Seq,
+    limit: i64,
+) -> Result<Vec<Event>> {
+    let rows: Vec<EventRow> =
+        sqlx::query_as("SELECT seq, at, payload FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
+            .bind(session.to_string())
+            .bind(after)
+            .bind(limit)
+            .fetch_all(ex)
+            .await?;
+    rows.into_iter()
+        .map(|r| {
+            let kind: EventKind = serde_json::from_str(&r.payload)
+                .map_err(|e| Error::Internal(format!("stored event {session}/{} unreadable: {e}", r.seq)))?;
+            Ok(Event { session_id: session, seq: r.seq, at: Timestamp(r.at), kind })
+        })
+        .collect()
+}

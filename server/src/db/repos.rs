@@ -1,0 +1,65 @@
+//! Repos.
+
+use sqlx::{Any, Executor, FromRow};
+use tandem_protocol::{Repo, RepoId, Timestamp, UserId};
+
+use crate::Result;
+
+#[derive(FromRow)]
+struct RepoRow {
+    id: String,
+    name: String,
+    url: String,
+    default_branch: String,
+    created_by: String,
+    created_at: i64,
+}
+
+impl RepoRow {
+    fn into_repo(self) -> Result<Repo> {
+        Ok(Repo {
+            id: RepoId(super::uuid(&self.id)?),
+            name: self.name,
+            url: self.url,
+            default_branch: self.default_branch,
+            created_by: UserId(super::uuid(&self.created_by)?),
+            created_at: Timestamp(self.created_at),
+        })
+    }
+}
+
+const COLUMNS: &str = "id, name, url, default_branch, created_by, created_at";
+
+/// Inserts a repo; a duplicate name is a unique violation.
+pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, repo: &Repo) -> std::result::Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO repos (id, name, url, default_branch, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(repo.id.to_string())
+    .bind(&repo.name)
+    .bind(&repo.url)
+    .bind(&repo.default_branch)
+    .bind(repo.created_by.to_string())
+    .bind(repo.created_at.0)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// A repo by id.
+pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: RepoId) -> Result<Option<Repo>> {
+    let row: Option<RepoRow> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM repos WHERE id = $1"))
+        .bind(id.to_string())
+        .fetch_optional(ex)
+        .await?;
+    row.map(RepoRow::into_repo).transpose()
+}
+
+/// All repos by name.
+pub async fn list<'e>(ex: impl Executor<'e, Database = Any>, limit: i64) -> Result<Vec<Repo>> {
+    let rows: Vec<RepoRow> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM repos ORDER BY name LIMIT $1"))
+        .bind(limit)
+        .fetch_all(ex)
+        .await?;
+    rows.into_iter().map(RepoRow::into_repo).collect()
+}

@@ -1,0 +1,183 @@
+//! Sessions and their prompts.
+
+use sqlx::{Any, AnyConnection, Executor, FromRow};
+use tandem_protocol::*;
+
+use crate::{Error, Result};
+
+#[derive(FromRow)]
+struct SessionRow {
+    id: String,
+    repo_id: String,
+    repo_name: String,
+    state: String,
+    title: String,
+    branch: String,
+    author_kind: String,
+    author_user_id: Option<String>,
+    author_name: String,
+    created_at: i64,
+    updated_at: i64,
+    last_seq: i64,
+}
+
+fn author(kind: &str, user: Option<String>, name: String) -> Result<Author> {
+    let kind: AuthorKind = serde_json::from_value(serde_json::Value::String(kind.to_string()))
+        .map_err(|_| Error::Internal(format!("stored author kind {kind:?} unknown")))?;
+    Ok(Author { kind, user_id: user.map(|u| super::uuid(&u).map(UserId)).transpose()?, name })
+}
+
+fn author_kind_str(kind: AuthorKind) -> &'static str {
+    match kind {
+        AuthorKind::User => "user",
+        AuthorKind::Guest => "guest",
+        AuthorKind::Slack => "slack",
+        AuthorKind::Extension => "extension",
+        AuthorKind::Automation => "automation",
+    }
+}
+
+impl SessionRow {
+    fn into_session(self) -> Result<Session> {
+        Ok(Session {
+            id: SessionId(super::uuid(&self.id)?),
+            repo_id: RepoId(super::uuid(&self.repo_id)?),
+            repo_name: self.repo_name,
+            state: SessionState::parse(&self.state)
+                .ok_or_else(|| Error::Internal(format!("stored session state {:?} unknown", self.state)))?,
+            title: self.title,
+            branch: self.branch,
+            author: author(&self.author_kind, self.author_user_id, self.author_name)?,
+            created_at: Timestamp(self.created_at),
+            updated_at: Timestamp(self.updated_at),
+            last_seq: self.last_seq,
+        })
+    }
+}
+
+const SELECT: &str = "SELECT s.id, s.repo_id, r.name AS repo_name, s.state, s.title, s.branch, s.author_kind,
+    s.author_user_id, s.author_name, s.created_at, s.updated_at, s.last_seq
+    FROM sessions s JOIN repos r ON r.id = s.repo_id";
+
+/// Inserts a session row (with `last_seq = 0`).
+pub async fn insert(conn: &mut AnyConnection, s: &Session) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO sessions (id, repo_id, state, title, branch, author_kind, author_user_id, author_name,
+         created_at, updated_at, last_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0)",
+    )
+    .bind(s.id.to_string())
+    .bind(s.repo_id.to_string())
+    .bind(s.state.as_str())
+    .bind(&s.title)
+    .bind(&s.branch)
+    .bind(author_kind_str(s.author.kind))
+    .bind(s.author.user_id.map(|u| u.to_string()))
+    .bind(&s.author.name)
+    .bind(s.created_at.0)
+    .bind(s.updated_at.0)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Appends a prompt at the end of the session's queue.
+pub async fn insert_prompt(conn: &mut AnyConnection, p: &Prompt) -> Result<()> {
+    let mode = match p.mode {
+        PromptMode::Queue => "queue",
+        PromptMode::Steer => "steer",
+    };
+    sqlx::query(
+        "INSERT INTO prompts (id, session_id, position, author_kind, author_user_id, author_name, text, mode, state, created_at)
+         VALUES ($1, $2, (SELECT COALESCE(MAX(position), 0) + 1 FROM prompts WHERE session_id = $2), $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(p.id.to_string())
+    .bind(p.session_id.to_string())
+    .bind(author_kind_str(p.author.kind))
+    .bind(p.author.user_id.map(|u| u.to_string()))
+    .bind(&p.author.name)
+    .bind(&p.text)
+    .bind(mode)
+    .bind(prompt_state_str(p.state))
+    .bind(p.created_at.0)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+fn prompt_state_str(s: PromptState) -> &'static str {
+    match s {
+        PromptState::Queued => "queued",
+        PromptState::Running => "running",
+        PromptState::Done => "done",
+        PromptState::Withdrawn => "withdrawn",
+        PromptState::Interrupted => "interrupted",
+    }
+}
+
+/// A session by id.
+pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: SessionId) -> Result<Option<Session>> {
+    let row: Option<SessionRow> = sqlx::query_as(&format!("{SELECT} WHERE s.id = $1"))
+        .bind(id.to_string())
+        .fetch_optional(ex)
+        .await?;
+    row.map(SessionRow::into_session).transpose()
+}
+
+/// Sessions, newest first, optionally filtered.
+pub async fn list<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    repo: Option<RepoId>,
+    state: Option<SessionState>,
+    limit: i64,
+) -> Result<Vec<Session>> {
+    let rows: Vec<SessionRow> = sqlx::query_as(&format!(
+        "{SELECT} WHERE ($1 IS NULL OR s.repo_id = $1) AND ($2 IS NULL OR s.state = $2)
+         ORDER BY s.created_at DESC, s.id LIMIT $3"
+    ))
+    .bind(repo.map(|r| r.to_string()))
+    .bind(state.map(|s| s.as_str()))
+    .bind(limit)
+    .fetch_all(ex)
+    .await?;
+    rows.into_iter().map(SessionRow::into_session).collect()
+}
+
+#[derive(FromRow)]
+struct PromptRow {
+    id: String,
+    author_kind: String,
+    author_user_id: Option<String>,
+    author_name: String,
+    text: String,
+    mode: String,
+    state: String,
+    created_at: i64,
+}
+
+/// A session's prompts in queue order.
+pub async fn prompts<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Vec<Prompt>> {
+    let rows: Vec<PromptRow> = sqlx::query_as(
+        "SELECT id, author_kind, author_user_id, author_name, text, mode, state, created_at
+         FROM prompts WHERE session_id = $1 ORDER BY position",
+    )
+    .bind(session.to_string())
+    .fetch_all(ex)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            let mode = serde_json::from_value(serde_json::Value::String(r.mode.clone()))
+                .map_err(|_| Error::Internal(format!("stored prompt mode {:?} unknown", r.mode)))?;
+            let state = serde_json::from_value(serde_json::Value::String(r.state.clone()))
+                .map_err(|_| Error::Internal(format!("stored prompt state {:?} unknown", r.state)))?;
+            Ok(Prompt {
+                id: PromptId(super::uuid(&r.id)?),
+                session_id: session,
+                author: author(&r.author_kind, r.author_user_id, r.author_name)?,
+                text: r.text,
+                mode,
+                state,
+                created_at: Timestamp(r.created_at),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,143 @@
+//! API tokens and one-time login codes; only their SHA-256 hashes are stored.
+
+use sqlx::{Any, Executor, FromRow};
+use tandem_protocol::{Timestamp, TokenId, TokenInfo, UserId};
+
+use crate::Result;
+
+#[derive(FromRow)]
+struct TokenRow {
+    id: String,
+    name: String,
+    created_at: i64,
+    expires_at: Option<i64>,
+    last_used_at: Option<i64>,
+}
+
+impl TokenRow {
+    fn into_info(self) -> Result<TokenInfo> {
+        Ok(TokenInfo {
+            id: TokenId(super::uuid(&self.id)?),
+            name: self.name,
+            created_at: Timestamp(self.created_at),
+            expires_at: self.expires_at.map(Timestamp),
+            last_used_at: self.last_used_at.map(Timestamp),
+        })
+    }
+}
+
+/// Stores a new token's hash.
+pub async fn insert<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    user: UserId,
+    info: &TokenInfo,
+    token_hash: &str,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO api_tokens (id, user_id, name, token_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(info.id.to_string())
+    .bind(user.to_string())
+    .bind(&info.name)
+    .bind(token_hash)
+    .bind(info.created_at.0)
+    .bind(info.expires_at.map(|t| t.0))
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// What a presented token hash resolves to.
+pub struct TokenOwner {
+    pub token_id: TokenId,
+    pub user_id: UserId,
+    pub expires_at: Option<i64>,
+    pub revoked: bool,
+}
+
+/// Looks a token up by hash.
+pub async fn find_by_hash<'e>(ex: impl Executor<'e, Database = Any>, hash: &str) -> Result<Option<TokenOwner>> {
+    let row: Option<(String, String, Option<i64>, Option<i64>)> =
+        sqlx::query_as("SELECT id, user_id, expires_at, revoked_at FROM api_tokens WHERE token_hash = $1")
+            .bind(hash)
+            .fetch_optional(ex)
+            .await?;
+    row.map(|(id, user, expires_at, revoked_at)| {
+        Ok(TokenOwner {
+            token_id: TokenId(super::uuid(&id)?),
+            user_id: UserId(super::uuid(&user)?),
+            expires_at,
+            revoked: revoked_at.is_some(),
+        })
+    })
+    .transpose()
+}
+
+/// Records a use (best effort, for display).
+pub async fn touch<'e>(ex: impl Executor<'e, Database = Any>, id: TokenId, now: i64) -> Result<()> {
+    sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
+        .bind(now)
+        .bind(id.to_string())
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// A user's live (not revoked) tokens, newest first.
+pub async fn list<'e>(ex: impl Executor<'e, Database = Any>, user: UserId) -> Result<Vec<TokenInfo>> {
+    let rows: Vec<TokenRow> = sqlx::query_as(
+        "SELECT id, name, created_at, expires_at, last_used_at FROM api_tokens
+         WHERE user_id = $1 AND revoked_at IS NULL ORDER BY created_at DESC",
+    )
+    .bind(user.to_string())
+    .fetch_all(ex)
+    .await?;
+    rows.into_iter().map(TokenRow::into_info).collect()
+}
+
+/// Revokes one of a user's tokens; false if there was no such live token.
+pub async fn revoke<'e>(ex: impl Executor<'e, Database = Any>, user: UserId, id: TokenId, now: i64) -> Result<bool> {
+    let done = sqlx::query("UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND user_id = $3 AND revoked_at IS NULL")
+        .bind(now)
+        .bind(id.to_string())
+        .bind(user.to_string())
+        .execute(ex)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Stores a one-time login code's hash.
+pub async fn insert_login_code<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    user: UserId,
+    code_hash: &str,
+    now: i64,
+    expires_at: i64,
+) -> Result<()> {
+    sqlx::query("INSERT INTO login_codes (code_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)")
+        .bind(code_hash)
+        .bind(user.to_string())
+        .bind(now)
+        .bind(expires_at)
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// Marks a login code used and returns its user, if it was unused and unexpired. Atomic: a code
+/// works once even when two requests race.
+pub async fn redeem_login_code<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    code_hash: &str,
+    now: i64,
+) -> Result<Option<UserId>> {
+    let row: Option<(String,)> = sqlx::query_as(
+        "UPDATE login_codes SET used_at = $1 WHERE code_hash = $2 AND used_at IS NULL AND expires_at > $1
+         RETURNING user_id",
+    )
+    .bind(now)
+    .bind(code_hash)
+    .fetch_optional(ex)
+    .await?;
+    row.map(|(u,)| Ok(UserId(super::uuid(&u)?))).transpose()
+}

@@ -1,0 +1,82 @@
+//! The server's one error type and how it becomes an HTTP answer.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use tandem_protocol::ApiError;
+
+/// Everything that can go wrong in the server library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request is malformed.
+    #[error("{0}")]
+    BadRequest(String),
+    /// Well-formed but not acceptable (unknown repo, empty prompt, …).
+    #[error("{0}")]
+    Invalid(String),
+    /// No or bad credentials.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Authenticated, but not allowed.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The thing asked for does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// It conflicts with what is stored (duplicate name, …).
+    #[error("{0}")]
+    Conflict(String),
+    /// Configuration is wrong; said at start-up.
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("database: {0}")]
+    Sqlx(#[from] sqlx::Error),
+    #[error("database migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// `Result` with the server's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The HTTP status and stable code this error is answered with.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            Self::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"),
+            Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::Config(_) | Self::Sqlx(_) | Self::Migrate(_) | Self::Io(_) | Self::Internal(_) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+            }
+        }
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let message = if status.is_server_error() {
+            // Details stay in the server log; the client learns only that it was not its fault.
+            tracing::error!(error = %self, "request failed");
+            "internal error; the server log has the details".to_string()
+        } else {
+            self.to_string()
+        };
+        (status, Json(ApiError { code: code.to_string(), message })).into_response()
+    }
+}
+
+/// Maps a unique-constraint violation to 409 with `what` in the message; other errors pass through.
+pub fn conflict_on_unique(err: sqlx::Error, what: &str) -> Error {
+    match &err {
+        sqlx::Error::Database(db) if db.is_unique_violation() => Error::Conflict(format!("{what} already exists")),
+        _ => Error::Sqlx(err),
+    }
+}

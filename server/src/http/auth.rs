@@ -1,0 +1,64 @@
+//! Browser sign-in: `POST /api/auth/login` exchanges a one-time login code or an API token for an
+//! HttpOnly, SameSite=Strict cookie holding a short-lived JWT; `POST /api/auth/logout` clears it;
+//! `GET /api/me` says who is signed in.
+
+use axum::extract::State;
+use axum::http::header::SET_COOKIE;
+use axum::response::{AppendHeaders, IntoResponse};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use tandem_protocol::limits::{API_TOKEN_PREFIX, BROWSER_LOGIN_TTL_SECS, LOGIN_CODE_PREFIX, SESSION_COOKIE};
+use tandem_protocol::{LoginRequest, User};
+
+use crate::auth::{self, CurrentUser};
+use crate::state::AppState;
+use crate::{Error, Result, db, now_ms};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/auth/login", post(login))
+        .route("/auth/logout", post(logout))
+        .route("/me", get(me))
+}
+
+async fn login(State(state): State<AppState>, Json(req): Json<LoginRequest>) -> Result<impl IntoResponse> {
+    let credential = req.credential.trim();
+    let (user, via) = if credential.starts_with(LOGIN_CODE_PREFIX) {
+        (auth::user_for_login_code(&state.db, credential).await?, "login_code")
+    } else if credential.starts_with(API_TOKEN_PREFIX) {
+        (auth::user_for_api_token(&state.db, credential).await?, "api_token")
+    } else {
+        return Err(Error::Unauthorized(format!(
+            "expected a login code ({LOGIN_CODE_PREFIX}…) or an API token ({API_TOKEN_PREFIX}…)"
+        )));
+    };
+    let jwt = state.jwt.issue(user.id, BROWSER_LOGIN_TTL_SECS)?;
+    db::audit::record(
+        state.db.pool(),
+        now_ms(),
+        db::audit::Entry {
+            actor_user_id: Some(user.id),
+            actor_name: &user.name,
+            action: "auth.login",
+            target: &user.id.to_string(),
+            detail: serde_json::json!({ "via": via }),
+        },
+    )
+    .await?;
+    let cookie = format!(
+        "{SESSION_COOKIE}={jwt}; HttpOnly; SameSite=Strict; Path=/; Max-Age={BROWSER_LOGIN_TTL_SECS}{}",
+        if state.public_url().starts_with("https://") { "; Secure" } else { "" }
+    );
+    Ok((AppendHeaders([(SET_COOKIE, cookie)]), Json(user)))
+}
+
+async fn logout() -> impl IntoResponse {
+    (
+        AppendHeaders([(SET_COOKIE, format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"))]),
+        Json(serde_json::json!({})),
+    )
+}
+
+async fn me(user: CurrentUser) -> Json<User> {
+    Json(user.0)
+}

@@ -1,0 +1,46 @@
+//! The HTTP boundary: `app(state)` builds the whole router (REST API under `/api`, the web app
+//! everywhere else). Each submodule exposes its own `router()`.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use tandem_protocol::limits::{MAX_BODY_BYTES, REQUEST_TIMEOUT_SECS};
+use tower_http::compression::CompressionLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::state::AppState;
+
+mod auth;
+mod health;
+mod json_errors;
+mod repos;
+mod sessions;
+mod tokens;
+mod web;
+
+/// The whole service. CORS is off: the web app is served from the same origin, and no
+/// cross-origin caller is allowed unless a later configuration says so.
+pub fn app(state: AppState) -> Router {
+    let api = Router::new()
+        .merge(health::router())
+        .merge(auth::router())
+        .merge(tokens::router())
+        .merge(repos::router())
+        .merge(sessions::router())
+        .fallback(json_errors::no_such_route)
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, Duration::from_secs(REQUEST_TIMEOUT_SECS)))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        // Outermost, so it also sees the answers of the layers above.
+        .layer(axum::middleware::from_fn(json_errors::layer));
+    Router::new()
+        .nest("/api", api)
+        .merge(web::router(state.config.web_dir.clone()))
+        .layer(CompressionLayer::new())
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}

@@ -1,0 +1,113 @@
+//! Repo logic: validating and registering git remotes.
+
+use tandem_protocol::limits::{MAX_LIST, MAX_NAME_BYTES, MAX_URL_BYTES};
+use tandem_protocol::{CreateRepo, Repo, RepoId, Timestamp};
+
+use crate::auth::CurrentUser;
+use crate::db::{self, Db};
+use crate::error::conflict_on_unique;
+use crate::{Error, Result, now_ms};
+
+/// Registers a repo.
+pub async fn create(db: &Db, user: &CurrentUser, req: CreateRepo) -> Result<Repo> {
+    let name = req.name.trim().to_string();
+    validate_name(&name)?;
+    let url = req.url.trim().to_string();
+    validate_url(&url)?;
+    let default_branch = req.default_branch.map(|b| b.trim().to_string()).unwrap_or_else(|| "main".into());
+    validate_branch(&default_branch)?;
+    let now = now_ms();
+    let repo = Repo { id: RepoId(uuid::Uuid::new_v4()), name, url, default_branch, created_by: user.0.id, created_at: Timestamp(now) };
+    let mut tx = db.pool().begin().await?;
+    db::repos::insert(&mut *tx, &repo).await.map_err(|e| conflict_on_unique(e, &format!("a repo named {:?}", repo.name)))?;
+    db::audit::record(
+        &mut *tx,
+        now,
+        db::audit::Entry {
+            actor_user_id: Some(user.0.id),
+            actor_name: &user.0.name,
+            action: "repo.create",
+            target: &repo.id.to_string(),
+            detail: serde_json::json!({ "name": repo.name, "url": repo.url }),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(repo)
+}
+
+/// One repo.
+pub async fn get(db: &Db, id: RepoId) -> Result<Repo> {
+    db::repos::get(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no repo {id}")))
+}
+
+/// All repos by name.
+pub async fn list(db: &Db) -> Result<Vec<Repo>> {
+    db::repos::list(db.pool(), MAX_LIST).await
+}
+
+/// `owner/name`-style: letters, digits, `.`, `_`, `-`, `/`.
+pub fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_NAME_BYTES {
+        return Err(Error::Invalid(format!("repo name must be 1–{MAX_NAME_BYTES} bytes")));
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/')) {
+        return Err(Error::Invalid(format!("repo name {name:?} may only hold letters, digits, '.', '_', '-' and '/'")));
+    }
+    Ok(())
+}
+
+/// A git remote: `https://`, `http://`, `ssh://`, `git://`, `file://`, `user@host:path` or an
+/// absolute path. Never an option-looking string (it reaches `git clone`).
+pub fn validate_url(url: &str) -> Result<()> {
+    if url.is_empty() || url.len() > MAX_URL_BYTES {
+        return Err(Error::Invalid(format!("repo url must be 1–{MAX_URL_BYTES} bytes")));
+    }
+    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(Error::Invalid("repo url must not contain spaces or control characters".into()));
+    }
+    let scheme_ok = ["https://", "http://", "ssh://", "git://", "file://"].iter().any(|s| url.starts_with(s));
+    let scp_ok = !url.starts_with('-') && url.contains('@') && url.contains(':') && !url.contains("://");
+    if scheme_ok || scp_ok || url.starts_with('/') {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "repo url {url:?} is not a git remote (https://, ssh://, git://, file://, user@host:path or /abs/path)"
+        )))
+    }
+}
+
+/// A git branch name per `git check-ref-format --branch`, the common subset.
+pub fn validate_branch(b: &str) -> Result<()> {
+    let bad = b.is_empty()
+        || b.len() > 255
+        || b.starts_with('-')
+        || b.starts_with('/')
+        || b.ends_with('/')
+        || b.ends_with('.')
+        || b.ends_with(".lock")
+        || b.contains("..")
+        || b.contains("//")
+        || b.contains("@{")
+        || b.chars().any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c));
+    if bad { Err(Error::Invalid(format!("{b:?} is not a valid branch name"))) } else { Ok(()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_branches() {
+        for ok in ["https://github.com/a/b.git", "git@github.com:a/b.git", "/srv/git/x", "file:///tmp/x"] {
+            validate_url(ok).unwrap();
+        }
+        for bad in ["", "--upload-pack=evil", "ftp://x", "a b", "relative/path"] {
+            assert!(validate_url(bad).is_err(), "{bad}");
+        }
+        validate_branch("feature/x-1").unwrap();
+        for bad in ["", "-x", "a..b", "a b", "x.lock", "a:b"] {
+            assert!(validate_branch(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! Starting the server: data dir, database and migrations, keys, first-start admin, listener.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use crate::auth::{self, JwtKeys};
+use crate::config::Config;
+use crate::db::Db;
+use crate::state::AppState;
+use crate::{Error, Result};
+
+/// A server that is bound and migrated, ready to run.
+pub struct Server {
+    listener: TcpListener,
+    state: AppState,
+    /// The address actually bound (port 0 resolved).
+    pub addr: SocketAddr,
+    /// On the very first start: the one-time login link for the new `admin` user.
+    pub first_login_url: Option<String>,
+}
+
+impl Server {
+    /// Prepares the data dir and database, then binds the listener.
+    pub async fn bind(mut config: Config) -> Result<Self> {
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| Error::Config(format!("cannot create data dir {}: {e}", config.data_dir.display())))?;
+        let db = Db::connect(&config.database_url).await?;
+        db.migrate().await?;
+        let jwt = JwtKeys::load_or_create(&config.data_dir)?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", config.listen)))?;
+        let addr = listener.local_addr()?;
+        config.listen = addr;
+        let state = AppState { db, jwt: Arc::new(jwt), config: Arc::new(config) };
+        let first_login_url = auth::bootstrap_admin(&state.db).await?.map(|code| auth::login_url(&state.public_url(), &code));
+        Ok(Self { listener, state, addr, first_login_url })
+    }
+
+    /// The URL people open.
+    pub fn url(&self) -> String {
+        self.state.public_url()
+    }
+
+    /// The shared state (for tests and local commands).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` completes, then finishes in-flight requests and closes the database.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+        let db = self.state.db.clone();
+        axum::serve(self.listener, crate::app(self.state)).with_graceful_shutdown(shutdown).await?;
+        db.close().await;
+        Ok(())
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

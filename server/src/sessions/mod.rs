@@ -1,0 +1,133 @@
+//! Session logic, independent of transport: creating sessions, reading them and their event log.
+//! Knows the store, never HTTP or WebSockets.
+
+use tandem_protocol::limits::{MAX_EVENTS_PAGE, MAX_LIST, MAX_PROMPT_BYTES};
+use tandem_protocol::*;
+
+use crate::db::{self, Db};
+use crate::{Error, Result, now_ms};
+
+/// Accepts a new session: stored `queued` with its first prompt and the opening events, all in
+/// one transaction (a session never exists without its prompt).
+pub async fn create(db: &Db, author: Author, req: CreateSession) -> Result<SessionDetail> {
+    let prompt = req.prompt.trim().to_string();
+    if prompt.is_empty() {
+        return Err(Error::Invalid("prompt is empty".into()));
+    }
+    if prompt.len() > MAX_PROMPT_BYTES {
+        return Err(Error::Invalid(format!("prompt is longer than {MAX_PROMPT_BYTES} bytes")));
+    }
+    let repo = db::repos::get(db.pool(), req.repo_id)
+        .await?
+        .ok_or_else(|| Error::Invalid(format!("unknown repo {}", req.repo_id)))?;
+    let branch = match req.branch.map(|b| b.trim().to_string()).filter(|b| !b.is_empty()) {
+        Some(b) => {
+            crate::repos::validate_branch(&b)?;
+            b
+        }
+        None => repo.default_branch.clone(),
+    };
+    let now = now_ms();
+    let session = Session {
+        id: SessionId(uuid::Uuid::new_v4()),
+        repo_id: repo.id,
+        repo_name: repo.name.clone(),
+        state: SessionState::Queued,
+        title: title_of(&prompt),
+        branch: branch.clone(),
+        author: author.clone(),
+        created_at: Timestamp(now),
+        updated_at: Timestamp(now),
+        last_seq: 0,
+    };
+    let first = Prompt {
+        id: PromptId(uuid::Uuid::new_v4()),
+        session_id: session.id,
+        author: author.clone(),
+        text: prompt,
+        mode: PromptMode::Queue,
+        state: PromptState::Queued,
+        created_at: Timestamp(now),
+    };
+    let mut tx = db.pool().begin().await?;
+    db::sessions::insert(&mut tx, &session).await?;
+    db::sessions::insert_prompt(&mut tx, &first).await?;
+    db::events::append(&mut tx, session.id, now, EventKind::SessionCreated { repo_id: repo.id, branch, author: author.clone() })
+        .await?;
+    let last = db::events::append(
+        &mut tx,
+        session.id,
+        now,
+        EventKind::PromptQueued { prompt_id: first.id, author: author.clone(), mode: first.mode, text: first.text.clone() },
+    )
+    .await?;
+    db::audit::record(
+        &mut *tx,
+        now,
+        db::audit::Entry {
+            actor_user_id: author.user_id,
+            actor_name: &author.name,
+            action: "session.create",
+            target: &session.id.to_string(),
+            detail: serde_json::json!({ "repo": repo.name }),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(SessionDetail { session: Session { last_seq: last.seq, ..session }, prompts: vec![first] })
+}
+
+/// One session with its prompts.
+pub async fn get(db: &Db, id: SessionId) -> Result<SessionDetail> {
+    let session = db::sessions::get(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    let prompts = db::sessions::prompts(db.pool(), id).await?;
+    Ok(SessionDetail { session, prompts })
+}
+
+/// Sessions, newest first.
+pub async fn list(db: &Db, filter: SessionFilter) -> Result<Vec<Session>> {
+    let limit = clamp_limit(filter.limit, MAX_LIST)?;
+    db::sessions::list(db.pool(), filter.repo_id, filter.state, limit).await
+}
+
+/// Events after a sequence number.
+pub async fn events(db: &Db, id: SessionId, q: EventsQuery) -> Result<EventsPage> {
+    let after = q.after.unwrap_or(0);
+    if after < 0 {
+        return Err(Error::BadRequest("after must be ≥ 0".into()));
+    }
+    let limit = clamp_limit(q.limit, MAX_EVENTS_PAGE)?;
+    // Read the session first: events appended after this read are simply in the next page.
+    let session = db::sessions::get(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    let events = db::events::list_after(db.pool(), id, after, limit).await?;
+    let last_seq = events.last().map_or(session.last_seq, |e| e.seq.max(session.last_seq));
+    Ok(EventsPage { events, last_seq })
+}
+
+fn clamp_limit(limit: Option<i64>, max: i64) -> Result<i64> {
+    match limit {
+        None => Ok(max),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(n) => Err(Error::BadRequest(format!("limit must be between 1 and {max}, got {n}"))),
+    }
+}
+
+/// The first line of a prompt, shortened to 80 characters.
+pub fn title_of(prompt: &str) -> String {
+    let line = prompt.lines().next().unwrap_or_default().trim();
+    if line.chars().count() <= 80 {
+        line.to_string()
+    } else {
+        format!("{}…", line.chars().take(79).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn title_is_first_line_shortened() {
+        assert_eq!(super::title_of("Fix the login bug\nmore"), "Fix the login bug");
+        let long = "x".repeat(200);
+        assert_eq!(super::title_of(&long).chars().count(), 80);
+    }
+}

@@ -1,0 +1,284 @@
+//! Test harness: a Tandem server per test on a fresh database, reached in-process or over a
+//! loopback socket through one `Transport` interface.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use tandem_server::auth;
+use tandem_server::config::{Config, sqlite_url};
+use tandem_server::serve::Server;
+use tandem_server::state::AppState;
+use tower::ServiceExt;
+
+/// Which database a test runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// How a test reaches the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// `tandem_server::app(state)` driven with `tower::ServiceExt::oneshot`.
+    Oneshot,
+    /// A real server on 127.0.0.1, driven with reqwest.
+    Socket,
+}
+
+/// Runs an async test body once per backend × transport.
+#[macro_export]
+macro_rules! matrix {
+    ($name:ident) => {
+        mod $name {
+            use $crate::harness::{Backend, Transport};
+            #[tokio::test]
+            async fn sqlite_oneshot() {
+                $crate::harness::run(Backend::Sqlite, Transport::Oneshot, super::$name).await
+            }
+            #[tokio::test]
+            async fn sqlite_socket() {
+                $crate::harness::run(Backend::Sqlite, Transport::Socket, super::$name).await
+            }
+            #[tokio::test]
+            async fn postgres_oneshot() {
+                $crate::harness::run(Backend::Postgres, Transport::Oneshot, super::$name).await
+            }
+            #[tokio::test]
+            async fn postgres_socket() {
+                $crate::harness::run(Backend::Postgres, Transport::Socket, super::$name).await
+            }
+        }
+    };
+}
+
+/// Runs `body` against a fresh server, or prints why it cannot.
+pub async fn run<F, Fut>(backend: Backend, transport: Transport, body: F)
+where
+    F: FnOnce(TestServer) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let Some(server) = TestServer::start(backend, transport).await else { return };
+    body(server).await;
+}
+
+/// A fresh database URL for `backend`, or `None` (with the reason printed) when PostgreSQL is
+/// not configured and not required.
+pub async fn fresh_database(backend: Backend, dir: &std::path::Path) -> Option<String> {
+    match backend {
+        Backend::Sqlite => Some(sqlite_url(&dir.join("tandem.db"))),
+        Backend::Postgres => {
+            let Ok(admin) = std::env::var("TANDEM_TEST_POSTGRES_URL") else {
+                if std::env::var("TANDEM_TEST_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
+                    panic!("TANDEM_TEST_REQUIRE_POSTGRES=1 but TANDEM_TEST_POSTGRES_URL is not set");
+                }
+                eprintln!("SKIP (PostgreSQL): TANDEM_TEST_POSTGRES_URL is not set; `cargo xtask test` sets it");
+                return None;
+            };
+            let name = format!("tandem_test_{}", uuid::Uuid::new_v4().simple());
+            sqlx::any::install_default_drivers();
+            let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&admin)
+                .await
+                .expect("connect to the test PostgreSQL server");
+            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create test database");
+            let (base, query) = admin.split_once('?').map_or((admin.as_str(), None), |(b, q)| (b, Some(q)));
+            let base = base.rsplit_once('/').map_or(base, |(b, _)| b);
+            Some(match query {
+                Some(q) => format!("{base}/{name}?{q}"),
+                None => format!("{base}/{name}"),
+            })
+        }
+    }
+}
+
+/// A server on a fresh database and data dir; stops when dropped.
+pub struct TestServer {
+    pub backend: Backend,
+    pub transport: Transport,
+    pub state: AppState,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// The one-time login code printed on first start.
+    pub first_login_code: String,
+    /// An API token of the admin.
+    pub admin_token: String,
+    pub dir: Arc<tempfile::TempDir>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl TestServer {
+    /// Starts a server (always listening, so both transports see the same state).
+    pub async fn start(backend: Backend, transport: Transport) -> Option<Self> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let database_url = fresh_database(backend, dir.path()).await?;
+        let config = Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            data_dir: dir.path().join("data"),
+            database_url,
+            public_url: None,
+            web_dir: None,
+        };
+        let server = Server::bind(config).await.expect("server starts");
+        let url = server.url();
+        let state = server.state().clone();
+        let login = server.first_login_url.clone().expect("first start prints a login link");
+        let first_login_code = login.split_once("#code=").expect("link carries the code").1.to_string();
+        let admin = auth::local_admin(&state.db).await.expect("admin exists");
+        let admin_token = auth::create_api_token(&state.db, &admin, "tests", None).await.expect("token").token;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(server.run(async move {
+            let _ = rx.await;
+        }));
+        Some(Self {
+            backend,
+            transport,
+            state,
+            url,
+            first_login_code,
+            admin_token,
+            dir: Arc::new(dir),
+            shutdown: Some(tx),
+        })
+    }
+
+    /// A request builder bound to this server and transport.
+    pub fn req(&self, method: Method, path: &str) -> Req<'_> {
+        Req { server: self, method, path: path.to_string(), headers: Vec::new(), body: Vec::new() }
+    }
+
+    /// `GET path` as the admin.
+    pub fn get(&self, path: &str) -> Req<'_> {
+        self.req(Method::GET, path).bearer(&self.admin_token)
+    }
+
+    /// `POST path` with a JSON body as the admin.
+    pub fn post(&self, path: &str, body: serde_json::Value) -> Req<'_> {
+        self.req(Method::POST, path).bearer(&self.admin_token).json(&body)
+    }
+}
+
+/// One request about to be sent.
+pub struct Req<'a> {
+    server: &'a TestServer,
+    method: Method,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+/// What came back.
+#[derive(Debug)]
+pub struct Res {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Res {
+    /// The body as JSON (panics with the body text when it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// The body as a typed value.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> T {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body does not parse ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// Asserts the status and that the body is an `ApiError` with `code`; returns its message.
+    #[track_caller]
+    pub fn assert_error(&self, status: StatusCode, code: &str) -> String {
+        assert_eq!(self.status, status, "body: {}", String::from_utf8_lossy(&self.body));
+        let ct = self.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        assert!(ct.starts_with("application/json"), "error content-type is {ct:?}");
+        let err: tandem_protocol::ApiError = self.parse();
+        assert_eq!(err.code, code, "message: {}", err.message);
+        assert!(!err.message.is_empty());
+        err.message
+    }
+}
+
+impl Req<'_> {
+    pub fn header(mut self, k: &str, v: &str) -> Self {
+        self.headers.push((k.to_string(), v.to_string()));
+        self
+    }
+
+    pub fn bearer(self, token: &str) -> Self {
+        self.header("authorization", &format!("Bearer {token}"))
+    }
+
+    pub fn json(self, v: &serde_json::Value) -> Self {
+        self.raw_body("application/json", v.to_string().into_bytes())
+    }
+
+    pub fn raw_body(mut self, content_type: &str, body: Vec<u8>) -> Self {
+        self.headers.retain(|(k, _)| k != "content-type");
+        self.headers.push(("content-type".into(), content_type.into()));
+        self.body = body;
+        self
+    }
+
+    /// A body without a content type.
+    pub fn untyped_body(mut self, body: Vec<u8>) -> Self {
+        self.headers.retain(|(k, _)| k != "content-type");
+        self.body = body;
+        self
+    }
+
+    pub async fn send(self) -> Res {
+        match self.server.transport {
+            Transport::Oneshot => {
+                let mut b = Request::builder().method(self.method).uri(&self.path);
+                for (k, v) in &self.headers {
+                    b = b.header(k, v);
+                }
+                let res = tandem_server::app(self.server.state.clone())
+                    .oneshot(b.body(Body::from(self.body)).unwrap())
+                    .await
+                    .unwrap();
+                let (parts, body) = res.into_parts();
+                let body = body.collect().await.unwrap().to_bytes().to_vec();
+                Res { status: parts.status, headers: parts.headers, body }
+            }
+            Transport::Socket => {
+                let client = reqwest::Client::new();
+                let method = reqwest::Method::from_bytes(self.method.as_str().as_bytes()).unwrap();
+                let mut b = client.request(method, format!("{}{}", self.server.url, self.path));
+                for (k, v) in &self.headers {
+                    b = b.header(k, v);
+                }
+                let res = b.body(self.body).send().await.expect("request reaches the server");
+                let status = StatusCode::from_u16(res.status().as_u16()).unwrap();
+                let mut headers = HeaderMap::new();
+                for (k, v) in res.headers() {
+                    headers.append(
+                        axum::http::HeaderName::from_bytes(k.as_str().as_bytes()).unwrap(),
+                        axum::http::HeaderValue::from_bytes(v.as_bytes()).unwrap(),
+                    );
+                }
+                let body = res.bytes().await.unwrap().to_vec();
+                Res { status, headers, body }
+            }
+        }
+    }
+}
+
+/// Creates a repo as the admin and returns its id.
+pub async fn make_repo(s: &TestServer, name: &str) -> String {
+    let res = s.post("/api/repos", serde_json::json!({ "name": name, "url": "https://example.invalid/r.git" })).send().await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&res.body));
+    res.json()["id"].as_str().unwrap().to_string()
+}

@@ -1,0 +1,16 @@
+//! Integration tests through the real HTTP boundary: the router in-process (`tower::oneshot`)
+//! and a real server on a loopback socket, against SQLite and PostgreSQL.
+//!
+//! PostgreSQL variants need `TANDEM_TEST_POSTGRES_URL` (an admin URL; each test makes its own
+//! database). `cargo xtask test` starts a local server and sets it. Without it they print SKIP,
+//! unless `TANDEM_TEST_REQUIRE_POSTGRES=1`, when they fail.
+
+mod harness;
+
+mod api_auth;
+mod api_input;
+mod api_repos;
+mod api_sessions;
+mod cli;
+mod restart;
+mod store;

@@ -1,0 +1,85 @@
+//! Restarting the server (even a hard kill) loses nothing: the real binary on a SQLite file.
+
+use std::process::Stdio;
+
+use tandem_protocol::{CreateRepo, CreateSession};
+use tandem_server::client::Client;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tandem");
+
+/// Starts `tandem serve` on a free port; returns the child, its URL and whether it printed a
+/// first-start login link.
+async fn serve(data: &std::path::Path) -> (Child, String, bool) {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", data.to_str().unwrap()])
+        .env_remove("TANDEM_DATABASE_URL")
+        .env_remove("TANDEM_WEB_DIR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut url = None;
+    let mut first = false;
+    // The server prints its URL, then either the first-start link or the `login-link` hint.
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if let Some(rest) = line.split_once("listening on ") {
+            url = Some(rest.1.trim().to_string());
+        }
+        if line.contains("#code=tlc_") {
+            first = true;
+            break;
+        }
+        if line.contains("sign in:") {
+            break;
+        }
+    }
+    (child, url.expect("server printed its URL"), first)
+}
+
+#[tokio::test]
+async fn sessions_and_events_survive_a_hard_kill_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (mut child, url, first) = serve(&data).await;
+    assert!(first, "first start prints a login link");
+    assert!(data.join("tandem.db").is_file(), "the embedded default is a SQLite file in the data dir");
+
+    let out = Command::new(BIN).args(["token", "create", "--data-dir", data.to_str().unwrap()]).env_remove("TANDEM_TOKEN").output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+
+    let c = Client::new(&url, Some(token.clone())).unwrap();
+    let repo = c.create_repo(&CreateRepo { name: "acme/web".into(), url: "https://x.invalid/w.git".into(), default_branch: None }).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(c.create_session(&CreateSession { repo_id: repo.id, prompt: format!("task {i}"), branch: None }).await.unwrap());
+    }
+    let before: Vec<_> = futures::future::join_all(ids.iter().map(|d| c.events(d.session.id, 0))).await;
+    let jwt = tandem_server::auth::JwtKeys::load_or_create(&data).unwrap();
+
+    // SIGKILL: no graceful shutdown, no chance to flush anything more.
+    child.kill().await.unwrap();
+
+    let (_child, url2, first_again) = serve(&data).await;
+    assert!(!first_again, "a restart does not create another admin");
+    let c = Client::new(&url2, Some(token)).unwrap();
+    for (d, page) in ids.iter().zip(before) {
+        let page = page.unwrap();
+        let again = c.session(d.session.id).await.unwrap();
+        assert_eq!(again.session.title, d.session.title);
+        assert_eq!(again.prompts, d.prompts);
+        let events = c.events(d.session.id, 0).await.unwrap();
+        assert_eq!(events, page, "the event log is identical after the restart");
+        assert_eq!(events.events.len(), 2);
+    }
+    assert_eq!(c.sessions(None).await.unwrap().len(), 5);
+    // The JWT key persisted too: a browser login from before the restart still works.
+    let admin = c.me().await.unwrap();
+    let cookie_jwt = jwt.issue(admin.id, 60).unwrap();
+    let res = reqwest::Client::new().get(format!("{url2}/api/me")).bearer_auth(cookie_jwt).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+}

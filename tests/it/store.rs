@@ -1,0 +1,56 @@
+//! Store invariants that hold on both databases.
+
+use tandem_protocol::{Author, AuthorKind, CreateSession, EventKind, RepoId, SessionState};
+use tandem_server::{db, now_ms, sessions};
+
+use crate::harness::{TestServer, make_repo};
+use crate::matrix;
+
+async fn events_are_append_only_and_gap_free_under_concurrency(s: TestServer) {
+    let repo: RepoId = make_repo(&s, "acme/web").await.parse().unwrap();
+    let author = Author { kind: AuthorKind::Automation, user_id: None, name: "test".into() };
+    let detail = sessions::create(&s.state.db, author, CreateSession { repo_id: repo, prompt: "go".into(), branch: None })
+        .await
+        .unwrap();
+    let id = detail.session.id;
+    // 40 concurrent appenders, each in its own transaction.
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let dbh = s.state.db.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tx = dbh.pool().begin().await.unwrap();
+            let e = db::events::append(
+                &mut tx,
+                id,
+                now_ms(),
+                EventKind::StateChanged { from: SessionState::Queued, to: SessionState::Queued, reason: Some(format!("n{i}")) },
+            )
+            .await
+            .unwrap();
+            tx.commit().await.unwrap();
+            e.seq
+        }));
+    }
+    let mut seqs = Vec::new();
+    for t in tasks {
+        seqs.push(t.await.unwrap());
+    }
+    seqs.sort();
+    assert_eq!(seqs, (3..=42).collect::<Vec<_>>(), "sequence numbers are unique and gap-free");
+    let page = sessions::events(&s.state.db, id, Default::default()).await.unwrap();
+    assert_eq!(page.events.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=42).collect::<Vec<_>>());
+
+    let upd = sqlx::query("UPDATE events SET payload = '{}' WHERE session_id = $1").bind(id.to_string()).execute(s.state.db.pool()).await;
+    assert!(upd.unwrap_err().to_string().contains("append-only"));
+    let del = sqlx::query("DELETE FROM events WHERE session_id = $1").bind(id.to_string()).execute(s.state.db.pool()).await;
+    assert!(del.unwrap_err().to_string().contains("append-only"));
+}
+matrix!(events_are_append_only_and_gap_free_under_concurrency);
+
+async fn actions_are_audited(s: TestServer) {
+    make_repo(&s, "acme/web").await;
+    let recent = db::audit::recent(s.state.db.pool(), 10).await.unwrap();
+    assert!(recent.iter().any(|(a, _)| a == "repo.create"), "{recent:?}");
+    assert!(recent.iter().any(|(a, _)| a == "token.create"), "{recent:?}");
+}
+matrix!(actions_are_audited);
