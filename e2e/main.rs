@@ -1,1 +1,14 @@
-//! e2e tests.
+//! Browser tests: real headless Chromium (through ChromeDriver and fantoccini) against a real
+//! server serving the built web app.
+//!
+//! Needs `TANDEM_E2E_WEB_DIR` (the built site, `cargo xtask site`) and `chromedriver` + `chromium`
+//! on PATH. `cargo xtask test` provides all three and sets `TANDEM_E2E_REQUIRE=1`, which turns a
+//! missing piece into a failure instead of a printed SKIP. Screenshots go to
+//! `target/tmp/e2e/<test>/`.
+
+#[path = "../tests/it/harness.rs"]
+#[allow(dead_code)]
+mod harness;
+
+mod browser;
+mod dashboard;

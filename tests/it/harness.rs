@@ -119,6 +119,11 @@ impl Drop for TestServer {
 impl TestServer {
     /// Starts a server (always listening, so both transports see the same state).
     pub async fn start(backend: Backend, transport: Transport) -> Option<Self> {
+        Self::start_with_web(backend, transport, None).await
+    }
+
+    /// Starts a server that also serves the built web app from `web_dir`.
+    pub async fn start_with_web(backend: Backend, transport: Transport, web_dir: Option<std::path::PathBuf>) -> Option<Self> {
         let dir = tempfile::tempdir().expect("temp dir");
         let database_url = fresh_database(backend, dir.path()).await?;
         let config = Config {
@@ -126,7 +131,7 @@ impl TestServer {
             data_dir: dir.path().join("data"),
             database_url,
             public_url: None,
-            web_dir: None,
+            web_dir,
         };
         let server = Server::bind(config).await.expect("server starts");
         let url = server.url();

@@ -1,1 +1,39 @@
-fn main() {}
+//! `cargo xtask`: the project's automation, in Rust.
+//!
+//! - `cargo xtask up [--debug] [--listen ADDR] [--data-dir DIR]`: install prerequisites, build the
+//!   web app and the server, start `tandem serve` with the embedded default (SQLite + local runtime).
+//! - `cargo xtask test`: install prerequisites (test ones too), build the web app, start a
+//!   throwaway PostgreSQL, run every test (unit, integration on SQLite and PostgreSQL, e2e in
+//!   headless Chromium), then smoke-test `up`.
+//! - `cargo xtask site [--release]`: build the web app into `target/site`.
+//! - `cargo xtask deps [--test]`: only install prerequisites.
+
+use anyhow::{Result, bail};
+
+mod deps;
+mod postgres;
+mod run;
+mod site;
+mod smoke;
+mod test;
+mod up;
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (cmd, rest) = args.split_first().map_or(("help", &[][..]), |(c, r)| (c.as_str(), r));
+    match cmd {
+        "up" => up::run(up::Options::parse(rest)?),
+        "test" => test::run(test::Options::parse(rest)?),
+        "site" => {
+            deps::ensure(deps::Needs { test: false })?;
+            site::build(if rest.iter().any(|a| a == "--release") { site::Profile::Release } else { site::Profile::Debug })
+                .map(|_| ())
+        }
+        "deps" => deps::ensure(deps::Needs { test: rest.iter().any(|a| a == "--test") }),
+        "help" | "--help" | "-h" => {
+            println!("{}", include_str!("main.rs").lines().take_while(|l| l.starts_with("//!")).map(|l| l.trim_start_matches("//!").trim_start()).collect::<Vec<_>>().join("\n"));
+            Ok(())
+        }
+        other => bail!("unknown xtask {other:?}; try `cargo xtask help`"),
+    }
+}

@@ -18,21 +18,27 @@ async fn sign_in(credential: String, set_error: WriteSignal<Option<ApiError>>) {
     }
 }
 
+fn redeem_code_in_hash(set_error: WriteSignal<Option<ApiError>>) {
+    let Some(w) = web_sys::window() else { return };
+    let hash = w.location().hash().unwrap_or_default();
+    if let Some(code) = hash.strip_prefix("#code=").filter(|c| !c.is_empty()) {
+        let code = code.to_string();
+        if let Ok(h) = w.history() {
+            let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some("/login"));
+        }
+        spawn_local(sign_in(code, set_error));
+    }
+}
+
 #[component]
 pub fn Login() -> impl IntoView {
     let (credential, set_credential) = signal(String::new());
     let (error, set_error) = signal(None::<ApiError>);
-    // A login link carries its code in the fragment; use it once and drop it from the address bar.
-    if let Some(w) = web_sys::window() {
-        let hash = w.location().hash().unwrap_or_default();
-        if let Some(code) = hash.strip_prefix("#code=").filter(|c| !c.is_empty()) {
-            let code = code.to_string();
-            if let Ok(h) = w.history() {
-                let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some("/login"));
-            }
-            spawn_local(sign_in(code, set_error));
-        }
-    }
+    // A login link carries its code in the fragment; use it once and drop it from the address
+    // bar. Also when the link is opened on an already open login page (only the hash changes).
+    redeem_code_in_hash(set_error);
+    let listener = window_event_listener(leptos::ev::hashchange, move |_| redeem_code_in_hash(set_error));
+    on_cleanup(move || listener.remove());
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         spawn_local(sign_in(credential.get_untracked().trim().to_string(), set_error));

@@ -58,6 +58,9 @@ struct ServeArgs {
     /// The built web app (index.html + pkg/). Default: the `site` folder next to the binary.
     #[arg(long, env = "TANDEM_WEB_DIR")]
     web_dir: Option<PathBuf>,
+    /// Print a fresh one-time login link for the admin at every start (not only the first).
+    #[arg(long)]
+    print_login_link: bool,
     #[command(flatten)]
     local: LocalArgs,
 }
@@ -196,7 +199,7 @@ impl LocalArgs {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let config = Config::resolve(Overrides { listen: args.listen, web_dir: args.web_dir, ..args.local.overrides() })?;
+    let config = Config::resolve(Overrides { listen: args.listen, web_dir: args.web_dir.clone(), ..args.local.overrides() })?;
     let data_dir = config.data_dir.clone();
     let web = config.web_dir.clone();
     let server = tandem_server::serve::Server::bind(config).await?;
@@ -211,6 +214,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     match &server.first_login_url {
         Some(link) => println!("\nFirst start: the admin user was created. Sign in with this one-time link:\n\n  {link}\n"),
+        None if args.print_login_link => {
+            let db = &server.state().db;
+            let admin = tandem_server::auth::local_admin(db).await?;
+            let code = tandem_server::auth::create_login_code(db, admin.id).await?;
+            println!("\nSign in with this one-time link:\n\n  {}\n", tandem_server::auth::login_url(&url, &code));
+        }
         None => println!("  sign in:   `tandem login-link` prints a new one-time login link"),
     }
     server.run(tandem_server::serve::shutdown_signal()).await?;

@@ -1,0 +1,116 @@
+//! Prerequisites, installed only when missing: the wasm32 target, wasm-bindgen-cli at the
+//! lockfile's version, npm packages (binaryen's wasm-opt), and Debian packages (test only:
+//! PostgreSQL, Chromium and ChromeDriver).
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::run::{self, cmd, output, which};
+
+/// What to install.
+pub struct Needs {
+    /// Test-only prerequisites too.
+    pub test: bool,
+}
+
+/// Installs whatever is missing.
+pub fn ensure(needs: Needs) -> Result<()> {
+    let t = run::step("checking prerequisites");
+    let mut apt: Vec<&str> = Vec::new();
+    if which("node").is_none() || which("npm").is_none() {
+        apt.extend(["nodejs", "npm"]);
+    }
+    if which("git").is_none() {
+        apt.push("git");
+    }
+    if needs.test {
+        if which("chromium").is_none() {
+            apt.push("chromium");
+        }
+        if which("chromedriver").is_none() {
+            apt.push("chromium-driver");
+        }
+        if crate::postgres::bin_dir().is_none() {
+            apt.push("postgresql");
+        }
+    }
+    apt_install(&apt)?;
+    wasm_target()?;
+    wasm_bindgen()?;
+    npm()?;
+    run::done(t);
+    Ok(())
+}
+
+fn apt_install(pkgs: &[&str]) -> Result<()> {
+    if pkgs.is_empty() {
+        return Ok(());
+    }
+    eprintln!("    installing Debian packages: {}", pkgs.join(" "));
+    let sudo = !run::is_root();
+    if sudo && which("sudo").is_none() {
+        bail!("need Debian packages {} and neither root nor sudo is available", pkgs.join(" "));
+    }
+    let apt = |args: &[&str]| {
+        let mut c = if sudo { Command::new("sudo") } else { Command::new("apt-get") };
+        if sudo {
+            c.arg("apt-get");
+        }
+        c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    cmd(&mut apt(&["update", "-q"]))?;
+    let mut install = apt(&["install", "-y", "-q", "--no-install-recommends"]);
+    install.args(pkgs);
+    cmd(&mut install)
+}
+
+fn wasm_target() -> Result<()> {
+    let installed = output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
+    if installed.lines().any(|l| l.trim() == "wasm32-unknown-unknown") {
+        return Ok(());
+    }
+    eprintln!("    adding the wasm32-unknown-unknown target");
+    cmd(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))
+}
+
+/// The wasm-bindgen version pinned in Cargo.lock.
+pub fn locked_wasm_bindgen() -> Result<String> {
+    let lock = std::fs::read_to_string(run::root().join("Cargo.lock")).context("reading Cargo.lock")?;
+    let mut lines = lock.lines();
+    while let Some(l) = lines.next() {
+        if l == "name = \"wasm-bindgen\"" {
+            if let Some(v) = lines.next().and_then(|v| v.strip_prefix("version = \"")) {
+                return Ok(v.trim_end_matches('"').to_string());
+            }
+        }
+    }
+    bail!("wasm-bindgen is not in Cargo.lock")
+}
+
+fn wasm_bindgen() -> Result<()> {
+    let want = locked_wasm_bindgen()?;
+    let have = output(Command::new("wasm-bindgen").arg("--version")).unwrap_or_default();
+    if have.split_whitespace().nth(1) == Some(want.as_str()) {
+        return Ok(());
+    }
+    eprintln!("    installing wasm-bindgen-cli {want} (a few minutes, once)");
+    // Not --locked: its lockfile pins a crate version the registry no longer serves.
+    cmd(run::cargo().args(["install", "wasm-bindgen-cli", "--version", &want]))
+}
+
+fn npm() -> Result<()> {
+    let dir = run::root().join("frontend");
+    let stamp = dir.join("node_modules/.package-lock.json");
+    let lock = dir.join("package-lock.json");
+    let fresh = match (std::fs::metadata(&stamp), std::fs::metadata(&lock)) {
+        (Ok(s), Ok(l)) => s.modified()? >= l.modified()?,
+        _ => false,
+    };
+    if fresh {
+        return Ok(());
+    }
+    eprintln!("    installing npm packages (frontend/package-lock.json)");
+    cmd(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&dir))
+}

@@ -1,0 +1,66 @@
+//! Running commands and reporting progress.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+/// The repository root (the parent of `xtask/`).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the repo").to_path_buf()
+}
+
+/// The cargo target dir (`CARGO_TARGET_DIR` or `<root>/target`).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+}
+
+/// Prints a step header; returns a timer for [`done`].
+pub fn step(what: &str) -> Instant {
+    eprintln!("\x1b[1;34m==>\x1b[0m \x1b[1m{what}\x1b[0m");
+    Instant::now()
+}
+
+/// Prints how long a step took.
+pub fn done(t: Instant) {
+    eprintln!("    done in {:.1}s", t.elapsed().as_secs_f64());
+}
+
+/// Runs a command to completion, failing with its command line if it fails.
+pub fn cmd(c: &mut Command) -> Result<()> {
+    let line = format!("{c:?}");
+    let status = c.status().with_context(|| format!("cannot run {line}"))?;
+    if !status.success() {
+        bail!("{line} failed with {status}");
+    }
+    Ok(())
+}
+
+/// Runs a command and returns its stdout, or `None` if it cannot run or fails.
+pub fn output(c: &mut Command) -> Option<String> {
+    let out = c.output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+/// The path of `name` on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).map(|d| d.join(name)).find(|f| f.is_file()))
+        .unwrap_or(None)
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// True when running as root.
+pub fn is_root() -> bool {
+    output(Command::new("id").arg("-u")).is_some_and(|s| s.trim() == "0")
+}
+
+/// The cargo binary that runs us.
+pub fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}

@@ -1,0 +1,56 @@
+//! `cargo xtask test`: everything, the way CI runs it.
+
+use anyhow::{Result, bail};
+
+use crate::postgres::Postgres;
+use crate::run::{self, cmd};
+use crate::{deps, site, smoke};
+
+pub struct Options {
+    install: bool,
+    /// Extra arguments for `cargo test` (after `--`, e.g. a test name filter).
+    filter: Vec<String>,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> Result<Self> {
+        let mut o = Options { install: true, filter: Vec::new() };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--no-install" => o.install = false,
+                "--" => o.filter.extend(it.by_ref().cloned()),
+                other => bail!("unknown flag {other:?} for `cargo xtask test` (--no-install, -- <cargo test args>)"),
+            }
+        }
+        Ok(o)
+    }
+}
+
+pub fn run(o: Options) -> Result<()> {
+    let start = std::time::Instant::now();
+    if o.install {
+        deps::ensure(deps::Needs { test: true })?;
+    }
+    let site = site::build(site::Profile::Debug)?;
+    let pg = Postgres::start()?;
+    let t = run::step("cargo test (unit, integration on SQLite + PostgreSQL, e2e in headless Chromium)");
+    cmd(run::cargo()
+        .args(["test", "--workspace"])
+        .current_dir(run::root())
+        .env("TANDEM_TEST_POSTGRES_URL", &pg.url)
+        .env("TANDEM_TEST_REQUIRE_POSTGRES", "1")
+        .env("TANDEM_E2E_WEB_DIR", &site)
+        .env("TANDEM_E2E_REQUIRE", "1")
+        .env_remove("TANDEM_TOKEN")
+        .env_remove("TANDEM_URL")
+        .arg("--")
+        .args(&o.filter))?;
+    run::done(t);
+    drop(pg);
+    if o.filter.is_empty() {
+        smoke::up()?;
+    }
+    eprintln!("all tests passed in {:.0}s", start.elapsed().as_secs_f64());
+    Ok(())
+}

@@ -1,0 +1,68 @@
+//! `cargo xtask up`: prerequisites, web app, server binary, then `tandem serve` in the
+//! foreground with the embedded default (SQLite file in the data dir, local runtime).
+
+use std::process::Command;
+
+use anyhow::{Result, bail};
+
+use crate::run::{self, cmd};
+use crate::{deps, site};
+
+/// Flags of `up`.
+pub struct Options {
+    debug: bool,
+    install: bool,
+    /// Passed to `tandem serve` as is (`--listen`, `--data-dir`, `--public-url`, …).
+    serve_args: Vec<String>,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> Result<Self> {
+        let mut o = Options { debug: false, install: true, serve_args: Vec::new() };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--debug" => o.debug = true,
+                "--no-install" => o.install = false,
+                "--listen" | "--data-dir" | "--database-url" | "--public-url" => {
+                    let Some(v) = it.next() else { bail!("{a} needs a value") };
+                    o.serve_args.extend([a.clone(), v.clone()]);
+                }
+                other => bail!("unknown flag {other:?} for `cargo xtask up` (--debug, --no-install, --listen, --data-dir, --database-url, --public-url)"),
+            }
+        }
+        Ok(o)
+    }
+}
+
+pub fn run(o: Options) -> Result<()> {
+    if o.install {
+        deps::ensure(deps::Needs { test: false })?;
+    }
+    let site = site::build(if o.debug { site::Profile::Debug } else { site::Profile::Release })?;
+    let t = run::step(if o.debug { "building the server (debug)" } else { "building the server (release; ~10 min the first time)" });
+    let mut build = run::cargo();
+    build.args(["build", "-p", "tandem-server", "--bin", "tandem"]).current_dir(run::root());
+    if !o.debug {
+        build.arg("--release");
+    }
+    cmd(&mut build)?;
+    run::done(t);
+    let bin = run::target_dir().join(if o.debug { "debug" } else { "release" }).join("tandem");
+    run::step("starting Tandem (Ctrl-C stops it)");
+    let mut serve = Command::new(bin);
+    serve.arg("serve").arg("--web-dir").arg(&site).arg("--print-login-link").args(&o.serve_args);
+    exec(serve)
+}
+
+/// Replaces this process with `c` (so signals reach the server directly).
+#[cfg(unix)]
+fn exec(mut c: Command) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    Err(anyhow::anyhow!("cannot start {c:?}: {}", c.exec()))
+}
+
+#[cfg(not(unix))]
+fn exec(mut c: Command) -> Result<()> {
+    cmd(&mut c)
+}
