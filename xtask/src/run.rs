@@ -64,3 +64,44 @@ pub fn is_root() -> bool {
 pub fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
+
+/// Totals of a `cargo test` run.
+#[derive(Default)]
+pub struct TestCounts {
+    pub passed: usize,
+    pub failed: usize,
+    pub ignored: usize,
+}
+
+/// Runs `cargo test …`, passing its output through, and adds up its `test result:` lines.
+pub fn cargo_test(c: &mut Command) -> Result<TestCounts> {
+    use std::io::{BufRead, BufReader};
+    let line = format!("{c:?}");
+    let mut child = c.stdout(std::process::Stdio::piped()).spawn().with_context(|| format!("cannot run {line}"))?;
+    let mut counts = TestCounts::default();
+    for l in BufReader::new(child.stdout.take().context("stdout")?).lines() {
+        let l = l?;
+        println!("{l}");
+        if let Some(rest) = l.trim().strip_prefix("test result: ") {
+            for part in rest.split(|c| c == ';' || c == '.') {
+                let mut words = part.split_whitespace();
+                if let (Some(n), Some(what)) = (words.next().and_then(|n| n.parse::<usize>().ok()), words.next()) {
+                    match what {
+                        "passed" => counts.passed += n,
+                        "failed" => counts.failed += n,
+                        "ignored" => counts.ignored += n,
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("{line} failed with {status} ({} passed, {} failed)", counts.passed, counts.failed);
+    }
+    if counts.passed == 0 {
+        bail!("{line} ran no test");
+    }
+    Ok(counts)
+}

@@ -3,7 +3,7 @@
 use anyhow::{Result, bail};
 
 use crate::postgres::Postgres;
-use crate::run::{self, cmd};
+use crate::run;
 use crate::{deps, site, smoke};
 
 pub struct Options {
@@ -35,7 +35,7 @@ pub fn run(o: Options) -> Result<()> {
     let site = site::build(site::Profile::Debug)?;
     let pg = Postgres::start()?;
     let t = run::step("cargo test (unit, integration on SQLite + PostgreSQL, e2e in headless Chromium)");
-    cmd(run::cargo()
+    let counts = run::cargo_test(run::cargo()
         .args(["test", "--workspace"])
         .current_dir(run::root())
         .env("TANDEM_TEST_POSTGRES_URL", &pg.url)
@@ -47,10 +47,14 @@ pub fn run(o: Options) -> Result<()> {
         .arg("--")
         .args(&o.filter))?;
     run::done(t);
+    eprintln!("    {} passed, {} failed, {} ignored in cargo test", counts.passed, counts.failed, counts.ignored);
     drop(pg);
     if o.filter.is_empty() {
         smoke::up()?;
     }
+    let smoke = usize::from(o.filter.is_empty());
     eprintln!("all tests passed in {:.0}s", start.elapsed().as_secs_f64());
+    // One closing line for CI: the cargo test total plus the `up` smoke test.
+    println!("tests: {} passed, 0 failed", counts.passed + smoke);
     Ok(())
 }
