@@ -14,3 +14,4 @@ mod api_sessions;
 mod cli;
 mod restart;
 mod store;
+mod workspaces;

@@ -1,6 +1,6 @@
 //! Prerequisites, installed only when missing: the wasm32 target, wasm-bindgen-cli at the
 //! lockfile's version, npm packages (binaryen's wasm-opt), and Debian packages (test only:
-//! PostgreSQL, Chromium and ChromeDriver).
+//! PostgreSQL, Chromium and ChromeDriver, runc and mmdebstrap).
 
 use std::process::Command;
 
@@ -33,6 +33,12 @@ pub fn ensure(needs: Needs) -> Result<()> {
         }
         if crate::postgres::bin_dir().is_none() {
             apt.push("postgresql");
+        }
+        // Workspaces: the OCI runtime and the image builder.
+        for (bin, pkg) in [("runc", "runc"), ("mmdebstrap", "mmdebstrap")] {
+            if which(bin).is_none() && !std::path::Path::new("/usr/sbin").join(bin).exists() {
+                apt.push(pkg);
+            }
         }
     }
     apt_install(&apt)?;

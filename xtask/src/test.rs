@@ -42,6 +42,8 @@ pub fn run(o: Options) -> Result<()> {
         .env("TANDEM_TEST_REQUIRE_POSTGRES", "1")
         .env("TANDEM_E2E_WEB_DIR", &site)
         .env("TANDEM_E2E_REQUIRE", "1")
+        .env("TANDEM_TEST_REQUIRE_WORKSPACES", "1")
+        .env("TANDEM_TEST_IMAGES_DIR", run::target_dir().join("tandem-test-images"))
         .env_remove("TANDEM_TOKEN")
         .env_remove("TANDEM_URL")
         .arg("--")

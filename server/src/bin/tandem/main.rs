@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tandem_server::config::{Config, Overrides};
 
+mod host;
 mod local;
 mod output;
 mod remote;
@@ -34,6 +35,27 @@ enum Command {
     Token(TokenCommand),
     /// Print a new one-time browser login link for the admin (run next to the data dir).
     LoginLink(LocalArgs),
+    /// Workspace images.
+    #[command(subcommand)]
+    Image(ImageCommand),
+    /// Check what this host supports for workspaces (runtimes, cgroups, overlayfs).
+    Doctor {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// Build an image from its recipe (default: the built-in base image), unless already built.
+    Build {
+        /// An image.toml recipe.
+        #[arg(long)]
+        recipe: Option<PathBuf>,
+        #[command(flatten)]
+        local: LocalArgs,
+    },
 }
 
 /// Where the server's data lives (for `serve` and local admin commands).
@@ -167,6 +189,8 @@ async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::LoginLink(local) => local::login_link(&local.config()?).await,
+        Command::Image(ImageCommand::Build { recipe, local }) => host::image_build(&local.config()?, recipe).await,
+        Command::Doctor { json } => host::doctor(json),
         Command::Repo(RepoCommand::Add { name, git_url, branch, remote }) => {
             remote::repo_add(&remote, name, git_url, branch).await
         }

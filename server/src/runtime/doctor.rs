@@ -1,0 +1,100 @@
+//! What this host supports for workspaces (`tandem doctor`), and which runtime to use.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde::Serialize;
+
+use super::oci::Kind;
+
+/// One check and its outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// The cgroup layout of the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cgroups {
+    /// cgroup v2 only.
+    Unified,
+    /// v1 controllers with v2 at /sys/fs/cgroup/unified.
+    Hybrid,
+    /// v1 only.
+    Legacy,
+}
+
+/// The host's cgroup layout.
+pub fn cgroups() -> Cgroups {
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        Cgroups::Unified
+    } else if Path::new("/sys/fs/cgroup/unified").exists() {
+        Cgroups::Hybrid
+    } else {
+        Cgroups::Legacy
+    }
+}
+
+fn version_of(bin: &str) -> Option<String> {
+    let out = Command::new(bin).arg("--version").output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_string())
+}
+
+/// The runtime to use when none is configured: crun where cgroup v2 is pure (Debian's crun 1.8
+/// refuses hybrid hierarchies), else runc; `None` if neither is installed.
+pub fn default_runtime() -> Option<Kind> {
+    if cgroups() == Cgroups::Unified && version_of("crun").is_some() {
+        return Some(Kind::Crun);
+    }
+    version_of("runc").map(|_| Kind::Runc)
+}
+
+/// Every check, in the order `tandem doctor` prints them.
+pub fn checks() -> Vec<Check> {
+    let mut out = Vec::new();
+    let root = nix::unistd::geteuid().is_root();
+    out.push(Check {
+        name: "root".into(),
+        ok: root,
+        detail: if root { "running as root".into() } else { "workspaces need root (mounts, cgroups, namespaces)".into() },
+    });
+    let overlay = std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("overlay"));
+    out.push(Check {
+        name: "overlayfs".into(),
+        ok: overlay,
+        detail: if overlay { "available".into() } else { "not in /proc/filesystems (modprobe overlay)".into() },
+    });
+    let cg = cgroups();
+    out.push(Check { name: "cgroups".into(), ok: cg != Cgroups::Legacy || root, detail: format!("{cg:?}").to_lowercase() });
+    for kind in [Kind::Runc, Kind::Crun, Kind::Runsc] {
+        let v = version_of(kind.binary());
+        let note = match (kind, cg) {
+            (Kind::Crun, Cgroups::Hybrid) => " (hybrid cgroups: not chosen automatically)",
+            (Kind::Runsc, _) => " (used with --platform=ptrace --network=none)",
+            _ => "",
+        };
+        out.push(Check {
+            name: kind.binary().into(),
+            ok: v.is_some(),
+            detail: v.map(|v| format!("{v}{note}")).unwrap_or_else(|| format!("not installed (apt-get install {})", match kind {
+                Kind::Runsc => "runsc",
+                k => k.binary(),
+            })),
+        });
+    }
+    let mm = version_of("mmdebstrap");
+    out.push(Check {
+        name: "mmdebstrap".into(),
+        ok: mm.is_some(),
+        detail: mm.unwrap_or_else(|| "not installed: needed to build images (apt-get install mmdebstrap)".into()),
+    });
+    out.push(Check {
+        name: "default runtime".into(),
+        ok: default_runtime().is_some(),
+        detail: default_runtime().map(|k| k.binary().to_string()).unwrap_or_else(|| "none: install runc".into()),
+    });
+    out
+}

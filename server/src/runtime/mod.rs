@@ -1,0 +1,131 @@
+//! Workspace runtimes: start an isolated workspace on a stack of read-only layers with a fresh
+//! writable layer, run commands in it, stop it without leaving anything behind.
+//!
+//! [`Runtime`] is the boundary sessions and snapshots use; [`oci::OciRuntime`] implements it with
+//! an OCI runtime binary (runc, crun or gVisor's runsc) on an overlayfs root. A Kubernetes driver
+//! can implement the same trait later without touching callers.
+
+use std::path::PathBuf;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+
+use crate::Result;
+
+pub mod doctor;
+pub mod oci;
+mod overlay;
+mod spec;
+
+/// Largest stdout or stderr kept from one `exec` (the rest is dropped and reported truncated).
+pub const MAX_EXEC_OUTPUT: usize = 1024 * 1024;
+
+/// What a workspace runs on and with.
+#[derive(Clone, Debug)]
+pub struct WorkspaceSpec {
+    /// Unique id (letters, digits, `-`), used for the container, its cgroup and its directory.
+    pub id: String,
+    /// Read-only layers, topmost first (snapshot layers, then the image's root filesystem).
+    pub layers: Vec<PathBuf>,
+    /// Reuse this writable layer (resume, fork) instead of a fresh empty one.
+    pub upper: Option<PathBuf>,
+    /// The container's hostname.
+    pub hostname: String,
+    /// Environment of the init process and of `exec`.
+    pub env: Vec<(String, String)>,
+    /// The container's first process (behind a minimal init that reaps zombies).
+    pub init: Vec<String>,
+    /// Host paths bound into the workspace.
+    pub binds: Vec<Bind>,
+    pub limits: Limits,
+}
+
+/// A host path bound into the workspace.
+#[derive(Clone, Debug)]
+pub struct Bind {
+    pub host: PathBuf,
+    pub container: String,
+    pub readonly: bool,
+}
+
+/// cgroup limits of one workspace.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Limits {
+    /// Memory (and memory + swap) limit in bytes.
+    pub memory_bytes: i64,
+    /// Most processes and threads.
+    pub pids: i64,
+    /// CPU quota in cores (1.5 = one and a half cores).
+    pub cpus: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { memory_bytes: 4 << 30, pids: 4096, cpus: 2.0 }
+    }
+}
+
+/// A command to run inside a workspace.
+#[derive(Clone, Debug, Default)]
+pub struct ExecRequest {
+    pub argv: Vec<String>,
+    pub cwd: Option<String>,
+    pub env: Vec<(String, String)>,
+    /// Kill it after this many seconds.
+    pub timeout_secs: Option<u64>,
+}
+
+/// What a command did.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExecOutput {
+    /// Exit code; 128 + n when killed by signal n; `None` when it was killed for its timeout.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// True when output beyond [`MAX_EXEC_OUTPUT`] was dropped.
+    pub truncated: bool,
+}
+
+/// A running workspace.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    pub id: String,
+    /// The merged root filesystem as the host sees it (for host-side git operations).
+    pub rootfs: PathBuf,
+    /// The workspace's own writable layer.
+    pub upper: PathBuf,
+    /// Host PID of the container's init.
+    pub pid: i32,
+}
+
+/// How a stop treats the writable layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// Delete it.
+    Nothing,
+    /// Keep it on disk (suspend, archive, snapshot capture).
+    Upper,
+}
+
+/// A workspace runtime.
+pub trait Runtime: Send + Sync {
+    /// Its name for people (`runc`, `crun`, `runsc`).
+    fn name(&self) -> &str;
+    /// Starts a workspace; returns once its init runs.
+    fn start(&self, spec: WorkspaceSpec) -> BoxFuture<'_, Result<Workspace>>;
+    /// Runs a command inside a running workspace and waits for it.
+    fn exec<'a>(&'a self, id: &'a str, req: ExecRequest) -> BoxFuture<'a, Result<ExecOutput>>;
+    /// True while the workspace's init is alive.
+    fn is_running<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
+    /// Kills every process, removes the container, its cgroup and its mount; keeps the writable
+    /// layer if asked. Stopping a workspace that is already gone is not an error.
+    fn stop<'a>(&'a self, id: &'a str, keep: Keep) -> BoxFuture<'a, Result<()>>;
+}
+
+/// Rejects ids that could escape a directory or confuse the runtime.
+pub fn validate_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err(crate::Error::Invalid(format!("workspace id {id:?} must be 1–64 letters, digits or '-'")));
+    }
+    Ok(())
+}

@@ -1,0 +1,314 @@
+//! The OCI driver: a runtime binary (runc, crun or runsc) runs each workspace from a generated
+//! bundle whose root is an overlayfs mount of the workspace's layers.
+//!
+//! Layout under `<data dir>`: `workspaces/<id>/{upper,work,rootfs,config.json,init.log}` and the
+//! runtime's own state in `runtime/<name>/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+
+use super::{ExecOutput, ExecRequest, Keep, MAX_EXEC_OUTPUT, Runtime, Workspace, WorkspaceSpec, overlay, spec, validate_id};
+use crate::{Error, Result};
+
+/// The OCI runtime binaries Tandem can drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Runc,
+    Crun,
+    /// gVisor; only `--platform=ptrace --network=none` works on hosts without KVM for it.
+    Runsc,
+}
+
+impl Kind {
+    pub fn binary(self) -> &'static str {
+        match self {
+            Self::Runc => "runc",
+            Self::Crun => "crun",
+            Self::Runsc => "runsc",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "runc" => Self::Runc,
+            "crun" => Self::Crun,
+            "runsc" => Self::Runsc,
+            _ => return None,
+        })
+    }
+}
+
+/// A runtime binary plus the directories it works in.
+pub struct OciRuntime {
+    kind: Kind,
+    state_dir: PathBuf,
+    workspaces_dir: PathBuf,
+}
+
+impl OciRuntime {
+    /// A driver for `kind` keeping its state under `data_dir`.
+    pub fn new(kind: Kind, data_dir: &Path) -> Result<Self> {
+        let state_dir = data_dir.join("runtime").join(kind.binary());
+        let workspaces_dir = data_dir.join("workspaces");
+        std::fs::create_dir_all(&state_dir)?;
+        std::fs::create_dir_all(&workspaces_dir)?;
+        Ok(Self { kind, state_dir, workspaces_dir })
+    }
+
+    /// The directory of workspace `id`.
+    pub fn dir(&self, id: &str) -> PathBuf {
+        self.workspaces_dir.join(id)
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(self.kind.binary());
+        c.arg("--root").arg(&self.state_dir);
+        if self.kind == Kind::Runsc {
+            c.args(["--platform=ptrace", "--network=none"]);
+        }
+        c.kill_on_drop(true);
+        c
+    }
+
+    /// Runs the runtime binary with `args`; returns stdout, or an error with its stderr.
+    async fn run(&self, args: &[&str]) -> Result<String> {
+        let out = self
+            .command()
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|e| Error::Config(format!("cannot run {}: {e}", self.kind.binary())))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).to_string())
+        } else {
+            Err(Error::Internal(format!(
+                "{} {}: {}",
+                self.kind.binary(),
+                args.first().unwrap_or(&""),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+
+    async fn start_inner(&self, ws: &WorkspaceSpec, dir: &Path) -> Result<Workspace> {
+        let upper = match &ws.upper {
+            Some(u) => u.clone(),
+            None => dir.join("upper"),
+        };
+        let work = dir.join("work");
+        let rootfs = dir.join("rootfs");
+        for d in [&upper, &work, &rootfs] {
+            std::fs::create_dir_all(d)?;
+        }
+        overlay::mount_overlay(&ws.layers, &upper, &work, &rootfs)?;
+        // Bind targets must exist in the root; creating them lands in the writable layer.
+        for b in &ws.binds {
+            let target = rootfs.join(b.container.trim_start_matches('/'));
+            if b.host.is_dir() {
+                std::fs::create_dir_all(&target)?;
+            } else if !target.exists() {
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::File::create(&target)?;
+            }
+        }
+        spec::build(ws, &rootfs)?
+            .save(dir.join("config.json"))
+            .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
+        // The container inherits these descriptors, so they must be files, not pipes a wait
+        // would block on.
+        let log = std::fs::File::create(dir.join("init.log"))?;
+        let pid_file = dir.join("init.pid");
+        let status = self
+            .command()
+            .args(["run", "--detach", "--bundle"])
+            .arg(dir)
+            .arg("--pid-file")
+            .arg(&pid_file)
+            .arg(&ws.id)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .status()
+            .await
+            .map_err(|e| Error::Config(format!("cannot run {}: {e}", self.kind.binary())))?;
+        if !status.success() {
+            let init_log = std::fs::read_to_string(dir.join("init.log")).unwrap_or_default();
+            return Err(Error::Internal(format!(
+                "{} could not start workspace {}: {}",
+                self.kind.binary(),
+                ws.id,
+                init_log.trim()
+            )));
+        }
+        let pid = std::fs::read_to_string(&pid_file)?
+            .trim()
+            .parse()
+            .map_err(|e| Error::Internal(format!("{}: {e}", pid_file.display())))?;
+        Ok(Workspace { id: ws.id.clone(), rootfs, upper, pid })
+    }
+
+    async fn exec_inner(&self, id: &str, req: ExecRequest) -> Result<ExecOutput> {
+        validate_id(id)?;
+        if req.argv.is_empty() {
+            return Err(Error::Invalid("exec needs a command".into()));
+        }
+        let mut c = self.command();
+        c.arg("exec");
+        if let Some(cwd) = &req.cwd {
+            c.args(["--cwd", cwd]);
+        }
+        for (k, v) in &req.env {
+            c.arg("--env").arg(format!("{k}={v}"));
+        }
+        c.arg(id);
+        // The timeout is enforced inside the workspace, so the command dies with it, not only
+        // the runtime's client process.
+        if let Some(t) = req.timeout_secs {
+            c.args(["timeout", "-s", "KILL", &t.to_string()]);
+        }
+        c.args(&req.argv);
+        let mut child = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::Config(format!("cannot run {}: {e}", self.kind.binary())))?;
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let ((out, t1), (err, t2)) = tokio::join!(read_capped(stdout), read_capped(stderr));
+        let status = child.wait().await?;
+        let code = status.code().or_else(|| std::os::unix::process::ExitStatusExt::signal(&status).map(|s| 128 + s));
+        Ok(ExecOutput { code, stdout: out, stderr: err, truncated: t1 || t2 })
+    }
+
+    async fn is_running_inner(&self, id: &str) -> Result<bool> {
+        match self.run(&["state", id]).await {
+            Ok(json) => {
+                let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+                Ok(v["status"] == "running")
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    async fn stop_inner(&self, id: &str, keep: Keep) -> Result<()> {
+        validate_id(id)?;
+        // Both fail harmlessly when the container is already gone.
+        let _ = self.run(&["kill", id, "KILL"]).await;
+        if let Err(e) = self.run(&["delete", "--force", id]).await {
+            let msg = e.to_string();
+            if !(msg.contains("does not exist") || msg.contains("not exist") || msg.contains("no such")) {
+                return Err(e);
+            }
+        }
+        let dir = self.dir(id);
+        overlay::unmount(&dir.join("rootfs"))?;
+        for sub in ["rootfs", "work", "config.json", "init.pid", "init.log"] {
+            let p = dir.join(sub);
+            let _ = if p.is_dir() { remove_dir_all_writable(&p) } else { std::fs::remove_file(&p) };
+        }
+        if keep == Keep::Nothing {
+            let _ = remove_dir_all_writable(&dir.join("upper"));
+            let _ = std::fs::remove_dir(&dir);
+        }
+        Ok(())
+    }
+
+    /// What a stopped workspace `id` left behind (mounts, cgroups, runtime state, files); empty
+    /// when nothing leaked.
+    pub fn leftovers(&self, id: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        let dir = self.dir(id);
+        if overlay::is_mounted(&dir.join("rootfs")) {
+            found.push(format!("mount {}", dir.join("rootfs").display()));
+        }
+        if dir.exists() {
+            found.push(format!("dir {}", dir.display()));
+        }
+        if self.state_dir.join(id).exists() {
+            found.push(format!("runtime state {}", self.state_dir.join(id).display()));
+        }
+        for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/unified"] {
+            let cg = Path::new(root).join("tandem").join(id);
+            if cg.exists() {
+                found.push(format!("cgroup {}", cg.display()));
+            }
+        }
+        found
+    }
+}
+
+/// The work dir of an overlay holds a root-only `work/` subdirectory; removal must not trip over
+/// permissions or a half-deleted tree.
+fn remove_dir_all_writable(p: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// Reads a pipe to the end, keeping the first [`MAX_EXEC_OUTPUT`] bytes.
+async fn read_capped(pipe: Option<impl AsyncRead + Unpin>) -> (String, bool) {
+    let Some(mut pipe) = pipe else { return (String::new(), false) };
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut truncated = false;
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = MAX_EXEC_OUTPUT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                truncated |= n > room;
+            }
+        }
+    }
+    (String::from_utf8_lossy(&kept).to_string(), truncated)
+}
+
+impl Runtime for OciRuntime {
+    fn name(&self) -> &str {
+        self.kind.binary()
+    }
+
+    fn start(&self, ws: WorkspaceSpec) -> BoxFuture<'_, Result<Workspace>> {
+        Box::pin(async move {
+            validate_id(&ws.id)?;
+            let dir = self.dir(&ws.id);
+            if dir.join("rootfs").exists() {
+                return Err(Error::Conflict(format!("workspace {} already exists", ws.id)));
+            }
+            std::fs::create_dir_all(&dir)?;
+            match tokio::time::timeout(Duration::from_secs(60), self.start_inner(&ws, &dir)).await {
+                Ok(Ok(w)) => Ok(w),
+                Ok(Err(e)) => {
+                    let _ = self.stop_inner(&ws.id, if ws.upper.is_some() { Keep::Upper } else { Keep::Nothing }).await;
+                    Err(e)
+                }
+                Err(_) => {
+                    let _ = self.stop_inner(&ws.id, Keep::Nothing).await;
+                    Err(Error::Internal(format!("workspace {} did not start within 60 s", ws.id)))
+                }
+            }
+        })
+    }
+
+    fn exec<'a>(&'a self, id: &'a str, req: ExecRequest) -> BoxFuture<'a, Result<ExecOutput>> {
+        Box::pin(self.exec_inner(id, req))
+    }
+
+    fn is_running<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.is_running_inner(id))
+    }
+
+    fn stop<'a>(&'a self, id: &'a str, keep: Keep) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.stop_inner(id, keep))
+    }
+}

@@ -1,0 +1,99 @@
+//! The OCI runtime spec (`config.json`) of a workspace, generated with `oci-spec` from the
+//! runc-like defaults: new PID, mount, UTS, IPC, network and cgroup namespaces; the default
+//! capability set, masked and read-only paths; `no_new_privileges`; cgroup limits.
+
+use std::path::Path;
+
+use oci_spec::runtime::{
+    LinuxCpu, LinuxMemory, LinuxPids, LinuxResources, Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType,
+    Process, Root, Spec,
+};
+
+use super::WorkspaceSpec;
+use crate::{Error, Result};
+
+/// Where the init binary (tini, from the image) lives.
+pub const INIT: &str = "/usr/bin/tini";
+
+/// The CPU period the quota is measured against (100 ms).
+const CPU_PERIOD_US: u64 = 100_000;
+
+fn oci(e: oci_spec::OciSpecError) -> Error {
+    Error::Internal(format!("building the OCI spec: {e}"))
+}
+
+/// The spec for `ws`, with its root at `rootfs`.
+pub fn build(ws: &WorkspaceSpec, rootfs: &Path) -> Result<Spec> {
+    let mut spec = Spec::default();
+    spec.set_hostname(Some(ws.hostname.clone()));
+
+    let mut root = Root::default();
+    root.set_path(rootfs.to_path_buf());
+    root.set_readonly(Some(false));
+    spec.set_root(Some(root));
+
+    let mut process = Process::default();
+    let mut args = vec![INIT.to_string(), "-s".into(), "--".into()];
+    args.extend(ws.init.iter().cloned());
+    process.set_args(Some(args));
+    let mut env = vec![
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
+        "TERM=xterm-256color".into(),
+        "HOME=/root".into(),
+        "LANG=C.UTF-8".into(),
+    ];
+    env.extend(ws.env.iter().map(|(k, v)| format!("{k}={v}")));
+    process.set_env(Some(env));
+    process.set_cwd("/".into());
+    process.set_terminal(Some(false));
+    // Builds and language servers open many files; a workspace may not exceed the host's hard limit.
+    let host_hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map_or(1024, |(_, h)| h);
+    let nofile = host_hard.min(65_536);
+    process.set_rlimits(Some(vec![
+        PosixRlimitBuilder::default().typ(PosixRlimitType::RlimitNofile).hard(nofile).soft(nofile).build().map_err(oci)?,
+    ]));
+    spec.set_process(Some(process));
+
+    let mut mounts: Vec<Mount> = spec.mounts().clone().unwrap_or_default();
+    for b in &ws.binds {
+        let mut options = vec!["rbind".to_string(), "nosuid".into(), "nodev".into()];
+        options.push(if b.readonly { "ro".into() } else { "rw".into() });
+        mounts.push(
+            MountBuilder::default()
+                .destination(b.container.clone())
+                .typ("bind")
+                .source(b.host.clone())
+                .options(options)
+                .build()
+                .map_err(oci)?,
+        );
+    }
+    // A private /tmp that does not live in the writable layer.
+    mounts.push(
+        MountBuilder::default()
+            .destination("/tmp")
+            .typ("tmpfs")
+            .source("tmpfs")
+            .options(vec!["nosuid".to_string(), "nodev".into(), "mode=1777".into(), "size=1g".into()])
+            .build()
+            .map_err(oci)?,
+    );
+    spec.set_mounts(Some(mounts));
+
+    let linux = spec.linux_mut().as_mut().ok_or_else(|| Error::Internal("default spec has no linux section".into()))?;
+    linux.set_cgroups_path(Some(format!("/tandem/{}", ws.id).into()));
+    let mut resources = LinuxResources::default();
+    let mut memory = LinuxMemory::default();
+    memory.set_limit(Some(ws.limits.memory_bytes));
+    memory.set_swap(Some(ws.limits.memory_bytes));
+    resources.set_memory(Some(memory));
+    let mut pids = LinuxPids::default();
+    pids.set_limit(ws.limits.pids);
+    resources.set_pids(Some(pids));
+    let mut cpu = LinuxCpu::default();
+    cpu.set_period(Some(CPU_PERIOD_US));
+    cpu.set_quota(Some((ws.limits.cpus * CPU_PERIOD_US as f64).round() as i64));
+    resources.set_cpu(Some(cpu));
+    linux.set_resources(Some(resources));
+    Ok(spec)
+}

@@ -1,0 +1,212 @@
+//! Workspaces on the real OCI runtime: overlay roots, isolation, limits, exec, clean stops.
+//!
+//! They need root, runc and mmdebstrap (the test image is built once and cached in
+//! `TANDEM_TEST_IMAGES_DIR`). Without them they print SKIP, unless
+//! `TANDEM_TEST_REQUIRE_WORKSPACES=1` (set by `cargo xtask test`), when they fail.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use tandem_server::images;
+use tandem_server::runtime::oci::{Kind, OciRuntime};
+use tandem_server::runtime::{ExecRequest, Keep, Limits, MAX_EXEC_OUTPUT, Runtime, WorkspaceSpec};
+use tokio::sync::OnceCell;
+
+const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
+
+static IMAGE: OnceCell<Option<PathBuf>> = OnceCell::const_new();
+
+/// The test image's root filesystem, built on first use; `None` (with SKIP printed) when this
+/// host cannot run workspaces and they are not required.
+async fn image() -> Option<PathBuf> {
+    IMAGE
+        .get_or_init(|| async {
+            let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");
+            let missing: Vec<&str> = tandem_server::runtime::doctor::checks()
+                .into_iter()
+                .filter(|c| !c.ok && ["root", "overlayfs", "runc", "mmdebstrap"].contains(&c.name.as_str()))
+                .map(|c| Box::leak(c.name.into_boxed_str()) as &str)
+                .collect();
+            if !missing.is_empty() {
+                assert!(!required, "workspaces required but this host lacks {missing:?}");
+                eprintln!("SKIP (workspaces): this host lacks {missing:?}");
+                return None;
+            }
+            let dir = std::env::var_os("TANDEM_TEST_IMAGES_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("images"));
+            let img = images::build(&dir, TEST_RECIPE, |_| {}).await.expect("test image builds");
+            Some(img.rootfs)
+        })
+        .await
+        .clone()
+}
+
+struct Env {
+    rt: OciRuntime,
+    image: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+async fn env() -> Option<Env> {
+    let image = image().await?;
+    let dir = tempfile::tempdir().unwrap();
+    let rt = OciRuntime::new(Kind::Runc, &dir.path().join("data")).unwrap();
+    Some(Env { rt, image, dir })
+}
+
+fn new_id() -> String {
+    format!("t-{}", &uuid::Uuid::new_v4().simple().to_string()[..16])
+}
+
+impl Env {
+    fn spec(&self, layers: Vec<PathBuf>) -> WorkspaceSpec {
+        let mut all = layers;
+        all.push(self.image.clone());
+        WorkspaceSpec {
+            id: new_id(),
+            layers: all,
+            upper: None,
+            hostname: "workspace".into(),
+            env: vec![("TANDEM_TEST".into(), "1".into())],
+            init: vec!["sleep".into(), "infinity".into()],
+            binds: vec![],
+            limits: Limits { memory_bytes: 256 << 20, pids: 512, cpus: 1.0 },
+        }
+    }
+
+    async fn sh(&self, id: &str, script: &str) -> tandem_server::runtime::ExecOutput {
+        self.rt
+            .exec(id, ExecRequest { argv: vec!["sh".into(), "-c".into(), script.into()], ..Default::default() })
+            .await
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_workspace_runs_on_its_layers_and_writes_only_to_its_own_layer() {
+    let Some(env) = env().await else { return };
+    let layer = env.dir.path().join("snapshot");
+    std::fs::create_dir_all(layer.join("workspace")).unwrap();
+    std::fs::write(layer.join("workspace/README.md"), "from the snapshot\n").unwrap();
+    let ws = env.rt.start(env.spec(vec![layer.clone()])).await.unwrap();
+    let out = env.sh(&ws.id, "cat /workspace/README.md && hostname && echo $TANDEM_TEST && echo new > /workspace/new.txt && rm /workspace/README.md").await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "from the snapshot\nworkspace\n1\n");
+    assert_eq!(std::fs::read_to_string(ws.upper.join("workspace/new.txt")).unwrap(), "new\n", "writes land in the workspace's layer");
+    assert!(layer.join("workspace/README.md").exists(), "the snapshot layer is never modified");
+    assert!(!env.image.join("workspace").exists(), "the image is never modified");
+    assert!(env.rt.is_running(&ws.id).await.unwrap());
+    env.rt.stop(&ws.id, Keep::Upper).await.unwrap();
+    assert!(!env.rt.is_running(&ws.id).await.unwrap());
+    assert_eq!(std::fs::read_to_string(ws.upper.join("workspace/new.txt")).unwrap(), "new\n", "stop can keep the diff");
+    assert!(env.rt.leftovers(&ws.id).iter().all(|l| l.starts_with("dir ")), "only the kept layer remains");
+}
+
+#[tokio::test]
+async fn workspaces_cannot_see_each_others_files_or_processes() {
+    let Some(env) = env().await else { return };
+    let a = env.rt.start(env.spec(vec![])).await.unwrap();
+    let b = env.rt.start(env.spec(vec![])).await.unwrap();
+    let out = env.sh(&a.id, "echo secret > /root/a.txt; setsid sleep 600 > /dev/null 2>&1 < /dev/null & echo started").await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = env.sh(&b.id, "cat /root/a.txt; cat /proc/[0-9]*/comm | sort -u | tr '\\n' ' '").await;
+    assert!(out.stderr.contains("No such file"), "b cannot read a's file: {out:?}");
+    assert!(out.stdout.contains("tini"), "b lists its own processes: {out:?}");
+    // a's sleep is visible in a only; b's own init `sleep infinity` is its only sleep.
+    let a_procs = env.sh(&a.id, "grep -l '^sleep$' /proc/[0-9]*/comm | wc -l").await;
+    let b_procs = env.sh(&b.id, "grep -l '^sleep$' /proc/[0-9]*/comm | wc -l").await;
+    assert_eq!(a_procs.stdout.trim(), "2", "a: its init sleep + the background sleep");
+    assert_eq!(b_procs.stdout.trim(), "1", "b sees only its own init sleep");
+    // PID 1 is the workspace's init, not the host's.
+    let pid1 = env.sh(&b.id, "cat /proc/1/comm").await;
+    assert_eq!(pid1.stdout.trim(), "tini");
+    env.rt.stop(&a.id, Keep::Nothing).await.unwrap();
+    env.rt.stop(&b.id, Keep::Nothing).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_workspace_has_only_loopback_and_cannot_reach_host_services() {
+    let Some(env) = env().await else { return };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let ws = env.rt.start(env.spec(vec![])).await.unwrap();
+    let ifaces = env.sh(&ws.id, "ls /sys/class/net | tr '\\n' ' '").await;
+    assert_eq!(ifaces.stdout.trim(), "lo", "no interface but loopback: {ifaces:?}");
+    let out = env.sh(&ws.id, &format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' && echo CONNECTED || echo REFUSED")).await;
+    assert!(out.stdout.contains("REFUSED"), "{out:?}");
+    let accepted = tokio::time::timeout(std::time::Duration::from_millis(200), listener.accept()).await;
+    assert!(accepted.is_err(), "the host's loopback service saw no connection");
+    env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_memory_limit_is_enforced() {
+    let Some(env) = env().await else { return };
+    let mut spec = env.spec(vec![]);
+    spec.limits.memory_bytes = 64 << 20;
+    let ws = env.rt.start(spec).await.unwrap();
+    // `tail -n 1` must hold the whole newline-free stream in memory.
+    let out = env.sh(&ws.id, "head -c 300m /dev/zero | tail -n 1 > /dev/null; echo exit=$?").await;
+    assert!(!out.stdout.contains("exit=0"), "300 MiB fit in a 64 MiB workspace: {out:?}");
+    let small = env.sh(&ws.id, "head -c 16m /dev/zero | tail -n 1 | wc -c").await;
+    assert_eq!(small.stdout.trim(), "16777216", "work within the limit succeeds: {small:?}");
+    env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
+}
+
+#[tokio::test]
+async fn exec_output_is_capped_and_timeouts_kill() {
+    let Some(env) = env().await else { return };
+    let ws = env.rt.start(env.spec(vec![])).await.unwrap();
+    let big = env.sh(&ws.id, "head -c 3000000 /dev/zero | tr '\\0' a; echo done >&2").await;
+    assert_eq!(big.code, Some(0));
+    assert!(big.truncated);
+    assert_eq!(big.stdout.len(), MAX_EXEC_OUTPUT);
+    assert_eq!(big.stderr, "done\n", "stderr is kept separately");
+    let t = Instant::now();
+    let slow = env
+        .rt
+        .exec(&ws.id, ExecRequest { argv: vec!["sleep".into(), "30".into()], timeout_secs: Some(1), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(slow.code, Some(137), "{slow:?}");
+    assert!(t.elapsed().as_secs() < 20);
+    let missing = env.rt.exec(&ws.id, ExecRequest { argv: vec!["no-such-command".into()], ..Default::default() }).await.unwrap();
+    assert_ne!(missing.code, Some(0));
+    env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
+    let gone = env.rt.exec(&ws.id, ExecRequest { argv: vec!["true".into()], ..Default::default() }).await.unwrap();
+    assert_ne!(gone.code, Some(0), "exec in a stopped workspace fails");
+    // Stopping twice is fine.
+    env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_workspace_ids_are_refused() {
+    let Some(env) = env().await else { return };
+    let mut spec = env.spec(vec![]);
+    spec.id = "../../etc".into();
+    assert!(env.rt.start(spec).await.unwrap_err().to_string().contains("workspace id"));
+    assert!(env.rt.stop("a/b", Keep::Nothing).await.is_err());
+}
+
+#[tokio::test]
+async fn fifty_start_stop_cycles_leave_nothing_behind() {
+    let Some(env) = env().await else { return };
+    let before = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().count();
+    for i in 0..50 {
+        let ws = env.rt.start(env.spec(vec![])).await.unwrap();
+        let out = env.sh(&ws.id, "echo $((6*7))").await;
+        assert_eq!(out.stdout, "42\n", "cycle {i}");
+        env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
+        let left = env.rt.leftovers(&ws.id);
+        assert!(left.is_empty(), "cycle {i} left {left:?}");
+        // Dead means gone or a zombie waiting for the host's init to reap it.
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", ws.pid)).unwrap_or_default();
+        let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+        let pid_alive = stat.contains("(tini)") && state != Some('Z');
+        assert!(!pid_alive, "cycle {i}: init {} still running", ws.pid);
+    }
+    let after = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().count();
+    // Other tests mount concurrently; ours must not have added 50.
+    assert!(after < before + 10, "mounts grew from {before} to {after}");
+}
