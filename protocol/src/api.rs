@@ -271,3 +271,35 @@ pub struct EventsQuery {
     #[serde(default)]
     pub limit: Option<i64>,
 }
+
+/// Where a snapshot build is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotState {
+    Building,
+    Ready,
+    Failed,
+}
+
+/// An immutable filesystem layer: the repo at a commit with its `setup` done.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub id: SnapshotId,
+    pub repo_id: RepoId,
+    pub state: SnapshotState,
+    pub branch: String,
+    /// The commit the layer holds (known once cloned).
+    pub commit: Option<String>,
+    pub image_digest: Option<String>,
+    /// Hash of the repo's `tandem.toml` workspace recipe.
+    pub recipe_hash: Option<String>,
+    pub agent_version: Option<String>,
+    pub size_bytes: Option<i64>,
+    pub build_ms: Option<i64>,
+    /// Why the build failed.
+    pub error: Option<String>,
+    /// The build's output (clone, each setup command with its output).
+    pub log: String,
+    pub created_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+}

@@ -28,6 +28,12 @@ pub struct Config {
     pub public_url: Option<String>,
     /// The built web app (`index.html`, `pkg/`); none serves a page that says how to build it.
     pub web_dir: Option<PathBuf>,
+    /// Where built images live. Default: `<data dir>/images`.
+    pub images_dir: PathBuf,
+    /// The workspace image's recipe; none means the built-in `images/base/image.toml`.
+    pub image_recipe: Option<PathBuf>,
+    /// `runc`, `crun` or `runsc`; none picks one (`tandem doctor` says which).
+    pub runtime: Option<String>,
 }
 
 /// The optional `<data dir>/tandem.toml`; every key is optional.
@@ -35,6 +41,9 @@ pub struct Config {
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub listen: Option<SocketAddr>,
+    pub images_dir: Option<PathBuf>,
+    pub image_recipe: Option<PathBuf>,
+    pub runtime: Option<String>,
     pub database_url: Option<String>,
     pub public_url: Option<String>,
     pub web_dir: Option<PathBuf>,
@@ -44,6 +53,9 @@ pub struct FileConfig {
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub listen: Option<SocketAddr>,
+    pub images_dir: Option<PathBuf>,
+    pub image_recipe: Option<PathBuf>,
+    pub runtime: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub database_url: Option<String>,
     pub public_url: Option<String>,
@@ -89,6 +101,9 @@ impl Config {
             database_url,
             public_url: over.public_url.or(file.public_url).map(|u| u.trim_end_matches('/').to_string()),
             web_dir: over.web_dir.or(file.web_dir).or_else(default_web_dir),
+            images_dir: over.images_dir.or(file.images_dir).unwrap_or_else(|| data_dir.join("images")),
+            image_recipe: over.image_recipe.or(file.image_recipe),
+            runtime: over.runtime.or(file.runtime),
             data_dir,
         })
     }

@@ -26,6 +26,9 @@ pub enum Error {
     /// It conflicts with what is stored (duplicate name, …).
     #[error("{0}")]
     Conflict(String),
+    /// A capability this server cannot offer right now (e.g. workspaces on a host without a runtime).
+    #[error("{0}")]
+    Unavailable(String),
     /// Configuration is wrong; said at start-up.
     #[error("configuration: {0}")]
     Config(String),
@@ -52,6 +55,7 @@ impl Error {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Self::Config(_) | Self::Sqlx(_) | Self::Migrate(_) | Self::Io(_) | Self::Internal(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal")
             }
@@ -62,7 +66,7 @@ impl Error {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        let message = if status.is_server_error() {
+        let message = if status == StatusCode::INTERNAL_SERVER_ERROR {
             // Details stay in the server log; the client learns only that it was not its fault.
             tracing::error!(error = %self, "request failed");
             "internal error; the server log has the details".to_string()

@@ -13,6 +13,7 @@ pub mod repos;
 pub mod runtime;
 pub mod serve;
 pub mod sessions;
+pub mod snapshots;
 pub mod state;
 
 pub use error::{Error, Result};

@@ -9,6 +9,9 @@ use tokio::net::TcpListener;
 use crate::auth::{self, JwtKeys};
 use crate::config::Config;
 use crate::db::Db;
+use crate::images;
+use crate::runtime::{self, oci::{Kind, OciRuntime}};
+use crate::snapshots::Workspaces;
 use crate::state::AppState;
 use crate::{Error, Result};
 
@@ -35,7 +38,11 @@ impl Server {
             .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", config.listen)))?;
         let addr = listener.local_addr()?;
         config.listen = addr;
-        let state = AppState { db, jwt: Arc::new(jwt), config: Arc::new(config) };
+        let workspaces = workspaces(&config).map(Arc::new).map_err(Arc::<str>::from);
+        if let Err(why) = &workspaces {
+            tracing::warn!("workspaces unavailable: {why}");
+        }
+        let state = AppState { db, jwt: Arc::new(jwt), config: Arc::new(config), workspaces };
         let first_login_url = auth::bootstrap_admin(&state.db).await?.map(|code| auth::login_url(&state.public_url(), &code));
         Ok(Self { listener, state, addr, first_login_url })
     }
@@ -57,6 +64,25 @@ impl Server {
         db.close().await;
         Ok(())
     }
+}
+
+/// The runtime and image this server runs workspaces with, or why it cannot.
+pub fn workspaces(config: &Config) -> std::result::Result<Workspaces, String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err("workspaces need root (mounts, cgroups, namespaces); see `tandem doctor`".into());
+    }
+    let kind = match &config.runtime {
+        Some(name) => Kind::parse(name).ok_or_else(|| format!("unknown runtime {name:?} (runc, crun, runsc)"))?,
+        None => runtime::doctor::default_runtime().ok_or("no OCI runtime installed (apt-get install runc)")?,
+    };
+    let recipe = match &config.image_recipe {
+        Some(p) => std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        None => images::BASE_RECIPE.to_string(),
+    };
+    let image = images::find(&config.images_dir, &recipe)
+        .ok_or("the workspace image is not built yet; run `tandem image build`")?;
+    let rt = OciRuntime::new(kind, &config.data_dir).map_err(|e| e.to_string())?;
+    Ok(Workspaces { runtime: Arc::new(rt), image, data_dir: config.data_dir.clone() })
 }
 
 /// Completes on Ctrl-C or SIGTERM.

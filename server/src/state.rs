@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::auth::JwtKeys;
 use crate::config::Config;
 use crate::db::Db;
+use crate::snapshots::Workspaces;
 
 /// Cheap to clone: everything inside is shared.
 #[derive(Clone)]
@@ -12,9 +13,18 @@ pub struct AppState {
     pub db: Db,
     pub jwt: Arc<JwtKeys>,
     pub config: Arc<Config>,
+    /// The workspace runtime and image, or why this server cannot run workspaces.
+    pub workspaces: Result<Arc<Workspaces>, Arc<str>>,
 }
 
 impl AppState {
+    /// The workspaces, or a 503 that says why there are none.
+    pub fn workspaces(&self) -> crate::Result<&Arc<Workspaces>> {
+        self.workspaces
+            .as_ref()
+            .map_err(|why| crate::Error::Unavailable(format!("this server cannot run workspaces: {why}")))
+    }
+
     /// The URL people open (used in login links).
     pub fn public_url(&self) -> String {
         self.config

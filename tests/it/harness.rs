@@ -124,15 +124,24 @@ impl TestServer {
 
     /// Starts a server that also serves the built web app from `web_dir`.
     pub async fn start_with_web(backend: Backend, transport: Transport, web_dir: Option<std::path::PathBuf>) -> Option<Self> {
+        Self::start_with(backend, transport, move |c| c.web_dir = web_dir).await
+    }
+
+    /// Starts a server with its configuration adjusted by `tweak`.
+    pub async fn start_with(backend: Backend, transport: Transport, tweak: impl FnOnce(&mut Config)) -> Option<Self> {
         let dir = tempfile::tempdir().expect("temp dir");
         let database_url = fresh_database(backend, dir.path()).await?;
-        let config = Config {
+        let mut config = Config {
             listen: "127.0.0.1:0".parse().unwrap(),
             data_dir: dir.path().join("data"),
             database_url,
             public_url: None,
-            web_dir,
+            web_dir: None,
+            images_dir: dir.path().join("data/images"),
+            image_recipe: None,
+            runtime: None,
         };
+        tweak(&mut config);
         let server = Server::bind(config).await.expect("server starts");
         let url = server.url();
         let state = server.state().clone();

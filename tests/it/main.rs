@@ -13,5 +13,6 @@ mod api_repos;
 mod api_sessions;
 mod cli;
 mod restart;
+mod snapshots;
 mod store;
 mod workspaces;

@@ -12,13 +12,13 @@ use tandem_server::runtime::oci::{Kind, OciRuntime};
 use tandem_server::runtime::{ExecRequest, Keep, Limits, MAX_EXEC_OUTPUT, Runtime, WorkspaceSpec};
 use tokio::sync::OnceCell;
 
-const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
+pub const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
 
 static IMAGE: OnceCell<Option<PathBuf>> = OnceCell::const_new();
 
 /// The test image's root filesystem, built on first use; `None` (with SKIP printed) when this
 /// host cannot run workspaces and they are not required.
-async fn image() -> Option<PathBuf> {
+pub async fn image() -> Option<PathBuf> {
     IMAGE
         .get_or_init(|| async {
             let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");

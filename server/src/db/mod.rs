@@ -14,6 +14,7 @@ pub mod audit;
 pub mod events;
 pub mod repos;
 pub mod sessions;
+pub mod snapshots;
 pub mod tokens;
 pub mod users;
 

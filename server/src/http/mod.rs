@@ -19,6 +19,7 @@ mod health;
 mod json_errors;
 mod repos;
 mod sessions;
+mod snapshots;
 mod tokens;
 mod web;
 
@@ -31,6 +32,7 @@ pub fn app(state: AppState) -> Router {
         .merge(tokens::router())
         .merge(repos::router())
         .merge(sessions::router())
+        .merge(snapshots::router())
         .fallback(json_errors::no_such_route)
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, Duration::from_secs(REQUEST_TIMEOUT_SECS)))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

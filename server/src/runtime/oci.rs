@@ -216,8 +216,9 @@ impl OciRuntime {
         }
         if keep == Keep::Nothing {
             let _ = remove_dir_all_writable(&dir.join("upper"));
-            let _ = std::fs::remove_dir(&dir);
         }
+        // Gone unless it still holds a kept layer.
+        let _ = std::fs::remove_dir(&dir);
         Ok(())
     }
 

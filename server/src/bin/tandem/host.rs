@@ -1,6 +1,5 @@
 //! Commands about this host: `tandem doctor`, `tandem image build`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -22,12 +21,12 @@ pub fn doctor(json: bool) -> Result<()> {
 }
 
 /// `tandem image build`.
-pub async fn image_build(config: &Config, recipe: Option<PathBuf>) -> Result<()> {
-    let text = match &recipe {
+pub async fn image_build(config: &Config) -> Result<()> {
+    let text = match &config.image_recipe {
         Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
         None => images::BASE_RECIPE.to_string(),
     };
-    let dir = config.data_dir.join("images");
+    let dir = config.images_dir.clone();
     if let Some(img) = images::find(&dir, &text) {
         println!("{} {} is already built: {}", img.name, img.digest, img.rootfs.display());
         return Ok(());

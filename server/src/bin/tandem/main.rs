@@ -50,9 +50,6 @@ enum Command {
 enum ImageCommand {
     /// Build an image from its recipe (default: the built-in base image), unless already built.
     Build {
-        /// An image.toml recipe.
-        #[arg(long)]
-        recipe: Option<PathBuf>,
         #[command(flatten)]
         local: LocalArgs,
     },
@@ -70,6 +67,15 @@ struct LocalArgs {
     /// The URL people open, used in links. Default: http://<listen address>.
     #[arg(long, env = "TANDEM_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Where built workspace images live. Default: <data dir>/images.
+    #[arg(long, env = "TANDEM_IMAGES_DIR")]
+    images_dir: Option<PathBuf>,
+    /// The workspace image recipe (image.toml). Default: the built-in base image.
+    #[arg(long, env = "TANDEM_IMAGE_RECIPE")]
+    image_recipe: Option<PathBuf>,
+    /// OCI runtime: runc, crun or runsc. Default: chosen by `tandem doctor`'s rules.
+    #[arg(long, env = "TANDEM_RUNTIME")]
+    runtime: Option<String>,
 }
 
 #[derive(Args)]
@@ -189,7 +195,7 @@ async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::LoginLink(local) => local::login_link(&local.config()?).await,
-        Command::Image(ImageCommand::Build { recipe, local }) => host::image_build(&local.config()?, recipe).await,
+        Command::Image(ImageCommand::Build { local }) => host::image_build(&local.config()?).await,
         Command::Doctor { json } => host::doctor(json),
         Command::Repo(RepoCommand::Add { name, git_url, branch, remote }) => {
             remote::repo_add(&remote, name, git_url, branch).await
@@ -213,6 +219,9 @@ impl LocalArgs {
             data_dir: self.data_dir.clone(),
             database_url: self.database_url.clone(),
             public_url: self.public_url.clone(),
+            images_dir: self.images_dir.clone(),
+            image_recipe: self.image_recipe.clone(),
+            runtime: self.runtime.clone(),
             ..Default::default()
         }
     }

@@ -1,0 +1,131 @@
+//! Snapshots.
+
+use sqlx::{Any, Executor, FromRow};
+use tandem_protocol::{RepoId, Snapshot, SnapshotId, SnapshotState, Timestamp};
+
+use crate::{Error, Result};
+
+#[derive(FromRow)]
+struct Row {
+    id: String,
+    repo_id: String,
+    state: String,
+    branch: String,
+    commit_sha: Option<String>,
+    image_digest: Option<String>,
+    recipe_hash: Option<String>,
+    agent_version: Option<String>,
+    size_bytes: Option<i64>,
+    build_ms: Option<i64>,
+    error: Option<String>,
+    log: String,
+    created_at: i64,
+    finished_at: Option<i64>,
+}
+
+const COLUMNS: &str = "id, repo_id, state, branch, commit_sha, image_digest, recipe_hash, agent_version, size_bytes,
+    build_ms, error, log, created_at, finished_at";
+
+fn state_str(s: SnapshotState) -> &'static str {
+    match s {
+        SnapshotState::Building => "building",
+        SnapshotState::Ready => "ready",
+        SnapshotState::Failed => "failed",
+    }
+}
+
+impl Row {
+    fn into_snapshot(self) -> Result<Snapshot> {
+        Ok(Snapshot {
+            id: SnapshotId(super::uuid(&self.id)?),
+            repo_id: RepoId(super::uuid(&self.repo_id)?),
+            state: match self.state.as_str() {
+                "building" => SnapshotState::Building,
+                "ready" => SnapshotState::Ready,
+                "failed" => SnapshotState::Failed,
+                s => return Err(Error::Internal(format!("stored snapshot state {s:?} unknown"))),
+            },
+            branch: self.branch,
+            commit: self.commit_sha,
+            image_digest: self.image_digest,
+            recipe_hash: self.recipe_hash,
+            agent_version: self.agent_version,
+            size_bytes: self.size_bytes,
+            build_ms: self.build_ms,
+            error: self.error,
+            log: self.log,
+            created_at: Timestamp(self.created_at),
+            finished_at: self.finished_at.map(Timestamp),
+        })
+    }
+}
+
+/// Inserts a snapshot (usually `building`).
+pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, s: &Snapshot) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO snapshots (id, repo_id, state, branch, image_digest, agent_version, log, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(s.id.to_string())
+    .bind(s.repo_id.to_string())
+    .bind(state_str(s.state))
+    .bind(&s.branch)
+    .bind(&s.image_digest)
+    .bind(&s.agent_version)
+    .bind(&s.log)
+    .bind(s.created_at.0)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// Writes a finished build's outcome.
+pub async fn finish<'e>(ex: impl Executor<'e, Database = Any>, s: &Snapshot) -> Result<()> {
+    sqlx::query(
+        "UPDATE snapshots SET state = $1, commit_sha = $2, recipe_hash = $3, size_bytes = $4, build_ms = $5,
+         error = $6, log = $7, finished_at = $8 WHERE id = $9",
+    )
+    .bind(state_str(s.state))
+    .bind(&s.commit)
+    .bind(&s.recipe_hash)
+    .bind(s.size_bytes)
+    .bind(s.build_ms)
+    .bind(&s.error)
+    .bind(&s.log)
+    .bind(s.finished_at.map(|t| t.0))
+    .bind(s.id.to_string())
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// One snapshot.
+pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: SnapshotId) -> Result<Option<Snapshot>> {
+    let row: Option<Row> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM snapshots WHERE id = $1"))
+        .bind(id.to_string())
+        .fetch_optional(ex)
+        .await?;
+    row.map(Row::into_snapshot).transpose()
+}
+
+/// A repo's snapshots, newest first.
+pub async fn list<'e>(ex: impl Executor<'e, Database = Any>, repo: RepoId) -> Result<Vec<Snapshot>> {
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM snapshots WHERE repo_id = $1 ORDER BY created_at DESC, id LIMIT 100"
+    ))
+    .bind(repo.to_string())
+    .fetch_all(ex)
+    .await?;
+    rows.into_iter().map(Row::into_snapshot).collect()
+}
+
+/// The newest snapshot that built successfully.
+pub async fn latest_ready<'e>(ex: impl Executor<'e, Database = Any>, repo: RepoId) -> Result<Option<Snapshot>> {
+    let row: Option<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM snapshots WHERE repo_id = $1 AND state = 'ready' ORDER BY created_at DESC, id LIMIT 1"
+    ))
+    .bind(repo.to_string())
+    .fetch_optional(ex)
+    .await?;
+    row.map(Row::into_snapshot).transpose()
+}

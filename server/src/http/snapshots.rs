@@ -1,0 +1,33 @@
+//! `/api/repos/{id}/snapshots` and `/api/snapshots/{id}`.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use tandem_protocol::{RepoId, Snapshot, SnapshotId};
+
+use crate::auth::CurrentUser;
+use crate::state::AppState;
+use crate::{Error, Result, db, repos, snapshots};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/repos/{id}/snapshots", get(list).post(build))
+        .route("/snapshots/{id}", get(show))
+}
+
+/// Starts a build on demand; 202 with the snapshot in state `building`.
+async fn build(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<RepoId>) -> Result<(StatusCode, Json<Snapshot>)> {
+    let repo = repos::get(&state.db, id).await?;
+    let ws = state.workspaces()?;
+    Ok((StatusCode::ACCEPTED, Json(snapshots::start_build(&state.db, ws, &repo).await?)))
+}
+
+async fn list(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<RepoId>) -> Result<Json<Vec<Snapshot>>> {
+    repos::get(&state.db, id).await?;
+    Ok(Json(db::snapshots::list(state.db.pool(), id).await?))
+}
+
+async fn show(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<SnapshotId>) -> Result<Json<Snapshot>> {
+    db::snapshots::get(state.db.pool(), id).await?.map(Json).ok_or_else(|| Error::NotFound(format!("no snapshot {id}")))
+}

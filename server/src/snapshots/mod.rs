@@ -1,0 +1,181 @@
+//! Snapshot builds: clone the repo at its default branch into a fresh layer, run the recipe's
+//! `setup` in a workspace whose writable layer *is* that layer, and keep it as an immutable
+//! snapshot. A failed build is recorded with its log and never replaces the last good snapshot.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tandem_protocol::{Repo, Snapshot, SnapshotId, SnapshotState, Timestamp};
+use tokio::process::Command;
+
+use crate::db::{self, Db};
+use crate::images::{self, Image};
+use crate::runtime::{ExecRequest, Keep, Limits, Runtime, WorkspaceSpec};
+use crate::{Error, Result, now_ms};
+
+pub mod recipe;
+
+pub use recipe::Recipe;
+
+/// Longest build log kept, in bytes (the tail is kept).
+pub const MAX_LOG_BYTES: usize = 256 * 1024;
+/// How long one setup command may run.
+pub const SETUP_COMMAND_TIMEOUT_SECS: u64 = 30 * 60;
+/// Where the repo lives inside a workspace.
+pub const REPO_DIR: &str = "/workspace";
+
+/// What workspaces run on: a runtime, the image, and where layers live.
+pub struct Workspaces {
+    pub runtime: Arc<dyn Runtime>,
+    pub image: Image,
+    pub data_dir: PathBuf,
+}
+
+impl Workspaces {
+    /// The layer directory of a snapshot.
+    pub fn layer(&self, id: SnapshotId) -> PathBuf {
+        self.data_dir.join("snapshots").join(id.to_string()).join("layer")
+    }
+}
+
+/// Starts a build: records it as `building` and returns it; the build runs in the background.
+pub async fn start_build(db: &Db, ws: &Arc<Workspaces>, repo: &Repo) -> Result<Snapshot> {
+    let snap = Snapshot {
+        id: SnapshotId(uuid::Uuid::new_v4()),
+        repo_id: repo.id,
+        state: SnapshotState::Building,
+        branch: repo.default_branch.clone(),
+        commit: None,
+        image_digest: Some(ws.image.digest.clone()),
+        recipe_hash: None,
+        agent_version: Some(crate::VERSION.into()),
+        size_bytes: None,
+        build_ms: None,
+        error: None,
+        log: String::new(),
+        created_at: Timestamp(now_ms()),
+        finished_at: None,
+    };
+    db::snapshots::insert(db.pool(), &snap).await?;
+    let (db, ws, repo, s) = (db.clone(), ws.clone(), repo.clone(), snap.clone());
+    tokio::spawn(async move {
+        if let Err(e) = build(&db, &ws, &repo, s).await {
+            tracing::error!(error = %e, "recording a snapshot build failed");
+        }
+    });
+    Ok(snap)
+}
+
+/// Runs a build to the end and records its outcome (also on failure).
+pub async fn build(db: &Db, ws: &Workspaces, repo: &Repo, mut snap: Snapshot) -> Result<Snapshot> {
+    let start = Instant::now();
+    let layer = ws.layer(snap.id);
+    let mut log = String::new();
+    let outcome = run_build(ws, repo, &snap, &layer, &mut log).await;
+    snap.build_ms = Some(start.elapsed().as_millis() as i64);
+    snap.finished_at = Some(Timestamp(now_ms()));
+    match outcome {
+        Ok((commit, recipe_hash)) => {
+            snap.state = SnapshotState::Ready;
+            snap.commit = Some(commit);
+            snap.recipe_hash = Some(recipe_hash);
+            snap.size_bytes = Some(images::du(&layer) as i64);
+        }
+        Err(e) => {
+            log.push_str(&format!("\nbuild failed: {e}\n"));
+            snap.state = SnapshotState::Failed;
+            snap.error = Some(e.to_string());
+            if let Some(dir) = layer.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+    snap.log = tail(&log, MAX_LOG_BYTES);
+    db::snapshots::finish(db.pool(), &snap).await?;
+    Ok(snap)
+}
+
+async fn run_build(ws: &Workspaces, repo: &Repo, snap: &Snapshot, layer: &Path, log: &mut String) -> Result<(String, String)> {
+    let checkout = layer.join(REPO_DIR.trim_start_matches('/'));
+    std::fs::create_dir_all(layer)?;
+    log.push_str(&format!("$ git clone --branch {} {}\n", repo.default_branch, repo.url));
+    let out = Command::new("git")
+        .args(["clone", "--quiet", "--single-branch", "--branch", &repo.default_branch, "--"])
+        .arg(&repo.url)
+        .arg(&checkout)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| Error::Config(format!("cannot run git: {e}")))?;
+    log.push_str(&String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() {
+        return Err(Error::Invalid(format!("cloning {} failed: {}", repo.url, String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    let head = Command::new("git").arg("-C").arg(&checkout).args(["rev-parse", "HEAD"]).output().await?;
+    let commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    log.push_str(&format!("at {commit}\n"));
+    let recipe_text = std::fs::read_to_string(checkout.join(recipe::FILE)).ok();
+    let recipe = Recipe::parse(recipe_text.as_deref())?;
+    if !recipe.setup.is_empty() {
+        let id = format!("snap-{}", &snap.id.0.simple().to_string()[..16]);
+        let env: Vec<(String, String)> = recipe.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        ws.runtime
+            .start(WorkspaceSpec {
+                id: id.clone(),
+                layers: vec![ws.image.rootfs.clone()],
+                upper: Some(layer.to_path_buf()),
+                hostname: "snapshot".into(),
+                env: env.clone(),
+                init: vec!["sleep".into(), "infinity".into()],
+                binds: vec![],
+                limits: Limits::default(),
+            })
+            .await?;
+        let result = run_setup(ws, &id, &recipe, &env, log).await;
+        // The layer is kept either way; a failure removes it in `build`.
+        ws.runtime.stop(&id, Keep::Upper).await?;
+        result?;
+    }
+    Ok((commit, recipe.hash()))
+}
+
+async fn run_setup(ws: &Workspaces, id: &str, recipe: &Recipe, env: &[(String, String)], log: &mut String) -> Result<()> {
+    for cmd in &recipe.setup {
+        log.push_str(&format!("$ {cmd}\n"));
+        let out = ws
+            .runtime
+            .exec(
+                id,
+                ExecRequest {
+                    argv: vec!["sh".into(), "-c".into(), cmd.clone()],
+                    cwd: Some(REPO_DIR.into()),
+                    env: env.to_vec(),
+                    timeout_secs: Some(SETUP_COMMAND_TIMEOUT_SECS),
+                },
+            )
+            .await?;
+        log.push_str(&out.stdout);
+        log.push_str(&out.stderr);
+        if out.code != Some(0) {
+            return Err(Error::Invalid(format!(
+                "setup command `{cmd}` exited with {}",
+                out.code.map_or("a signal".to_string(), |c| c.to_string())
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The last `max` bytes of `s`, on a character boundary.
+fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[… earlier output dropped …]\n{}", &s[start..])
+}

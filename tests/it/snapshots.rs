@@ -1,0 +1,111 @@
+//! Snapshot builds through the API: a real git repo, a real workspace running `setup`, the
+//! layer kept; a failing `setup` never replaces the last good snapshot.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use axum::http::{Method, StatusCode};
+use serde_json::json;
+use tandem_protocol::{Snapshot, SnapshotState};
+
+use crate::harness::{Backend, TestServer, Transport, make_repo};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.invalid", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn commit_recipe(repo: &Path, setup: &[&str]) -> String {
+    let list: Vec<String> = setup.iter().map(|s| format!("{s:?}")).collect();
+    std::fs::write(repo.join("tandem.toml"), format!("[workspace]\nsetup = [{}]\n", list.join(", "))).unwrap();
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-qm", "recipe"]);
+    git(repo, &["rev-parse", "HEAD"])
+}
+
+async fn wait_built(s: &TestServer, id: &str) -> Snapshot {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let snap: Snapshot = s.get(&format!("/api/snapshots/{id}")).send().await.parse();
+        if snap.state != SnapshotState::Building {
+            return snap;
+        }
+        assert!(Instant::now() < deadline, "snapshot {id} still building");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn snapshots_build_from_the_repo_and_a_failed_build_keeps_the_last_good_one() {
+    let Some(image) = crate::workspaces::image().await else { return };
+    let images_dir = image.parent().unwrap().parent().unwrap().to_path_buf();
+    let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
+    let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, |c| {
+        c.images_dir = images_dir;
+        c.image_recipe = Some(recipe);
+    })
+    .await
+    .unwrap();
+
+    let src = tempfile::tempdir().unwrap();
+    git(src.path(), &["init", "-q"]);
+    std::fs::write(src.path().join("README.md"), "hello\n").unwrap();
+    let head = commit_recipe(
+        src.path(),
+        &["echo built-by-setup > built.txt", "mkdir -p /root/.cache && echo cached > /root/.cache/dep", "git status --short"],
+    );
+    let repo = s
+        .post("/api/repos", json!({ "name": "acme/app", "url": src.path().to_str().unwrap() }))
+        .send()
+        .await;
+    assert_eq!(repo.status, StatusCode::CREATED);
+    let repo_id = repo.json()["id"].as_str().unwrap().to_string();
+
+    let started = s.req(Method::POST, &format!("/api/repos/{repo_id}/snapshots")).bearer(&s.admin_token).send().await;
+    assert_eq!(started.status, StatusCode::ACCEPTED, "{}", String::from_utf8_lossy(&started.body));
+    let started: Snapshot = started.parse();
+    assert_eq!(started.state, SnapshotState::Building);
+    let good = wait_built(&s, &started.id.to_string()).await;
+    assert_eq!(good.state, SnapshotState::Ready, "{}", good.log);
+    assert_eq!(good.commit.as_deref(), Some(head.as_str()));
+    assert!(good.log.contains("$ echo built-by-setup > built.txt"), "{}", good.log);
+    assert!(good.log.contains("?? built.txt"), "setup ran inside the checkout: {}", good.log);
+    assert!(good.size_bytes.unwrap() > 0 && good.build_ms.is_some() && good.recipe_hash.is_some());
+    assert!(good.image_digest.as_deref().is_some_and(|d| d.starts_with("sha256:")));
+    let layer = s.dir.path().join("data/snapshots").join(good.id.to_string()).join("layer");
+    assert_eq!(std::fs::read_to_string(layer.join("workspace/built.txt")).unwrap(), "built-by-setup\n");
+    assert_eq!(std::fs::read_to_string(layer.join("root/.cache/dep")).unwrap(), "cached\n", "setup writes outside the repo are kept");
+
+    // A recipe whose setup fails: recorded with its log, and the good snapshot stays the newest good one.
+    commit_recipe(src.path(), &["echo about to fail", "exit 3"]);
+    let started: Snapshot = s.req(Method::POST, &format!("/api/repos/{repo_id}/snapshots")).bearer(&s.admin_token).send().await.parse();
+    let bad = wait_built(&s, &started.id.to_string()).await;
+    assert_eq!(bad.state, SnapshotState::Failed);
+    assert!(bad.error.as_deref().unwrap().contains("exited with 3"), "{:?}", bad.error);
+    assert!(bad.log.contains("about to fail"), "{}", bad.log);
+    assert!(!s.dir.path().join("data/snapshots").join(bad.id.to_string()).exists(), "a failed layer is removed");
+    let list: Vec<Snapshot> = s.get(&format!("/api/repos/{repo_id}/snapshots")).send().await.parse();
+    assert_eq!(list.iter().map(|x| x.state).collect::<Vec<_>>(), [SnapshotState::Failed, SnapshotState::Ready]);
+    let latest = tandem_server::db::snapshots::latest_ready(s.state.db.pool(), good.repo_id).await.unwrap().unwrap();
+    assert_eq!(latest.id, good.id);
+    // No workspace of the builds is left behind.
+    let left: Vec<_> = std::fs::read_dir(s.dir.path().join("data/workspaces")).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
+async fn a_server_without_workspaces_says_why() {
+    let s = TestServer::start(Backend::Sqlite, Transport::Oneshot).await.unwrap();
+    let repo = make_repo(&s, "acme/web").await;
+    let res = s.req(Method::POST, &format!("/api/repos/{repo}/snapshots")).bearer(&s.admin_token).send().await;
+    let msg = res.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    assert!(msg.contains("cannot run workspaces"), "{msg}");
+    let missing = s.req(Method::POST, &format!("/api/repos/{}/snapshots", uuid::Uuid::new_v4())).bearer(&s.admin_token).send().await;
+    missing.assert_error(StatusCode::NOT_FOUND, "not_found");
+}
