@@ -121,6 +121,19 @@ impl Client {
         self.get(&format!("/api/sessions/{id}")).await
     }
 
+    /// Starts a snapshot build of a repo.
+    pub async fn build_snapshot(&self, repo: RepoId) -> Result<Snapshot> {
+        self.send(self.request(Method::POST, &format!("/api/repos/{repo}/snapshots"))).await
+    }
+
+    pub async fn snapshots(&self, repo: RepoId) -> Result<Vec<Snapshot>> {
+        self.get(&format!("/api/repos/{repo}/snapshots")).await
+    }
+
+    pub async fn snapshot(&self, id: SnapshotId) -> Result<Snapshot> {
+        self.get(&format!("/api/snapshots/{id}")).await
+    }
+
     pub async fn events(&self, id: SessionId, after: Seq) -> Result<EventsPage> {
         self.get(&format!("/api/sessions/{id}/events?after={after}")).await
     }

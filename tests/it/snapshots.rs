@@ -94,6 +94,20 @@ async fn snapshots_build_from_the_repo_and_a_failed_build_keeps_the_last_good_on
     assert_eq!(list.iter().map(|x| x.state).collect::<Vec<_>>(), [SnapshotState::Failed, SnapshotState::Ready]);
     let latest = tandem_server::db::snapshots::latest_ready(s.state.db.pool(), good.repo_id).await.unwrap().unwrap();
     assert_eq!(latest.id, good.id);
+    // The CLI builds and lists snapshots too.
+    let cli = |args: &[&str]| {
+        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
+        c.args(args).env("TANDEM_URL", &s.url).env("TANDEM_TOKEN", &s.admin_token);
+        c
+    };
+    commit_recipe(src.path(), &["echo third"]);
+    let out = cli(&["snapshot", "build", "--repo", "acme/app"]).output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ready"), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = cli(&["snapshot", "ls", "--repo", "acme/app", "--json"]).output().await.unwrap();
+    let listed: Vec<Snapshot> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed.iter().map(|x| x.state).collect::<Vec<_>>(), [SnapshotState::Ready, SnapshotState::Failed, SnapshotState::Ready]);
+
     // No workspace of the builds is left behind.
     let left: Vec<_> = std::fs::read_dir(s.dir.path().join("data/workspaces")).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");

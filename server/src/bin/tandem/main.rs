@@ -33,6 +33,9 @@ enum Command {
     /// API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Snapshots: a repo at a commit with its setup done.
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
     /// Print a new one-time browser login link for the admin (run next to the data dir).
     LoginLink(LocalArgs),
     /// Workspace images.
@@ -161,6 +164,29 @@ enum SessionCommand {
 }
 
 #[derive(Subcommand)]
+enum SnapshotCommand {
+    /// Build a snapshot of a repo now and follow it to the end.
+    Build {
+        /// Repo name or id.
+        #[arg(long, short)]
+        repo: String,
+        /// Return once the build has started instead of following it.
+        #[arg(long)]
+        no_wait: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List a repo's snapshots, newest first.
+    Ls {
+        /// Repo name or id.
+        #[arg(long, short)]
+        repo: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Subcommand)]
 enum TokenCommand {
     /// Create an API token. With TANDEM_TOKEN set it asks the server for one for that token's
     /// user; without, it mints one for the admin directly in the local data dir.
@@ -206,6 +232,10 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Session(SessionCommand::Ls { repo, remote }) => remote::session_ls(&remote, repo.as_deref()).await,
         Command::Session(SessionCommand::Show { id, remote }) => remote::session_show(&remote, &id).await,
+        Command::Snapshot(SnapshotCommand::Build { repo, no_wait, remote }) => {
+            remote::snapshot_build(&remote, &repo, !no_wait).await
+        }
+        Command::Snapshot(SnapshotCommand::Ls { repo, remote }) => remote::snapshot_ls(&remote, &repo).await,
         Command::Token(TokenCommand::Create { name, expires_in, remote, local }) => match &remote.token {
             Some(_) => remote::token_create(&remote, name, expires_in).await,
             None => local::token_create(&local.config()?, &name, expires_in, remote.json).await,

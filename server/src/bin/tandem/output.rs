@@ -1,7 +1,7 @@
 //! How the CLI prints things: aligned tables for people, `--json` for scripts.
 
 use anyhow::Result;
-use tandem_protocol::{CreatedToken, EventKind, EventsPage, Repo, Session, SessionDetail};
+use tandem_protocol::{CreatedToken, EventKind, EventsPage, Repo, Session, SessionDetail, Snapshot};
 
 fn json<T: serde::Serialize>(v: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
@@ -82,5 +82,28 @@ pub fn token(t: &CreatedToken, as_json: bool) -> Result<()> {
     }
     println!("{}", t.token);
     eprintln!("API token {:?} created ({}); it is shown only once. Use it as TANDEM_TOKEN.", t.info.name, t.info.id);
+    Ok(())
+}
+
+pub fn snapshots(snaps: &[Snapshot], as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&snaps);
+    }
+    table(
+        &["ID", "STATE", "COMMIT", "SIZE", "BUILD", "ERROR"],
+        snaps
+            .iter()
+            .map(|s| {
+                vec![
+                    s.id.to_string(),
+                    format!("{:?}", s.state).to_lowercase(),
+                    s.commit.as_deref().map(|c| c.chars().take(12).collect()).unwrap_or_default(),
+                    s.size_bytes.map(|b| format!("{:.1} MiB", b as f64 / 1048576.0)).unwrap_or_default(),
+                    s.build_ms.map(|ms| format!("{:.1}s", ms as f64 / 1000.0)).unwrap_or_default(),
+                    s.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect(),
+    );
     Ok(())
 }

@@ -1,7 +1,10 @@
 //! Commands that talk to a running server over its HTTP API.
 
-use anyhow::{Context, Result};
-use tandem_protocol::{CreateRepo, CreateSession, CreateToken, SessionId};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use tandem_protocol::{CreateRepo, CreateSession, CreateToken, SessionId, SnapshotState};
 use tandem_server::client::Client;
 
 use super::{Remote, output};
@@ -46,4 +49,36 @@ pub async fn session_show(remote: &Remote, id: &str) -> Result<()> {
 pub async fn token_create(remote: &Remote, name: String, expires_in: Option<i64>) -> Result<()> {
     let created = client(remote)?.create_token(&CreateToken { name, expires_in_secs: expires_in }).await?;
     output::token(&created, remote.json)
+}
+
+/// How often `snapshot build` asks how the build is going.
+const SNAPSHOT_POLL: Duration = Duration::from_millis(500);
+
+pub async fn snapshot_build(remote: &Remote, repo: &str, wait: bool) -> Result<()> {
+    let c = client(remote)?;
+    let repo = c.find_repo(repo).await?;
+    let mut snap = c.build_snapshot(repo.id).await?;
+    if wait {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] building snapshot of {msg}")?);
+        bar.set_message(repo.name.clone());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        while snap.state == SnapshotState::Building {
+            tokio::time::sleep(SNAPSHOT_POLL).await;
+            snap = c.snapshot(snap.id).await?;
+        }
+        bar.finish_and_clear();
+    }
+    output::snapshots(std::slice::from_ref(&snap), remote.json)?;
+    if snap.state == SnapshotState::Failed {
+        eprintln!("{}", snap.log);
+        bail!("snapshot build failed: {}", snap.error.unwrap_or_default());
+    }
+    Ok(())
+}
+
+pub async fn snapshot_ls(remote: &Remote, repo: &str) -> Result<()> {
+    let c = client(remote)?;
+    let repo = c.find_repo(repo).await?;
+    output::snapshots(&c.snapshots(repo.id).await?, remote.json)
 }
