@@ -22,10 +22,10 @@ pub async fn image() -> Option<PathBuf> {
     IMAGE
         .get_or_init(|| async {
             let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");
-            let missing: Vec<&str> = tandem_server::runtime::doctor::checks()
+            let missing: Vec<String> = tandem_server::runtime::doctor::checks()
                 .into_iter()
                 .filter(|c| !c.ok && ["root", "overlayfs", "runc", "mmdebstrap"].contains(&c.name.as_str()))
-                .map(|c| Box::leak(c.name.into_boxed_str()) as &str)
+                .map(|c| c.name)
                 .collect();
             if !missing.is_empty() {
                 assert!(!required, "workspaces required but this host lacks {missing:?}");

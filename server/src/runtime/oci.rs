@@ -289,8 +289,9 @@ impl Runtime for OciRuntime {
             std::fs::create_dir_all(&dir)?;
             match tokio::time::timeout(Duration::from_secs(60), self.start_inner(&ws, &dir)).await {
                 Ok(Ok(w)) => Ok(w),
+                // `Keep::Nothing` deletes only the workspace's own upper; a caller's upper stays.
                 Ok(Err(e)) => {
-                    let _ = self.stop_inner(&ws.id, if ws.upper.is_some() { Keep::Upper } else { Keep::Nothing }).await;
+                    let _ = self.stop_inner(&ws.id, Keep::Nothing).await;
                     Err(e)
                 }
                 Err(_) => {
