@@ -303,3 +303,41 @@ pub struct Snapshot {
     pub created_at: Timestamp,
     pub finished_at: Option<Timestamp>,
 }
+
+/// `POST /api/sessions/{id}/exec`: run a shell command in the session's workspace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecRequest {
+    /// Run with `sh -c`.
+    pub command: String,
+    /// Working directory; default `/workspace`.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Kill it after this many seconds (default 600, at most 3600).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// What a command did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecResult {
+    /// Exit code; 137 when killed (timeout, memory limit).
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// True when output beyond 1 MiB per stream was dropped.
+    pub truncated: bool,
+    pub duration_ms: i64,
+}
+
+/// `GET /api/sessions/{id}/diff`: the session's changes against the commit it started from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diff {
+    /// The commit the workspace started from.
+    pub base: Option<String>,
+    /// Unified diff (`git diff`), including new files.
+    pub patch: String,
+    /// Paths changed.
+    pub files: Vec<String>,
+    pub truncated: bool,
+}

@@ -27,6 +27,51 @@ pub enum EventKind {
     StateChanged { from: SessionState, to: SessionState, reason: Option<String> },
     /// A prompt joined the queue.
     PromptQueued { prompt_id: PromptId, author: Author, mode: PromptMode, text: String },
+    /// The workspace reached a boot phase; `elapsed_ms` counts from the start of the boot.
+    BootPhase { phase: BootPhase, elapsed_ms: i64, detail: Option<String> },
+    /// Someone (or something) ran a command in the workspace.
+    CommandRun {
+        author: Author,
+        command: String,
+        exit_code: Option<i32>,
+        /// stdout then stderr, cut at [`crate::limits::MAX_EVENT_OUTPUT_BYTES`].
+        output: String,
+        truncated: bool,
+        duration_ms: i64,
+    },
+    /// The workspace was removed; its changes are kept as a diff of `diff_bytes` bytes.
+    WorkspaceStopped { diff_bytes: i64 },
+    /// Something failed; `message` says what and what to do.
+    Error { message: String },
+}
+
+/// The steps of starting a session's workspace, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BootPhase {
+    /// No snapshot of the repo yet: building one first.
+    Snapshot,
+    /// Mounting the snapshot and starting the container.
+    Starting,
+    /// Bringing the checkout to the branch head (fetching only the delta).
+    Syncing,
+    /// Running the recipe's `start` commands.
+    Services,
+    /// Ready for prompts and people.
+    Ready,
+}
+
+impl BootPhase {
+    /// Its name for people.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Snapshot => "snapshot",
+            Self::Starting => "starting",
+            Self::Syncing => "syncing",
+            Self::Services => "services",
+            Self::Ready => "ready",
+        }
+    }
 }
 
 impl EventKind {
@@ -36,6 +81,36 @@ impl EventKind {
             Self::SessionCreated { .. } => "session_created",
             Self::StateChanged { .. } => "state_changed",
             Self::PromptQueued { .. } => "prompt_queued",
+            Self::BootPhase { .. } => "boot_phase",
+            Self::CommandRun { .. } => "command_run",
+            Self::WorkspaceStopped { .. } => "workspace_stopped",
+            Self::Error { .. } => "error",
+        }
+    }
+
+    /// One line for people (the CLI and the web app's timeline).
+    pub fn summary(&self) -> String {
+        match self {
+            Self::SessionCreated { author, branch, .. } => format!("{} started the session on {branch}", author.name),
+            Self::StateChanged { from, to, reason } => format!(
+                "state {} → {}{}",
+                from.as_str(),
+                to.as_str(),
+                reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+            Self::PromptQueued { author, text, .. } => format!("{} queued a prompt: {text}", author.name),
+            Self::BootPhase { phase, elapsed_ms, detail } => format!(
+                "boot: {} at {elapsed_ms} ms{}",
+                phase.as_str(),
+                detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
+            ),
+            Self::CommandRun { author, command, exit_code, .. } => format!(
+                "{} ran `{command}` → {}",
+                author.name,
+                exit_code.map_or("killed".to_string(), |c| format!("exit {c}"))
+            ),
+            Self::WorkspaceStopped { diff_bytes } => format!("workspace stopped; diff kept ({diff_bytes} bytes)"),
+            Self::Error { message } => format!("error: {message}"),
         }
     }
 }

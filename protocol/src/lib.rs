@@ -10,5 +10,5 @@ pub mod ids;
 pub mod limits;
 
 pub use api::*;
-pub use event::{Event, EventKind, EventsPage};
+pub use event::{BootPhase, Event, EventKind, EventsPage};
 pub use ids::*;

@@ -24,3 +24,7 @@ pub const SESSION_COOKIE: &str = "tandem_session";
 pub const API_TOKEN_PREFIX: &str = "tdm_";
 /// Prefix of one-time login codes (`/login#code=tlc_…`).
 pub const LOGIN_CODE_PREFIX: &str = "tlc_";
+/// Most command output kept inside one event (the full output is in the exec answer).
+pub const MAX_EVENT_OUTPUT_BYTES: usize = 16 * 1024;
+/// Largest diff `GET /api/sessions/{id}/diff` returns.
+pub const MAX_DIFF_BYTES: usize = 8 * 1024 * 1024;

@@ -42,7 +42,7 @@ impl Server {
         if let Err(why) = &workspaces {
             tracing::warn!("workspaces unavailable: {why}");
         }
-        let state = AppState { db, jwt: Arc::new(jwt), config: Arc::new(config), workspaces };
+        let state = AppState { db, jwt: Arc::new(jwt), config: Arc::new(config), workspaces, boot_slots: crate::scheduler::boot_slots() };
         let first_login_url = auth::bootstrap_admin(&state.db).await?.map(|code| auth::login_url(&state.public_url(), &code));
         Ok(Self { listener, state, addr, first_login_url })
     }
@@ -60,6 +60,7 @@ impl Server {
     /// Serves until `shutdown` completes, then finishes in-flight requests and closes the database.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         let db = self.state.db.clone();
+        crate::scheduler::start(&self.state).await?;
         axum::serve(self.listener, crate::app(self.state)).with_graceful_shutdown(shutdown).await?;
         db.close().await;
         Ok(())

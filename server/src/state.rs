@@ -15,6 +15,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The workspace runtime and image, or why this server cannot run workspaces.
     pub workspaces: Result<Arc<Workspaces>, Arc<str>>,
+    /// Limits how many workspaces boot at once.
+    pub boot_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {

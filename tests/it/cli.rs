@@ -50,7 +50,7 @@ async fn repo_session_and_token_commands_work_against_a_running_server() {
     assert_eq!(sessions[0].branch, "trunk");
 
     let out = ok(tandem(&s.url, t).args(["session", "show", &sessions[0].id.to_string()])).await;
-    assert!(out.contains("prompt from admin: Fix the flaky test"), "{out}");
+    assert!(out.contains("admin queued a prompt: Fix the flaky test"), "{out}");
     assert!(out.contains("#1") && out.contains("#2"), "{out}");
 
     // A token made through the API works for the next command.

@@ -13,6 +13,7 @@ mod api_repos;
 mod api_sessions;
 mod cli;
 mod restart;
+mod session_workspaces;
 mod snapshots;
 mod store;
 mod workspaces;

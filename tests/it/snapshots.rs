@@ -10,7 +10,7 @@ use tandem_protocol::{Snapshot, SnapshotState};
 
 use crate::harness::{Backend, TestServer, Transport, make_repo};
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .args(["-c", "user.name=Test", "-c", "user.email=test@example.invalid", "-c", "init.defaultBranch=main"])
         .args(args)
@@ -21,7 +21,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-fn commit_recipe(repo: &Path, setup: &[&str]) -> String {
+pub fn commit_recipe(repo: &Path, setup: &[&str]) -> String {
     let list: Vec<String> = setup.iter().map(|s| format!("{s:?}")).collect();
     std::fs::write(repo.join("tandem.toml"), format!("[workspace]\nsetup = [{}]\n", list.join(", "))).unwrap();
     git(repo, &["add", "-A"]);
@@ -29,7 +29,7 @@ fn commit_recipe(repo: &Path, setup: &[&str]) -> String {
     git(repo, &["rev-parse", "HEAD"])
 }
 
-async fn wait_built(s: &TestServer, id: &str) -> Snapshot {
+pub async fn wait_built(s: &TestServer, id: &str) -> Snapshot {
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let snap: Snapshot = s.get(&format!("/api/snapshots/{id}")).send().await.parse();

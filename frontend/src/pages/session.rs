@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::hooks::use_params_map;
-use tandem_protocol::{ApiError, Event, EventKind, EventsPage, SessionDetail, SessionId};
+use tandem_protocol::{ApiError, Event, EventsPage, SessionDetail, SessionId};
 
 use crate::api;
 use crate::components::{error_box::ErrorBox, header::Header};
@@ -14,16 +14,7 @@ use crate::pages::{every, require_user};
 const POLL_MS: u64 = 2000;
 
 fn describe(e: &Event) -> String {
-    match &e.kind {
-        EventKind::SessionCreated { author, branch, .. } => format!("{} started the session on {branch}", author.name),
-        EventKind::StateChanged { from, to, reason } => format!(
-            "state {} → {}{}",
-            from.as_str(),
-            to.as_str(),
-            reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
-        ),
-        EventKind::PromptQueued { author, text, .. } => format!("{} queued a prompt: {text}", author.name),
-    }
+    e.kind.summary()
 }
 
 #[component]

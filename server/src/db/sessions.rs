@@ -181,3 +181,89 @@ pub async fn prompts<'e>(ex: impl Executor<'e, Database = Any>, session: Session
         })
         .collect()
 }
+
+/// Moves a session to `to` and appends the `state_changed` event, in the caller's transaction.
+/// Returns the previous state; `None` if the session does not exist.
+pub async fn transition(
+    conn: &mut AnyConnection,
+    id: SessionId,
+    to: SessionState,
+    reason: Option<String>,
+    now: i64,
+) -> Result<Option<SessionState>> {
+    // A write first: SQLite takes its write lock and PostgreSQL the row lock before the read, so
+    // two transitions of one session never interleave.
+    let touched = sqlx::query("UPDATE sessions SET updated_at = $1 WHERE id = $2")
+        .bind(now)
+        .bind(id.to_string())
+        .execute(&mut *conn)
+        .await?;
+    if touched.rows_affected() == 0 {
+        return Ok(None);
+    }
+    let (from,): (String,) = sqlx::query_as("SELECT state FROM sessions WHERE id = $1")
+        .bind(id.to_string())
+        .fetch_one(&mut *conn)
+        .await?;
+    sqlx::query("UPDATE sessions SET state = $1 WHERE id = $2")
+        .bind(to.as_str())
+        .bind(id.to_string())
+        .execute(&mut *conn)
+        .await?;
+    let from = SessionState::parse(&from).ok_or_else(|| Error::Internal(format!("stored state {from:?} unknown")))?;
+    super::events::append(conn, id, now, EventKind::StateChanged { from, to, reason }).await?;
+    Ok(Some(from))
+}
+
+/// Where a session's workspace is.
+#[derive(Clone, Debug, FromRow)]
+pub struct WorkspaceRow {
+    pub id: String,
+    pub state: String,
+    pub workspace_id: Option<String>,
+    pub base_commit: Option<String>,
+    pub workspace_pid: Option<i64>,
+    pub snapshot_id: Option<String>,
+}
+
+/// Records the workspace a session runs in.
+pub async fn set_workspace<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SessionId,
+    workspace_id: Option<&str>,
+    snapshot: Option<SnapshotId>,
+    base_commit: Option<&str>,
+    pid: Option<i64>,
+) -> Result<()> {
+    sqlx::query("UPDATE sessions SET workspace_id = $1, snapshot_id = $2, base_commit = $3, workspace_pid = $4 WHERE id = $5")
+        .bind(workspace_id)
+        .bind(snapshot.map(|s| s.to_string()))
+        .bind(base_commit)
+        .bind(pid)
+        .bind(id.to_string())
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// A session's workspace record.
+pub async fn workspace<'e>(ex: impl Executor<'e, Database = Any>, id: SessionId) -> Result<Option<WorkspaceRow>> {
+    Ok(sqlx::query_as(
+        "SELECT id, state, workspace_id, base_commit, workspace_pid, snapshot_id FROM sessions WHERE id = $1",
+    )
+    .bind(id.to_string())
+    .fetch_optional(ex)
+    .await?)
+}
+
+/// Sessions in `states`, oldest first (for recovery and supervision).
+pub async fn in_states<'e>(ex: impl Executor<'e, Database = Any>, states: &[SessionState]) -> Result<Vec<WorkspaceRow>> {
+    let list: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    Ok(sqlx::query_as(&format!(
+        "SELECT id, state, workspace_id, base_commit, workspace_pid, snapshot_id FROM sessions
+         WHERE state IN ({}) ORDER BY created_at",
+        list.join(", ")
+    ))
+    .fetch_all(ex)
+    .await?)
+}

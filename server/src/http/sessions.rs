@@ -2,19 +2,25 @@
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
-use tandem_protocol::{CreateSession, EventsPage, EventsQuery, Session, SessionDetail, SessionFilter, SessionId};
+use tandem_protocol::{
+    CreateSession, Diff, EventsPage, EventsQuery, ExecRequest, ExecResult, Session, SessionDetail, SessionFilter, SessionId,
+};
 
 use crate::auth::CurrentUser;
 use crate::state::AppState;
-use crate::{Result, sessions};
+use crate::sessions::workspace;
+use crate::{Error, Result, scheduler, sessions};
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/sessions", get(list).post(create))
         .route("/sessions/{id}", get(show))
         .route("/sessions/{id}/events", get(events))
+        .route("/sessions/{id}/exec", post(exec))
+        .route("/sessions/{id}/diff", get(diff))
+        .route("/sessions/{id}/stop", post(stop))
 }
 
 async fn create(
@@ -22,7 +28,42 @@ async fn create(
     user: CurrentUser,
     Json(req): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<SessionDetail>)> {
-    Ok((StatusCode::CREATED, Json(sessions::create(&state.db, user.author(), req).await?)))
+    let detail = sessions::create(&state.db, user.author(), req).await?;
+    scheduler::spawn_boot(&state, detail.session.id);
+    Ok((StatusCode::CREATED, Json(detail)))
+}
+
+/// Only the session's author (its owner) or an admin may run commands in its workspace.
+async fn require_owner(state: &AppState, user: &CurrentUser, id: SessionId) -> Result<()> {
+    let s = sessions::get(&state.db, id).await?.session;
+    if user.0.is_admin || s.author.user_id == Some(user.0.id) {
+        Ok(())
+    } else {
+        Err(Error::Forbidden("only the session's owner may do this".into()))
+    }
+}
+
+async fn exec(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+    Json(req): Json<ExecRequest>,
+) -> Result<Json<ExecResult>> {
+    require_owner(&state, &user, id).await?;
+    let ws = state.workspaces()?;
+    Ok(Json(workspace::exec(&state.db, ws, id, &user.author(), req).await?))
+}
+
+async fn diff(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<Diff>> {
+    let ws = state.workspaces()?;
+    Ok(Json(workspace::diff(&state.db, ws, id).await?))
+}
+
+async fn stop(State(state): State<AppState>, user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<SessionDetail>> {
+    require_owner(&state, &user, id).await?;
+    let ws = state.workspaces()?;
+    workspace::stop(&state.db, ws, id, Some(format!("stopped by {}", user.0.name))).await?;
+    Ok(Json(sessions::get(&state.db, id).await?))
 }
 
 async fn list(

@@ -5,6 +5,8 @@ use tandem_protocol::limits::{MAX_EVENTS_PAGE, MAX_LIST, MAX_PROMPT_BYTES};
 use tandem_protocol::*;
 
 use crate::db::{self, Db};
+
+pub mod workspace;
 use crate::{Error, Result, now_ms};
 
 /// Accepts a new session: stored `queued` with its first prompt and the opening events, all in

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tandem_protocol::{Repo, Snapshot, SnapshotId, SnapshotState, Timestamp};
-use tokio::process::Command;
 
 use crate::db::{self, Db};
 use crate::images::{self, Image};
@@ -41,6 +40,18 @@ impl Workspaces {
 
 /// Starts a build: records it as `building` and returns it; the build runs in the background.
 pub async fn start_build(db: &Db, ws: &Arc<Workspaces>, repo: &Repo) -> Result<Snapshot> {
+    let snap = start_build_inline(db, ws, repo).await?;
+    let (db, ws, repo, s) = (db.clone(), ws.clone(), repo.clone(), snap.clone());
+    tokio::spawn(async move {
+        if let Err(e) = build(&db, &ws, &repo, s).await {
+            tracing::error!(error = %e, "recording a snapshot build failed");
+        }
+    });
+    Ok(snap)
+}
+
+/// Records a build as `building`; the caller runs [`build`] with it.
+pub async fn start_build_inline(db: &Db, ws: &Workspaces, repo: &Repo) -> Result<Snapshot> {
     let snap = Snapshot {
         id: SnapshotId(uuid::Uuid::new_v4()),
         repo_id: repo.id,
@@ -58,12 +69,6 @@ pub async fn start_build(db: &Db, ws: &Arc<Workspaces>, repo: &Repo) -> Result<S
         finished_at: None,
     };
     db::snapshots::insert(db.pool(), &snap).await?;
-    let (db, ws, repo, s) = (db.clone(), ws.clone(), repo.clone(), snap.clone());
-    tokio::spawn(async move {
-        if let Err(e) = build(&db, &ws, &repo, s).await {
-            tracing::error!(error = %e, "recording a snapshot build failed");
-        }
-    });
     Ok(snap)
 }
 
@@ -99,22 +104,9 @@ pub async fn build(db: &Db, ws: &Workspaces, repo: &Repo, mut snap: Snapshot) ->
 async fn run_build(ws: &Workspaces, repo: &Repo, snap: &Snapshot, layer: &Path, log: &mut String) -> Result<(String, String)> {
     let checkout = layer.join(REPO_DIR.trim_start_matches('/'));
     std::fs::create_dir_all(layer)?;
-    log.push_str(&format!("$ git clone --branch {} {}\n", repo.default_branch, repo.url));
-    let out = Command::new("git")
-        .args(["clone", "--quiet", "--single-branch", "--branch", &repo.default_branch, "--"])
-        .arg(&repo.url)
-        .arg(&checkout)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| Error::Config(format!("cannot run git: {e}")))?;
-    log.push_str(&String::from_utf8_lossy(&out.stderr));
-    if !out.status.success() {
-        return Err(Error::Invalid(format!("cloning {} failed: {}", repo.url, String::from_utf8_lossy(&out.stderr).trim())));
-    }
-    let head = Command::new("git").arg("-C").arg(&checkout).args(["rev-parse", "HEAD"]).output().await?;
-    let commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    log.push_str(&format!("$ git fetch {} ({})\n", repo.url, repo.default_branch));
+    let (mirror, commit) = crate::mirrors::update(&ws.data_dir, repo, &repo.default_branch).await?;
+    crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
     log.push_str(&format!("at {commit}\n"));
     let recipe_text = std::fs::read_to_string(checkout.join(recipe::FILE)).ok();
     let recipe = Recipe::parse(recipe_text.as_deref())?;

@@ -1,7 +1,7 @@
 //! How the CLI prints things: aligned tables for people, `--json` for scripts.
 
 use anyhow::Result;
-use tandem_protocol::{CreatedToken, EventKind, EventsPage, Repo, Session, SessionDetail, Snapshot};
+use tandem_protocol::{CreatedToken, EventsPage, Repo, Session, SessionDetail, Snapshot};
 
 fn json<T: serde::Serialize>(v: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
@@ -64,13 +64,7 @@ pub fn session_detail(d: &SessionDetail, events: &EventsPage, as_json: bool) -> 
     }
     println!("\nevents:");
     for e in &events.events {
-        let what = match &e.kind {
-            EventKind::SessionCreated { author, .. } => format!("session created by {}", author.name),
-            EventKind::StateChanged { from, to, reason } => {
-                format!("{} → {}{}", from.as_str(), to.as_str(), reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default())
-            }
-            EventKind::PromptQueued { author, text, .. } => format!("prompt from {}: {}", author.name, text),
-        };
+        let what = e.kind.summary();
         println!("  #{:<4} {what}", e.seq);
     }
     Ok(())

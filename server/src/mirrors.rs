@@ -1,0 +1,64 @@
+//! Server-side bare mirrors of repo remotes (`<data dir>/mirrors/<repo id>.git`).
+//!
+//! Only the server writes a mirror, and workspaces see it read-only, so host-side git never runs
+//! on content a workspace controls (a workspace could plant hooks, filters or `core.fsmonitor` in
+//! its own `.git`). Updating a mirror fetches only what changed on the remote.
+
+use std::path::{Path, PathBuf};
+
+use tandem_protocol::Repo;
+use tokio::process::Command;
+
+use crate::{Error, Result};
+
+/// Where workspaces see the mirror.
+pub const MOUNT_POINT: &str = "/run/tandem/mirror.git";
+
+/// The mirror of `repo` under `data_dir`.
+pub fn path(data_dir: &Path, repo: &Repo) -> PathBuf {
+    data_dir.join("mirrors").join(format!("{}.git", repo.id))
+}
+
+async fn git(args: &[&str], cwd: Option<&Path>) -> Result<String> {
+    let mut c = Command::new("git");
+    // No prompts, no system/global config surprises.
+    c.env("GIT_TERMINAL_PROMPT", "0").env("GIT_CONFIG_NOSYSTEM", "1").env("GIT_CONFIG_GLOBAL", "/dev/null");
+    if let Some(d) = cwd {
+        c.arg("-C").arg(d);
+    }
+    let out = c.args(args).kill_on_drop(true).output().await.map_err(|e| Error::Config(format!("cannot run git: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::Invalid(format!("git {}: {}", args.first().unwrap_or(&""), String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Creates or updates the mirror; returns its path and the commit of `branch`.
+pub async fn update(data_dir: &Path, repo: &Repo, branch: &str) -> Result<(PathBuf, String)> {
+    let dir = path(data_dir, repo);
+    if dir.join("HEAD").exists() {
+        git(&["fetch", "--prune", "--quiet", "origin"], Some(&dir)).await?;
+    } else {
+        std::fs::create_dir_all(dir.parent().unwrap_or(data_dir))?;
+        let tmp = dir.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
+        let tmp_s = tmp.to_string_lossy().to_string();
+        git(&["clone", "--mirror", "--quiet", "--", &repo.url, &tmp_s], None).await?;
+        if std::fs::rename(&tmp, &dir).is_err() {
+            // Another build made it first.
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+    }
+    let commit = git(&["rev-parse", "--verify", &format!("refs/heads/{branch}^{{commit}}")], Some(&dir))
+        .await
+        .map_err(|_| Error::Invalid(format!("branch {branch:?} does not exist in {}", repo.url)))?;
+    Ok((dir, commit))
+}
+
+/// Clones `branch` of the mirror into `dest` (a fresh directory), with `origin` pointing at the
+/// real remote.
+pub async fn checkout(mirror: &Path, repo: &Repo, branch: &str, dest: &Path) -> Result<()> {
+    let (m, d) = (mirror.to_string_lossy().to_string(), dest.to_string_lossy().to_string());
+    git(&["clone", "--quiet", "--single-branch", "--branch", branch, "--", &m, &d], None).await?;
+    git(&["remote", "set-url", "origin", &repo.url], Some(dest)).await?;
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! The scheduler: boots queued sessions (a bounded number at a time), recovers after a restart,
+//! and supervises live workspaces so a session whose workspace dies is marked `failed`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tandem_protocol::{SessionId, SessionState};
+use tokio::sync::Semaphore;
+
+use crate::db::{self, Db};
+use crate::sessions::workspace;
+use crate::snapshots::Workspaces;
+use crate::state::AppState;
+use crate::{Result, now_ms};
+
+/// Most workspaces booting at once.
+pub const MAX_CONCURRENT_BOOTS: usize = 8;
+/// How often live workspaces are checked.
+pub const SUPERVISE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Boot slots, shared by every caller.
+pub fn boot_slots() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(MAX_CONCURRENT_BOOTS))
+}
+
+/// Boots `id` in the background, if this server runs workspaces; otherwise it stays queued.
+pub fn spawn_boot(state: &AppState, id: SessionId) {
+    let Ok(ws) = state.workspaces.clone() else { return };
+    let (db, slots) = (state.db.clone(), state.boot_slots.clone());
+    tokio::spawn(async move {
+        let Ok(_permit) = slots.acquire_owned().await else { return };
+        if let Err(e) = workspace::boot(&db, &ws, id).await {
+            tracing::error!(session = %id, error = %e, "booting a session failed");
+        }
+    });
+}
+
+/// After a start: sessions caught mid-boot fail (their boot cannot resume), live sessions whose
+/// workspace survived keep running, queued sessions boot. Then supervision starts.
+pub async fn start(state: &AppState) -> Result<()> {
+    let Ok(ws) = state.workspaces.clone() else { return Ok(()) };
+    let db = state.db.clone();
+    for row in db::sessions::in_states(db.pool(), &[SessionState::Starting]).await? {
+        let id: SessionId = row.id.parse().map_err(|_| crate::Error::Internal("bad session id".into()))?;
+        let mut tx = db.pool().begin().await?;
+        db::sessions::transition(&mut tx, id, SessionState::Failed, Some("the server restarted while the workspace was starting; start a new session".into()), now_ms()).await?;
+        tx.commit().await?;
+        if let Some(wid) = row.workspace_id {
+            let _ = ws.runtime.stop(&wid, crate::runtime::Keep::Upper).await;
+        }
+    }
+    for row in db::sessions::in_states(db.pool(), &[SessionState::Queued]).await? {
+        if let Ok(id) = row.id.parse() {
+            spawn_boot(state, id);
+        }
+    }
+    tokio::spawn(supervise(db, ws));
+    Ok(())
+}
+
+/// True while `pid` is the live (not zombie) init of a workspace.
+fn init_alive(pid: i64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+    stat.contains("(tini)") && state != Some('Z')
+}
+
+async fn supervise(db: Db, ws: Arc<Workspaces>) {
+    let mut tick = tokio::time::interval(SUPERVISE_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let rows = match db::sessions::in_states(db.pool(), &workspace::LIVE).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "supervisor could not list sessions");
+                continue;
+            }
+        };
+        for row in rows {
+            let (Some(pid), Some(wid), Ok(id)) = (row.workspace_pid, row.workspace_id.clone(), row.id.parse::<SessionId>()) else {
+                continue;
+            };
+            if !init_alive(pid) {
+                tracing::warn!(session = %id, "workspace died");
+                if let Err(e) = workspace::workspace_died(&db, &ws, id, &wid).await {
+                    tracing::error!(session = %id, error = %e, "recording a dead workspace failed");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! A session's workspace: boot it from the repo's newest good snapshot, run commands in it, diff
+//! it, stop it. Every step is an event; every failure says what failed.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use tandem_protocol::limits::{MAX_DIFF_BYTES, MAX_EVENT_OUTPUT_BYTES};
+use tandem_protocol::*;
+
+use crate::db::{self, Db};
+use crate::runtime::{self, Keep, Limits, WorkspaceSpec};
+use crate::snapshots::{self, REPO_DIR, Recipe, Workspaces};
+use crate::{Error, Result, mirrors, now_ms};
+
+/// How long each boot phase may take before the session fails.
+pub const DEADLINE_SNAPSHOT: Duration = Duration::from_secs(30 * 60);
+pub const DEADLINE_STARTING: Duration = Duration::from_secs(60);
+pub const DEADLINE_SYNCING: Duration = Duration::from_secs(120);
+pub const DEADLINE_SERVICES: Duration = Duration::from_secs(300);
+/// Default and largest timeout of `exec`.
+pub const EXEC_DEFAULT_TIMEOUT_SECS: u64 = 600;
+pub const EXEC_MAX_TIMEOUT_SECS: u64 = 3600;
+
+/// States in which a session has a live workspace.
+pub const LIVE: [SessionState; 3] = [SessionState::Ready, SessionState::Running, SessionState::Idle];
+
+/// The runtime id of a session's workspace.
+pub fn workspace_id(session: SessionId) -> String {
+    format!("s-{}", &session.0.simple().to_string()[..16])
+}
+
+/// Where a stopped session's diff is kept.
+fn diff_file(ws: &Workspaces, session: SessionId) -> PathBuf {
+    ws.data_dir.join("sessions").join(session.to_string()).join("diff.json")
+}
+
+async fn event(db: &Db, id: SessionId, kind: EventKind) -> Result<Event> {
+    let mut tx = db.pool().begin().await?;
+    let e = db::events::append(&mut tx, id, now_ms(), kind).await?;
+    tx.commit().await?;
+    Ok(e)
+}
+
+async fn transition(db: &Db, id: SessionId, to: SessionState, reason: Option<String>) -> Result<Option<SessionState>> {
+    let mut tx = db.pool().begin().await?;
+    let from = db::sessions::transition(&mut tx, id, to, reason, now_ms()).await?;
+    tx.commit().await?;
+    Ok(from)
+}
+
+async fn phase(db: &Db, id: SessionId, t0: Instant, phase: BootPhase, detail: Option<String>) -> Result<()> {
+    event(db, id, EventKind::BootPhase { phase, elapsed_ms: t0.elapsed().as_millis() as i64, detail }).await?;
+    Ok(())
+}
+
+async fn within<T>(what: &str, limit: Duration, f: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(limit, f)
+        .await
+        .map_err(|_| Error::Internal(format!("{what} did not finish within {} s", limit.as_secs())))?
+}
+
+/// Boots a queued session. Failures end the session `failed` with the reason as an event; the
+/// returned error is only about recording that.
+pub async fn boot(db: &Db, ws: &Workspaces, id: SessionId) -> Result<()> {
+    let t0 = Instant::now();
+    // Only a queued session boots; the transition is the claim (another process loses the race).
+    let Some(session) = db::sessions::get(db.pool(), id).await? else { return Ok(()) };
+    if session.state != SessionState::Queued {
+        return Ok(());
+    }
+    if transition(db, id, SessionState::Starting, None).await? != Some(SessionState::Queued) {
+        return Ok(());
+    }
+    match boot_inner(db, ws, &session, t0).await {
+        Ok(()) => {
+            phase(db, id, t0, BootPhase::Ready, None).await?;
+            transition(db, id, SessionState::Ready, None).await?;
+            tracing::info!(session = %id, ms = t0.elapsed().as_millis() as u64, "session ready");
+        }
+        Err(e) => {
+            tracing::warn!(session = %id, error = %e, "session boot failed");
+            let message = format!("the workspace could not start: {e}");
+            event(db, id, EventKind::Error { message: message.clone() }).await?;
+            let _ = ws.runtime.stop(&workspace_id(id), Keep::Upper).await;
+            transition(db, id, SessionState::Failed, Some(message)).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn boot_inner(db: &Db, ws: &Workspaces, session: &Session, t0: Instant) -> Result<()> {
+    let id = session.id;
+    let repo = db::repos::get(db.pool(), session.repo_id).await?.ok_or_else(|| Error::NotFound("the repo is gone".into()))?;
+    let snap = match db::snapshots::latest_ready(db.pool(), repo.id).await? {
+        Some(s) => s,
+        None => {
+            phase(db, id, t0, BootPhase::Snapshot, Some("no snapshot of this repo yet: building one".into())).await?;
+            let pending = snapshots::start_build_inline(db, ws, &repo).await?;
+            let built = within("the snapshot build", DEADLINE_SNAPSHOT, snapshots::build(db, ws, &repo, pending)).await?;
+            if built.state != SnapshotState::Ready {
+                return Err(Error::Invalid(format!("the snapshot build failed: {}", built.error.unwrap_or_default())));
+            }
+            built
+        }
+    };
+    phase(db, id, t0, BootPhase::Starting, Some(format!("snapshot {}", short(snap.commit.as_deref())))).await?;
+    let wid = workspace_id(id);
+    let mirror = mirrors::path(&ws.data_dir, &repo);
+    let started = within(
+        "starting the workspace",
+        DEADLINE_STARTING,
+        ws.runtime.start(WorkspaceSpec {
+            id: wid.clone(),
+            layers: vec![ws.layer(snap.id), ws.image.rootfs.clone()],
+            upper: None,
+            hostname: "tandem".into(),
+            env: vec![],
+            init: vec!["sleep".into(), "infinity".into()],
+            binds: vec![runtime::Bind { host: mirror.clone(), container: mirrors::MOUNT_POINT.into(), readonly: true }],
+            limits: Limits::default(),
+        }),
+    )
+    .await?;
+    db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snap.id), snap.commit.as_deref(), Some(started.pid.into())).await?;
+
+    phase(db, id, t0, BootPhase::Syncing, None).await?;
+    let head = within("syncing the repo", DEADLINE_SYNCING, sync(ws, &repo, &wid, &session.branch)).await?;
+    db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snap.id), Some(&head), Some(started.pid.into())).await?;
+
+    let recipe_text = run(ws, &wid, "cat tandem.toml 2>/dev/null || true", &[], 30).await?.stdout;
+    let recipe = Recipe::parse(Some(&recipe_text).filter(|t| !t.trim().is_empty()).map(|t| t.as_str()))?;
+    if !recipe.start.is_empty() {
+        phase(db, id, t0, BootPhase::Services, Some(recipe.start.join("; "))).await?;
+        let env: Vec<(String, String)> = recipe.env.clone().into_iter().collect();
+        within("the start commands", DEADLINE_SERVICES, async {
+            for cmd in &recipe.start {
+                let out = run(ws, &wid, cmd, &env, DEADLINE_SERVICES.as_secs()).await?;
+                if out.code != Some(0) {
+                    return Err(Error::Invalid(format!(
+                        "start command `{cmd}` exited with {}: {}",
+                        out.code.map_or("a signal".into(), |c| c.to_string()),
+                        out.stderr.trim()
+                    )));
+                }
+            }
+            Ok(())
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Brings the checkout to the branch head: the server's mirror fetches the delta from the
+/// remote, the workspace fetches the delta from the mirror and checks it out.
+async fn sync(ws: &Workspaces, repo: &Repo, wid: &str, branch: &str) -> Result<String> {
+    let (_, head) = mirrors::update(&ws.data_dir, repo, branch).await?;
+    let script = r#"set -e
+git fetch --quiet --no-tags "$TANDEM_MIRROR" "+refs/heads/$TANDEM_BRANCH:refs/remotes/origin/$TANDEM_BRANCH"
+git checkout --quiet -B "$TANDEM_BRANCH" "$TANDEM_COMMIT"
+git branch --quiet --set-upstream-to="origin/$TANDEM_BRANCH" "$TANDEM_BRANCH" || true"#;
+    let env = [
+        ("TANDEM_MIRROR".to_string(), mirrors::MOUNT_POINT.to_string()),
+        ("TANDEM_BRANCH".to_string(), branch.to_string()),
+        ("TANDEM_COMMIT".to_string(), head.clone()),
+    ];
+    let out = run(ws, wid, script, &env, DEADLINE_SYNCING.as_secs()).await?;
+    if out.code != Some(0) {
+        return Err(Error::Invalid(format!("syncing {branch} to {} failed: {}", short(Some(&head)), out.stderr.trim())));
+    }
+    Ok(head)
+}
+
+async fn run(ws: &Workspaces, wid: &str, script: &str, env: &[(String, String)], timeout: u64) -> Result<runtime::ExecOutput> {
+    ws.runtime
+        .exec(
+            wid,
+            runtime::ExecRequest {
+                argv: vec!["sh".into(), "-c".into(), script.into()],
+                cwd: Some(REPO_DIR.into()),
+                env: env.to_vec(),
+                timeout_secs: Some(timeout),
+            },
+        )
+        .await
+}
+
+fn short(commit: Option<&str>) -> String {
+    commit.map(|c| c.chars().take(12).collect()).unwrap_or_else(|| "?".into())
+}
+
+async fn live_workspace(db: &Db, id: SessionId) -> Result<(Session, String, Option<String>)> {
+    let session = db::sessions::get(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    let row = db::sessions::workspace(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    match (LIVE.contains(&session.state), row.workspace_id) {
+        (true, Some(w)) => Ok((session, w, row.base_commit)),
+        _ => Err(Error::Conflict(format!("session {id} has no running workspace (it is {})", session.state.as_str()))),
+    }
+}
+
+/// Runs a command in the session's workspace as `author`; recorded as an event and in the audit log.
+pub async fn exec(db: &Db, ws: &Workspaces, id: SessionId, author: &Author, req: ExecRequest) -> Result<ExecResult> {
+    if req.command.trim().is_empty() {
+        return Err(Error::Invalid("command is empty".into()));
+    }
+    let timeout = req.timeout_secs.unwrap_or(EXEC_DEFAULT_TIMEOUT_SECS);
+    if !(1..=EXEC_MAX_TIMEOUT_SECS).contains(&timeout) {
+        return Err(Error::Invalid(format!("timeout_secs must be 1–{EXEC_MAX_TIMEOUT_SECS}")));
+    }
+    let (_, wid, _) = live_workspace(db, id).await?;
+    let t = Instant::now();
+    let out = ws
+        .runtime
+        .exec(
+            &wid,
+            runtime::ExecRequest {
+                argv: vec!["sh".into(), "-c".into(), req.command.clone()],
+                cwd: Some(req.cwd.clone().unwrap_or_else(|| REPO_DIR.into())),
+                env: vec![],
+                timeout_secs: Some(timeout),
+            },
+        )
+        .await?;
+    let duration_ms = t.elapsed().as_millis() as i64;
+    let mut output = format!("{}{}", out.stdout, out.stderr);
+    let cut = output.len() > MAX_EVENT_OUTPUT_BYTES;
+    if cut {
+        let mut end = MAX_EVENT_OUTPUT_BYTES;
+        while !output.is_char_boundary(end) {
+            end -= 1;
+        }
+        output.truncate(end);
+    }
+    event(
+        db,
+        id,
+        EventKind::CommandRun {
+            author: author.clone(),
+            command: req.command.clone(),
+            exit_code: out.code,
+            output,
+            truncated: cut || out.truncated,
+            duration_ms,
+        },
+    )
+    .await?;
+    db::audit::record(
+        db.pool(),
+        now_ms(),
+        db::audit::Entry {
+            actor_user_id: author.user_id,
+            actor_name: &author.name,
+            action: "session.exec",
+            target: &id.to_string(),
+            detail: serde_json::json!({ "command": req.command, "exit_code": out.code }),
+        },
+    )
+    .await?;
+    Ok(ExecResult { exit_code: out.code, stdout: out.stdout, stderr: out.stderr, truncated: out.truncated, duration_ms })
+}
+
+/// Marker between the file list and the patch in the diff command's output.
+const PATCH_MARKER: &str = "\n--- tandem: patch follows ---\n";
+
+/// Computes the diff inside the workspace (its git, its isolation), against the commit it started
+/// from, with new files, without touching the workspace's own index.
+async fn compute_diff(ws: &Workspaces, wid: &str, base: Option<&str>) -> Result<Diff> {
+    let script = r#"set -e
+export GIT_INDEX_FILE=/tmp/.tandem-diff-index
+rm -f "$GIT_INDEX_FILE"; cp .git/index "$GIT_INDEX_FILE" 2>/dev/null || true
+git add -A >/dev/null 2>&1
+git diff --cached --name-only "$TANDEM_BASE"
+printf '\n--- tandem: patch follows ---\n'
+git diff --cached "$TANDEM_BASE"
+rm -f "$GIT_INDEX_FILE""#;
+    let env = [("TANDEM_BASE".to_string(), base.unwrap_or("HEAD").to_string())];
+    let out = run(ws, wid, script, &env, 120).await?;
+    if out.code != Some(0) {
+        return Err(Error::Internal(format!("computing the diff failed: {}", out.stderr.trim())));
+    }
+    let (names, patch) = out.stdout.split_once(PATCH_MARKER).unwrap_or((&out.stdout, ""));
+    let mut patch = patch.to_string();
+    let truncated = out.truncated || patch.len() > MAX_DIFF_BYTES;
+    if patch.len() > MAX_DIFF_BYTES {
+        let mut end = MAX_DIFF_BYTES;
+        while !patch.is_char_boundary(end) {
+            end -= 1;
+        }
+        patch.truncate(end);
+    }
+    Ok(Diff {
+        base: base.map(str::to_string),
+        patch,
+        files: names.lines().filter(|l| !l.is_empty()).map(str::to_string).collect(),
+        truncated,
+    })
+}
+
+/// The session's changes: live from the workspace, or as kept when it stopped.
+pub async fn diff(db: &Db, ws: &Workspaces, id: SessionId) -> Result<Diff> {
+    let session = db::sessions::get(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    if LIVE.contains(&session.state) {
+        let (_, wid, base) = live_workspace(db, id).await?;
+        return compute_diff(ws, &wid, base.as_deref()).await;
+    }
+    match std::fs::read(diff_file(ws, id)) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Error::Internal(format!("stored diff unreadable: {e}"))),
+        Err(_) => Ok(Diff { base: None, patch: String::new(), files: vec![], truncated: false }),
+    }
+}
+
+/// Stops the session: keeps its diff (and its writable layer on disk), removes the workspace.
+pub async fn stop(db: &Db, ws: &Workspaces, id: SessionId, reason: Option<String>) -> Result<()> {
+    let session = db::sessions::get(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    match session.state {
+        SessionState::Stopped | SessionState::Failed => {
+            return Err(Error::Conflict(format!("session {id} is already {}", session.state.as_str())));
+        }
+        SessionState::Starting => return Err(Error::Conflict(format!("session {id} is starting; stop it once it is ready"))),
+        _ => {}
+    }
+    let row = db::sessions::workspace(db.pool(), id).await?;
+    if let Some(wid) = row.as_ref().and_then(|r| r.workspace_id.clone()) {
+        let base = row.and_then(|r| r.base_commit);
+        let diff = compute_diff(ws, &wid, base.as_deref()).await.unwrap_or_else(|e| Diff {
+            base: base.clone(),
+            patch: format!("(the diff could not be computed: {e})"),
+            files: vec![],
+            truncated: false,
+        });
+        let file = diff_file(ws, id);
+        std::fs::create_dir_all(file.parent().unwrap_or(&ws.data_dir))?;
+        std::fs::write(&file, serde_json::to_vec(&diff).map_err(|e| Error::Internal(e.to_string()))?)?;
+        ws.runtime.stop(&wid, Keep::Upper).await?;
+        event(db, id, EventKind::WorkspaceStopped { diff_bytes: diff.patch.len() as i64 }).await?;
+    }
+    transition(db, id, SessionState::Stopped, reason).await?;
+    Ok(())
+}
+
+/// Marks a session whose workspace died `failed`, and cleans up what is left of it.
+pub async fn workspace_died(db: &Db, ws: &Workspaces, id: SessionId, wid: &str) -> Result<()> {
+    let message = "the workspace stopped unexpectedly (its init process exited); start a new session".to_string();
+    event(db, id, EventKind::Error { message: message.clone() }).await?;
+    let _ = ws.runtime.stop(wid, Keep::Upper).await;
+    transition(db, id, SessionState::Failed, Some(message)).await?;
+    Ok(())
+}
