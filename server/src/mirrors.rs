@@ -62,3 +62,11 @@ pub async fn checkout(mirror: &Path, repo: &Repo, branch: &str, dest: &Path) -> 
     git(&["remote", "set-url", "origin", &repo.url], Some(dest)).await?;
     Ok(())
 }
+
+/// A file of `commit` as stored in the mirror, if it exists there.
+pub async fn read_file(mirror: &Path, commit: &str, file: &str) -> Result<Option<String>> {
+    match git(&["show", &format!("{commit}:{file}")], Some(mirror)).await {
+        Ok(text) => Ok(Some(text)),
+        Err(_) => Ok(None),
+    }
+}

@@ -106,29 +106,46 @@ async fn boot_inner(db: &Db, ws: &Workspaces, session: &Session, t0: Instant) ->
     phase(db, id, t0, BootPhase::Starting, Some(format!("snapshot {}", short(snap.commit.as_deref())))).await?;
     let wid = workspace_id(id);
     let mirror = mirrors::path(&ws.data_dir, &repo);
-    let started = within(
-        "starting the workspace",
-        DEADLINE_STARTING,
-        ws.runtime.start(WorkspaceSpec {
-            id: wid.clone(),
-            layers: vec![ws.layer(snap.id), ws.image.rootfs.clone()],
-            upper: None,
-            hostname: "tandem".into(),
-            env: vec![],
-            init: vec!["sleep".into(), "infinity".into()],
-            binds: vec![runtime::Bind { host: mirror.clone(), container: mirrors::MOUNT_POINT.into(), readonly: true }],
-            limits: Limits::default(),
-        }),
+    // The mirror fetches the remote's delta while the container starts.
+    let (started, head) = tokio::join!(
+        within(
+            "starting the workspace",
+            DEADLINE_STARTING,
+            ws.runtime.start(WorkspaceSpec {
+                id: wid.clone(),
+                layers: vec![ws.layer(snap.id), ws.image.rootfs.clone()],
+                upper: None,
+                hostname: "tandem".into(),
+                env: vec![],
+                init: vec!["sleep".into(), "infinity".into()],
+                binds: vec![runtime::Bind { host: mirror.clone(), container: mirrors::MOUNT_POINT.into(), readonly: true }],
+                limits: Limits::default(),
+            }),
+        ),
+        within("fetching the branch", DEADLINE_SYNCING, mirrors::update(&ws.data_dir, &repo, &session.branch)),
+    );
+    let started = started?;
+    db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snap.id), snap.commit.as_deref(), Some(started.pid.into())).await?;
+    let (_, head) = head?;
+
+    // Already at the head (the usual case for a fresh snapshot): nothing to move.
+    let current = snap.commit.as_deref() == Some(head.as_str()) && snap.branch == session.branch;
+    phase(
+        db,
+        id,
+        t0,
+        BootPhase::Syncing,
+        Some(if current { format!("at {}", short(Some(&head))) } else { format!("{} → {}", short(snap.commit.as_deref()), short(Some(&head))) }),
     )
     .await?;
-    db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snap.id), snap.commit.as_deref(), Some(started.pid.into())).await?;
-
-    phase(db, id, t0, BootPhase::Syncing, None).await?;
-    let head = within("syncing the repo", DEADLINE_SYNCING, sync(ws, &repo, &wid, &session.branch)).await?;
+    if !current {
+        within("syncing the repo", DEADLINE_SYNCING, sync(ws, &wid, &session.branch, &head)).await?;
+    }
     db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snap.id), Some(&head), Some(started.pid.into())).await?;
 
-    let recipe_text = run(ws, &wid, "cat tandem.toml 2>/dev/null || true", &[], 30).await?.stdout;
-    let recipe = Recipe::parse(Some(&recipe_text).filter(|t| !t.trim().is_empty()).map(|t| t.as_str()))?;
+    // The recipe at the head, read from the server's own mirror.
+    let recipe_text = mirrors::read_file(&mirror, &head, snapshots::recipe::FILE).await?;
+    let recipe = Recipe::parse(recipe_text.as_deref())?;
     if !recipe.start.is_empty() {
         phase(db, id, t0, BootPhase::Services, Some(recipe.start.join("; "))).await?;
         let env: Vec<(String, String)> = recipe.env.clone().into_iter().collect();
@@ -150,10 +167,9 @@ async fn boot_inner(db: &Db, ws: &Workspaces, session: &Session, t0: Instant) ->
     Ok(())
 }
 
-/// Brings the checkout to the branch head: the server's mirror fetches the delta from the
-/// remote, the workspace fetches the delta from the mirror and checks it out.
-async fn sync(ws: &Workspaces, repo: &Repo, wid: &str, branch: &str) -> Result<String> {
-    let (_, head) = mirrors::update(&ws.data_dir, repo, branch).await?;
+/// Brings the checkout to `head`: the workspace fetches the delta from the read-only mirror
+/// (which the server has just updated from the remote) and checks it out.
+async fn sync(ws: &Workspaces, wid: &str, branch: &str, head: &str) -> Result<()> {
     let script = r#"set -e
 git fetch --quiet --no-tags "$TANDEM_MIRROR" "+refs/heads/$TANDEM_BRANCH:refs/remotes/origin/$TANDEM_BRANCH"
 git checkout --quiet -B "$TANDEM_BRANCH" "$TANDEM_COMMIT"
@@ -161,13 +177,13 @@ git branch --quiet --set-upstream-to="origin/$TANDEM_BRANCH" "$TANDEM_BRANCH" ||
     let env = [
         ("TANDEM_MIRROR".to_string(), mirrors::MOUNT_POINT.to_string()),
         ("TANDEM_BRANCH".to_string(), branch.to_string()),
-        ("TANDEM_COMMIT".to_string(), head.clone()),
+        ("TANDEM_COMMIT".to_string(), head.to_string()),
     ];
     let out = run(ws, wid, script, &env, DEADLINE_SYNCING.as_secs()).await?;
     if out.code != Some(0) {
-        return Err(Error::Invalid(format!("syncing {branch} to {} failed: {}", short(Some(&head)), out.stderr.trim())));
+        return Err(Error::Invalid(format!("syncing {branch} to {} failed: {}", short(Some(head)), out.stderr.trim())));
     }
-    Ok(head)
+    Ok(())
 }
 
 async fn run(ws: &Workspaces, wid: &str, script: &str, env: &[(String, String)], timeout: u64) -> Result<runtime::ExecOutput> {
