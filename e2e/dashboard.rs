@@ -12,7 +12,7 @@ async fn sign_in_with_a_login_link_and_start_a_session_from_the_dashboard() {
     let Some(web) = web_dir() else { return };
     let s = TestServer::start_with_web(Backend::Sqlite, Transport::Socket, Some(web)).await.unwrap();
     let api = Client::new(&s.url, Some(s.admin_token.clone())).unwrap();
-    api.create_repo(&CreateRepo { name: "acme/web".into(), url: "https://example.invalid/web.git".into(), default_branch: None })
+    api.create_repo(&CreateRepo { name: "acme/web".into(), url: "https://example.invalid/web.git".into(), default_branch: None, warm_pool: None })
         .await
         .unwrap();
 

@@ -83,6 +83,17 @@ pub struct CreateRepo {
     /// Defaults to `main`.
     #[serde(default)]
     pub default_branch: Option<String>,
+    /// Started, unclaimed workspaces to keep ready (default 0).
+    #[serde(default)]
+    pub warm_pool: Option<i64>,
+}
+
+/// `PUT /api/repos/{id}/warm-pool`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetWarmPool {
+    /// 0 to [`crate::limits::MAX_WARM_POOL`].
+    pub size: i64,
 }
 
 /// A git remote plus its workspace recipe.
@@ -94,6 +105,11 @@ pub struct Repo {
     pub default_branch: String,
     pub created_by: UserId,
     pub created_at: Timestamp,
+    /// Started, unclaimed workspaces to keep ready.
+    pub warm_pool: i64,
+    /// How many are ready right now.
+    #[serde(default)]
+    pub warm_ready: i64,
 }
 
 /// Where a session's lifecycle is. See PRODUCT.md: queued → starting → ready → running ⇄ idle → stopped/failed.

@@ -28,3 +28,5 @@ pub const LOGIN_CODE_PREFIX: &str = "tlc_";
 pub const MAX_EVENT_OUTPUT_BYTES: usize = 16 * 1024;
 /// Largest diff `GET /api/sessions/{id}/diff` returns.
 pub const MAX_DIFF_BYTES: usize = 8 * 1024 * 1024;
+/// Largest warm pool of one repo.
+pub const MAX_WARM_POOL: i64 = 32;

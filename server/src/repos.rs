@@ -16,8 +16,19 @@ pub async fn create(db: &Db, user: &CurrentUser, req: CreateRepo) -> Result<Repo
     validate_url(&url)?;
     let default_branch = req.default_branch.map(|b| b.trim().to_string()).unwrap_or_else(|| "main".into());
     validate_branch(&default_branch)?;
+    let warm_pool = req.warm_pool.unwrap_or(0);
+    validate_warm_pool(warm_pool)?;
     let now = now_ms();
-    let repo = Repo { id: RepoId(uuid::Uuid::new_v4()), name, url, default_branch, created_by: user.0.id, created_at: Timestamp(now) };
+    let repo = Repo {
+        id: RepoId(uuid::Uuid::new_v4()),
+        name,
+        url,
+        default_branch,
+        created_by: user.0.id,
+        created_at: Timestamp(now),
+        warm_pool,
+        warm_ready: 0,
+    };
     let mut tx = db.pool().begin().await?;
     db::repos::insert(&mut *tx, &repo).await.map_err(|e| conflict_on_unique(e, &format!("a repo named {:?}", repo.name)))?;
     db::audit::record(
@@ -44,6 +55,15 @@ pub async fn get(db: &Db, id: RepoId) -> Result<Repo> {
 /// All repos by name.
 pub async fn list(db: &Db) -> Result<Vec<Repo>> {
     db::repos::list(db.pool(), MAX_LIST).await
+}
+
+/// 0 to `MAX_WARM_POOL`.
+pub fn validate_warm_pool(size: i64) -> Result<()> {
+    if (0..=tandem_protocol::limits::MAX_WARM_POOL).contains(&size) {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!("warm pool size must be 0–{}", tandem_protocol::limits::MAX_WARM_POOL)))
+    }
 }
 
 /// `owner/name`-style: letters, digits, `.`, `_`, `-`, `/`.

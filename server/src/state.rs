@@ -17,6 +17,8 @@ pub struct AppState {
     pub workspaces: Result<Arc<Workspaces>, Arc<str>>,
     /// Limits how many workspaces boot at once.
     pub boot_slots: Arc<tokio::sync::Semaphore>,
+    /// Started, unclaimed workspaces per repo.
+    pub pool: Arc<crate::scheduler::pool::WarmPool>,
 }
 
 impl AppState {

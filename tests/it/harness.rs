@@ -113,6 +113,19 @@ impl Drop for TestServer {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
+        // Workspaces outlive a server on purpose (sessions survive restarts); a test's must not
+        // outlive the test.
+        let data = self.dir.path().join("data");
+        let state = data.join("runtime/runc");
+        if state.is_dir() {
+            let list = std::process::Command::new("runc").arg("--root").arg(&state).args(["list", "-q"]).output();
+            for id in list.map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default().lines() {
+                let _ = std::process::Command::new("runc").arg("--root").arg(&state).args(["delete", "--force", id.trim()]).status();
+            }
+        }
+        for entry in std::fs::read_dir(data.join("workspaces")).into_iter().flatten().flatten() {
+            let _ = nix::mount::umount2(&entry.path().join("rootfs"), nix::mount::MntFlags::MNT_DETACH);
+        }
     }
 }
 

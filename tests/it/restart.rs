@@ -53,7 +53,7 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
 
     let c = Client::new(&url, Some(token.clone())).unwrap();
-    let repo = c.create_repo(&CreateRepo { name: "acme/web".into(), url: "https://x.invalid/w.git".into(), default_branch: None }).await.unwrap();
+    let repo = c.create_repo(&CreateRepo { name: "acme/web".into(), url: "https://x.invalid/w.git".into(), default_branch: None, warm_pool: None }).await.unwrap();
     let mut ids = Vec::new();
     for i in 0..5 {
         ids.push(c.create_session(&CreateSession { repo_id: repo.id, prompt: format!("task {i}"), branch: None }).await.unwrap());

@@ -180,3 +180,55 @@ async fn a_session_whose_workspace_dies_is_marked_failed_and_the_server_carries_
     assert!(events(&s, id).await.iter().any(|e| matches!(&e.kind, EventKind::Error { message } if message.contains("stopped unexpectedly"))));
     assert_eq!(s.req(Method::GET, "/api/health").send().await.status, StatusCode::OK);
 }
+
+async fn wait_warm(s: &TestServer, repo: &str, want: i64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r: Repo = s.get(&format!("/api/repos/{repo}")).send().await.parse();
+        if r.warm_ready == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "warm pool of {repo} stuck at {} (want {want})", r.warm_ready);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_warm_pool_keeps_workspaces_started_and_new_sessions_claim_them() {
+    let Some(s) = server().await else { return };
+    let src = source_repo(RECIPE);
+    let repo = add_repo(&s, "acme/warm", src.path()).await;
+    let snap: Snapshot = s.req(Method::POST, &format!("/api/repos/{repo}/snapshots")).bearer(&s.admin_token).send().await.parse();
+    assert_eq!(wait_built(&s, &snap.id.to_string()).await.state, SnapshotState::Ready);
+
+    let bad = s.req(Method::PUT, &format!("/api/repos/{repo}/warm-pool")).bearer(&s.admin_token).json(&json!({ "size": 99 })).send().await;
+    bad.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    let set = s.req(Method::PUT, &format!("/api/repos/{repo}/warm-pool")).bearer(&s.admin_token).json(&json!({ "size": 2 })).send().await;
+    assert_eq!(set.status, StatusCode::OK);
+    wait_warm(&s, &repo, 2).await;
+
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "quick" })).send().await.parse();
+    let id = created.session.id;
+    assert_eq!(wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Ready);
+    let from_pool = events(&s, id).await.iter().any(|e| {
+        matches!(&e.kind, EventKind::BootPhase { phase: BootPhase::Starting, detail: Some(d), .. } if d.contains("warm pool"))
+    });
+    assert!(from_pool, "{:#?}", events(&s, id).await);
+    let row = tandem_server::db::sessions::workspace(s.state.db.pool(), id).await.unwrap().unwrap();
+    assert!(row.workspace_id.as_deref().unwrap().starts_with("w-"));
+    let out = exec(&s, id, "cat setup-output.txt /tmp/service-started").await;
+    assert_eq!(out.stdout, "from-setup\nservice-up\n", "a pooled workspace still runs the start commands");
+    wait_warm(&s, &repo, 2).await;
+
+    // Shrinking the pool stops the surplus; the claimed workspace is the session's and stays.
+    let set = s.req(Method::PUT, &format!("/api/repos/{repo}/warm-pool")).bearer(&s.admin_token).json(&json!({ "size": 0 })).send().await;
+    assert_eq!(set.status, StatusCode::OK);
+    wait_warm(&s, &repo, 0).await;
+    let pooled = std::fs::read_dir(s.dir.path().join("data/workspaces"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("w-") && e.path().join("rootfs").exists())
+        .count();
+    assert_eq!(pooled, 1, "only the claimed workspace is still mounted");
+    assert_eq!(exec(&s, id, "echo still-here").await.stdout, "still-here\n");
+}

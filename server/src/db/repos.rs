@@ -13,6 +13,7 @@ struct RepoRow {
     default_branch: String,
     created_by: String,
     created_at: i64,
+    warm_pool: i64,
 }
 
 impl RepoRow {
@@ -24,16 +25,18 @@ impl RepoRow {
             default_branch: self.default_branch,
             created_by: UserId(super::uuid(&self.created_by)?),
             created_at: Timestamp(self.created_at),
+            warm_pool: self.warm_pool,
+            warm_ready: 0,
         })
     }
 }
 
-const COLUMNS: &str = "id, name, url, default_branch, created_by, created_at";
+const COLUMNS: &str = "id, name, url, default_branch, created_by, created_at, warm_pool";
 
 /// Inserts a repo; a duplicate name is a unique violation.
 pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, repo: &Repo) -> std::result::Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO repos (id, name, url, default_branch, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO repos (id, name, url, default_branch, created_by, created_at, warm_pool) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(repo.id.to_string())
     .bind(&repo.name)
@@ -41,6 +44,7 @@ pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, repo: &Repo) -> s
     .bind(&repo.default_branch)
     .bind(repo.created_by.to_string())
     .bind(repo.created_at.0)
+    .bind(repo.warm_pool)
     .execute(ex)
     .await?;
     Ok(())
@@ -62,4 +66,10 @@ pub async fn list<'e>(ex: impl Executor<'e, Database = Any>, limit: i64) -> Resu
         .fetch_all(ex)
         .await?;
     rows.into_iter().map(RepoRow::into_repo).collect()
+}
+
+/// Sets a repo's warm pool size; false if there is no such repo.
+pub async fn set_warm_pool<'e>(ex: impl Executor<'e, Database = Any>, id: RepoId, size: i64) -> Result<bool> {
+    let done = sqlx::query("UPDATE repos SET warm_pool = $1 WHERE id = $2").bind(size).bind(id.to_string()).execute(ex).await?;
+    Ok(done.rows_affected() == 1)
 }

@@ -2,16 +2,38 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{get, put};
 use axum::{Json, Router};
-use tandem_protocol::{CreateRepo, Repo, RepoId};
+use tandem_protocol::{CreateRepo, Repo, RepoId, SetWarmPool};
 
 use crate::auth::CurrentUser;
 use crate::state::AppState;
-use crate::{Result, repos};
+use crate::{Error, Result, db, repos};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/repos", get(list).post(create)).route("/repos/{id}", get(show))
+    Router::new()
+        .route("/repos", get(list).post(create))
+        .route("/repos/{id}", get(show))
+        .route("/repos/{id}/warm-pool", put(set_warm_pool))
+}
+
+fn with_pool(state: &AppState, mut repo: Repo) -> Repo {
+    repo.warm_ready = state.pool.ready(repo.id) as i64;
+    repo
+}
+
+/// Sets how many started workspaces to keep ready; the scheduler fills or drains within a second.
+async fn set_warm_pool(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path(id): Path<RepoId>,
+    Json(req): Json<SetWarmPool>,
+) -> Result<Json<Repo>> {
+    repos::validate_warm_pool(req.size)?;
+    if !db::repos::set_warm_pool(state.db.pool(), id, req.size).await? {
+        return Err(Error::NotFound(format!("no repo {id}")));
+    }
+    Ok(Json(with_pool(&state, repos::get(&state.db, id).await?)))
 }
 
 async fn create(
@@ -23,9 +45,9 @@ async fn create(
 }
 
 async fn list(State(state): State<AppState>, _user: CurrentUser) -> Result<Json<Vec<Repo>>> {
-    Ok(Json(repos::list(&state.db).await?))
+    Ok(Json(repos::list(&state.db).await?.into_iter().map(|r| with_pool(&state, r)).collect()))
 }
 
 async fn show(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<RepoId>) -> Result<Json<Repo>> {
-    Ok(Json(repos::get(&state.db, id).await?))
+    Ok(Json(with_pool(&state, repos::get(&state.db, id).await?)))
 }

@@ -117,6 +117,8 @@ pub trait Runtime: Send + Sync {
     fn exec<'a>(&'a self, id: &'a str, req: ExecRequest) -> BoxFuture<'a, Result<ExecOutput>>;
     /// True while the workspace's init is alive.
     fn is_running<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
+    /// Ids of the workspaces this runtime knows (running or not).
+    fn list(&self) -> BoxFuture<'_, Result<Vec<String>>>;
     /// Kills every process, removes the container, its cgroup and its mount; keeps the writable
     /// layer if asked. Stopping a workspace that is already gone is not an error.
     fn stop<'a>(&'a self, id: &'a str, keep: Keep) -> BoxFuture<'a, Result<()>>;

@@ -310,6 +310,13 @@ impl Runtime for OciRuntime {
         Box::pin(self.is_running_inner(id))
     }
 
+    fn list(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(async move {
+            let out = self.run(&["list", "--quiet"]).await?;
+            Ok(out.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect())
+        })
+    }
+
     fn stop<'a>(&'a self, id: &'a str, keep: Keep) -> BoxFuture<'a, Result<()>> {
         Box::pin(self.stop_inner(id, keep))
     }

@@ -13,6 +13,8 @@ use crate::snapshots::Workspaces;
 use crate::state::AppState;
 use crate::{Result, now_ms};
 
+pub mod pool;
+
 /// Most workspaces booting at once.
 pub const MAX_CONCURRENT_BOOTS: usize = 8;
 /// How often live workspaces are checked.
@@ -26,10 +28,10 @@ pub fn boot_slots() -> Arc<Semaphore> {
 /// Boots `id` in the background, if this server runs workspaces; otherwise it stays queued.
 pub fn spawn_boot(state: &AppState, id: SessionId) {
     let Ok(ws) = state.workspaces.clone() else { return };
-    let (db, slots) = (state.db.clone(), state.boot_slots.clone());
+    let (db, slots, pool) = (state.db.clone(), state.boot_slots.clone(), state.pool.clone());
     tokio::spawn(async move {
         let Ok(_permit) = slots.acquire_owned().await else { return };
-        if let Err(e) = workspace::boot(&db, &ws, id).await {
+        if let Err(e) = workspace::boot(&db, &ws, &pool, id).await {
             tracing::error!(session = %id, error = %e, "booting a session failed");
         }
     });
@@ -40,6 +42,7 @@ pub fn spawn_boot(state: &AppState, id: SessionId) {
 pub async fn start(state: &AppState) -> Result<()> {
     let Ok(ws) = state.workspaces.clone() else { return Ok(()) };
     let db = state.db.clone();
+    pool::remove_orphans(&ws).await?;
     for row in db::sessions::in_states(db.pool(), &[SessionState::Starting]).await? {
         let id: SessionId = row.id.parse().map_err(|_| crate::Error::Internal("bad session id".into()))?;
         let mut tx = db.pool().begin().await?;
@@ -54,7 +57,7 @@ pub async fn start(state: &AppState) -> Result<()> {
             spawn_boot(state, id);
         }
     }
-    tokio::spawn(supervise(db, ws));
+    tokio::spawn(supervise(db, ws, state.pool.clone()));
     Ok(())
 }
 
@@ -65,11 +68,12 @@ fn init_alive(pid: i64) -> bool {
     stat.contains("(tini)") && state != Some('Z')
 }
 
-async fn supervise(db: Db, ws: Arc<Workspaces>) {
+async fn supervise(db: Db, ws: Arc<Workspaces>, pool: Arc<pool::WarmPool>) {
     let mut tick = tokio::time::interval(SUPERVISE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        keep_pools_full(&db, &ws, &pool).await;
         let rows = match db::sessions::in_states(db.pool(), &workspace::LIVE).await {
             Ok(r) => r,
             Err(e) => {
@@ -88,5 +92,22 @@ async fn supervise(db: Db, ws: Arc<Workspaces>) {
                 }
             }
         }
+    }
+}
+
+/// Starts a refill for every repo whose pool is not at its size (refills run in the background;
+/// one per repo at a time).
+async fn keep_pools_full(db: &Db, ws: &Arc<Workspaces>, pool: &Arc<pool::WarmPool>) {
+    let Ok(repos) = db::repos::list(db.pool(), tandem_protocol::limits::MAX_LIST).await else { return };
+    for repo in repos {
+        if pool.ready(repo.id) == repo.warm_pool.max(0) as usize {
+            continue;
+        }
+        let (db, ws, pool) = (db.clone(), ws.clone(), pool.clone());
+        tokio::spawn(async move {
+            if let Err(e) = pool.refill(&db, &ws, &repo).await {
+                tracing::warn!(repo = %repo.name, error = %e, "warm pool refill failed");
+            }
+        });
     }
 }

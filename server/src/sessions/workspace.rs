@@ -8,6 +8,7 @@ use tandem_protocol::limits::{MAX_DIFF_BYTES, MAX_EVENT_OUTPUT_BYTES};
 use tandem_protocol::*;
 
 use crate::db::{self, Db};
+use crate::scheduler::pool::WarmPool;
 use crate::runtime::{self, Keep, Limits, WorkspaceSpec};
 use crate::snapshots::{self, REPO_DIR, Recipe, Workspaces};
 use crate::{Error, Result, mirrors, now_ms};
@@ -61,7 +62,7 @@ async fn within<T>(what: &str, limit: Duration, f: impl Future<Output = Result<T
 
 /// Boots a queued session. Failures end the session `failed` with the reason as an event; the
 /// returned error is only about recording that.
-pub async fn boot(db: &Db, ws: &Workspaces, id: SessionId) -> Result<()> {
+pub async fn boot(db: &Db, ws: &Workspaces, pool: &WarmPool, id: SessionId) -> Result<()> {
     let t0 = Instant::now();
     // Only a queued session boots; the transition is the claim (another process loses the race).
     let Some(session) = db::sessions::get(db.pool(), id).await? else { return Ok(()) };
@@ -71,7 +72,7 @@ pub async fn boot(db: &Db, ws: &Workspaces, id: SessionId) -> Result<()> {
     if transition(db, id, SessionState::Starting, None).await? != Some(SessionState::Queued) {
         return Ok(());
     }
-    match boot_inner(db, ws, &session, t0).await {
+    match boot_inner(db, ws, pool, &session, t0).await {
         Ok(()) => {
             phase(db, id, t0, BootPhase::Ready, None).await?;
             transition(db, id, SessionState::Ready, None).await?;
@@ -81,14 +82,15 @@ pub async fn boot(db: &Db, ws: &Workspaces, id: SessionId) -> Result<()> {
             tracing::warn!(session = %id, error = %e, "session boot failed");
             let message = format!("the workspace could not start: {e}");
             event(db, id, EventKind::Error { message: message.clone() }).await?;
-            let _ = ws.runtime.stop(&workspace_id(id), Keep::Upper).await;
+            let recorded = db::sessions::workspace(db.pool(), id).await?.and_then(|r| r.workspace_id);
+            let _ = ws.runtime.stop(&recorded.unwrap_or_else(|| workspace_id(id)), Keep::Upper).await;
             transition(db, id, SessionState::Failed, Some(message)).await?;
         }
     }
     Ok(())
 }
 
-async fn boot_inner(db: &Db, ws: &Workspaces, session: &Session, t0: Instant) -> Result<()> {
+async fn boot_inner(db: &Db, ws: &Workspaces, pool: &WarmPool, session: &Session, t0: Instant) -> Result<()> {
     let id = session.id;
     let repo = db::repos::get(db.pool(), session.repo_id).await?.ok_or_else(|| Error::NotFound("the repo is gone".into()))?;
     let snap = match db::snapshots::latest_ready(db.pool(), repo.id).await? {
@@ -103,12 +105,19 @@ async fn boot_inner(db: &Db, ws: &Workspaces, session: &Session, t0: Instant) ->
             built
         }
     };
-    phase(db, id, t0, BootPhase::Starting, Some(format!("snapshot {}", short(snap.commit.as_deref())))).await?;
-    let wid = workspace_id(id);
     let mirror = mirrors::path(&ws.data_dir, &repo);
-    // The mirror fetches the remote's delta while the container starts.
-    let (started, head) = tokio::join!(
-        within(
+    let warm = pool.take(repo.id, snap.id);
+    let detail = match &warm {
+        Some(_) => format!("snapshot {}, from the warm pool", short(snap.commit.as_deref())),
+        None => format!("snapshot {}", short(snap.commit.as_deref())),
+    };
+    phase(db, id, t0, BootPhase::Starting, Some(detail)).await?;
+    let start = async {
+        if let Some(w) = &warm {
+            return Ok((w.workspace_id.clone(), w.pid));
+        }
+        let wid = workspace_id(id);
+        let started = within(
             "starting the workspace",
             DEADLINE_STARTING,
             ws.runtime.start(WorkspaceSpec {
@@ -121,11 +130,17 @@ async fn boot_inner(db: &Db, ws: &Workspaces, session: &Session, t0: Instant) ->
                 binds: vec![runtime::Bind { host: mirror.clone(), container: mirrors::MOUNT_POINT.into(), readonly: true }],
                 limits: Limits::default(),
             }),
-        ),
+        )
+        .await?;
+        Ok::<_, Error>((wid, started.pid))
+    };
+    // The mirror fetches the remote's delta while the container starts.
+    let (started, head) = tokio::join!(
+        start,
         within("fetching the branch", DEADLINE_SYNCING, mirrors::update(&ws.data_dir, &repo, &session.branch)),
     );
-    let started = started?;
-    db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snap.id), snap.commit.as_deref(), Some(started.pid.into())).await?;
+    let (wid, pid) = started?;
+    db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snap.id), snap.commit.as_deref(), Some(pid.into())).await?;
     let (_, head) = head?;
 
     // Already at the head (the usual case for a fresh snapshot): nothing to move.
@@ -141,7 +156,7 @@ async fn boot_inner(db: &Db, ws: &Workspaces, session: &Session, t0: Instant) ->
     if !current {
         within("syncing the repo", DEADLINE_SYNCING, sync(ws, &wid, &session.branch, &head)).await?;
     }
-    db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snap.id), Some(&head), Some(started.pid.into())).await?;
+    db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snap.id), Some(&head), Some(pid.into())).await?;
 
     // The recipe at the head, read from the server's own mirror.
     let recipe_text = mirrors::read_file(&mirror, &head, snapshots::recipe::FILE).await?;

@@ -122,6 +122,9 @@ enum RepoCommand {
         /// The default branch (default: main).
         #[arg(long)]
         branch: Option<String>,
+        /// Started workspaces to keep ready for new sessions (default 0).
+        #[arg(long)]
+        warm_pool: Option<i64>,
         #[command(flatten)]
         remote: Remote,
     },
@@ -223,8 +226,8 @@ async fn run(cli: Cli) -> Result<()> {
         Command::LoginLink(local) => local::login_link(&local.config()?).await,
         Command::Image(ImageCommand::Build { local }) => host::image_build(&local.config()?).await,
         Command::Doctor { json } => host::doctor(json),
-        Command::Repo(RepoCommand::Add { name, git_url, branch, remote }) => {
-            remote::repo_add(&remote, name, git_url, branch).await
+        Command::Repo(RepoCommand::Add { name, git_url, branch, warm_pool, remote }) => {
+            remote::repo_add(&remote, name, git_url, branch, warm_pool).await
         }
         Command::Repo(RepoCommand::Ls { remote }) => remote::repo_ls(&remote).await,
         Command::Session(SessionCommand::New { repo, branch, prompt, remote }) => {

@@ -13,8 +13,8 @@ fn client(remote: &Remote) -> Result<Client> {
     Ok(Client::new(&remote.url, remote.token.clone())?)
 }
 
-pub async fn repo_add(remote: &Remote, name: String, url: String, branch: Option<String>) -> Result<()> {
-    let repo = client(remote)?.create_repo(&CreateRepo { name, url, default_branch: branch }).await?;
+pub async fn repo_add(remote: &Remote, name: String, url: String, branch: Option<String>, warm_pool: Option<i64>) -> Result<()> {
+    let repo = client(remote)?.create_repo(&CreateRepo { name, url, default_branch: branch, warm_pool }).await?;
     output::repos(&[repo], remote.json)
 }
 

@@ -1,0 +1,124 @@
+//! The warm pool: per repo, a configured number of workspaces already started on the newest
+//! snapshot, so claiming one for a new session skips the container start.
+//!
+//! The pool lives in memory; pool workspaces left by a previous server process are removed at
+//! start (their ids start with `w-`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tandem_protocol::{Repo, RepoId, SnapshotId};
+
+use crate::db::{self, Db};
+use crate::runtime::{self, Keep, Limits, WorkspaceSpec};
+use crate::snapshots::Workspaces;
+use crate::{Result, mirrors};
+
+/// Prefix of pool workspace ids.
+pub const PREFIX: &str = "w-";
+
+/// A started, unclaimed workspace.
+#[derive(Clone, Debug)]
+pub struct Warm {
+    pub workspace_id: String,
+    pub pid: i32,
+    pub snapshot: SnapshotId,
+}
+
+/// All repos' pools.
+#[derive(Default)]
+pub struct WarmPool {
+    ready: Mutex<HashMap<RepoId, Vec<Warm>>>,
+    /// Repos with a refill running, so two never race to overfill.
+    filling: Mutex<std::collections::HashSet<RepoId>>,
+}
+
+impl WarmPool {
+    /// Takes a workspace of `repo` started on `snapshot`, if one is ready.
+    pub fn take(&self, repo: RepoId, snapshot: SnapshotId) -> Option<Warm> {
+        let mut ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        let list = ready.get_mut(&repo)?;
+        let i = list.iter().position(|w| w.snapshot == snapshot)?;
+        Some(list.swap_remove(i))
+    }
+
+    /// How many are ready for `repo`.
+    pub fn ready(&self, repo: RepoId) -> usize {
+        self.ready.lock().unwrap_or_else(|p| p.into_inner()).get(&repo).map_or(0, Vec::len)
+    }
+
+    fn put(&self, repo: RepoId, w: Warm) {
+        self.ready.lock().unwrap_or_else(|p| p.into_inner()).entry(repo).or_default().push(w);
+    }
+
+    /// Removes and returns everything of `repo` not on `snapshot` (or everything, with `None`).
+    fn drain_stale(&self, repo: RepoId, keep: Option<SnapshotId>) -> Vec<Warm> {
+        let mut ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(list) = ready.get_mut(&repo) else { return vec![] };
+        let (stale, fresh): (Vec<Warm>, Vec<Warm>) = list.drain(..).partition(|w| Some(w.snapshot) != keep);
+        *list = fresh;
+        stale
+    }
+
+    /// Brings `repo`'s pool to its configured size on its newest good snapshot: stops stale or
+    /// surplus workspaces, starts missing ones.
+    pub async fn refill(self: &Arc<Self>, db: &Db, ws: &Workspaces, repo: &Repo) -> Result<()> {
+        {
+            let mut filling = self.filling.lock().unwrap_or_else(|p| p.into_inner());
+            if !filling.insert(repo.id) {
+                return Ok(());
+            }
+        }
+        let result = self.refill_inner(db, ws, repo).await;
+        self.filling.lock().unwrap_or_else(|p| p.into_inner()).remove(&repo.id);
+        result
+    }
+
+    async fn refill_inner(&self, db: &Db, ws: &Workspaces, repo: &Repo) -> Result<()> {
+        let size = db::repos::get(db.pool(), repo.id).await?.map_or(0, |r| r.warm_pool.max(0) as usize);
+        let snap = db::snapshots::latest_ready(db.pool(), repo.id).await?;
+        let keep = if size > 0 { snap.as_ref().map(|s| s.id) } else { None };
+        let mut stale = self.drain_stale(repo.id, keep);
+        while self.ready(repo.id) > size {
+            if let Some(w) = self.drain_stale(repo.id, None).pop() {
+                stale.push(w);
+            }
+        }
+        for w in stale {
+            let _ = ws.runtime.stop(&w.workspace_id, Keep::Nothing).await;
+        }
+        let Some(snap) = snap.filter(|_| size > 0) else { return Ok(()) };
+        while self.ready(repo.id) < size {
+            let wid = format!("{PREFIX}{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
+            let started = ws
+                .runtime
+                .start(WorkspaceSpec {
+                    id: wid.clone(),
+                    layers: vec![ws.layer(snap.id), ws.image.rootfs.clone()],
+                    upper: None,
+                    hostname: "tandem".into(),
+                    env: vec![],
+                    init: vec!["sleep".into(), "infinity".into()],
+                    binds: vec![runtime::Bind {
+                        host: mirrors::path(&ws.data_dir, repo),
+                        container: mirrors::MOUNT_POINT.into(),
+                        readonly: true,
+                    }],
+                    limits: Limits::default(),
+                })
+                .await?;
+            self.put(repo.id, Warm { workspace_id: wid, pid: started.pid, snapshot: snap.id });
+        }
+        Ok(())
+    }
+}
+
+/// Removes pool workspaces a previous server process left behind.
+pub async fn remove_orphans(ws: &Workspaces) -> Result<()> {
+    for id in ws.runtime.list().await? {
+        if id.starts_with(PREFIX) {
+            let _ = ws.runtime.stop(&id, Keep::Nothing).await;
+        }
+    }
+    Ok(())
+}
