@@ -7,6 +7,7 @@
 //!   headless Chromium), then smoke-test `up`.
 //! - `cargo xtask site [--release]`: build the web app into `target/site`.
 //! - `cargo xtask deps [--test]`: only install prerequisites.
+//! - `cargo xtask bench start [flags]`: the session start benchmark (release build; root).
 
 use anyhow::{Result, bail};
 
@@ -30,6 +31,17 @@ fn main() -> Result<()> {
                 .map(|_| ())
         }
         "deps" => deps::ensure(deps::Needs { test: rest.iter().any(|a| a == "--test") }),
+        "bench" => match rest.split_first() {
+            Some((b, flags)) if b == "start" => {
+                deps::ensure(deps::Needs { test: true })?;
+                run::step("benchmark: session start (release build)");
+                run::cmd(run::cargo()
+                    .args(["run", "--release", "-p", "tandem-server", "--example", "bench_start", "--"])
+                    .args(flags)
+                    .current_dir(run::root()))
+            }
+            _ => bail!("benchmarks: `cargo xtask bench start`"),
+        },
         "help" | "--help" | "-h" => {
             println!("{}", include_str!("main.rs").lines().take_while(|l| l.starts_with("//!")).map(|l| l.trim_start_matches("//!").trim_start()).collect::<Vec<_>>().join("\n"));
             Ok(())

@@ -1,0 +1,259 @@
+//! Session start benchmark (`cargo xtask bench start`): POST /api/sessions → the `ready` boot
+//! event, from a warm snapshot, for a small and a large repo, against `cp -a` of the same tree
+//! measured in the same run, and from the warm pool. Needs root, runc and mmdebstrap.
+//!
+//! Flags: `--runs N` (default 10), `--large-files N` (100000), `--large-mib N` (2048),
+//! `--cp-runs-large N` (3).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use tandem_protocol::*;
+use tandem_server::client::Client;
+use tandem_server::config::{Config, sqlite_url};
+use tandem_server::serve::Server;
+
+const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
+
+struct Args {
+    runs: usize,
+    large_files: usize,
+    large_mib: usize,
+    cp_runs_large: usize,
+}
+
+fn args() -> Result<Args> {
+    let mut a = Args { runs: 10, large_files: 100_000, large_mib: 2048, cp_runs_large: 3 };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut it = v.iter();
+    while let Some(flag) = it.next() {
+        let n: usize = it.next().context("flag needs a value")?.parse()?;
+        match flag.as_str() {
+            "--runs" => a.runs = n,
+            "--large-files" => a.large_files = n,
+            "--large-mib" => a.large_mib = n,
+            "--cp-runs-large" => a.cp_runs_large = n,
+            f => bail!("unknown flag {f}"),
+        }
+    }
+    Ok(a)
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("git")
+        .args(["-c", "user.name=Bench", "-c", "user.email=bench@example.invalid", "-c", "init.defaultBranch=main"])
+        .args(["-c", "core.compression=0", "-c", "core.looseCompression=0"])
+        .args(args)
+        .current_dir(dir)
+        .output()?;
+    ensure!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A repo of `files` files totalling `bytes`, in folders of 100, with text-like content.
+fn make_repo(dir: &Path, files: usize, bytes: usize) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let per = (bytes / files).max(1);
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut buf = vec![0u8; per];
+    for i in 0..files {
+        let sub = dir.join(format!("src/d{:04}", i / 100));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(&sub)?;
+        }
+        for b in buf.iter_mut() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            *b = b"abcdefghijklmnopqrstuvwxyz \n"[(state % 28) as usize];
+        }
+        std::fs::write(sub.join(format!("f{i}.txt")), &buf)?;
+    }
+    std::fs::write(dir.join("tandem.toml"), "[workspace]\n")?;
+    git(dir, &["init", "-q"])?;
+    git(dir, &["add", "-A"])?;
+    git(dir, &["commit", "-qm", "bench"])?;
+    Ok(())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+fn cp_a(from: &Path, scratch: &Path, runs: usize) -> Result<Vec<f64>> {
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        let to = scratch.join("copy");
+        let _ = std::fs::remove_dir_all(&to);
+        let t = Instant::now();
+        let st = Command::new("cp").arg("-a").arg(from).arg(&to).status()?;
+        ensure!(st.success(), "cp -a failed");
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        std::fs::remove_dir_all(&to)?;
+    }
+    Ok(times)
+}
+
+async fn wait_snapshot(c: &Client, id: SnapshotId) -> Result<Snapshot> {
+    loop {
+        let s = c.snapshot(id).await?;
+        if s.state != SnapshotState::Building {
+            return Ok(s);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Starts a session and returns server-side ms from its creation to its `ready` event.
+async fn start_once(c: &Client, repo: RepoId) -> Result<(f64, SessionId)> {
+    let d = c.create_session(&CreateSession { repo_id: repo, prompt: "bench".into(), branch: None }).await?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let page = c.events(d.session.id, 0).await?;
+        for e in &page.events {
+            match &e.kind {
+                EventKind::BootPhase { phase: BootPhase::Ready, .. } => {
+                    return Ok(((e.at.0 - d.session.created_at.0) as f64, d.session.id));
+                }
+                EventKind::Error { message } => bail!("session failed: {message}"),
+                _ => {}
+            }
+        }
+        ensure!(Instant::now() < deadline, "session never became ready");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+async fn stop(c: &Client, id: SessionId) -> Result<()> {
+    let res = c.request(reqwest::Method::POST, &format!("/api/sessions/{id}/stop")).send().await?;
+    ensure!(res.status().is_success(), "stop: {}", res.text().await?);
+    Ok(())
+}
+
+struct Row {
+    case: String,
+    runs: usize,
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+fn row(case: &str, mut v: Vec<f64>) -> Row {
+    let min = v.iter().copied().fold(f64::MAX, f64::min);
+    let max = v.iter().copied().fold(0.0, f64::max);
+    Row { case: case.into(), runs: v.len(), median: median(&mut v), min, max }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let a = args()?;
+    ensure!(nix::unistd::geteuid().is_root(), "the benchmark starts real workspaces: run it as root");
+    let target = PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into()));
+    let images_dir = target.join("tandem-test-images");
+    eprintln!("building/finding the test image…");
+    let image = tandem_server::images::build(&images_dir, TEST_RECIPE, |_| {}).await?;
+    let work = tempfile::Builder::new().prefix("tandem-bench-").tempdir_in(std::env::var("TANDEM_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| std::env::temp_dir()))?;
+    let recipe = work.path().join("image.toml");
+    std::fs::write(&recipe, TEST_RECIPE)?;
+    let data = work.path().join("data");
+    let config = Config {
+        listen: "127.0.0.1:0".parse()?,
+        data_dir: data.clone(),
+        database_url: sqlite_url(&work.path().join("tandem.db")),
+        public_url: None,
+        web_dir: None,
+        images_dir: images_dir.clone(),
+        image_recipe: Some(recipe),
+        runtime: None,
+    };
+    let server = Server::bind(config).await?;
+    let url = server.url();
+    let state = server.state().clone();
+    let admin = tandem_server::auth::local_admin(&state.db).await?;
+    let token = tandem_server::auth::create_api_token(&state.db, &admin, "bench", None).await?.token;
+    tokio::spawn(server.run(std::future::pending()));
+    let c = Client::new(&url, Some(token))?;
+    eprintln!("image {} ({} MiB), runtime {}", image.digest, image.size_bytes >> 20, state.workspaces()?.runtime.name());
+
+    let cases = [("10 MB / 1k files", 1000usize, 10usize << 20, a.runs), ("large", a.large_files, a.large_mib << 20, a.cp_runs_large)];
+    let mut rows = Vec::new();
+    let mut medians = Vec::new();
+    let mut small_repo = None;
+    for (label, files, bytes, cp_runs) in cases {
+        let label = if label == "large" { format!("{} MiB / {}k files", a.large_mib, a.large_files / 1000) } else { label.to_string() };
+        eprintln!("[{label}] generating the repo…");
+        let src = work.path().join(format!("src-{files}"));
+        let t = Instant::now();
+        make_repo(&src, files, bytes)?;
+        eprintln!("[{label}] generated in {:.1}s; building the snapshot…", t.elapsed().as_secs_f64());
+        let repo = c
+            .create_repo(&CreateRepo { name: format!("bench/{files}"), url: src.to_string_lossy().into(), default_branch: None, warm_pool: None })
+            .await?;
+        let snap = c.build_snapshot(repo.id).await?;
+        let snap = wait_snapshot(&c, snap.id).await?;
+        ensure!(snap.state == SnapshotState::Ready, "snapshot failed: {}", snap.log);
+        eprintln!("[{label}] snapshot built in {} ms ({} MiB layer)", snap.build_ms.unwrap_or(0), snap.size_bytes.unwrap_or(0) >> 20);
+        let tree = data.join("snapshots").join(snap.id.to_string()).join("layer/workspace");
+        eprintln!("[{label}] cp -a baseline ×{cp_runs}…");
+        let cp = cp_a(&tree, work.path(), cp_runs)?;
+        let mut starts = Vec::new();
+        for i in 0..a.runs {
+            let (ms, id) = start_once(&c, repo.id).await?;
+            eprintln!("[{label}] start {}: {ms:.0} ms", i + 1);
+            starts.push(ms);
+            stop(&c, id).await?;
+        }
+        let r = row(&format!("session start, {label}"), starts);
+        medians.push(r.median);
+        let cpr = row(&format!("cp -a of the same tree, {label}"), cp);
+        eprintln!("[{label}] start median {:.0} ms vs cp -a median {:.0} ms", r.median, cpr.median);
+        rows.push(r);
+        rows.push(cpr);
+        if small_repo.is_none() {
+            // Kept: sessions fetch from it.
+            small_repo = Some(repo.id);
+        }
+    }
+
+    // Warm pool on the small repo.
+    let repo = small_repo.context("small repo")?;
+    let res = c.request(reqwest::Method::PUT, &format!("/api/repos/{repo}/warm-pool")).json(&SetWarmPool { size: 1 }).send().await?;
+    ensure!(res.status().is_success(), "set warm pool");
+    let mut warm = Vec::new();
+    for i in 0..a.runs {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while c.repo(repo).await?.warm_ready < 1 {
+            ensure!(Instant::now() < deadline, "warm pool never filled");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (ms, id) = start_once(&c, repo).await?;
+        eprintln!("[warm pool] start {}: {ms:.0} ms", i + 1);
+        warm.push(ms);
+        stop(&c, id).await?;
+    }
+    let w = row("session start from the warm pool, 10 MB", warm);
+    let warm_median = w.median;
+    rows.push(w);
+    let res = c.request(reqwest::Method::PUT, &format!("/api/repos/{repo}/warm-pool")).json(&SetWarmPool { size: 0 }).send().await?;
+    ensure!(res.status().is_success(), "reset warm pool");
+
+    println!("\n| case | runs | median ms | min ms | max ms |\n|---|---|---|---|---|");
+    for r in &rows {
+        println!("| {} | {} | {:.0} | {:.0} | {:.0} |", r.case, r.runs, r.median, r.min, r.max);
+    }
+    let ratio = medians[1] / medians[0];
+    let cp_ratio_large = rows[3].median / rows[2].median;
+    println!("\nlarge/small session start median ratio: {ratio:.2} (target ≤ 1.2)");
+    println!("cp -a / session start, large repo: {cp_ratio_large:.1}× (session start is that much faster than copying the tree)");
+    println!("small-repo cold start median: {:.0} ms (target ≤ 250); warm pool median: {warm_median:.0} ms (target ≤ 50)", medians[0]);
+    // Let the pool drain before the data dir goes away.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for id in state.workspaces()?.runtime.list().await? {
+        let _ = state.workspaces()?.runtime.stop(&id, tandem_server::runtime::Keep::Nothing).await;
+    }
+    Ok(())
+}
