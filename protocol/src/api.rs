@@ -242,6 +242,9 @@ pub struct Session {
     pub updated_at: Timestamp,
     /// The sequence number of the newest event.
     pub last_seq: Seq,
+    /// The session this one was forked from.
+    #[serde(default)]
+    pub parent_id: Option<SessionId>,
 }
 
 /// One prompt.
@@ -295,6 +298,8 @@ pub enum SnapshotState {
     Building,
     Ready,
     Failed,
+    /// Garbage-collected: its layer is gone, the record stays.
+    Collected,
 }
 
 /// An immutable filesystem layer: the repo at a commit with its `setup` done.
@@ -356,4 +361,12 @@ pub struct Diff {
     /// Paths changed.
     pub files: Vec<String>,
     pub truncated: bool,
+}
+
+/// `POST /api/sessions/{id}/fork`: N new sessions from identical copies of a running session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    /// 1 to [`crate::limits::MAX_FORKS`].
+    pub count: i64,
 }

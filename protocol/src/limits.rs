@@ -30,3 +30,5 @@ pub const MAX_EVENT_OUTPUT_BYTES: usize = 16 * 1024;
 pub const MAX_DIFF_BYTES: usize = 8 * 1024 * 1024;
 /// Largest warm pool of one repo.
 pub const MAX_WARM_POOL: i64 = 32;
+/// Most sessions one fork request makes.
+pub const MAX_FORKS: i64 = 8;

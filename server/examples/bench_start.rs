@@ -169,6 +169,8 @@ async fn main() -> Result<()> {
         images_dir: images_dir.clone(),
         image_recipe: Some(recipe),
         runtime: None,
+        snapshot_interval_secs: 0,
+        snapshot_keep: 100,
     };
     let server = Server::bind(config).await?;
     let url = server.url();

@@ -34,13 +34,24 @@ pub struct Config {
     pub image_recipe: Option<PathBuf>,
     /// `runc`, `crun` or `runsc`; none picks one (`tandem doctor` says which).
     pub runtime: Option<String>,
+    /// How often every repo's snapshot is checked and rebuilt if stale (seconds; 0 = never).
+    pub snapshot_interval_secs: u64,
+    /// Good snapshots kept per repo (besides those in use).
+    pub snapshot_keep: usize,
 }
+
+/// Default of [`Config::snapshot_interval_secs`]: 30 minutes.
+pub const DEFAULT_SNAPSHOT_INTERVAL_SECS: u64 = 30 * 60;
+/// Default of [`Config::snapshot_keep`].
+pub const DEFAULT_SNAPSHOT_KEEP: usize = 3;
 
 /// The optional `<data dir>/tandem.toml`; every key is optional.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub listen: Option<SocketAddr>,
+    pub snapshot_interval_secs: Option<u64>,
+    pub snapshot_keep: Option<usize>,
     pub images_dir: Option<PathBuf>,
     pub image_recipe: Option<PathBuf>,
     pub runtime: Option<String>,
@@ -104,6 +115,8 @@ impl Config {
             images_dir: over.images_dir.or(file.images_dir).unwrap_or_else(|| data_dir.join("images")),
             image_recipe: over.image_recipe.or(file.image_recipe),
             runtime: over.runtime.or(file.runtime),
+            snapshot_interval_secs: file.snapshot_interval_secs.unwrap_or(DEFAULT_SNAPSHOT_INTERVAL_SECS),
+            snapshot_keep: file.snapshot_keep.unwrap_or(DEFAULT_SNAPSHOT_KEEP),
             data_dir,
         })
     }

@@ -153,6 +153,8 @@ impl TestServer {
             images_dir: dir.path().join("data/images"),
             image_recipe: None,
             runtime: None,
+            snapshot_interval_secs: 0,
+            snapshot_keep: 3,
         };
         tweak(&mut config);
         let server = Server::bind(config).await.expect("server starts");

@@ -232,3 +232,56 @@ async fn a_warm_pool_keeps_workspaces_started_and_new_sessions_claim_them() {
     assert_eq!(pooled, 1, "only the claimed workspace is still mounted");
     assert_eq!(exec(&s, id, "echo still-here").await.stdout, "still-here\n");
 }
+
+/// A fingerprint of the checkout (every file's path and content, `.git` aside).
+const TREE_HASH: &str = "find . -path ./.git -prune -o -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum";
+
+#[tokio::test]
+async fn forks_start_from_identical_trees_and_suspend_resume_keeps_files() {
+    let Some(s) = server().await else { return };
+    let src = source_repo(RECIPE);
+    let repo = add_repo(&s, "acme/forky", src.path()).await;
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "make variants" })).send().await.parse();
+    let parent = created.session.id;
+    assert_eq!(wait_state(&s, parent, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Ready);
+    let out = exec(&s, parent, "echo parent-change >> README.md && mkdir -p notes && echo n1 > notes/a.txt && rm .gitignore").await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let parent_hash = exec(&s, parent, TREE_HASH).await.stdout;
+
+    for bad in [0, 9] {
+        let res = s.post(&format!("/api/sessions/{parent}/fork"), json!({ "count": bad })).send().await;
+        res.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    }
+    let res = s.post(&format!("/api/sessions/{parent}/fork"), json!({ "count": 2 })).send().await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&res.body));
+    let forks: Vec<Session> = res.parse();
+    assert_eq!(forks.len(), 2);
+    for f in &forks {
+        assert_eq!(f.parent_id, Some(parent));
+        assert_eq!(f.state, SessionState::Ready, "{:#?}", events(&s, f.id).await);
+        assert_eq!(exec(&s, f.id, TREE_HASH).await.stdout, parent_hash, "a fork starts from the parent's exact tree");
+        let gone = exec(&s, f.id, "test -e .gitignore && echo present || echo deleted").await;
+        assert_eq!(gone.stdout, "deleted\n", "deletions (whiteouts) are copied too");
+        assert_eq!(exec(&s, f.id, "cat /tmp/service-started").await.stdout, "service-up\n", "services started in the fork");
+    }
+    let parent_diff: Diff = s.get(&format!("/api/sessions/{parent}/diff")).send().await.parse();
+    let fork_diff: Diff = s.get(&format!("/api/sessions/{}/diff", forks[0].id)).send().await.parse();
+    assert_eq!(fork_diff.files, parent_diff.files);
+    exec(&s, forks[0].id, "echo mine > only-fork-0.txt").await;
+    assert_eq!(exec(&s, parent, "ls only-fork-0.txt 2>&1 || true").await.stdout.contains("No such file"), true, "forks are independent");
+    assert!(exec(&s, forks[1].id, "ls only-fork-0.txt 2>&1 || true").await.stdout.contains("No such file"));
+
+    // Suspend ends the processes and keeps the files; resume brings both back.
+    let res = s.req(Method::POST, &format!("/api/sessions/{parent}/suspend")).bearer(&s.admin_token).send().await;
+    assert_eq!(res.status, StatusCode::OK, "{}", String::from_utf8_lossy(&res.body));
+    assert_eq!(res.parse::<SessionDetail>().session.state, SessionState::Suspended);
+    let refused = s.post(&format!("/api/sessions/{parent}/exec"), json!({ "command": "true" })).send().await;
+    refused.assert_error(StatusCode::CONFLICT, "conflict");
+    let res = s.req(Method::POST, &format!("/api/sessions/{parent}/resume")).bearer(&s.admin_token).send().await;
+    assert_eq!(res.status, StatusCode::OK, "{}", String::from_utf8_lossy(&res.body));
+    assert_eq!(res.parse::<SessionDetail>().session.state, SessionState::Ready);
+    assert_eq!(exec(&s, parent, TREE_HASH).await.stdout, parent_hash, "resume keeps every file");
+    assert_eq!(exec(&s, parent, "cat /tmp/service-started").await.stdout, "service-up\n", "services start again");
+    let again = s.req(Method::POST, &format!("/api/sessions/{parent}/resume")).bearer(&s.admin_token).send().await;
+    again.assert_error(StatusCode::CONFLICT, "conflict");
+}

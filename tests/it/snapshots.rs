@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::{Method, StatusCode};
 use serde_json::json;
-use tandem_protocol::{Snapshot, SnapshotState};
+use tandem_protocol::{SessionDetail, Snapshot, SnapshotState};
 
 use crate::harness::{Backend, TestServer, Transport, make_repo};
 
@@ -122,4 +122,66 @@ async fn a_server_without_workspaces_says_why() {
     assert!(msg.contains("cannot run workspaces"), "{msg}");
     let missing = s.req(Method::POST, &format!("/api/repos/{}/snapshots", uuid::Uuid::new_v4())).bearer(&s.admin_token).send().await;
     missing.assert_error(StatusCode::NOT_FOUND, "not_found");
+}
+
+#[tokio::test]
+async fn snapshots_rebuild_only_when_something_changed_and_unused_old_ones_are_collected() {
+    let Some(image) = crate::workspaces::image().await else { return };
+    let images_dir = image.parent().unwrap().parent().unwrap().to_path_buf();
+    let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
+    let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, |c| {
+        c.images_dir = images_dir;
+        c.image_recipe = Some(recipe);
+    })
+    .await
+    .unwrap();
+    let ws = s.state.workspaces().unwrap().clone();
+    let db = &s.state.db;
+    let src = tempfile::tempdir().unwrap();
+    git(src.path(), &["init", "-q"]);
+    commit_recipe(src.path(), &["true"]);
+    let repo_id = make_repo_at(&s, "acme/fresh", src.path()).await;
+    let repo = tandem_server::repos::get(db, repo_id.parse().unwrap()).await.unwrap();
+    use tandem_server::snapshots::{collect_garbage, rebuild_if_stale, staleness};
+
+    assert_eq!(staleness(db, &ws, &repo).await.unwrap().as_deref(), Some("there is no snapshot yet"));
+    let first = wait_built(&s, &rebuild_if_stale(db, &ws, &repo).await.unwrap().expect("a first build").id.to_string()).await;
+    assert_eq!(first.state, SnapshotState::Ready, "{}", first.log);
+    assert_eq!(staleness(db, &ws, &repo).await.unwrap(), None);
+    assert!(rebuild_if_stale(db, &ws, &repo).await.unwrap().is_none(), "nothing changed: no rebuild");
+
+    std::fs::write(src.path().join("more.txt"), "x\n").unwrap();
+    git(src.path(), &["add", "-A"]);
+    git(src.path(), &["commit", "-qm", "more"]);
+    assert!(staleness(db, &ws, &repo).await.unwrap().unwrap().contains("main moved to"));
+    let second = wait_built(&s, &rebuild_if_stale(db, &ws, &repo).await.unwrap().unwrap().id.to_string()).await;
+    assert_eq!(second.state, SnapshotState::Ready);
+
+    // A session on the second snapshot keeps it alive through garbage collection.
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo_id, "prompt": "x" })).send().await.parse();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tandem_server::db::sessions::get(db.pool(), created.session.id).await.unwrap().unwrap().state != tandem_protocol::SessionState::Ready {
+        assert!(Instant::now() < deadline, "session never became ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    commit_recipe(src.path(), &["echo new recipe"]);
+    assert_eq!(staleness(db, &ws, &repo).await.unwrap().as_deref().map(|r| r.contains("moved")), Some(true));
+    let third = wait_built(&s, &rebuild_if_stale(db, &ws, &repo).await.unwrap().unwrap().id.to_string()).await;
+    assert_eq!(third.state, SnapshotState::Ready);
+
+    let collected = collect_garbage(db, &ws, &repo, 1, &[]).await.unwrap();
+    assert_eq!(collected, [first.id], "only the unused old snapshot goes");
+    let list: Vec<Snapshot> = s.get(&format!("/api/repos/{repo_id}/snapshots")).send().await.parse();
+    let state_of = |id| list.iter().find(|x| x.id == id).unwrap().state;
+    assert_eq!(state_of(first.id), SnapshotState::Collected);
+    assert_eq!(state_of(second.id), SnapshotState::Ready);
+    assert_eq!(state_of(third.id), SnapshotState::Ready);
+    assert!(!ws.layer(first.id).exists() && ws.layer(second.id).exists() && ws.layer(third.id).exists());
+}
+
+async fn make_repo_at(s: &TestServer, name: &str, path: &Path) -> String {
+    let res = s.post("/api/repos", json!({ "name": name, "url": path.to_str().unwrap() })).send().await;
+    assert_eq!(res.status, StatusCode::CREATED);
+    res.json()["id"].as_str().unwrap().to_string()
 }

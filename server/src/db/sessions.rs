@@ -19,6 +19,7 @@ struct SessionRow {
     created_at: i64,
     updated_at: i64,
     last_seq: i64,
+    parent_id: Option<String>,
 }
 
 fn author(kind: &str, user: Option<String>, name: String) -> Result<Author> {
@@ -51,19 +52,20 @@ impl SessionRow {
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
             last_seq: self.last_seq,
+            parent_id: self.parent_id.map(|p| super::uuid(&p).map(SessionId)).transpose()?,
         })
     }
 }
 
 const SELECT: &str = "SELECT s.id, s.repo_id, r.name AS repo_name, s.state, s.title, s.branch, s.author_kind,
-    s.author_user_id, s.author_name, s.created_at, s.updated_at, s.last_seq
+    s.author_user_id, s.author_name, s.created_at, s.updated_at, s.last_seq, s.parent_id
     FROM sessions s JOIN repos r ON r.id = s.repo_id";
 
 /// Inserts a session row (with `last_seq = 0`).
 pub async fn insert(conn: &mut AnyConnection, s: &Session) -> Result<()> {
     sqlx::query(
         "INSERT INTO sessions (id, repo_id, state, title, branch, author_kind, author_user_id, author_name,
-         created_at, updated_at, last_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0)",
+         created_at, updated_at, last_seq, parent_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11)",
     )
     .bind(s.id.to_string())
     .bind(s.repo_id.to_string())
@@ -75,6 +77,7 @@ pub async fn insert(conn: &mut AnyConnection, s: &Session) -> Result<()> {
     .bind(&s.author.name)
     .bind(s.created_at.0)
     .bind(s.updated_at.0)
+    .bind(s.parent_id.map(|p| p.to_string()))
     .execute(conn)
     .await?;
     Ok(())

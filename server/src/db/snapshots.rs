@@ -31,6 +31,7 @@ fn state_str(s: SnapshotState) -> &'static str {
         SnapshotState::Building => "building",
         SnapshotState::Ready => "ready",
         SnapshotState::Failed => "failed",
+        SnapshotState::Collected => "collected",
     }
 }
 
@@ -43,6 +44,7 @@ impl Row {
                 "building" => SnapshotState::Building,
                 "ready" => SnapshotState::Ready,
                 "failed" => SnapshotState::Failed,
+                "collected" => SnapshotState::Collected,
                 s => return Err(Error::Internal(format!("stored snapshot state {s:?} unknown"))),
             },
             branch: self.branch,
@@ -128,4 +130,31 @@ pub async fn latest_ready<'e>(ex: impl Executor<'e, Database = Any>, repo: RepoI
     .fetch_optional(ex)
     .await?;
     row.map(Row::into_snapshot).transpose()
+}
+
+/// Marks a snapshot collected (its layer deleted).
+pub async fn mark_collected<'e>(ex: impl Executor<'e, Database = Any>, id: SnapshotId) -> Result<()> {
+    sqlx::query("UPDATE snapshots SET state = 'collected' WHERE id = $1").bind(id.to_string()).execute(ex).await?;
+    Ok(())
+}
+
+/// True while a build of `repo` is running.
+pub async fn building<'e>(ex: impl Executor<'e, Database = Any>, repo: RepoId) -> Result<bool> {
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM snapshots WHERE repo_id = $1 AND state = 'building'")
+        .bind(repo.to_string())
+        .fetch_one(ex)
+        .await?;
+    Ok(n > 0)
+}
+
+/// Marks builds left `building` by a previous process as failed.
+pub async fn fail_interrupted<'e>(ex: impl Executor<'e, Database = Any>, now: i64) -> Result<u64> {
+    let done = sqlx::query(
+        "UPDATE snapshots SET state = 'failed', error = 'the server restarted during the build', finished_at = $1
+         WHERE state = 'building'",
+    )
+    .bind(now)
+    .execute(ex)
+    .await?;
+    Ok(done.rows_affected())
 }

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use tandem_protocol::{
-    CreateSession, Diff, EventsPage, EventsQuery, ExecRequest, ExecResult, Session, SessionDetail, SessionFilter, SessionId,
+    CreateSession, Diff, EventsPage, ForkRequest, EventsQuery, ExecRequest, ExecResult, Session, SessionDetail, SessionFilter, SessionId,
 };
 
 use crate::auth::CurrentUser;
@@ -21,6 +21,9 @@ pub fn router() -> Router<AppState> {
         .route("/sessions/{id}/exec", post(exec))
         .route("/sessions/{id}/diff", get(diff))
         .route("/sessions/{id}/stop", post(stop))
+        .route("/sessions/{id}/suspend", post(suspend))
+        .route("/sessions/{id}/resume", post(resume))
+        .route("/sessions/{id}/fork", post(fork))
 }
 
 async fn create(
@@ -85,4 +88,27 @@ async fn events(
     Query(q): Query<EventsQuery>,
 ) -> Result<Json<EventsPage>> {
     Ok(Json(sessions::events(&state.db, id, q).await?))
+}
+
+async fn suspend(State(state): State<AppState>, user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<SessionDetail>> {
+    require_owner(&state, &user, id).await?;
+    workspace::suspend(&state.db, state.workspaces()?, id).await?;
+    Ok(Json(sessions::get(&state.db, id).await?))
+}
+
+async fn resume(State(state): State<AppState>, user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<SessionDetail>> {
+    require_owner(&state, &user, id).await?;
+    workspace::resume(&state.db, state.workspaces()?, id).await?;
+    Ok(Json(sessions::get(&state.db, id).await?))
+}
+
+/// Anyone signed in may fork a session they can see; the forks are theirs.
+async fn fork(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+    Json(req): Json<ForkRequest>,
+) -> Result<(StatusCode, Json<Vec<Session>>)> {
+    let forks = workspace::fork(&state.db, state.workspaces()?, id, &user.author(), req.count).await?;
+    Ok((StatusCode::CREATED, Json(forks)))
 }

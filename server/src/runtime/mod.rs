@@ -117,6 +117,12 @@ pub trait Runtime: Send + Sync {
     fn exec<'a>(&'a self, id: &'a str, req: ExecRequest) -> BoxFuture<'a, Result<ExecOutput>>;
     /// True while the workspace's init is alive.
     fn is_running<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
+    /// Freezes every process of a workspace (for a consistent copy of its layer).
+    fn pause<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+    /// Thaws a paused workspace.
+    fn resume<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+    /// Where workspace `id` keeps its own writable layer (when none is given at start).
+    fn upper_dir(&self, id: &str) -> PathBuf;
     /// Ids of the workspaces this runtime knows (running or not).
     fn list(&self) -> BoxFuture<'_, Result<Vec<String>>>;
     /// Kills every process, removes the container, its cgroup and its mount; keeps the writable

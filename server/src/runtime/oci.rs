@@ -310,6 +310,24 @@ impl Runtime for OciRuntime {
         Box::pin(self.is_running_inner(id))
     }
 
+    fn pause<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            validate_id(id)?;
+            self.run(&["pause", id]).await.map(|_| ())
+        })
+    }
+
+    fn resume<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            validate_id(id)?;
+            self.run(&["resume", id]).await.map(|_| ())
+        })
+    }
+
+    fn upper_dir(&self, id: &str) -> PathBuf {
+        self.dir(id).join("upper")
+    }
+
     fn list(&self) -> BoxFuture<'_, Result<Vec<String>>> {
         Box::pin(async move {
             let out = self.run(&["list", "--quiet"]).await?;

@@ -57,7 +57,12 @@ pub async fn start(state: &AppState) -> Result<()> {
             spawn_boot(state, id);
         }
     }
-    tokio::spawn(supervise(db, ws, state.pool.clone()));
+    db::snapshots::fail_interrupted(db.pool(), now_ms()).await?;
+    tokio::spawn(supervise(db.clone(), ws.clone(), state.pool.clone()));
+    if state.config.snapshot_interval_secs > 0 {
+        let every = Duration::from_secs(state.config.snapshot_interval_secs);
+        tokio::spawn(refresh_snapshots(db, ws, state.pool.clone(), every, state.config.snapshot_keep));
+    }
     Ok(())
 }
 
@@ -109,5 +114,25 @@ async fn keep_pools_full(db: &Db, ws: &Arc<Workspaces>, pool: &Arc<pool::WarmPoo
                 tracing::warn!(repo = %repo.name, error = %e, "warm pool refill failed");
             }
         });
+    }
+}
+
+/// Every `every`: rebuild stale snapshots (only when the branch moved or the image or recipe
+/// changed), then collect old ones.
+async fn refresh_snapshots(db: Db, ws: Arc<Workspaces>, pool: Arc<pool::WarmPool>, every: Duration, keep: usize) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Ok(repos) = db::repos::list(db.pool(), tandem_protocol::limits::MAX_LIST).await else { continue };
+        for repo in repos {
+            if let Err(e) = crate::snapshots::rebuild_if_stale(&db, &ws, &repo).await {
+                tracing::warn!(repo = %repo.name, error = %e, "checking the snapshot failed");
+            }
+            let pooled = pool.snapshots(repo.id);
+            if let Err(e) = crate::snapshots::collect_garbage(&db, &ws, &repo, keep, &pooled).await {
+                tracing::warn!(repo = %repo.name, error = %e, "collecting old snapshots failed");
+            }
+        }
     }
 }

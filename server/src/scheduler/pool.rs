@@ -42,6 +42,11 @@ impl WarmPool {
         Some(list.swap_remove(i))
     }
 
+    /// The snapshots `repo`'s pooled workspaces run on.
+    pub fn snapshots(&self, repo: RepoId) -> Vec<SnapshotId> {
+        self.ready.lock().unwrap_or_else(|p| p.into_inner()).get(&repo).map_or(vec![], |l| l.iter().map(|w| w.snapshot).collect())
+    }
+
     /// How many are ready for `repo`.
     pub fn ready(&self, repo: RepoId) -> usize {
         self.ready.lock().unwrap_or_else(|p| p.into_inner()).get(&repo).map_or(0, Vec::len)

@@ -12,6 +12,11 @@ use crate::{Error, Result, now_ms};
 /// Accepts a new session: stored `queued` with its first prompt and the opening events, all in
 /// one transaction (a session never exists without its prompt).
 pub async fn create(db: &Db, author: Author, req: CreateSession) -> Result<SessionDetail> {
+    create_with_parent(db, author, req, None).await
+}
+
+/// [`create`], for a session that comes from `parent` (a fork or a child).
+pub async fn create_with_parent(db: &Db, author: Author, req: CreateSession, parent: Option<SessionId>) -> Result<SessionDetail> {
     let prompt = req.prompt.trim().to_string();
     if prompt.is_empty() {
         return Err(Error::Invalid("prompt is empty".into()));
@@ -41,6 +46,7 @@ pub async fn create(db: &Db, author: Author, req: CreateSession) -> Result<Sessi
         created_at: Timestamp(now),
         updated_at: Timestamp(now),
         last_seq: 0,
+        parent_id: parent,
     };
     let first = Prompt {
         id: PromptId(uuid::Uuid::new_v4()),

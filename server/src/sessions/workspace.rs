@@ -159,26 +159,7 @@ async fn boot_inner(db: &Db, ws: &Workspaces, pool: &WarmPool, session: &Session
     db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snap.id), Some(&head), Some(pid.into())).await?;
 
     // The recipe at the head, read from the server's own mirror.
-    let recipe_text = mirrors::read_file(&mirror, &head, snapshots::recipe::FILE).await?;
-    let recipe = Recipe::parse(recipe_text.as_deref())?;
-    if !recipe.start.is_empty() {
-        phase(db, id, t0, BootPhase::Services, Some(recipe.start.join("; "))).await?;
-        let env: Vec<(String, String)> = recipe.env.clone().into_iter().collect();
-        within("the start commands", DEADLINE_SERVICES, async {
-            for cmd in &recipe.start {
-                let out = run(ws, &wid, cmd, &env, DEADLINE_SERVICES.as_secs()).await?;
-                if out.code != Some(0) {
-                    return Err(Error::Invalid(format!(
-                        "start command `{cmd}` exited with {}: {}",
-                        out.code.map_or("a signal".into(), |c| c.to_string()),
-                        out.stderr.trim()
-                    )));
-                }
-            }
-            Ok(())
-        })
-        .await?;
-    }
+    run_start_commands(db, ws, &repo, &wid, Some(&head), id, t0).await?;
     Ok(())
 }
 
@@ -375,4 +356,195 @@ pub async fn workspace_died(db: &Db, ws: &Workspaces, id: SessionId, wid: &str) 
     let _ = ws.runtime.stop(wid, Keep::Upper).await;
     transition(db, id, SessionState::Failed, Some(message)).await?;
     Ok(())
+}
+
+/// Suspends a live session: its processes end, its writable layer stays for [`resume`].
+pub async fn suspend(db: &Db, ws: &Workspaces, id: SessionId) -> Result<()> {
+    let (_, wid, _) = live_workspace(db, id).await?;
+    ws.runtime.stop(&wid, Keep::Upper).await?;
+    let row = db::sessions::workspace(db.pool(), id).await?;
+    let snapshot = row.as_ref().and_then(|r| r.snapshot_id.as_deref()).and_then(|s| s.parse().ok());
+    let base = row.and_then(|r| r.base_commit);
+    db::sessions::set_workspace(db.pool(), id, Some(&wid), snapshot, base.as_deref(), None).await?;
+    transition(db, id, SessionState::Suspended, Some("suspended: processes stopped, files kept".into())).await?;
+    Ok(())
+}
+
+/// Resumes a suspended session: the same writable layer on the same snapshot, a new process
+/// tree, the recipe's `start` commands again.
+pub async fn resume(db: &Db, ws: &Workspaces, id: SessionId) -> Result<()> {
+    let t0 = Instant::now();
+    let session = db::sessions::get(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    if session.state != SessionState::Suspended {
+        return Err(Error::Conflict(format!("session {id} is {}, not suspended", session.state.as_str())));
+    }
+    let row = db::sessions::workspace(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    let (Some(wid), Some(snapshot)) = (row.workspace_id.clone(), row.snapshot_id.as_deref().and_then(|s| s.parse().ok())) else {
+        return Err(Error::Conflict(format!("session {id} has no kept workspace to resume")));
+    };
+    transition(db, id, SessionState::Starting, Some("resuming".into())).await?;
+    let result = async {
+        let repo = db::repos::get(db.pool(), session.repo_id).await?.ok_or_else(|| Error::NotFound("the repo is gone".into()))?;
+        phase(db, id, t0, BootPhase::Starting, Some("resuming the kept workspace".into())).await?;
+        let pid = start_on(ws, &repo, snapshot, &wid, None).await?;
+        db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snapshot), row.base_commit.as_deref(), Some(pid.into())).await?;
+        run_start_commands(db, ws, &repo, &wid, row.base_commit.as_deref(), id, t0).await
+    }
+    .await;
+    finish_start(db, ws, id, &wid, t0, result).await
+}
+
+/// Forks a live session into `count` new sessions, each on its own copy of the parent's writable
+/// layer (taken while the parent is frozen, so all copies are identical), owned by `author`.
+pub async fn fork(db: &Db, ws: &Workspaces, id: SessionId, author: &Author, count: i64) -> Result<Vec<Session>> {
+    if !(1..=tandem_protocol::limits::MAX_FORKS).contains(&count) {
+        return Err(Error::Invalid(format!("count must be 1–{}", tandem_protocol::limits::MAX_FORKS)));
+    }
+    let (parent, pwid, base) = live_workspace(db, id).await?;
+    let row = db::sessions::workspace(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    let snapshot: SnapshotId = row
+        .snapshot_id
+        .as_deref()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Error::Conflict("the session has no snapshot".into()))?;
+    let repo = db::repos::get(db.pool(), parent.repo_id).await?.ok_or_else(|| Error::NotFound("the repo is gone".into()))?;
+    let mut children = Vec::new();
+    for i in 1..=count {
+        let req = CreateSession {
+            repo_id: parent.repo_id,
+            prompt: format!("Fork {i}/{count} of “{}”", parent.title),
+            branch: Some(parent.branch.clone()),
+        };
+        children.push(super::create_with_parent(db, author.clone(), req, Some(id)).await?.session);
+    }
+    // Freeze the parent so every copy sees the same instant.
+    ws.runtime.pause(&pwid).await?;
+    let copies: Result<Vec<()>> = async {
+        let mut done = Vec::new();
+        for child in &children {
+            let dest = ws.runtime.upper_dir(&workspace_id(child.id));
+            copy_layer(&ws.runtime.upper_dir(&pwid), &dest).await?;
+            done.push(());
+        }
+        Ok(done)
+    }
+    .await;
+    ws.runtime.resume(&pwid).await?;
+    copies?;
+    for child in &children {
+        let t0 = Instant::now();
+        let cid = child.id;
+        transition(db, cid, SessionState::Starting, Some(format!("forked from {id}"))).await?;
+        let wid = workspace_id(cid);
+        let result = async {
+            phase(db, cid, t0, BootPhase::Starting, Some(format!("copy of session {id}"))).await?;
+            let pid = start_on(ws, &repo, snapshot, &wid, None).await?;
+            db::sessions::set_workspace(db.pool(), cid, Some(&wid), Some(snapshot), base.as_deref(), Some(pid.into())).await?;
+            run_start_commands(db, ws, &repo, &wid, base.as_deref(), cid, t0).await
+        }
+        .await;
+        finish_start(db, ws, cid, &wid, t0, result).await?;
+    }
+    let mut out = Vec::new();
+    for child in children {
+        out.push(db::sessions::get(db.pool(), child.id).await?.ok_or_else(|| Error::Internal("fork vanished".into()))?);
+    }
+    Ok(out)
+}
+
+/// `cp -a` keeps what overlayfs needs in a layer: whiteouts (0/0 device nodes), opaque-dir
+/// xattrs, owners and modes; `--reflink=auto` makes it copy-on-write where the filesystem can.
+async fn copy_layer(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let out = tokio::process::Command::new("cp")
+        .args(["-a", "--reflink=auto"])
+        .arg(from)
+        .arg(to)
+        .output()
+        .await?;
+    if !out.status.success() {
+        return Err(Error::Internal(format!("copying the workspace layer: {}", String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    Ok(())
+}
+
+/// Starts workspace `wid` on `snapshot` with its own (existing or fresh) writable layer.
+async fn start_on(ws: &Workspaces, repo: &Repo, snapshot: SnapshotId, wid: &str, upper: Option<PathBuf>) -> Result<i32> {
+    let started = within(
+        "starting the workspace",
+        DEADLINE_STARTING,
+        ws.runtime.start(WorkspaceSpec {
+            id: wid.to_string(),
+            layers: vec![ws.layer(snapshot), ws.image.rootfs.clone()],
+            upper,
+            hostname: "tandem".into(),
+            env: vec![],
+            init: vec!["sleep".into(), "infinity".into()],
+            binds: vec![runtime::Bind {
+                host: mirrors::path(&ws.data_dir, repo),
+                container: mirrors::MOUNT_POINT.into(),
+                readonly: true,
+            }],
+            limits: Limits::default(),
+        }),
+    )
+    .await?;
+    Ok(started.pid)
+}
+
+/// Runs the recipe's `start` commands (as of `commit`) with a `services` boot phase.
+async fn run_start_commands(
+    db: &Db,
+    ws: &Workspaces,
+    repo: &Repo,
+    wid: &str,
+    commit: Option<&str>,
+    id: SessionId,
+    t0: Instant,
+) -> Result<()> {
+    let mirror = mirrors::path(&ws.data_dir, repo);
+    let text = match commit {
+        Some(c) => mirrors::read_file(&mirror, c, snapshots::recipe::FILE).await?,
+        None => None,
+    };
+    let recipe = Recipe::parse(text.as_deref())?;
+    if recipe.start.is_empty() {
+        return Ok(());
+    }
+    phase(db, id, t0, BootPhase::Services, Some(recipe.start.join("; "))).await?;
+    let env: Vec<(String, String)> = recipe.env.clone().into_iter().collect();
+    within("the start commands", DEADLINE_SERVICES, async {
+        for cmd in &recipe.start {
+            let out = run(ws, wid, cmd, &env, DEADLINE_SERVICES.as_secs()).await?;
+            if out.code != Some(0) {
+                return Err(Error::Invalid(format!(
+                    "start command `{cmd}` exited with {}: {}",
+                    out.code.map_or("a signal".into(), |c| c.to_string()),
+                    out.stderr.trim()
+                )));
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Ends a start: `ready` with its event, or `failed` with the reason and the workspace cleaned up.
+async fn finish_start(db: &Db, ws: &Workspaces, id: SessionId, wid: &str, t0: Instant, result: Result<()>) -> Result<()> {
+    match result {
+        Ok(()) => {
+            phase(db, id, t0, BootPhase::Ready, None).await?;
+            transition(db, id, SessionState::Ready, None).await?;
+            Ok(())
+        }
+        Err(e) => {
+            let message = format!("the workspace could not start: {e}");
+            event(db, id, EventKind::Error { message: message.clone() }).await?;
+            let _ = ws.runtime.stop(wid, Keep::Upper).await;
+            transition(db, id, SessionState::Failed, Some(message)).await?;
+            Err(e)
+        }
+    }
 }

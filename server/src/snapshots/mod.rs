@@ -171,3 +171,68 @@ fn tail(s: &str, max: usize) -> String {
     }
     format!("[… earlier output dropped …]\n{}", &s[start..])
 }
+
+/// Why `repo`'s newest good snapshot is out of date (its branch moved, the image or the recipe
+/// changed, or there is none), or `None` when it is current. Fetches the remote's delta.
+pub async fn staleness(db: &Db, ws: &Workspaces, repo: &Repo) -> Result<Option<String>> {
+    let Some(latest) = db::snapshots::latest_ready(db.pool(), repo.id).await? else {
+        return Ok(Some("there is no snapshot yet".into()));
+    };
+    let (mirror, head) = crate::mirrors::update(&ws.data_dir, repo, &repo.default_branch).await?;
+    if latest.commit.as_deref() != Some(head.as_str()) {
+        return Ok(Some(format!("{} moved to {}", repo.default_branch, &head[..head.len().min(12)])));
+    }
+    if latest.image_digest.as_deref() != Some(ws.image.digest.as_str()) {
+        return Ok(Some("the workspace image changed".into()));
+    }
+    let recipe = Recipe::parse(crate::mirrors::read_file(&mirror, &head, recipe::FILE).await?.as_deref())?;
+    if latest.recipe_hash.as_deref() != Some(recipe.hash().as_str()) {
+        return Ok(Some("the recipe changed".into()));
+    }
+    Ok(None)
+}
+
+/// Starts a build when the newest snapshot is stale and none is running; returns it.
+pub async fn rebuild_if_stale(db: &Db, ws: &Arc<Workspaces>, repo: &Repo) -> Result<Option<Snapshot>> {
+    if db::snapshots::building(db.pool(), repo.id).await? {
+        return Ok(None);
+    }
+    match staleness(db, ws, repo).await? {
+        Some(reason) => {
+            tracing::info!(repo = %repo.name, %reason, "rebuilding the snapshot");
+            Ok(Some(start_build(db, ws, repo).await?))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Deletes the layers of `repo`'s good snapshots beyond the newest `keep`, except those a session
+/// still uses (or `also_in_use`); returns the ones collected.
+pub async fn collect_garbage(
+    db: &Db,
+    ws: &Workspaces,
+    repo: &Repo,
+    keep: usize,
+    also_in_use: &[SnapshotId],
+) -> Result<Vec<SnapshotId>> {
+    use tandem_protocol::SessionState::*;
+    let in_use: std::collections::HashSet<String> = db::sessions::in_states(db.pool(), &[Queued, Starting, Ready, Running, Idle, Suspended])
+        .await?
+        .into_iter()
+        .filter_map(|r| r.snapshot_id)
+        .chain(also_in_use.iter().map(|s| s.to_string()))
+        .collect();
+    let mut collected = Vec::new();
+    let ready = db::snapshots::list(db.pool(), repo.id).await?.into_iter().filter(|s| s.state == SnapshotState::Ready);
+    for snap in ready.skip(keep.max(1)) {
+        if in_use.contains(&snap.id.to_string()) {
+            continue;
+        }
+        db::snapshots::mark_collected(db.pool(), snap.id).await?;
+        if let Some(dir) = ws.layer(snap.id).parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        collected.push(snap.id);
+    }
+    Ok(collected)
+}
