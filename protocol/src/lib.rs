@@ -4,6 +4,7 @@
 //! `wasm32-unknown-unknown` so the web app uses exactly these types.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod api;
 pub mod event;
 pub mod ids;

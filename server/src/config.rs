@@ -34,6 +34,8 @@ pub struct Config {
     pub image_recipe: Option<PathBuf>,
     /// `runc`, `crun` or `runsc`; none picks one (`tandem doctor` says which).
     pub runtime: Option<String>,
+    /// The workspace agent binary; none means `tandem-workspace-agent` next to this binary.
+    pub agent_bin: Option<PathBuf>,
     /// How often every repo's snapshot is checked and rebuilt if stale (seconds; 0 = never).
     pub snapshot_interval_secs: u64,
     /// Good snapshots kept per repo (besides those in use).
@@ -50,6 +52,7 @@ pub const DEFAULT_SNAPSHOT_KEEP: usize = 3;
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub listen: Option<SocketAddr>,
+    pub agent_bin: Option<PathBuf>,
     pub snapshot_interval_secs: Option<u64>,
     pub snapshot_keep: Option<usize>,
     pub images_dir: Option<PathBuf>,
@@ -64,6 +67,7 @@ pub struct FileConfig {
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub listen: Option<SocketAddr>,
+    pub agent_bin: Option<PathBuf>,
     pub images_dir: Option<PathBuf>,
     pub image_recipe: Option<PathBuf>,
     pub runtime: Option<String>,
@@ -115,6 +119,7 @@ impl Config {
             images_dir: over.images_dir.or(file.images_dir).unwrap_or_else(|| data_dir.join("images")),
             image_recipe: over.image_recipe.or(file.image_recipe),
             runtime: over.runtime.or(file.runtime),
+            agent_bin: over.agent_bin.or(file.agent_bin),
             snapshot_interval_secs: file.snapshot_interval_secs.unwrap_or(DEFAULT_SNAPSHOT_INTERVAL_SECS),
             snapshot_keep: file.snapshot_keep.unwrap_or(DEFAULT_SNAPSHOT_KEEP),
             data_dir,

@@ -23,6 +23,9 @@ pub enum Error {
     /// The thing asked for does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// Bigger than allowed.
+    #[error("{0}")]
+    TooLarge(String),
     /// It conflicts with what is stored (duplicate name, …).
     #[error("{0}")]
     Conflict(String),
@@ -55,6 +58,7 @@ impl Error {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Self::Config(_) | Self::Sqlx(_) | Self::Migrate(_) | Self::Io(_) | Self::Internal(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal")

@@ -2,6 +2,7 @@
 //! scheduler, live hubs and workspace runtime drivers. The `tandem` binary wraps it.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod auth;
 pub mod client;
 pub mod config;

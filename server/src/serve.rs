@@ -82,8 +82,19 @@ pub fn workspaces(config: &Config) -> std::result::Result<Workspaces, String> {
     };
     let image = images::find(&config.images_dir, &recipe)
         .ok_or("the workspace image is not built yet; run `tandem image build`")?;
+    let agent_bin = match &config.agent_bin {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("tandem-workspace-agent"),
+    };
+    if !agent_bin.is_file() {
+        return Err(format!(
+            "the workspace agent binary is missing at {} (cargo build -p tandem-workspace-agent)",
+            agent_bin.display()
+        ));
+    }
+    let agent_key = crate::agent::load_key(&config.data_dir).map_err(|e| e.to_string())?;
     let rt = OciRuntime::new(kind, &config.data_dir).map_err(|e| e.to_string())?;
-    Ok(Workspaces { runtime: Arc::new(rt), image, data_dir: config.data_dir.clone() })
+    Ok(Workspaces { runtime: Arc::new(rt), image, data_dir: config.data_dir.clone(), agent_bin, agent_key })
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -116,11 +116,21 @@ impl Drop for TestServer {
         // Workspaces outlive a server on purpose (sessions survive restarts); a test's must not
         // outlive the test.
         let data = self.dir.path().join("data");
-        let state = data.join("runtime/runc");
-        if state.is_dir() {
-            let list = std::process::Command::new("runc").arg("--root").arg(&state).args(["list", "-q"]).output();
+        for kind in ["runc", "crun"] {
+            let state = data.join("runtime").join(kind);
+            if !state.is_dir() {
+                continue;
+            }
+            // The same private-mount-namespace wrapper the driver uses for crun on hybrid cgroups.
+            let runtime = |args: &[&str]| {
+                let mut c = std::process::Command::new("unshare");
+                c.args(["--mount", "sh", "-c", "umount /sys/fs/cgroup/unified 2>/dev/null; exec \"$0\" \"$@\"", kind]);
+                c.arg("--root").arg(&state).args(args);
+                c
+            };
+            let list = runtime(&["list", "-q"]).output();
             for id in list.map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default().lines() {
-                let _ = std::process::Command::new("runc").arg("--root").arg(&state).args(["delete", "--force", id.trim()]).status();
+                let _ = runtime(&["delete", "--force", id.trim()]).status();
             }
         }
         for entry in std::fs::read_dir(data.join("workspaces")).into_iter().flatten().flatten() {
@@ -153,6 +163,8 @@ impl TestServer {
             images_dir: dir.path().join("data/images"),
             image_recipe: None,
             runtime: None,
+            // Built next to `tandem` by `cargo xtask test`.
+            agent_bin: Some(std::path::Path::new(env!("CARGO_BIN_EXE_tandem")).with_file_name("tandem-workspace-agent")),
             snapshot_interval_secs: 0,
             snapshot_keep: 3,
         };

@@ -285,3 +285,47 @@ async fn forks_start_from_identical_trees_and_suspend_resume_keeps_files() {
     let again = s.req(Method::POST, &format!("/api/sessions/{parent}/resume")).bearer(&s.admin_token).send().await;
     again.assert_error(StatusCode::CONFLICT, "conflict");
 }
+
+#[tokio::test]
+async fn the_file_api_works_inside_the_checkout_and_refuses_to_leave_it() {
+    use tandem_protocol::agent::FileView;
+    let Some(s) = server().await else { return };
+    let src = source_repo(RECIPE);
+    let repo = add_repo(&s, "acme/files", src.path()).await;
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "files" })).send().await.parse();
+    let id = created.session.id;
+    assert_eq!(wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Ready);
+
+    let root: FileView = s.get(&format!("/api/sessions/{id}/files?path=")).send().await.parse();
+    let FileView::Dir { entries, .. } = root else { panic!("the root is a directory") };
+    let names: Vec<_> = entries.iter().map(|e| e.name.as_str()).collect();
+    assert!(names.contains(&"README.md") && names.contains(&"tandem.toml") && names.contains(&".git"), "{names:?}");
+    let readme: FileView = s.get(&format!("/api/sessions/{id}/files?path=README.md")).send().await.parse();
+    assert!(matches!(readme, FileView::File { ref content, binary: false, .. } if content == "hello\n"), "{readme:?}");
+
+    let put = s
+        .req(Method::PUT, &format!("/api/sessions/{id}/files?path=docs/new%20file.md"))
+        .bearer(&s.admin_token)
+        .json(&json!({ "content": "# New\n" }))
+        .send()
+        .await;
+    assert_eq!(put.status, StatusCode::NO_CONTENT, "{}", String::from_utf8_lossy(&put.body));
+    assert_eq!(exec(&s, id, "cat 'docs/new file.md'").await.stdout, "# New\n", "written into the workspace");
+
+    exec(&s, id, "ln -s /etc escape && ln -s .. up && head -c 9000000 /dev/zero > big.bin").await;
+    for bad in ["../etc/passwd", "/etc/passwd", "escape/passwd", "up/etc/hostname", "docs/../../etc/passwd"] {
+        let res = s.get(&format!("/api/sessions/{id}/files?path={bad}")).send().await;
+        let msg = res.assert_error(StatusCode::BAD_REQUEST, "bad_request");
+        assert!(msg.contains("workspace") || msg.contains("absolute"), "{bad}: {msg}");
+    }
+    for bad in ["../outside.txt", "escape/evil.conf", "/tmp/x"] {
+        let res = s.req(Method::PUT, &format!("/api/sessions/{id}/files?path={bad}")).bearer(&s.admin_token).json(&json!({ "content": "x" })).send().await;
+        res.assert_error(StatusCode::BAD_REQUEST, "bad_request");
+    }
+    assert_eq!(exec(&s, id, "ls /outside.txt /etc/evil.conf 2>&1 | grep -c 'No such file'").await.stdout, "2\n", "nothing escaped");
+    s.get(&format!("/api/sessions/{id}/files?path=nope.txt")).send().await.assert_error(StatusCode::NOT_FOUND, "not_found");
+    s.get(&format!("/api/sessions/{id}/files?path=big.bin")).send().await.assert_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+
+    s.req(Method::POST, &format!("/api/sessions/{id}/stop")).bearer(&s.admin_token).send().await;
+    s.get(&format!("/api/sessions/{id}/files?path=README.md")).send().await.assert_error(StatusCode::CONFLICT, "conflict");
+}

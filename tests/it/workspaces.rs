@@ -48,11 +48,38 @@ struct Env {
     dir: tempfile::TempDir,
 }
 
-async fn env() -> Option<Env> {
+async fn env(kind: Kind) -> Option<Env> {
     let image = image().await?;
+    if kind == Kind::Crun && !tandem_server::runtime::doctor::crun_works() {
+        let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");
+        assert!(!required, "crun required but it does not work on this host (`tandem doctor`)");
+        eprintln!("SKIP (crun): crun is missing or does not work on this host");
+        return None;
+    }
     let dir = tempfile::tempdir().unwrap();
-    let rt = OciRuntime::new(Kind::Runc, &dir.path().join("data")).unwrap();
+    let rt = OciRuntime::new(kind, &dir.path().join("data")).unwrap();
     Some(Env { rt, image, dir })
+}
+
+/// Runs a test body once per OCI runtime.
+macro_rules! runtimes {
+    ($name:ident) => {
+        mod $name {
+            use tandem_server::runtime::oci::Kind;
+            #[tokio::test]
+            async fn runc() {
+                if let Some(env) = super::env(Kind::Runc).await {
+                    super::$name(env).await
+                }
+            }
+            #[tokio::test]
+            async fn crun() {
+                if let Some(env) = super::env(Kind::Crun).await {
+                    super::$name(env).await
+                }
+            }
+        }
+    };
 }
 
 fn new_id() -> String {
@@ -83,9 +110,7 @@ impl Env {
     }
 }
 
-#[tokio::test]
-async fn a_workspace_runs_on_its_layers_and_writes_only_to_its_own_layer() {
-    let Some(env) = env().await else { return };
+async fn a_workspace_runs_on_its_layers_and_writes_only_to_its_own_layer(env: Env) {
     let layer = env.dir.path().join("snapshot");
     std::fs::create_dir_all(layer.join("workspace")).unwrap();
     std::fs::write(layer.join("workspace/README.md"), "from the snapshot\n").unwrap();
@@ -102,10 +127,9 @@ async fn a_workspace_runs_on_its_layers_and_writes_only_to_its_own_layer() {
     assert_eq!(std::fs::read_to_string(ws.upper.join("workspace/new.txt")).unwrap(), "new\n", "stop can keep the diff");
     assert!(env.rt.leftovers(&ws.id).iter().all(|l| l.starts_with("dir ")), "only the kept layer remains");
 }
+runtimes!(a_workspace_runs_on_its_layers_and_writes_only_to_its_own_layer);
 
-#[tokio::test]
-async fn workspaces_cannot_see_each_others_files_or_processes() {
-    let Some(env) = env().await else { return };
+async fn workspaces_cannot_see_each_others_files_or_processes(env: Env) {
     let a = env.rt.start(env.spec(vec![])).await.unwrap();
     let b = env.rt.start(env.spec(vec![])).await.unwrap();
     let out = env.sh(&a.id, "echo secret > /root/a.txt; setsid sleep 600 > /dev/null 2>&1 < /dev/null & echo started").await;
@@ -124,10 +148,9 @@ async fn workspaces_cannot_see_each_others_files_or_processes() {
     env.rt.stop(&a.id, Keep::Nothing).await.unwrap();
     env.rt.stop(&b.id, Keep::Nothing).await.unwrap();
 }
+runtimes!(workspaces_cannot_see_each_others_files_or_processes);
 
-#[tokio::test]
-async fn a_workspace_has_only_loopback_and_cannot_reach_host_services() {
-    let Some(env) = env().await else { return };
+async fn a_workspace_has_only_loopback_and_cannot_reach_host_services(env: Env) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let ws = env.rt.start(env.spec(vec![])).await.unwrap();
@@ -139,10 +162,9 @@ async fn a_workspace_has_only_loopback_and_cannot_reach_host_services() {
     assert!(accepted.is_err(), "the host's loopback service saw no connection");
     env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
 }
+runtimes!(a_workspace_has_only_loopback_and_cannot_reach_host_services);
 
-#[tokio::test]
-async fn the_memory_limit_is_enforced() {
-    let Some(env) = env().await else { return };
+async fn the_memory_limit_is_enforced(env: Env) {
     let mut spec = env.spec(vec![]);
     spec.limits.memory_bytes = 64 << 20;
     let ws = env.rt.start(spec).await.unwrap();
@@ -153,10 +175,9 @@ async fn the_memory_limit_is_enforced() {
     assert_eq!(small.stdout.trim(), "16777216", "work within the limit succeeds: {small:?}");
     env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
 }
+runtimes!(the_memory_limit_is_enforced);
 
-#[tokio::test]
-async fn exec_output_is_capped_and_timeouts_kill() {
-    let Some(env) = env().await else { return };
+async fn exec_output_is_capped_and_timeouts_kill(env: Env) {
     let ws = env.rt.start(env.spec(vec![])).await.unwrap();
     let big = env.sh(&ws.id, "head -c 3000000 /dev/zero | tr '\\0' a; echo done >&2").await;
     assert_eq!(big.code, Some(0));
@@ -179,19 +200,17 @@ async fn exec_output_is_capped_and_timeouts_kill() {
     // Stopping twice is fine.
     env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
 }
+runtimes!(exec_output_is_capped_and_timeouts_kill);
 
-#[tokio::test]
-async fn bad_workspace_ids_are_refused() {
-    let Some(env) = env().await else { return };
+async fn bad_workspace_ids_are_refused(env: Env) {
     let mut spec = env.spec(vec![]);
     spec.id = "../../etc".into();
     assert!(env.rt.start(spec).await.unwrap_err().to_string().contains("workspace id"));
     assert!(env.rt.stop("a/b", Keep::Nothing).await.is_err());
 }
+runtimes!(bad_workspace_ids_are_refused);
 
-#[tokio::test]
-async fn fifty_start_stop_cycles_leave_nothing_behind() {
-    let Some(env) = env().await else { return };
+async fn fifty_start_stop_cycles_leave_nothing_behind(env: Env) {
     let before = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().count();
     for i in 0..50 {
         let ws = env.rt.start(env.spec(vec![])).await.unwrap();
@@ -210,3 +229,4 @@ async fn fifty_start_stop_cycles_leave_nothing_behind() {
     // Other tests mount concurrently; ours must not have added 50.
     assert!(after < before + 10, "mounts grew from {before} to {after}");
 }
+runtimes!(fifty_start_stop_cycles_leave_nothing_behind);

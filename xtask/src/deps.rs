@@ -1,6 +1,6 @@
 //! Prerequisites, installed only when missing: the wasm32 target, wasm-bindgen-cli at the
 //! lockfile's version, npm packages (binaryen's wasm-opt), and Debian packages (test only:
-//! PostgreSQL, Chromium and ChromeDriver, runc and mmdebstrap).
+//! PostgreSQL, Chromium and ChromeDriver, runc, crun and mmdebstrap).
 
 use std::process::Command;
 
@@ -24,6 +24,15 @@ pub fn ensure(needs: Needs) -> Result<()> {
     if which("git").is_none() {
         apt.push("git");
     }
+    // Workspaces: OCI runtimes and the image builder (tests always; `up` as root, since
+    // workspaces need root).
+    if needs.test || run::is_root() {
+        for (bin, pkg) in [("runc", "runc"), ("crun", "crun"), ("mmdebstrap", "mmdebstrap")] {
+            if which(bin).is_none() && !std::path::Path::new("/usr/sbin").join(bin).exists() {
+                apt.push(pkg);
+            }
+        }
+    }
     if needs.test {
         if which("chromium").is_none() {
             apt.push("chromium");
@@ -33,12 +42,6 @@ pub fn ensure(needs: Needs) -> Result<()> {
         }
         if crate::postgres::bin_dir().is_none() {
             apt.push("postgresql");
-        }
-        // Workspaces: the OCI runtime and the image builder.
-        for (bin, pkg) in [("runc", "runc"), ("mmdebstrap", "mmdebstrap")] {
-            if which(bin).is_none() && !std::path::Path::new("/usr/sbin").join(bin).exists() {
-                apt.push(pkg);
-            }
         }
     }
     apt_install(&apt)?;

@@ -35,6 +35,7 @@ fn main() -> Result<()> {
             Some((b, flags)) if b == "start" => {
                 deps::ensure(deps::Needs { test: true })?;
                 run::step("benchmark: session start (release build)");
+                run::cmd(run::cargo().args(["build", "--release", "-p", "tandem-workspace-agent"]).current_dir(run::root()))?;
                 run::cmd(run::cargo()
                     .args(["run", "--release", "-p", "tandem-server", "--example", "bench_start", "--"])
                     .args(flags)

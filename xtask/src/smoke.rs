@@ -17,7 +17,7 @@ pub fn up() -> Result<()> {
     let data = std::env::temp_dir().join(format!("tandem-up-smoke-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["up", "--debug", "--no-install", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .args(["up", "--debug", "--no-install", "--no-image", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
         .arg(&data)
         .stdout(Stdio::piped())
         .spawn()

@@ -33,6 +33,8 @@ pub fn run(o: Options) -> Result<()> {
         deps::ensure(deps::Needs { test: true })?;
     }
     let site = site::build(site::Profile::Debug)?;
+    // Workspaces run the agent binary from next to `tandem`.
+    run::cmd(run::cargo().args(["build", "-p", "tandem-workspace-agent"]).current_dir(run::root()))?;
     let pg = Postgres::start()?;
     let t = run::step("cargo test (unit, integration on SQLite + PostgreSQL, e2e in headless Chromium)");
     let counts = run::cargo_test(run::cargo()

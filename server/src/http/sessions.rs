@@ -8,6 +8,8 @@ use tandem_protocol::{
     CreateSession, Diff, EventsPage, ForkRequest, EventsQuery, ExecRequest, ExecResult, Session, SessionDetail, SessionFilter, SessionId,
 };
 
+use tandem_protocol::agent::{FileQuery, FileView, WriteFile};
+
 use crate::auth::CurrentUser;
 use crate::state::AppState;
 use crate::sessions::workspace;
@@ -24,6 +26,7 @@ pub fn router() -> Router<AppState> {
         .route("/sessions/{id}/suspend", post(suspend))
         .route("/sessions/{id}/resume", post(resume))
         .route("/sessions/{id}/fork", post(fork))
+        .route("/sessions/{id}/files", get(read_file).put(write_file))
 }
 
 async fn create(
@@ -111,4 +114,25 @@ async fn fork(
 ) -> Result<(StatusCode, Json<Vec<Session>>)> {
     let forks = workspace::fork(&state.db, state.workspaces()?, id, &user.author(), req.count).await?;
     Ok((StatusCode::CREATED, Json(forks)))
+}
+
+async fn read_file(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path(id): Path<SessionId>,
+    Query(q): Query<FileQuery>,
+) -> Result<Json<FileView>> {
+    Ok(Json(workspace::read_file(&state.db, state.workspaces()?, id, &q.path).await?))
+}
+
+async fn write_file(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+    Query(q): Query<FileQuery>,
+    Json(body): Json<WriteFile>,
+) -> Result<StatusCode> {
+    require_owner(&state, &user, id).await?;
+    workspace::write_file(&state.db, state.workspaces()?, id, &user.author(), &q.path, body.content).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -43,10 +43,25 @@ fn version_of(bin: &str) -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_string())
 }
 
-/// The runtime to use when none is configured: crun where cgroup v2 is pure (Debian's crun 1.8
-/// refuses hybrid hierarchies), else runc; `None` if neither is installed.
+/// True when crun can run here: pure cgroup v2, or hybrid where a private mount namespace
+/// without the v2 mount works (Debian's crun 1.8 refuses hybrid hierarchies otherwise).
+pub fn crun_works() -> bool {
+    if version_of("crun").is_none() {
+        return false;
+    }
+    match cgroups() {
+        Cgroups::Unified | Cgroups::Legacy => true,
+        Cgroups::Hybrid => Command::new("unshare")
+            .args(["--mount", "sh", "-c", "umount /sys/fs/cgroup/unified && crun --version"])
+            .output()
+            .is_ok_and(|o| o.status.success()),
+    }
+}
+
+/// The runtime to use when none is configured: crun where it works (it starts containers faster
+/// than runc), else runc; `None` if neither does.
 pub fn default_runtime() -> Option<Kind> {
-    if cgroups() == Cgroups::Unified && version_of("crun").is_some() {
+    if crun_works() {
         return Some(Kind::Crun);
     }
     version_of("runc").map(|_| Kind::Runc)
@@ -72,7 +87,8 @@ pub fn checks() -> Vec<Check> {
     for kind in [Kind::Runc, Kind::Crun, Kind::Runsc] {
         let v = version_of(kind.binary());
         let note = match (kind, cg) {
-            (Kind::Crun, Cgroups::Hybrid) => " (hybrid cgroups: not chosen automatically)",
+            (Kind::Crun, Cgroups::Hybrid) if crun_works() => " (hybrid cgroups: run in a private mount namespace)",
+            (Kind::Crun, Cgroups::Hybrid) => " (refuses hybrid cgroups here)",
             (Kind::Runsc, _) => " (used with --platform=ptrace --network=none)",
             _ => "",
         };

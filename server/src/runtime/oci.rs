@@ -66,7 +66,15 @@ impl OciRuntime {
     }
 
     fn command(&self) -> Command {
-        let mut c = Command::new(self.kind.binary());
+        let mut c = if self.kind == Kind::Crun && super::doctor::cgroups() == super::doctor::Cgroups::Hybrid {
+            // crun refuses hybrid cgroup hierarchies; in a private mount namespace without the
+            // v2 mount it sees plain v1 and works. Only crun's own view changes.
+            let mut c = Command::new("unshare");
+            c.args(["--mount", "sh", "-c", "umount /sys/fs/cgroup/unified 2>/dev/null; exec crun \"$@\"", "crun"]);
+            c
+        } else {
+            Command::new(self.kind.binary())
+        };
         c.arg("--root").arg(&self.state_dir);
         if self.kind == Kind::Runsc {
             c.args(["--platform=ptrace", "--network=none"]);
@@ -165,6 +173,15 @@ impl OciRuntime {
         if let Some(cwd) = &req.cwd {
             c.args(["--cwd", cwd]);
         }
+        // The workspace's own environment first (crun does not give `exec` the init's), then the
+        // request's.
+        let base = oci_spec::runtime::Spec::load(self.dir(id).join("config.json"))
+            .ok()
+            .and_then(|s| s.process().as_ref().and_then(|p| p.env().clone()))
+            .unwrap_or_default();
+        for kv in base {
+            c.arg("--env").arg(kv);
+        }
         for (k, v) in &req.env {
             c.arg("--env").arg(format!("{k}={v}"));
         }
@@ -210,12 +227,13 @@ impl OciRuntime {
         }
         let dir = self.dir(id);
         overlay::unmount(&dir.join("rootfs"))?;
-        for sub in ["rootfs", "work", "config.json", "init.pid", "init.log"] {
-            let p = dir.join(sub);
+        // Everything but a kept writable layer goes (bundle, mount point, work dir, sockets).
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if keep == Keep::Upper && entry.file_name() == "upper" {
+                continue;
+            }
+            let p = entry.path();
             let _ = if p.is_dir() { remove_dir_all_writable(&p) } else { std::fs::remove_file(&p) };
-        }
-        if keep == Keep::Nothing {
-            let _ = remove_dir_all_writable(&dir.join("upper"));
         }
         // Gone unless it still holds a kept layer.
         let _ = std::fs::remove_dir(&dir);

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use tandem_protocol::{Repo, RepoId, SnapshotId};
 
 use crate::db::{self, Db};
-use crate::runtime::{self, Keep, Limits, WorkspaceSpec};
+use crate::runtime::Keep;
 use crate::snapshots::Workspaces;
-use crate::{Result, mirrors};
+use crate::Result;
 
 /// Prefix of pool workspace ids.
 pub const PREFIX: &str = "w-";
@@ -95,24 +95,8 @@ impl WarmPool {
         let Some(snap) = snap.filter(|_| size > 0) else { return Ok(()) };
         while self.ready(repo.id) < size {
             let wid = format!("{PREFIX}{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
-            let started = ws
-                .runtime
-                .start(WorkspaceSpec {
-                    id: wid.clone(),
-                    layers: vec![ws.layer(snap.id), ws.image.rootfs.clone()],
-                    upper: None,
-                    hostname: "tandem".into(),
-                    env: vec![],
-                    init: vec!["sleep".into(), "infinity".into()],
-                    binds: vec![runtime::Bind {
-                        host: mirrors::path(&ws.data_dir, repo),
-                        container: mirrors::MOUNT_POINT.into(),
-                        readonly: true,
-                    }],
-                    limits: Limits::default(),
-                })
-                .await?;
-            self.put(repo.id, Warm { workspace_id: wid, pid: started.pid, snapshot: snap.id });
+            let pid = crate::sessions::workspace::start_on(ws, repo, snap.id, &wid, None).await?;
+            self.put(repo.id, Warm { workspace_id: wid, pid, snapshot: snap.id });
         }
         Ok(())
     }

@@ -18,6 +18,8 @@ pub const DEADLINE_SNAPSHOT: Duration = Duration::from_secs(30 * 60);
 pub const DEADLINE_STARTING: Duration = Duration::from_secs(60);
 pub const DEADLINE_SYNCING: Duration = Duration::from_secs(120);
 pub const DEADLINE_SERVICES: Duration = Duration::from_secs(300);
+/// How long the workspace agent may take to answer after the container started.
+pub const DEADLINE_AGENT: Duration = Duration::from_secs(10);
 /// Default and largest timeout of `exec`.
 pub const EXEC_DEFAULT_TIMEOUT_SECS: u64 = 600;
 pub const EXEC_MAX_TIMEOUT_SECS: u64 = 3600;
@@ -105,7 +107,6 @@ async fn boot_inner(db: &Db, ws: &Workspaces, pool: &WarmPool, session: &Session
             built
         }
     };
-    let mirror = mirrors::path(&ws.data_dir, &repo);
     let warm = pool.take(repo.id, snap.id);
     let detail = match &warm {
         Some(_) => format!("snapshot {}, from the warm pool", short(snap.commit.as_deref())),
@@ -117,22 +118,8 @@ async fn boot_inner(db: &Db, ws: &Workspaces, pool: &WarmPool, session: &Session
             return Ok((w.workspace_id.clone(), w.pid));
         }
         let wid = workspace_id(id);
-        let started = within(
-            "starting the workspace",
-            DEADLINE_STARTING,
-            ws.runtime.start(WorkspaceSpec {
-                id: wid.clone(),
-                layers: vec![ws.layer(snap.id), ws.image.rootfs.clone()],
-                upper: None,
-                hostname: "tandem".into(),
-                env: vec![],
-                init: vec!["sleep".into(), "infinity".into()],
-                binds: vec![runtime::Bind { host: mirror.clone(), container: mirrors::MOUNT_POINT.into(), readonly: true }],
-                limits: Limits::default(),
-            }),
-        )
-        .await?;
-        Ok::<_, Error>((wid, started.pid))
+        let pid = start_on(ws, &repo, snap.id, &wid, None).await?;
+        Ok::<_, Error>((wid, pid))
     };
     // The mirror fetches the remote's delta while the container starts.
     let (started, head) = tokio::join!(
@@ -470,27 +457,31 @@ async fn copy_layer(from: &std::path::Path, to: &std::path::Path) -> Result<()> 
     Ok(())
 }
 
-/// Starts workspace `wid` on `snapshot` with its own (existing or fresh) writable layer.
-async fn start_on(ws: &Workspaces, repo: &Repo, snapshot: SnapshotId, wid: &str, upper: Option<PathBuf>) -> Result<i32> {
-    let started = within(
-        "starting the workspace",
-        DEADLINE_STARTING,
-        ws.runtime.start(WorkspaceSpec {
-            id: wid.to_string(),
-            layers: vec![ws.layer(snapshot), ws.image.rootfs.clone()],
-            upper,
-            hostname: "tandem".into(),
-            env: vec![],
-            init: vec!["sleep".into(), "infinity".into()],
-            binds: vec![runtime::Bind {
-                host: mirrors::path(&ws.data_dir, repo),
-                container: mirrors::MOUNT_POINT.into(),
-                readonly: true,
-            }],
-            limits: Limits::default(),
-        }),
-    )
-    .await?;
+/// The spec of a session workspace: the snapshot over the image, the repo's mirror read-only,
+/// the workspace agent as its first process.
+pub fn spec_for(ws: &Workspaces, repo: &Repo, snapshot: SnapshotId, wid: &str, upper: Option<PathBuf>) -> Result<WorkspaceSpec> {
+    let (init, env, mut binds) = crate::agent::spec_parts(ws, wid)?;
+    binds.push(runtime::Bind { host: mirrors::path(&ws.data_dir, repo), container: mirrors::MOUNT_POINT.into(), readonly: true });
+    Ok(WorkspaceSpec {
+        id: wid.to_string(),
+        layers: vec![ws.layer(snapshot), ws.image.rootfs.clone()],
+        upper,
+        hostname: "tandem".into(),
+        env,
+        init,
+        binds,
+        limits: Limits::default(),
+    })
+}
+
+/// Starts workspace `wid` on `snapshot` and waits for its agent; returns its init's host PID.
+pub async fn start_on(ws: &Workspaces, repo: &Repo, snapshot: SnapshotId, wid: &str, upper: Option<PathBuf>) -> Result<i32> {
+    let spec = spec_for(ws, repo, snapshot, wid, upper)?;
+    let started = within("starting the workspace", DEADLINE_STARTING, ws.runtime.start(spec)).await?;
+    if let Err(e) = crate::agent::wait_ready(ws, wid, started.pid, DEADLINE_AGENT).await {
+        let _ = ws.runtime.stop(wid, Keep::Nothing).await;
+        return Err(e);
+    }
     Ok(started.pid)
 }
 
@@ -547,4 +538,74 @@ async fn finish_start(db: &Db, ws: &Workspaces, id: SessionId, wid: &str, t0: In
             Err(e)
         }
     }
+}
+
+/// Percent-encodes a query value.
+fn query_value(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Maps an agent's error answer to ours, keeping its message.
+fn agent_error(status: hyper::StatusCode, body: &[u8]) -> Error {
+    let message = serde_json::from_slice::<ApiError>(body)
+        .map(|e| e.message)
+        .unwrap_or_else(|_| format!("the workspace agent answered {status}"));
+    match status.as_u16() {
+        400 => Error::BadRequest(message),
+        404 => Error::NotFound(message),
+        413 => Error::TooLarge(message),
+        _ => Error::Internal(format!("workspace agent: {message}")),
+    }
+}
+
+async fn live_agent(db: &Db, id: SessionId) -> Result<(String, i32)> {
+    let (_, wid, _) = live_workspace(db, id).await?;
+    let pid = db::sessions::workspace(db.pool(), id)
+        .await?
+        .and_then(|r| r.workspace_pid)
+        .ok_or_else(|| Error::Conflict(format!("session {id} has no running workspace")))?;
+    Ok((wid, pid as i32))
+}
+
+/// A directory listing or a file of the session's checkout, through its agent (confined to
+/// `/workspace`: no absolute paths, no `..`, no escape through symlinks).
+pub async fn read_file(db: &Db, ws: &Workspaces, id: SessionId, path: &str) -> Result<tandem_protocol::agent::FileView> {
+    let (wid, pid) = live_agent(db, id).await?;
+    let (status, body) =
+        crate::agent::call(ws, &wid, pid, hyper::Method::GET, &format!("/files?path={}", query_value(path)), None).await?;
+    if status != hyper::StatusCode::OK {
+        return Err(agent_error(status, &body));
+    }
+    serde_json::from_slice(&body).map_err(|e| Error::Internal(format!("the agent's file answer: {e}")))
+}
+
+/// Writes a file of the session's checkout through its agent; audited.
+pub async fn write_file(db: &Db, ws: &Workspaces, id: SessionId, author: &Author, path: &str, content: String) -> Result<()> {
+    if content.len() > tandem_protocol::agent::MAX_FILE_BYTES {
+        return Err(Error::TooLarge(format!("files are at most {} bytes", tandem_protocol::agent::MAX_FILE_BYTES)));
+    }
+    let (wid, pid) = live_agent(db, id).await?;
+    let body = serde_json::to_vec(&tandem_protocol::agent::WriteFile { content }).map_err(|e| Error::Internal(e.to_string()))?;
+    let (status, answer) =
+        crate::agent::call(ws, &wid, pid, hyper::Method::PUT, &format!("/files?path={}", query_value(path)), Some(body)).await?;
+    if status != hyper::StatusCode::NO_CONTENT {
+        return Err(agent_error(status, &answer));
+    }
+    db::audit::record(
+        db.pool(),
+        now_ms(),
+        db::audit::Entry {
+            actor_user_id: author.user_id,
+            actor_name: &author.name,
+            action: "session.write_file",
+            target: &id.to_string(),
+            detail: serde_json::json!({ "path": path }),
+        },
+    )
+    .await
 }

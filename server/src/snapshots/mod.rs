@@ -29,6 +29,10 @@ pub struct Workspaces {
     pub runtime: Arc<dyn Runtime>,
     pub image: Image,
     pub data_dir: PathBuf,
+    /// The `tandem-workspace-agent` binary bound into session workspaces.
+    pub agent_bin: PathBuf,
+    /// Key the per-workspace agent tokens are derived from.
+    pub agent_key: Vec<u8>,
 }
 
 impl Workspaces {

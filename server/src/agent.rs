@@ -1,0 +1,142 @@
+//! The server's side of the workspace agent: what a workspace needs to run it (binary, socket
+//! directory, token), and calls to it over the workspace's unix socket.
+//!
+//! The agent runs inside the workspace, so everything it says is untrusted input. The socket
+//! lives in a directory the workspace can write, so a workspace could swap it for a symlink to
+//! some host socket: every connection is therefore checked to lead to a process in the
+//! workspace's own PID namespace before a request is sent.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hmac::{Hmac, Mac};
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use sha2::Sha256;
+use tandem_protocol::agent::{self, AgentHealth};
+
+use crate::runtime::Bind;
+use crate::snapshots::Workspaces;
+use crate::{Error, Result};
+
+/// Largest answer read from an agent.
+pub const MAX_ANSWER_BYTES: usize = 2 * agent::MAX_FILE_BYTES;
+/// How long one call may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The agent key: 32 random bytes in `<data dir>/agent.key`, made on first use.
+pub fn load_key(data_dir: &Path) -> Result<Vec<u8>> {
+    let path = data_dir.join("agent.key");
+    if let Ok(k) = std::fs::read(&path)
+        && k.len() >= 32
+    {
+        return Ok(k);
+    }
+    let key = crate::auth::new_secret("").into_bytes();
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    match opts.open(&path) {
+        Ok(mut f) => {
+            std::io::Write::write_all(&mut f, &key)?;
+            Ok(key)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(std::fs::read(&path)?),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The token of workspace `wid`: HMAC-SHA256 of its id under the agent key, so it survives a
+/// server restart without being stored.
+pub fn token(key: &[u8], wid: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(wid.as_bytes());
+    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The host directory bound at the agent's socket directory.
+pub fn host_dir(ws: &Workspaces, wid: &str) -> PathBuf {
+    ws.runtime.upper_dir(wid).with_file_name("agent")
+}
+
+/// What a workspace spec needs to run the agent: its init, env and binds.
+pub fn spec_parts(ws: &Workspaces, wid: &str) -> Result<(Vec<String>, Vec<(String, String)>, Vec<Bind>)> {
+    let dir = host_dir(ws, wid);
+    std::fs::create_dir_all(&dir)?;
+    let init = vec![agent::BINARY.to_string(), "serve".into()];
+    let env = vec![(agent::TOKEN_ENV.to_string(), token(&ws.agent_key, wid))];
+    let socket_dir = Path::new(agent::SOCKET).parent().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
+    let binds = vec![
+        Bind { host: dir, container: socket_dir, readonly: false },
+        Bind { host: ws.agent_bin.clone(), container: agent::BINARY.into(), readonly: true },
+    ];
+    Ok((init, env, binds))
+}
+
+fn pid_namespace(pid: i32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
+}
+
+/// One request to the agent of workspace `wid` (whose init is host PID `init_pid`).
+pub async fn call(
+    ws: &Workspaces,
+    wid: &str,
+    init_pid: i32,
+    method: Method,
+    path_and_query: &str,
+    body: Option<Vec<u8>>,
+) -> Result<(StatusCode, Bytes)> {
+    let socket = host_dir(ws, wid).join(Path::new(agent::SOCKET).file_name().unwrap_or_default());
+    let unreachable = |e: &dyn std::fmt::Display| Error::Unavailable(format!("the workspace agent is not reachable: {e}"));
+    let fut = async {
+        let stream = tokio::net::UnixStream::connect(&socket).await.map_err(|e| unreachable(&e))?;
+        // The peer must live in this workspace's PID namespace (see the module comment).
+        let peer = stream.peer_cred().map_err(|e| unreachable(&e))?.pid().unwrap_or(0);
+        let (Some(theirs), Some(ours)) = (pid_namespace(peer), pid_namespace(init_pid)) else {
+            return Err(unreachable(&"cannot identify the agent process"));
+        };
+        if theirs != ours {
+            return Err(Error::Forbidden(format!("the agent socket of {wid} does not lead into the workspace")));
+        }
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| unreachable(&e))?;
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .method(method)
+            .uri(path_and_query)
+            .header("host", "agent")
+            .header("authorization", format!("Bearer {}", token(&ws.agent_key, wid)))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let res = sender.send_request(req).await.map_err(|e| unreachable(&e))?;
+        let status = res.status();
+        let body = http_body_util::Limited::new(res.into_body(), MAX_ANSWER_BYTES)
+            .collect()
+            .await
+            .map_err(|e| Error::Internal(format!("reading the agent's answer: {e}")))?
+            .to_bytes();
+        Ok((status, body))
+    };
+    tokio::time::timeout(CALL_TIMEOUT, fut).await.map_err(|_| Error::Unavailable("the workspace agent did not answer in time".into()))?
+}
+
+/// Waits until the agent answers `/health`.
+pub async fn wait_ready(ws: &Workspaces, wid: &str, init_pid: i32, within: Duration) -> Result<AgentHealth> {
+    let deadline = Instant::now() + within;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match call(ws, wid, init_pid, Method::GET, "/health", None).await {
+            Ok((StatusCode::OK, body)) => {
+                return serde_json::from_slice(&body).map_err(|e| Error::Internal(format!("agent health: {e}")));
+            }
+            Ok((status, _)) => last = format!("answered {status}"),
+            Err(e) => last = e.to_string(),
+        }
+        // The socket appears when the agent has started; the next try is an event away.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Err(Error::Internal(format!("the workspace agent did not come up: {last}")))
+}

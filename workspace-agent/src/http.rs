@@ -1,0 +1,74 @@
+//! The agent's HTTP API on a unix socket; every route checks the workspace's token.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use axum::extract::{Query, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use tandem_protocol::agent::{AgentHealth, FileQuery, MAX_FILE_BYTES, WriteFile};
+use tandem_protocol::ApiError;
+
+use crate::files;
+
+struct Agent {
+    root: PathBuf,
+    token: String,
+    started: Instant,
+}
+
+/// An error answer.
+pub fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (status, Json(ApiError { code: code.into(), message: message.into() })).into_response()
+}
+
+/// Serves until the process is killed (the workspace's end).
+pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> {
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let _ = std::fs::remove_file(&socket);
+    let listener = tokio::net::UnixListener::bind(&socket).with_context(|| format!("binding {}", socket.display()))?;
+    let state = Arc::new(Agent { root, token, started: Instant::now() });
+    let app = Router::new()
+        .route("/health", get(health))
+        .route("/files", get(read).put(write))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_FILE_BYTES * 2))
+        .with_state(state);
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+
+async fn auth(State(a): State<Arc<Agent>>, req: Request, next: Next) -> Response {
+    let ok = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| t == a.token);
+    if ok { next.run(req).await } else { error(StatusCode::UNAUTHORIZED, "unauthorized", "wrong or missing agent token") }
+}
+
+async fn health(State(a): State<Arc<Agent>>) -> Json<AgentHealth> {
+    Json(AgentHealth { version: env!("CARGO_PKG_VERSION").into(), uptime_secs: a.started.elapsed().as_secs() })
+}
+
+async fn read(State(a): State<Arc<Agent>>, Query(q): Query<FileQuery>) -> Response {
+    match files::read(&a.root, &q.path) {
+        Ok(view) => Json(view).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn write(State(a): State<Arc<Agent>>, Query(q): Query<FileQuery>, Json(body): Json<WriteFile>) -> Response {
+    match files::write(&a.root, &q.path, body.content.as_bytes()) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
