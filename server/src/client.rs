@@ -121,6 +121,23 @@ impl Client {
         self.get(&format!("/api/sessions/{id}")).await
     }
 
+    pub async fn exec(&self, id: SessionId, req: &ExecRequest) -> Result<ExecResult> {
+        self.post(&format!("/api/sessions/{id}/exec"), req).await
+    }
+
+    pub async fn diff(&self, id: SessionId) -> Result<Diff> {
+        self.get(&format!("/api/sessions/{id}/diff")).await
+    }
+
+    /// `stop`, `suspend` or `resume`.
+    pub async fn session_action(&self, id: SessionId, action: &str) -> Result<SessionDetail> {
+        self.send(self.request(Method::POST, &format!("/api/sessions/{id}/{action}"))).await
+    }
+
+    pub async fn fork(&self, id: SessionId, count: i64) -> Result<Vec<Session>> {
+        self.post(&format!("/api/sessions/{id}/fork"), &ForkRequest { count }).await
+    }
+
     /// Starts a snapshot build of a repo.
     pub async fn build_snapshot(&self, repo: RepoId) -> Result<Snapshot> {
         self.send(self.request(Method::POST, &format!("/api/repos/{repo}/snapshots"))).await

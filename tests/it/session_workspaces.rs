@@ -329,3 +329,62 @@ async fn the_file_api_works_inside_the_checkout_and_refuses_to_leave_it() {
     s.req(Method::POST, &format!("/api/sessions/{id}/stop")).bearer(&s.admin_token).send().await;
     s.get(&format!("/api/sessions/{id}/files?path=README.md")).send().await.assert_error(StatusCode::CONFLICT, "conflict");
 }
+
+#[tokio::test]
+async fn fifty_session_start_stop_cycles_leave_no_mount_cgroup_or_process() {
+    let Some(s) = server().await else { return };
+    let src = source_repo("[workspace]\n");
+    let repo = add_repo(&s, "acme/cycles", src.path()).await;
+    let data = s.dir.path().join("data");
+    for i in 0..50 {
+        let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": format!("cycle {i}") })).send().await.parse();
+        let id = created.session.id;
+        assert_eq!(wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Ready, "cycle {i}");
+        let row = tandem_server::db::sessions::workspace(s.state.db.pool(), id).await.unwrap().unwrap();
+        let (wid, pid) = (row.workspace_id.unwrap(), row.workspace_pid.unwrap());
+        let stopped = s.req(Method::POST, &format!("/api/sessions/{id}/stop")).bearer(&s.admin_token).send().await;
+        assert_eq!(stopped.status, StatusCode::OK, "cycle {i}");
+        let dir = data.join("workspaces").join(&wid);
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(!mounts.contains(dir.to_str().unwrap()), "cycle {i}: a mount of {wid} is left");
+        let cgroups: Vec<_> = ["memory", "pids", "cpu", "unified"]
+            .iter()
+            .map(|c| std::path::Path::new("/sys/fs/cgroup").join(c).join("tandem").join(&wid))
+            .filter(|p| p.exists())
+            .collect();
+        assert!(cgroups.is_empty(), "cycle {i}: cgroups left: {cgroups:?}");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(stat.is_empty() || stat.contains(") Z "), "cycle {i}: the workspace's init still runs: {stat}");
+        let kept: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(kept, ["upper"], "cycle {i}: only the archived layer stays");
+    }
+}
+
+#[tokio::test]
+async fn the_cli_runs_commands_shows_diffs_forks_and_stops_sessions() {
+    let Some(s) = server().await else { return };
+    let src = source_repo(RECIPE);
+    let repo = add_repo(&s, "acme/cli", src.path()).await;
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "cli" })).send().await.parse();
+    let id = created.session.id.to_string();
+    wait_state(&s, created.session.id, &[SessionState::Ready]).await;
+    let tandem = |args: &[&str]| {
+        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
+        c.args(args).env("TANDEM_URL", &s.url).env("TANDEM_TOKEN", &s.admin_token);
+        c
+    };
+    let out = tandem(&["exec", &id, "--", "echo out; echo changed >> README.md; echo err >&2; exit 3"]).output().await.unwrap();
+    assert_eq!(out.status.code(), Some(3), "the CLI exits with the command's code");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("err"));
+    let out = tandem(&["session", "diff", &id]).output().await.unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("+changed"), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = tandem(&["session", "fork", &id, "-n", "1", "--json"]).output().await.unwrap();
+    let forks: Vec<Session> = serde_json::from_slice(&out.stdout).expect("forks as JSON");
+    assert_eq!(forks[0].state, SessionState::Ready);
+    let out = tandem(&["session", "stop", &id]).output().await.unwrap();
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("stopped"));
+    let out = tandem(&["exec", &id, "--", "true"]).output().await.unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no running workspace"));
+}

@@ -36,6 +36,19 @@ enum Command {
     /// Snapshots: a repo at a commit with its setup done.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
+    /// Run a shell command in a session's workspace (owner only); exits with its exit code.
+    Exec {
+        /// The session.
+        session: String,
+        /// Working directory (default /workspace).
+        #[arg(long)]
+        cwd: Option<String>,
+        /// The command, run with `sh -c`.
+        #[arg(trailing_var_arg = true, required = true)]
+        command: Vec<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// Print a new one-time browser login link for the admin (run next to the data dir).
     LoginLink(LocalArgs),
     /// Workspace images.
@@ -164,6 +177,39 @@ enum SessionCommand {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Stop a session: its workspace goes, its diff stays.
+    Stop {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Suspend a session: processes end, files stay.
+    Suspend {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Resume a suspended session.
+    Resume {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Fork a running session into N new ones from identical copies.
+    Fork {
+        id: String,
+        /// How many.
+        #[arg(long, short = 'n', default_value_t = 1)]
+        count: i64,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Print the session's changes as a patch.
+    Diff {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
 }
 
 #[derive(Subcommand)]
@@ -235,6 +281,12 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Session(SessionCommand::Ls { repo, remote }) => remote::session_ls(&remote, repo.as_deref()).await,
         Command::Session(SessionCommand::Show { id, remote }) => remote::session_show(&remote, &id).await,
+        Command::Session(SessionCommand::Stop { id, remote }) => remote::session_action(&remote, &id, "stop").await,
+        Command::Session(SessionCommand::Suspend { id, remote }) => remote::session_action(&remote, &id, "suspend").await,
+        Command::Session(SessionCommand::Resume { id, remote }) => remote::session_action(&remote, &id, "resume").await,
+        Command::Session(SessionCommand::Fork { id, count, remote }) => remote::session_fork(&remote, &id, count).await,
+        Command::Session(SessionCommand::Diff { id, remote }) => remote::session_diff(&remote, &id).await,
+        Command::Exec { session, cwd, command, remote } => remote::exec(&remote, &session, cwd, command.join(" ")).await,
         Command::Snapshot(SnapshotCommand::Build { repo, no_wait, remote }) => {
             remote::snapshot_build(&remote, &repo, !no_wait).await
         }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use tandem_protocol::{CreateRepo, CreateSession, CreateToken, SessionId, SnapshotState};
+use tandem_protocol::{CreateRepo, CreateSession, CreateToken, ExecRequest, SessionId, SnapshotState};
 use tandem_server::client::Client;
 
 use super::{Remote, output};
@@ -81,4 +81,43 @@ pub async fn snapshot_ls(remote: &Remote, repo: &str) -> Result<()> {
     let c = client(remote)?;
     let repo = c.find_repo(repo).await?;
     output::snapshots(&c.snapshots(repo.id).await?, remote.json)
+}
+
+fn session_id(id: &str) -> Result<SessionId> {
+    id.parse().with_context(|| format!("{id:?} is not a session id"))
+}
+
+pub async fn session_action(remote: &Remote, id: &str, action: &str) -> Result<()> {
+    let d = client(remote)?.session_action(session_id(id)?, action).await?;
+    output::sessions(&[d.session], remote.json)
+}
+
+pub async fn session_fork(remote: &Remote, id: &str, count: i64) -> Result<()> {
+    let forks = client(remote)?.fork(session_id(id)?, count).await?;
+    output::sessions(&forks, remote.json)
+}
+
+pub async fn session_diff(remote: &Remote, id: &str) -> Result<()> {
+    let d = client(remote)?.diff(session_id(id)?).await?;
+    if remote.json {
+        println!("{}", serde_json::to_string_pretty(&d)?);
+    } else {
+        print!("{}", d.patch);
+    }
+    Ok(())
+}
+
+/// Prints the command's output as it was and exits with its code.
+pub async fn exec(remote: &Remote, id: &str, cwd: Option<String>, command: String) -> Result<()> {
+    let r = client(remote)?.exec(session_id(id)?, &ExecRequest { command, cwd, timeout_secs: None }).await?;
+    if remote.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    print!("{}", r.stdout);
+    eprint!("{}", r.stderr);
+    if r.truncated {
+        eprintln!("[output truncated]");
+    }
+    std::process::exit(r.exit_code.unwrap_or(137));
 }
