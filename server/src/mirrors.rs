@@ -37,7 +37,11 @@ async fn git(args: &[&str], cwd: Option<&Path>) -> Result<String> {
 pub async fn update(data_dir: &Path, repo: &Repo, branch: &str) -> Result<(PathBuf, String)> {
     let dir = path(data_dir, repo);
     if dir.join("HEAD").exists() {
-        git(&["fetch", "--prune", "--quiet", "origin"], Some(&dir)).await?;
+        // No automatic gc or maintenance on this hot path: with many loose objects git would
+        // start repacking in the background at every session start. The snapshot refresh
+        // packs mirrors instead.
+        git(&["-c", "gc.auto=0", "-c", "maintenance.auto=false", "fetch", "--prune", "--quiet", "--no-write-fetch-head", "origin"], Some(&dir))
+            .await?;
     } else {
         std::fs::create_dir_all(dir.parent().unwrap_or(data_dir))?;
         let tmp = dir.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
@@ -69,4 +73,13 @@ pub async fn read_file(mirror: &Path, commit: &str, file: &str) -> Result<Option
         Ok(text) => Ok(Some(text)),
         Err(_) => Ok(None),
     }
+}
+
+/// Packs a mirror's objects (off the session-start path), so clones and fetches stay fast.
+pub async fn pack(data_dir: &Path, repo: &Repo) -> Result<()> {
+    let dir = path(data_dir, repo);
+    if dir.join("HEAD").exists() {
+        git(&["gc", "--quiet", "--prune=now"], Some(&dir)).await?;
+    }
+    Ok(())
 }

@@ -126,6 +126,9 @@ async fn refresh_snapshots(db: Db, ws: Arc<Workspaces>, pool: Arc<pool::WarmPool
         tick.tick().await;
         let Ok(repos) = db::repos::list(db.pool(), tandem_protocol::limits::MAX_LIST).await else { continue };
         for repo in repos {
+            if let Err(e) = crate::mirrors::pack(&ws.data_dir, &repo).await {
+                tracing::warn!(repo = %repo.name, error = %e, "packing the mirror failed");
+            }
             if let Err(e) = crate::snapshots::rebuild_if_stale(&db, &ws, &repo).await {
                 tracing::warn!(repo = %repo.name, error = %e, "checking the snapshot failed");
             }
