@@ -1,6 +1,6 @@
 //! Prerequisites, installed only when missing: the wasm32 target, wasm-bindgen-cli at the
 //! lockfile's version, npm packages (binaryen's wasm-opt), and Debian packages (test only:
-//! PostgreSQL, Chromium and ChromeDriver, runc, crun and mmdebstrap).
+//! PostgreSQL, Chromium and ChromeDriver, runc, crun, runsc and mmdebstrap).
 
 use std::process::Command;
 
@@ -43,6 +43,10 @@ pub fn ensure(needs: Needs) -> Result<()> {
         if crate::postgres::bin_dir().is_none() {
             apt.push("postgresql");
         }
+    }
+    // gVisor: optional for the server, installed for the tests so they cover it.
+    if needs.test && which("runsc").is_none() {
+        apt.push("runsc");
     }
     apt_install(&apt)?;
     wasm_target()?;

@@ -58,6 +58,12 @@ pub fn crun_works() -> bool {
     }
 }
 
+/// True when gVisor's runsc is installed (used with `--platform=ptrace --network=none`, the
+/// combination that works without KVM).
+pub fn runsc_works() -> bool {
+    version_of("runsc").is_some()
+}
+
 /// The runtime to use when none is configured: crun where it works (it starts containers faster
 /// than runc), else runc; `None` if neither does.
 pub fn default_runtime() -> Option<Kind> {

@@ -15,6 +15,9 @@ use tokio::process::Command;
 use super::{ExecOutput, ExecRequest, Keep, MAX_EXEC_OUTPUT, Runtime, Workspace, WorkspaceSpec, overlay, spec, validate_id};
 use crate::{Error, Result};
 
+/// The smallest pids limit a gVisor workspace gets (its Sentry's threads count too).
+pub const RUNSC_MIN_PIDS: i64 = 32_768;
+
 /// The OCI runtime binaries Tandem can drive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -105,6 +108,12 @@ impl OciRuntime {
     }
 
     async fn start_inner(&self, ws: &WorkspaceSpec, dir: &Path) -> Result<Workspace> {
+        // gVisor's own threads count against the pids limit: give it room.
+        let mut ws = ws.clone();
+        if self.kind == Kind::Runsc {
+            ws.limits.pids = ws.limits.pids.max(RUNSC_MIN_PIDS);
+        }
+        let ws = &ws;
         let upper = match &ws.upper {
             Some(u) => u.clone(),
             None => dir.join("upper"),
