@@ -64,3 +64,64 @@ pub struct FileQuery {
     #[serde(default)]
     pub path: String,
 }
+
+/// Most bytes of terminal output a PTY keeps for late joiners.
+pub const PTY_SCROLLBACK_BYTES: usize = 256 * 1024;
+/// Most PTYs one workspace runs at once.
+pub const MAX_PTYS: usize = 32;
+
+/// `POST /ptys`: open a terminal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PtyOpen {
+    pub cols: u16,
+    pub rows: u16,
+    /// Default: `bash -l` (or `sh` where there is no bash).
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// Default: the workspace root.
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// An open terminal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PtyInfo {
+    pub id: u32,
+    pub command: Vec<String>,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// A text frame on a PTY's attach WebSocket (binary frames are terminal bytes both ways).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PtyControl {
+    /// Client → agent: the terminal's new size.
+    Resize { cols: u16, rows: u16 },
+    /// Agent → client: the program ended.
+    Exit { code: Option<i32> },
+}
+
+/// `POST /exec`: run a command, streaming its output.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecStart {
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// One line of `POST /exec`'s newline-delimited JSON answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExecFrame {
+    Stdout { data: String },
+    Stderr { data: String },
+    /// The last frame. `code` is `None` when the command was killed (timeout: `timed_out`).
+    Exit { code: Option<i32>, timed_out: bool },
+}

@@ -78,7 +78,51 @@ fn pid_namespace(pid: i32) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
 }
 
-/// One request to the agent of workspace `wid` (whose init is host PID `init_pid`).
+fn unreachable(e: &dyn std::fmt::Display) -> Error {
+    Error::Unavailable(format!("the workspace agent is not reachable: {e}"))
+}
+
+/// A connection to the agent of workspace `wid` (whose init is host PID `init_pid`), checked to
+/// lead into that workspace.
+async fn connect(ws: &Workspaces, wid: &str, init_pid: i32) -> Result<tokio::net::UnixStream> {
+    let socket = host_dir(ws, wid).join(Path::new(agent::SOCKET).file_name().unwrap_or_default());
+    let stream = tokio::net::UnixStream::connect(&socket).await.map_err(|e| unreachable(&e))?;
+    // The peer must live in this workspace's PID namespace (see the module comment).
+    let peer = stream.peer_cred().map_err(|e| unreachable(&e))?.pid().unwrap_or(0);
+    let (Some(theirs), Some(ours)) = (pid_namespace(peer), pid_namespace(init_pid)) else {
+        return Err(unreachable(&"cannot identify the agent process"));
+    };
+    if theirs != ours {
+        return Err(Error::Forbidden(format!("the agent socket of {wid} does not lead into the workspace")));
+    }
+    Ok(stream)
+}
+
+/// Sends one request; the answer's body is left to the caller.
+async fn send(
+    ws: &Workspaces,
+    wid: &str,
+    init_pid: i32,
+    method: Method,
+    path_and_query: &str,
+    body: Option<Vec<u8>>,
+) -> Result<hyper::Response<hyper::body::Incoming>> {
+    let stream = connect(ws, wid, init_pid).await?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.map_err(|e| unreachable(&e))?;
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .method(method)
+        .uri(path_and_query)
+        .header("host", "agent")
+        .header("authorization", format!("Bearer {}", token(&ws.agent_key, wid)))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    sender.send_request(req).await.map_err(|e| unreachable(&e))
+}
+
+/// One request to the agent of workspace `wid`, its whole (bounded) answer.
 pub async fn call(
     ws: &Workspaces,
     wid: &str,
@@ -87,31 +131,8 @@ pub async fn call(
     path_and_query: &str,
     body: Option<Vec<u8>>,
 ) -> Result<(StatusCode, Bytes)> {
-    let socket = host_dir(ws, wid).join(Path::new(agent::SOCKET).file_name().unwrap_or_default());
-    let unreachable = |e: &dyn std::fmt::Display| Error::Unavailable(format!("the workspace agent is not reachable: {e}"));
     let fut = async {
-        let stream = tokio::net::UnixStream::connect(&socket).await.map_err(|e| unreachable(&e))?;
-        // The peer must live in this workspace's PID namespace (see the module comment).
-        let peer = stream.peer_cred().map_err(|e| unreachable(&e))?.pid().unwrap_or(0);
-        let (Some(theirs), Some(ours)) = (pid_namespace(peer), pid_namespace(init_pid)) else {
-            return Err(unreachable(&"cannot identify the agent process"));
-        };
-        if theirs != ours {
-            return Err(Error::Forbidden(format!("the agent socket of {wid} does not lead into the workspace")));
-        }
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(|e| unreachable(&e))?;
-        tokio::spawn(conn);
-        let req = Request::builder()
-            .method(method)
-            .uri(path_and_query)
-            .header("host", "agent")
-            .header("authorization", format!("Bearer {}", token(&ws.agent_key, wid)))
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|e| Error::Internal(e.to_string()))?;
-        let res = sender.send_request(req).await.map_err(|e| unreachable(&e))?;
+        let res = send(ws, wid, init_pid, method, path_and_query, body).await?;
         let status = res.status();
         let body = http_body_util::Limited::new(res.into_body(), MAX_ANSWER_BYTES)
             .collect()
@@ -121,6 +142,78 @@ pub async fn call(
         Ok((status, body))
     };
     tokio::time::timeout(CALL_TIMEOUT, fut).await.map_err(|_| Error::Unavailable("the workspace agent did not answer in time".into()))?
+}
+
+/// Runs a command through the agent, handing each output frame to `on_frame` as it arrives;
+/// returns the final `exit` frame.
+pub async fn exec_stream(
+    ws: &Workspaces,
+    wid: &str,
+    init_pid: i32,
+    req: &agent::ExecStart,
+    mut on_frame: impl FnMut(agent::ExecFrame),
+) -> Result<agent::ExecFrame> {
+    let body = serde_json::to_vec(req).map_err(|e| Error::Internal(e.to_string()))?;
+    let res = send(ws, wid, init_pid, Method::POST, "/exec", Some(body)).await?;
+    if res.status() != StatusCode::OK {
+        let status = res.status();
+        let b = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        return Err(Error::BadRequest(format!("the agent refused the command ({status}): {}", String::from_utf8_lossy(&b))));
+    }
+    let mut body = res.into_body();
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| unreachable(&e))?;
+        let Ok(data) = frame.into_data() else { continue };
+        pending.extend_from_slice(&data);
+        while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=nl).collect();
+            let f: agent::ExecFrame =
+                serde_json::from_slice(&line).map_err(|e| Error::Internal(format!("a malformed frame from the agent: {e}")))?;
+            if matches!(f, agent::ExecFrame::Exit { .. }) {
+                return Ok(f);
+            }
+            on_frame(f);
+        }
+        if pending.len() > MAX_ANSWER_BYTES {
+            return Err(Error::Internal("the agent sent an oversized frame".into()));
+        }
+    }
+    Err(unreachable(&"the agent closed the stream before the command ended"))
+}
+
+/// Opens a terminal in the workspace.
+pub async fn open_pty(ws: &Workspaces, wid: &str, init_pid: i32, req: &agent::PtyOpen) -> Result<agent::PtyInfo> {
+    let body = serde_json::to_vec(req).map_err(|e| Error::Internal(e.to_string()))?;
+    let (status, answer) = call(ws, wid, init_pid, Method::POST, "/ptys", Some(body)).await?;
+    if status != StatusCode::CREATED {
+        return Err(Error::BadRequest(format!("the agent refused the terminal: {}", String::from_utf8_lossy(&answer))));
+    }
+    serde_json::from_slice(&answer).map_err(|e| Error::Internal(format!("the agent's terminal answer: {e}")))
+}
+
+/// A WebSocket attached to terminal `pty`: binary frames are terminal bytes both ways, text
+/// frames are [`agent::PtyControl`]. The first frame is the scrollback.
+pub async fn attach_pty(
+    ws: &Workspaces,
+    wid: &str,
+    init_pid: i32,
+    pty: u32,
+) -> Result<tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let stream = connect(ws, wid, init_pid).await?;
+    let mut req = format!("ws://agent/ptys/{pty}/attach").into_client_request().map_err(|e| Error::Internal(e.to_string()))?;
+    req.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", token(&ws.agent_key, wid)).parse().map_err(|_| Error::Internal("token header".into()))?,
+    );
+    let (socket, _) = tokio_tungstenite::client_async(req, stream).await.map_err(|e| match e {
+        tokio_tungstenite::tungstenite::Error::Http(r) if r.status() == StatusCode::NOT_FOUND => {
+            Error::NotFound(format!("no terminal {pty}"))
+        }
+        e => unreachable(&e),
+    })?;
+    Ok(socket)
 }
 
 /// Waits until the agent answers `/health`.

@@ -224,12 +224,19 @@ async fn a_warm_pool_keeps_workspaces_started_and_new_sessions_claim_them() {
     let set = s.req(Method::PUT, &format!("/api/repos/{repo}/warm-pool")).bearer(&s.admin_token).json(&json!({ "size": 0 })).send().await;
     assert_eq!(set.status, StatusCode::OK);
     wait_warm(&s, &repo, 0).await;
-    let pooled = std::fs::read_dir(s.dir.path().join("data/workspaces"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("w-") && e.path().join("rootfs").exists())
-        .count();
-    assert_eq!(pooled, 1, "only the claimed workspace is still mounted");
+    // The drained workspaces stop right after they leave the pool.
+    let mounted = || {
+        std::fs::read_dir(s.dir.path().join("data/workspaces"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("w-") && e.path().join("rootfs").exists())
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while mounted() != 1 {
+        assert!(Instant::now() < deadline, "{} pool workspaces still mounted; only the claimed one should be", mounted());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(exec(&s, id, "echo still-here").await.stdout, "still-here\n");
 }
 
@@ -387,4 +394,75 @@ async fn the_cli_runs_commands_shows_diffs_forks_and_stops_sessions() {
     let out = tandem(&["exec", &id, "--", "true"]).output().await.unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no running workspace"));
+}
+
+#[tokio::test]
+async fn the_agent_streams_command_output_and_serves_shared_terminals() {
+    use futures::{SinkExt, StreamExt};
+    use tandem_protocol::agent::{ExecFrame, ExecStart, PtyControl, PtyOpen};
+    use tandem_server::agent;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let Some(s) = server().await else { return };
+    let src = source_repo("[workspace]\n");
+    let repo = add_repo(&s, "acme/term", src.path()).await;
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "t" })).send().await.parse();
+    wait_state(&s, created.session.id, &[SessionState::Ready]).await;
+    let row = tandem_server::db::sessions::workspace(s.state.db.pool(), created.session.id).await.unwrap().unwrap();
+    let (wid, pid) = (row.workspace_id.unwrap(), row.workspace_pid.unwrap() as i32);
+    let ws = s.state.workspaces().unwrap();
+
+    // Output arrives frame by frame, in order, then the exit.
+    let mut frames = Vec::new();
+    let req = ExecStart {
+        argv: vec!["sh".into(), "-c".into(), "echo first; sleep 0.3; echo second >&2; exit 5".into()],
+        cwd: None,
+        env: vec![],
+        timeout_secs: None,
+    };
+    let exit = agent::exec_stream(ws, &wid, pid, &req, |f| frames.push(f)).await.unwrap();
+    assert_eq!(frames, [ExecFrame::Stdout { data: "first\n".into() }, ExecFrame::Stderr { data: "second\n".into() }]);
+    assert_eq!(exit, ExecFrame::Exit { code: Some(5), timed_out: false });
+    let slow = ExecStart { argv: vec!["sleep".into(), "30".into()], cwd: None, env: vec![], timeout_secs: Some(1) };
+    assert_eq!(agent::exec_stream(ws, &wid, pid, &slow, |_| {}).await.unwrap(), ExecFrame::Exit { code: None, timed_out: true });
+
+    // A terminal two clients share.
+    async fn read_until(sock: &mut tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>, needle: &str) -> String {
+        let mut seen = String::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !seen.contains(needle) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let next = tokio::time::timeout(left, sock.next()).await;
+            match next.unwrap_or_else(|_| panic!("no {needle:?} from the terminal in time; saw {seen:?}")) {
+                Some(Ok(Message::Binary(b))) => seen.push_str(&String::from_utf8_lossy(&b)),
+                Some(Ok(Message::Text(t))) => seen.push_str(&t),
+                other => panic!("terminal ended early: {other:?}; saw {seen:?}"),
+            }
+        }
+        seen
+    }
+    let info = agent::open_pty(ws, &wid, pid, &PtyOpen { cols: 80, rows: 24, command: None, cwd: None }).await.unwrap();
+    assert_eq!(info.command[0], "/bin/bash");
+    let mut a = agent::attach_pty(ws, &wid, pid, info.id).await.unwrap();
+    a.send(Message::Binary(b"echo hello-$((6*7)); pwd\n".to_vec().into())).await.unwrap();
+    let out = read_until(&mut a, "hello-42").await;
+    if !out.contains("/workspace") {
+        read_until(&mut a, "/workspace").await;
+    }
+    let resize = serde_json::to_string(&PtyControl::Resize { cols: 100, rows: 30 }).unwrap();
+    a.send(Message::Text(resize.into())).await.unwrap();
+    a.send(Message::Binary(b"stty size\n".to_vec().into())).await.unwrap();
+    read_until(&mut a, "30 100").await;
+
+    // A late joiner gets the screen so far first, then the live output.
+    let mut b = agent::attach_pty(ws, &wid, pid, info.id).await.unwrap();
+    read_until(&mut b, "hello-42").await;
+    b.send(Message::Binary(b"echo from-b\n".to_vec().into())).await.unwrap();
+    read_until(&mut a, "from-b").await;
+    b.send(Message::Binary(b"exit 0\n".to_vec().into())).await.unwrap();
+    for sock in [&mut a, &mut b] {
+        let ended = read_until(sock, "\"exit\"").await;
+        assert!(ended.contains("\"type\":\"exit\""), "{ended}");
+    }
+    assert!(matches!(agent::attach_pty(ws, &wid, pid, info.id).await, Err(tandem_server::Error::NotFound(_))));
 }

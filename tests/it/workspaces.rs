@@ -230,7 +230,9 @@ runtimes!(bad_workspace_ids_are_refused);
 
 async fn fifty_start_stop_cycles_leave_nothing_behind(env: Env) {
     let before = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().count();
-    for i in 0..50 {
+    // gVisor starts take ~2 s here: fewer cycles there, the full fifty on runc and crun.
+    let cycles = if env.kind == Kind::Runsc { 10 } else { 50 };
+    for i in 0..cycles {
         let ws = env.rt.start(env.spec(vec![])).await.unwrap();
         let out = env.sh(&ws.id, "echo $((6*7))").await;
         assert_eq!(out.stdout, "42\n", "cycle {i}");
@@ -244,7 +246,7 @@ async fn fifty_start_stop_cycles_leave_nothing_behind(env: Env) {
         assert!(!pid_alive, "cycle {i}: init {} still running", ws.pid);
     }
     let after = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().count();
-    // Other tests mount concurrently; ours must not have added 50.
+    // Other tests mount concurrently; ours must not have added one per cycle.
     assert!(after < before + 10, "mounts grew from {before} to {after}");
 }
 runtimes!(fifty_start_stop_cycles_leave_nothing_behind);

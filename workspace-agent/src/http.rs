@@ -9,9 +9,11 @@ use axum::extract::{Query, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::extract::Path;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::routing::{get, post};
 use axum::{Json, Router};
-use tandem_protocol::agent::{AgentHealth, FileQuery, MAX_FILE_BYTES, WriteFile};
+use tandem_protocol::agent::{AgentHealth, ExecStart, FileQuery, MAX_FILE_BYTES, PtyInfo, PtyOpen, WriteFile};
 use tandem_protocol::ApiError;
 
 use crate::files;
@@ -20,6 +22,7 @@ struct Agent {
     root: PathBuf,
     token: String,
     started: Instant,
+    ptys: Arc<crate::pty::Ptys>,
 }
 
 /// An error answer.
@@ -34,10 +37,13 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
     }
     let _ = std::fs::remove_file(&socket);
     let listener = tokio::net::UnixListener::bind(&socket).with_context(|| format!("binding {}", socket.display()))?;
-    let state = Arc::new(Agent { root, token, started: Instant::now() });
+    let state = Arc::new(Agent { root, token, started: Instant::now(), ptys: Default::default() });
     let app = Router::new()
         .route("/health", get(health))
         .route("/files", get(read).put(write))
+        .route("/exec", post(exec))
+        .route("/ptys", get(list_ptys).post(open_pty))
+        .route("/ptys/{id}/attach", get(attach_pty))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FILE_BYTES * 2))
         .with_state(state);
@@ -70,5 +76,30 @@ async fn write(State(a): State<Arc<Agent>>, Query(q): Query<FileQuery>, Json(bod
     match files::write(&a.root, &q.path, body.content.as_bytes()) {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => e.into_response(),
+    }
+}
+
+async fn exec(State(a): State<Arc<Agent>>, Json(req): Json<ExecStart>) -> Response {
+    match crate::exec::start(&a.root, req) {
+        Ok(body) => ([("content-type", "application/x-ndjson")], body).into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, "bad_request", e),
+    }
+}
+
+async fn list_ptys(State(a): State<Arc<Agent>>) -> Json<Vec<PtyInfo>> {
+    Json(a.ptys.list())
+}
+
+async fn open_pty(State(a): State<Arc<Agent>>, Json(req): Json<PtyOpen>) -> Response {
+    match a.ptys.open(&a.root, req) {
+        Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, "bad_request", e),
+    }
+}
+
+async fn attach_pty(State(a): State<Arc<Agent>>, Path(id): Path<u32>, ws: WebSocketUpgrade) -> Response {
+    match a.ptys.get(id) {
+        Some(pty) => ws.on_upgrade(move |socket| pty.attach(socket)),
+        None => error(StatusCode::NOT_FOUND, "not_found", format!("no terminal {id}")),
     }
 }

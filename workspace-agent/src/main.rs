@@ -8,8 +8,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use tandem_protocol::agent;
 
+mod exec;
 mod files;
 mod http;
+mod pty;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
