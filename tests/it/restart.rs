@@ -83,3 +83,86 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
     let res = reqwest::Client::new().get(format!("{url2}/api/me")).bearer_auth(cookie_jwt).send().await.unwrap();
     assert_eq!(res.status(), 200);
 }
+
+/// `tandem serve` with workspaces on the test image.
+async fn serve_with_workspaces(data: &std::path::Path, images: &std::path::Path) -> (Child, String) {
+    let recipe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", data.to_str().unwrap()])
+        .arg("--images-dir")
+        .arg(images)
+        .arg("--image-recipe")
+        .arg(&recipe)
+        .env_remove("TANDEM_DATABASE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut url = None;
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if let Some(rest) = line.split_once("listening on ") {
+            url = Some(rest.1.trim().to_string());
+        }
+        if line.contains("#code=tlc_") || line.contains("sign in:") {
+            break;
+        }
+    }
+    (child, url.expect("server printed its URL"))
+}
+
+async fn wait_for_state(c: &Client, id: tandem_protocol::SessionId, want: tandem_protocol::SessionState) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if c.session(id).await.is_ok_and(|d| d.session.state == want) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "session never reached {want:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_session_workspace_survives_a_server_crash_and_is_supervised_again() {
+    let Some(image) = crate::workspaces::image().await else { return };
+    let images = image.parent().unwrap().parent().unwrap().to_path_buf();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (mut server, url) = serve_with_workspaces(&data, &images).await;
+    let out = Command::new(BIN).args(["token", "create", "--data-dir", data.to_str().unwrap()]).env_remove("TANDEM_TOKEN").output().await.unwrap();
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let src = tempfile::tempdir().unwrap();
+    crate::snapshots::git(src.path(), &["init", "-q"]);
+    crate::snapshots::commit_recipe(src.path(), &["true"]);
+
+    let c = Client::new(&url, Some(token.clone())).unwrap();
+    let repo = c
+        .create_repo(&CreateRepo { name: "acme/durable".into(), url: src.path().to_string_lossy().into(), default_branch: None, warm_pool: None })
+        .await
+        .unwrap();
+    let id = c.create_session(&CreateSession { repo_id: repo.id, prompt: "survive".into(), branch: None }).await.unwrap().session.id;
+    wait_for_state(&c, id, tandem_protocol::SessionState::Ready).await;
+    let run = |c: Client, cmd: &str| {
+        let req = tandem_protocol::ExecRequest { command: cmd.into(), cwd: None, timeout_secs: None };
+        async move { c.exec(id, &req).await }
+    };
+    run(c.clone(), "echo kept > /workspace/note.txt").await.unwrap();
+
+    server.kill().await.unwrap();
+    let (mut server, url) = serve_with_workspaces(&data, &images).await;
+    let c = Client::new(&url, Some(token)).unwrap();
+    assert_eq!(c.session(id).await.unwrap().session.state, tandem_protocol::SessionState::Ready);
+    assert_eq!(run(c.clone(), "cat /workspace/note.txt").await.unwrap().stdout, "kept\n", "the workspace kept running");
+
+    // The new server supervises it: its death is noticed.
+    let row = {
+        let db = tandem_server::db::Db::connect(&tandem_server::config::sqlite_url(&data.join("tandem.db"))).await.unwrap();
+        tandem_server::db::sessions::workspace(db.pool(), id).await.unwrap().unwrap()
+    };
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(row.workspace_pid.unwrap() as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    wait_for_state(&c, id, tandem_protocol::SessionState::Failed).await;
+    server.kill().await.unwrap();
+    let left = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!left.contains(data.to_str().unwrap()), "no mount of the data dir is left");
+}
