@@ -170,6 +170,7 @@ async fn main() -> Result<()> {
         image_recipe: Some(recipe),
         runtime: None,
         agent_bin: Some(target.join("release/tandem-workspace-agent")),
+        egress_hosts: Default::default(),
         snapshot_interval_secs: 0,
         snapshot_keep: 100,
     };

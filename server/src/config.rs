@@ -36,6 +36,9 @@ pub struct Config {
     pub runtime: Option<String>,
     /// The workspace agent binary; none means `tandem-workspace-agent` next to this binary.
     pub agent_bin: Option<PathBuf>,
+    /// Static name → addresses entries for egress allow-lists, used before the host's resolver
+    /// (internal services without DNS).
+    pub egress_hosts: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
     /// How often every repo's snapshot is checked and rebuilt if stale (seconds; 0 = never).
     pub snapshot_interval_secs: u64,
     /// Good snapshots kept per repo (besides those in use).
@@ -52,6 +55,8 @@ pub const DEFAULT_SNAPSHOT_KEEP: usize = 3;
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub listen: Option<SocketAddr>,
+    #[serde(default)]
+    pub egress_hosts: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
     pub agent_bin: Option<PathBuf>,
     pub snapshot_interval_secs: Option<u64>,
     pub snapshot_keep: Option<usize>,
@@ -120,6 +125,7 @@ impl Config {
             image_recipe: over.image_recipe.or(file.image_recipe),
             runtime: over.runtime.or(file.runtime),
             agent_bin: over.agent_bin.or(file.agent_bin),
+            egress_hosts: file.egress_hosts,
             snapshot_interval_secs: file.snapshot_interval_secs.unwrap_or(DEFAULT_SNAPSHOT_INTERVAL_SECS),
             snapshot_keep: file.snapshot_keep.unwrap_or(DEFAULT_SNAPSHOT_KEEP),
             data_dir,

@@ -94,7 +94,14 @@ pub fn workspaces(config: &Config) -> std::result::Result<Workspaces, String> {
     }
     let agent_key = crate::agent::load_key(&config.data_dir).map_err(|e| e.to_string())?;
     let rt = OciRuntime::new(kind, &config.data_dir).map_err(|e| e.to_string())?;
-    Ok(Workspaces { runtime: Arc::new(rt), image, data_dir: config.data_dir.clone(), agent_bin, agent_key })
+    Ok(Workspaces {
+        runtime: Arc::new(rt),
+        image,
+        data_dir: config.data_dir.clone(),
+        agent_bin,
+        agent_key,
+        egress_hosts: config.egress_hosts.clone(),
+    })
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -133,9 +133,19 @@ impl Drop for TestServer {
                 let _ = runtime(&["delete", "--force", id.trim()]).status();
             }
         }
-        for entry in std::fs::read_dir(data.join("workspaces")).into_iter().flatten().flatten() {
-            let _ = nix::mount::umount2(&entry.path().join("rootfs"), nix::mount::MntFlags::MNT_DETACH);
+        let dirs: Vec<_> = std::fs::read_dir(data.join("workspaces")).into_iter().flatten().flatten().map(|e| e.path()).collect();
+        for dir in &dirs {
+            let _ = nix::mount::umount2(&dir.join("rootfs"), nix::mount::MntFlags::MNT_DETACH);
         }
+        // Egress networks (namespaces, veths, firewall rules) go too; on a thread of its own,
+        // since this may run inside the test's runtime.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            for dir in dirs {
+                let _ = rt.block_on(tandem_server::runtime::network::teardown(&dir));
+            }
+        })
+        .join();
     }
 }
 
@@ -165,6 +175,7 @@ impl TestServer {
             runtime: None,
             // Built next to `tandem` by `cargo xtask test`.
             agent_bin: Some(std::path::Path::new(env!("CARGO_BIN_EXE_tandem")).with_file_name("tandem-workspace-agent")),
+            egress_hosts: Default::default(),
             snapshot_interval_secs: 0,
             snapshot_keep: 3,
         };

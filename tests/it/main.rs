@@ -12,6 +12,7 @@ mod api_input;
 mod api_repos;
 mod api_sessions;
 mod cli;
+mod egress;
 mod restart;
 mod session_workspaces;
 mod snapshots;

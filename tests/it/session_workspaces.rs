@@ -451,6 +451,17 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
     }
     let resize = serde_json::to_string(&PtyControl::Resize { cols: 100, rows: 30 }).unwrap();
     a.send(Message::Text(resize.into())).await.unwrap();
+    // The agent reports the new size once it has applied it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = agent::call(ws, &wid, pid, hyper::Method::GET, "/ptys", None).await.unwrap();
+        let list: Vec<tandem_protocol::agent::PtyInfo> = serde_json::from_slice(&body).unwrap();
+        if list.iter().any(|p| p.id == info.id && p.cols == 100 && p.rows == 30) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the resize never applied: {list:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     a.send(Message::Binary(b"stty size\n".to_vec().into())).await.unwrap();
     read_until(&mut a, "30 100").await;
 

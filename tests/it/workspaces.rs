@@ -111,6 +111,7 @@ impl Env {
             init: vec!["sleep".into(), "infinity".into()],
             binds: vec![],
             limits: Limits { memory_bytes: 256 << 20, pids: 512, cpus: 1.0 },
+            egress: None,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Prerequisites, installed only when missing: the wasm32 target, wasm-bindgen-cli at the
 //! lockfile's version, npm packages (binaryen's wasm-opt), and Debian packages (test only:
-//! PostgreSQL, Chromium and ChromeDriver, runc, crun, runsc and mmdebstrap).
+//! PostgreSQL, Chromium and ChromeDriver, runc, crun, runsc, mmdebstrap, nftables and iproute2).
 
 use std::process::Command;
 
@@ -27,7 +27,7 @@ pub fn ensure(needs: Needs) -> Result<()> {
     // Workspaces: OCI runtimes and the image builder (tests always; `up` as root, since
     // workspaces need root).
     if needs.test || run::is_root() {
-        for (bin, pkg) in [("runc", "runc"), ("crun", "crun"), ("mmdebstrap", "mmdebstrap")] {
+        for (bin, pkg) in [("runc", "runc"), ("crun", "crun"), ("mmdebstrap", "mmdebstrap"), ("nft", "nftables"), ("ip", "iproute2")] {
             if which(bin).is_none() && !std::path::Path::new("/usr/sbin").join(bin).exists() {
                 apt.push(pkg);
             }

@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::Result;
 
 pub mod doctor;
+pub mod network;
 pub mod oci;
 mod overlay;
 mod spec;
@@ -38,6 +39,8 @@ pub struct WorkspaceSpec {
     /// Host paths bound into the workspace.
     pub binds: Vec<Bind>,
     pub limits: Limits,
+    /// Domains it may reach; `None`: no network but its own loopback.
+    pub egress: Option<network::Egress>,
 }
 
 /// A host path bound into the workspace.

@@ -123,6 +123,20 @@ impl OciRuntime {
         for d in [&upper, &work, &rootfs] {
             std::fs::create_dir_all(d)?;
         }
+        let mut ws = ws.clone();
+        let netns = match &ws.egress {
+            Some(_) if self.kind == Kind::Runsc => {
+                return Err(Error::Invalid("egress allow-lists need runc or crun (gVisor runs here without a network)".into()));
+            }
+            Some(egress) => {
+                let net = super::network::setup(&ws.id, dir, egress).await?;
+                ws.binds.push(super::Bind { host: dir.join("hosts"), container: "/etc/hosts".into(), readonly: true });
+                ws.binds.push(super::Bind { host: dir.join("resolv.conf"), container: "/etc/resolv.conf".into(), readonly: true });
+                Some(PathBuf::from("/var/run/netns").join(&net.netns))
+            }
+            None => None,
+        };
+        let ws = &ws;
         overlay::mount_overlay(&ws.layers, &upper, &work, &rootfs)?;
         // Bind targets must exist in the root; creating them lands in the writable layer.
         for b in &ws.binds {
@@ -136,7 +150,7 @@ impl OciRuntime {
                 std::fs::File::create(&target)?;
             }
         }
-        spec::build(ws, &rootfs)?
+        spec::build(ws, &rootfs, netns.as_deref())?
             .save(dir.join("config.json"))
             .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
         // The container inherits these descriptors, so they must be files, not pipes a wait
@@ -236,6 +250,7 @@ impl OciRuntime {
         }
         let dir = self.dir(id);
         overlay::unmount(&dir.join("rootfs"))?;
+        super::network::teardown(&dir).await?;
         // Everything but a kept writable layer goes (bundle, mount point, work dir, sockets).
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             if keep == Keep::Upper && entry.file_name() == "upper" {
@@ -259,6 +274,9 @@ impl OciRuntime {
         }
         if dir.exists() {
             found.push(format!("dir {}", dir.display()));
+        }
+        if Path::new("/var/run/netns").join(format!("tdm-{id}")).exists() {
+            found.push(format!("network namespace tdm-{id}"));
         }
         if self.state_dir.join(id).exists() {
             found.push(format!("runtime state {}", self.state_dir.join(id).display()));

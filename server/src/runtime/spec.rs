@@ -23,7 +23,7 @@ fn oci(e: oci_spec::OciSpecError) -> Error {
 }
 
 /// The spec for `ws`, with its root at `rootfs`.
-pub fn build(ws: &WorkspaceSpec, rootfs: &Path) -> Result<Spec> {
+pub fn build(ws: &WorkspaceSpec, rootfs: &Path, netns: Option<&Path>) -> Result<Spec> {
     let mut spec = Spec::default();
     spec.set_hostname(Some(ws.hostname.clone()));
 
@@ -82,6 +82,16 @@ pub fn build(ws: &WorkspaceSpec, rootfs: &Path) -> Result<Spec> {
 
     let linux = spec.linux_mut().as_mut().ok_or_else(|| Error::Internal("default spec has no linux section".into()))?;
     linux.set_cgroups_path(Some(format!("/tandem/{}", ws.id).into()));
+    // With egress, the workspace joins the network namespace made for it instead of a new one.
+    if let Some(path) = netns
+        && let Some(namespaces) = linux.namespaces_mut()
+    {
+        for ns in namespaces.iter_mut() {
+            if ns.typ() == oci_spec::runtime::LinuxNamespaceType::Network {
+                ns.set_path(Some(path.to_path_buf()));
+            }
+        }
+    }
     let mut resources = LinuxResources::default();
     let mut memory = LinuxMemory::default();
     memory.set_limit(Some(ws.limits.memory_bytes));

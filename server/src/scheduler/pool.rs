@@ -95,7 +95,7 @@ impl WarmPool {
         let Some(snap) = snap.filter(|_| size > 0) else { return Ok(()) };
         while self.ready(repo.id) < size {
             let wid = format!("{PREFIX}{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
-            let pid = crate::sessions::workspace::start_on(ws, repo, snap.id, &wid, None).await?;
+            let pid = crate::sessions::workspace::start_on(ws, repo, snap.id, snap.commit.as_deref(), &wid, None).await?;
             self.put(repo.id, Warm { workspace_id: wid, pid, snapshot: snap.id });
         }
         Ok(())

@@ -118,7 +118,7 @@ async fn boot_inner(db: &Db, ws: &Workspaces, pool: &WarmPool, session: &Session
             return Ok((w.workspace_id.clone(), w.pid));
         }
         let wid = workspace_id(id);
-        let pid = start_on(ws, &repo, snap.id, &wid, None).await?;
+        let pid = start_on(ws, &repo, snap.id, snap.commit.as_deref(), &wid, None).await?;
         Ok::<_, Error>((wid, pid))
     };
     // The mirror fetches the remote's delta while the container starts.
@@ -373,7 +373,7 @@ pub async fn resume(db: &Db, ws: &Workspaces, id: SessionId) -> Result<()> {
     let result = async {
         let repo = db::repos::get(db.pool(), session.repo_id).await?.ok_or_else(|| Error::NotFound("the repo is gone".into()))?;
         phase(db, id, t0, BootPhase::Starting, Some("resuming the kept workspace".into())).await?;
-        let pid = start_on(ws, &repo, snapshot, &wid, None).await?;
+        let pid = start_on(ws, &repo, snapshot, row.base_commit.as_deref(), &wid, None).await?;
         db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snapshot), row.base_commit.as_deref(), Some(pid.into())).await?;
         run_start_commands(db, ws, &repo, &wid, row.base_commit.as_deref(), id, t0).await
     }
@@ -425,7 +425,7 @@ pub async fn fork(db: &Db, ws: &Workspaces, id: SessionId, author: &Author, coun
         let wid = workspace_id(cid);
         let result = async {
             phase(db, cid, t0, BootPhase::Starting, Some(format!("copy of session {id}"))).await?;
-            let pid = start_on(ws, &repo, snapshot, &wid, None).await?;
+            let pid = start_on(ws, &repo, snapshot, base.as_deref(), &wid, None).await?;
             db::sessions::set_workspace(db.pool(), cid, Some(&wid), Some(snapshot), base.as_deref(), Some(pid.into())).await?;
             run_start_commands(db, ws, &repo, &wid, base.as_deref(), cid, t0).await
         }
@@ -459,7 +459,20 @@ async fn copy_layer(from: &std::path::Path, to: &std::path::Path) -> Result<()> 
 
 /// The spec of a session workspace: the snapshot over the image, the repo's mirror read-only,
 /// the workspace agent as its first process.
-pub fn spec_for(ws: &Workspaces, repo: &Repo, snapshot: SnapshotId, wid: &str, upper: Option<PathBuf>) -> Result<WorkspaceSpec> {
+pub async fn spec_for(
+    ws: &Workspaces,
+    repo: &Repo,
+    snapshot: SnapshotId,
+    commit: Option<&str>,
+    wid: &str,
+    upper: Option<PathBuf>,
+) -> Result<WorkspaceSpec> {
+    // The network the recipe (at the commit the workspace runs) asks for.
+    let recipe_text = match commit {
+        Some(c) => mirrors::read_file(&mirrors::path(&ws.data_dir, repo), c, snapshots::recipe::FILE).await?,
+        None => None,
+    };
+    let egress = ws.egress(&Recipe::parse(recipe_text.as_deref())?);
     let (init, env, mut binds) = crate::agent::spec_parts(ws, wid)?;
     binds.push(runtime::Bind { host: mirrors::path(&ws.data_dir, repo), container: mirrors::MOUNT_POINT.into(), readonly: true });
     Ok(WorkspaceSpec {
@@ -471,12 +484,20 @@ pub fn spec_for(ws: &Workspaces, repo: &Repo, snapshot: SnapshotId, wid: &str, u
         init,
         binds,
         limits: Limits::default(),
+        egress,
     })
 }
 
 /// Starts workspace `wid` on `snapshot` and waits for its agent; returns its init's host PID.
-pub async fn start_on(ws: &Workspaces, repo: &Repo, snapshot: SnapshotId, wid: &str, upper: Option<PathBuf>) -> Result<i32> {
-    let spec = spec_for(ws, repo, snapshot, wid, upper)?;
+pub async fn start_on(
+    ws: &Workspaces,
+    repo: &Repo,
+    snapshot: SnapshotId,
+    commit: Option<&str>,
+    wid: &str,
+    upper: Option<PathBuf>,
+) -> Result<i32> {
+    let spec = spec_for(ws, repo, snapshot, commit, wid, upper).await?;
     let started = within("starting the workspace", DEADLINE_STARTING, ws.runtime.start(spec)).await?;
     if let Err(e) = crate::agent::wait_ready(ws, wid, started.pid, DEADLINE_AGENT).await {
         let _ = ws.runtime.stop(wid, Keep::Nothing).await;

@@ -33,6 +33,16 @@ pub struct Workspaces {
     pub agent_bin: PathBuf,
     /// Key the per-workspace agent tokens are derived from.
     pub agent_key: Vec<u8>,
+    /// Static name → address entries for egress allow-lists (before the host's resolver).
+    pub egress_hosts: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
+}
+
+impl Workspaces {
+    /// The network a recipe asks for: its allow-list, or none at all.
+    pub fn egress(&self, recipe: &Recipe) -> Option<crate::runtime::network::Egress> {
+        (!recipe.egress.is_empty())
+            .then(|| crate::runtime::network::Egress { allow: recipe.egress.clone(), hosts: self.egress_hosts.clone() })
+    }
 }
 
 impl Workspaces {
@@ -127,6 +137,7 @@ async fn run_build(ws: &Workspaces, repo: &Repo, snap: &Snapshot, layer: &Path, 
                 init: vec!["sleep".into(), "infinity".into()],
                 binds: vec![],
                 limits: Limits::default(),
+                egress: ws.egress(&recipe),
             })
             .await?;
         let result = run_setup(ws, &id, &recipe, &env, log).await;

@@ -1,0 +1,183 @@
+//! Egress allow-lists: a workspace whose recipe names domains gets a network namespace with a
+//! veth pair to the host, NAT out, and nftables rules that let through only packets to the
+//! addresses those names resolve to (at start). Everything else, including every service of the
+//! host itself, is dropped. Without an allow-list a workspace has only its loopback.
+//!
+//! Addresses come from 198.18.0.0/16 (RFC 2544, reserved for network testing), a /30 per
+//! workspace; names come from `egress_hosts` (static entries) or the host's resolver. The names
+//! are written into the workspace's `/etc/hosts`, which is how it resolves them: there is no
+//! DNS server to reach.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use tokio::process::Command;
+
+use crate::{Error, Result};
+
+/// What a workspace may reach.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Egress {
+    /// Domain names (exact).
+    pub allow: Vec<String>,
+    /// Static name → addresses entries, used before the host's resolver.
+    pub hosts: BTreeMap<String, Vec<IpAddr>>,
+}
+
+/// A workspace's network, as recorded in its directory (`net.json`) so a stop can undo it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Net {
+    pub index: u32,
+    pub netns: String,
+    pub host_if: String,
+    pub host_ip: Ipv4Addr,
+    pub ws_ip: Ipv4Addr,
+    /// Resolved name → addresses allowed.
+    pub allowed: BTreeMap<String, Vec<Ipv4Addr>>,
+}
+
+const BASE: u32 = u32::from_be_bytes([198, 18, 0, 0]);
+const SLOTS: u32 = 1 << 14;
+
+async fn run(prog: &str, args: &[&str], stdin: Option<&str>) -> Result<String> {
+    use tokio::io::AsyncWriteExt;
+    let mut c = Command::new(prog);
+    c.args(args).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().map_err(|e| Error::Config(format!("cannot run {prog} (install iproute2 and nftables): {e}")))?;
+    if let Some(input) = stdin
+        && let Some(mut pipe) = child.stdin.take()
+    {
+        pipe.write_all(input.as_bytes()).await?;
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().await?;
+    if !out.status.success() {
+        return Err(Error::Internal(format!("{prog} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty() && n.len() <= 253 && n.split('.').all(|l| !l.is_empty() && l.len() <= 63 && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+}
+
+/// The IPv4 addresses of every allowed name.
+async fn resolve(egress: &Egress) -> Result<BTreeMap<String, Vec<Ipv4Addr>>> {
+    let mut out = BTreeMap::new();
+    for name in &egress.allow {
+        if !valid_name(name) {
+            return Err(Error::Invalid(format!("egress: {name:?} is not a domain name")));
+        }
+        let addrs: Vec<Ipv4Addr> = match egress.hosts.get(name) {
+            Some(a) => a.iter().filter_map(|a| if let IpAddr::V4(v4) = a { Some(*v4) } else { None }).collect(),
+            None => tokio::net::lookup_host((name.as_str(), 0))
+                .await
+                .map_err(|e| Error::Invalid(format!("egress: cannot resolve {name}: {e}")))?
+                .filter_map(|a| if let IpAddr::V4(v4) = a.ip() { Some(v4) } else { None })
+                .collect(),
+        };
+        out.insert(name.clone(), addrs);
+    }
+    Ok(out)
+}
+
+/// Picks a free /30: the first index whose host interface does not exist.
+fn free_index(wid: &str) -> u32 {
+    let start = wid.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32)) % SLOTS;
+    (0..SLOTS).map(|i| (start + i) % SLOTS).find(|i| !Path::new(&format!("/sys/class/net/tdmv{i}")).exists()).unwrap_or(start)
+}
+
+/// The tables and chains every workspace's rules live in (idempotent).
+async fn ensure_tables() -> Result<()> {
+    run(
+        "nft",
+        &["-f", "-"],
+        Some(
+            "add table inet tandem\n\
+             add chain inet tandem forward { type filter hook forward priority -10 ; policy accept ; }\n\
+             add chain inet tandem input { type filter hook input priority -10 ; policy accept ; }\n\
+             add table ip tandem_nat\n\
+             add chain ip tandem_nat post { type nat hook postrouting priority 100 ; }\n",
+        ),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Creates the workspace's network; `dir` is its directory (for `net.json` and `hosts`).
+pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
+    let allowed = resolve(egress).await?;
+    let index = free_index(wid);
+    let base = BASE + index * 4;
+    let net = Net {
+        index,
+        netns: format!("tdm-{wid}"),
+        host_if: format!("tdmv{index}"),
+        host_ip: Ipv4Addr::from(base + 1),
+        ws_ip: Ipv4Addr::from(base + 2),
+        allowed,
+    };
+    // Recorded first, so a failure half-way is still undone by `teardown`.
+    std::fs::write(dir.join("net.json"), serde_json::to_vec(&net).map_err(|e| Error::Internal(e.to_string()))?)?;
+    let (ns, hif) = (net.netns.as_str(), net.host_if.as_str());
+    let (hip, wip) = (format!("{}/30", net.host_ip), format!("{}/30", net.ws_ip));
+    let gw = net.host_ip.to_string();
+    run("ip", &["netns", "add", ns], None).await?;
+    run("ip", &["link", "add", hif, "type", "veth", "peer", "name", "eth0", "netns", ns], None).await?;
+    run("ip", &["addr", "add", &hip, "dev", hif], None).await?;
+    run("ip", &["link", "set", hif, "up"], None).await?;
+    run("ip", &["-n", ns, "addr", "add", &wip, "dev", "eth0"], None).await?;
+    run("ip", &["-n", ns, "link", "set", "eth0", "up"], None).await?;
+    run("ip", &["-n", ns, "link", "set", "lo", "up"], None).await?;
+    run("ip", &["-n", ns, "route", "add", "default", "via", &gw], None).await?;
+    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")?;
+    ensure_tables().await?;
+    let ips: Vec<String> = net.allowed.values().flatten().map(|a| a.to_string()).collect();
+    let tag = format!("tdm-{index}");
+    let mut script = format!("add set inet tandem a{index} {{ type ipv4_addr ; }}\n");
+    if !ips.is_empty() {
+        script.push_str(&format!("add element inet tandem a{index} {{ {} }}\n", ips.join(", ")));
+    }
+    script.push_str(&format!(
+        "add rule inet tandem forward iifname \"{hif}\" ip daddr @a{index} accept comment \"{tag}\"\n\
+         add rule inet tandem forward iifname \"{hif}\" drop comment \"{tag}\"\n\
+         add rule inet tandem forward oifname \"{hif}\" ct state established,related accept comment \"{tag}\"\n\
+         add rule inet tandem forward oifname \"{hif}\" drop comment \"{tag}\"\n\
+         add rule inet tandem input iifname \"{hif}\" drop comment \"{tag}\"\n\
+         add rule ip tandem_nat post ip saddr {} masquerade comment \"{tag}\"\n",
+        net.ws_ip
+    ));
+    run("nft", &["-f", "-"], Some(&script)).await?;
+    let mut hosts = String::from("127.0.0.1 localhost\n::1 localhost\n");
+    for (name, addrs) in &net.allowed {
+        for a in addrs {
+            hosts.push_str(&format!("{a} {name}\n"));
+        }
+    }
+    std::fs::write(dir.join("hosts"), hosts)?;
+    // No name server is reachable: fail other lookups at once rather than after timeouts.
+    std::fs::write(dir.join("resolv.conf"), "# names come from /etc/hosts (the egress allow-list)\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n")?;
+    Ok(net)
+}
+
+/// Undoes `setup` from `dir/net.json`; nothing recorded is nothing to do.
+pub async fn teardown(dir: &Path) -> Result<()> {
+    let Ok(bytes) = std::fs::read(dir.join("net.json")) else { return Ok(()) };
+    let net: Net = serde_json::from_slice(&bytes).map_err(|e| Error::Internal(format!("net.json: {e}")))?;
+    let tag = format!("\"tdm-{}\"", net.index);
+    for (family, table, chain) in [("inet", "tandem", "forward"), ("inet", "tandem", "input"), ("ip", "tandem_nat", "post")] {
+        let Ok(listing) = run("nft", &["-a", "list", "chain", family, table, chain], None).await else { continue };
+        for line in listing.lines().filter(|l| l.contains(&tag)) {
+            if let Some(handle) = line.rsplit("# handle ").next().map(str::trim) {
+                let _ = run("nft", &["delete", "rule", family, table, chain, "handle", handle], None).await;
+            }
+        }
+    }
+    let _ = run("nft", &["delete", "set", "inet", "tandem", &format!("a{}", net.index)], None).await;
+    let _ = run("ip", &["link", "del", &net.host_if], None).await;
+    let _ = run("ip", &["netns", "del", &net.netns], None).await;
+    let _ = std::fs::remove_file(dir.join("net.json"));
+    Ok(())
+}
