@@ -477,3 +477,36 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
     }
     assert!(matches!(agent::attach_pty(ws, &wid, pid, info.id).await, Err(tandem_server::Error::NotFound(_))));
 }
+
+#[tokio::test]
+async fn recipes_set_limits_and_sessions_wait_for_readiness_checks() {
+    let Some(s) = server().await else { return };
+    // The "service" becomes ready half a second after it starts, in the background.
+    let src = source_repo(
+        "[workspace]\nstart = [\"(sleep 0.5; touch /tmp/service-ready) > /dev/null 2>&1 &\"]\nready = [\"test -f /tmp/service-ready\"]\n\
+         [workspace.limits]\nmemory_mb = 192\npids = 300\n",
+    );
+    let repo = add_repo(&s, "acme/ready", src.path()).await;
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "r" })).send().await.parse();
+    let id = created.session.id;
+    let done = wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await;
+    assert_eq!(done.session.state, SessionState::Ready, "{:#?}", events(&s, id).await);
+    assert_eq!(exec(&s, id, "test -f /tmp/service-ready && echo ready").await.stdout, "ready\n", "ready only once the check passed");
+    let wid = tandem_server::db::sessions::workspace(s.state.db.pool(), id).await.unwrap().unwrap().workspace_id.unwrap();
+    let memory = std::fs::read_to_string(format!("/sys/fs/cgroup/memory/tandem/{wid}/memory.limit_in_bytes"))
+        .or_else(|_| std::fs::read_to_string(format!("/sys/fs/cgroup/tandem/{wid}/memory.max")))
+        .unwrap();
+    assert_eq!(memory.trim(), (192u64 << 20).to_string(), "the recipe's memory limit applies");
+    let pids = std::fs::read_to_string(format!("/sys/fs/cgroup/pids/tandem/{wid}/pids.max"))
+        .or_else(|_| std::fs::read_to_string(format!("/sys/fs/cgroup/tandem/{wid}/pids.max")))
+        .unwrap();
+    assert_eq!(pids.trim(), "300");
+
+    // Out-of-range limits fail the session with a message that names them.
+    let bad = source_repo("[workspace]\n[workspace.limits]\nmemory_mb = 1\n");
+    let repo = add_repo(&s, "acme/tiny", bad.path()).await;
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "r" })).send().await.parse();
+    let id = created.session.id;
+    assert_eq!(wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Failed);
+    assert!(events(&s, id).await.iter().any(|e| matches!(&e.kind, EventKind::Error { message } if message.contains("memory_mb"))));
+}

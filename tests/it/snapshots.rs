@@ -185,3 +185,34 @@ async fn make_repo_at(s: &TestServer, name: &str, path: &Path) -> String {
     assert_eq!(res.status, StatusCode::CREATED);
     res.json()["id"].as_str().unwrap().to_string()
 }
+
+#[tokio::test]
+async fn a_snapshot_build_shows_its_log_while_it_runs() {
+    let Some(image) = crate::workspaces::image().await else { return };
+    let images_dir = image.parent().unwrap().parent().unwrap().to_path_buf();
+    let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
+    let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, |c| {
+        c.images_dir = images_dir;
+        c.image_recipe = Some(recipe);
+    })
+    .await
+    .unwrap();
+    let src = tempfile::tempdir().unwrap();
+    git(src.path(), &["init", "-q"]);
+    commit_recipe(src.path(), &["echo step-one", "sleep 3", "echo step-two"]);
+    let repo_id = make_repo_at(&s, "acme/slow", src.path()).await;
+    let started: Snapshot = s.req(Method::POST, &format!("/api/repos/{repo_id}/snapshots")).bearer(&s.admin_token).send().await.parse();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let snap: Snapshot = s.get(&format!("/api/snapshots/{}", started.id)).send().await.parse();
+        if snap.log.contains("step-one") {
+            assert_eq!(snap.state, SnapshotState::Building, "the first step's output shows before the build ends");
+            assert!(!snap.log.contains("step-two"));
+            break;
+        }
+        assert!(snap.state == SnapshotState::Building && Instant::now() < deadline, "no progress in the log: {snap:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let done = wait_built(&s, &started.id.to_string()).await;
+    assert!(done.log.contains("step-two"));
+}

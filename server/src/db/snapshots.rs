@@ -158,3 +158,9 @@ pub async fn fail_interrupted<'e>(ex: impl Executor<'e, Database = Any>, now: i6
     .await?;
     Ok(done.rows_affected())
 }
+
+/// Replaces a building snapshot's log (progress while it builds).
+pub async fn set_log<'e>(ex: impl Executor<'e, Database = Any>, id: SnapshotId, log: &str) -> Result<()> {
+    sqlx::query("UPDATE snapshots SET log = $1 WHERE id = $2").bind(log).bind(id.to_string()).execute(ex).await?;
+    Ok(())
+}

@@ -18,6 +18,8 @@ pub const DEADLINE_SNAPSHOT: Duration = Duration::from_secs(30 * 60);
 pub const DEADLINE_STARTING: Duration = Duration::from_secs(60);
 pub const DEADLINE_SYNCING: Duration = Duration::from_secs(120);
 pub const DEADLINE_SERVICES: Duration = Duration::from_secs(300);
+/// Pause between two tries of a readiness check.
+pub const READY_RETRY: Duration = Duration::from_millis(100);
 /// How long the workspace agent may take to answer after the container started.
 pub const DEADLINE_AGENT: Duration = Duration::from_secs(10);
 /// Default and largest timeout of `exec`.
@@ -472,7 +474,9 @@ pub async fn spec_for(
         Some(c) => mirrors::read_file(&mirrors::path(&ws.data_dir, repo), c, snapshots::recipe::FILE).await?,
         None => None,
     };
-    let egress = ws.egress(&Recipe::parse(recipe_text.as_deref())?);
+    let recipe = Recipe::parse(recipe_text.as_deref())?;
+    let egress = ws.egress(&recipe);
+    let limits = recipe.limits.apply(Limits::default())?;
     let (init, env, mut binds) = crate::agent::spec_parts(ws, wid)?;
     binds.push(runtime::Bind { host: mirrors::path(&ws.data_dir, repo), container: mirrors::MOUNT_POINT.into(), readonly: true });
     Ok(WorkspaceSpec {
@@ -483,7 +487,7 @@ pub async fn spec_for(
         env,
         init,
         binds,
-        limits: Limits::default(),
+        limits,
         egress,
     })
 }
@@ -522,10 +526,10 @@ async fn run_start_commands(
         None => None,
     };
     let recipe = Recipe::parse(text.as_deref())?;
-    if recipe.start.is_empty() {
+    if recipe.start.is_empty() && recipe.ready.is_empty() {
         return Ok(());
     }
-    phase(db, id, t0, BootPhase::Services, Some(recipe.start.join("; "))).await?;
+    phase(db, id, t0, BootPhase::Services, Some(recipe.start.iter().chain(&recipe.ready).cloned().collect::<Vec<_>>().join("; "))).await?;
     let env: Vec<(String, String)> = recipe.env.clone().into_iter().collect();
     within("the start commands", DEADLINE_SERVICES, async {
         for cmd in &recipe.start {
@@ -536,6 +540,16 @@ async fn run_start_commands(
                     out.code.map_or("a signal".into(), |c| c.to_string()),
                     out.stderr.trim()
                 )));
+            }
+        }
+        // Services come up in the background; each check is retried until it passes.
+        for check in &recipe.ready {
+            loop {
+                let out = run(ws, wid, check, &env, 30).await?;
+                if out.code == Some(0) {
+                    break;
+                }
+                tokio::time::sleep(READY_RETRY).await;
             }
         }
         Ok(())

@@ -91,7 +91,7 @@ pub async fn build(db: &Db, ws: &Workspaces, repo: &Repo, mut snap: Snapshot) ->
     let start = Instant::now();
     let layer = ws.layer(snap.id);
     let mut log = String::new();
-    let outcome = run_build(ws, repo, &snap, &layer, &mut log).await;
+    let outcome = run_build(db, ws, repo, &snap, &layer, &mut log).await;
     snap.build_ms = Some(start.elapsed().as_millis() as i64);
     snap.finished_at = Some(Timestamp(now_ms()));
     match outcome {
@@ -115,13 +115,14 @@ pub async fn build(db: &Db, ws: &Workspaces, repo: &Repo, mut snap: Snapshot) ->
     Ok(snap)
 }
 
-async fn run_build(ws: &Workspaces, repo: &Repo, snap: &Snapshot, layer: &Path, log: &mut String) -> Result<(String, String)> {
+async fn run_build(db: &Db, ws: &Workspaces, repo: &Repo, snap: &Snapshot, layer: &Path, log: &mut String) -> Result<(String, String)> {
     let checkout = layer.join(REPO_DIR.trim_start_matches('/'));
     std::fs::create_dir_all(layer)?;
     log.push_str(&format!("$ git fetch {} ({})\n", repo.url, repo.default_branch));
     let (mirror, commit) = crate::mirrors::update(&ws.data_dir, repo, &repo.default_branch).await?;
     crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
     log.push_str(&format!("at {commit}\n"));
+    db::snapshots::set_log(db.pool(), snap.id, &tail(log, MAX_LOG_BYTES)).await?;
     let recipe_text = std::fs::read_to_string(checkout.join(recipe::FILE)).ok();
     let recipe = Recipe::parse(recipe_text.as_deref())?;
     if !recipe.setup.is_empty() {
@@ -136,11 +137,11 @@ async fn run_build(ws: &Workspaces, repo: &Repo, snap: &Snapshot, layer: &Path, 
                 env: env.clone(),
                 init: vec!["sleep".into(), "infinity".into()],
                 binds: vec![],
-                limits: Limits::default(),
+                limits: recipe.limits.apply(Limits::default())?,
                 egress: ws.egress(&recipe),
             })
             .await?;
-        let result = run_setup(ws, &id, &recipe, &env, log).await;
+        let result = run_setup(db, ws, snap.id, &id, &recipe, &env, log).await;
         // The layer is kept either way; a failure removes it in `build`.
         ws.runtime.stop(&id, Keep::Upper).await?;
         result?;
@@ -148,7 +149,15 @@ async fn run_build(ws: &Workspaces, repo: &Repo, snap: &Snapshot, layer: &Path, 
     Ok((commit, recipe.hash()))
 }
 
-async fn run_setup(ws: &Workspaces, id: &str, recipe: &Recipe, env: &[(String, String)], log: &mut String) -> Result<()> {
+async fn run_setup(
+    db: &Db,
+    ws: &Workspaces,
+    snap: SnapshotId,
+    id: &str,
+    recipe: &Recipe,
+    env: &[(String, String)],
+    log: &mut String,
+) -> Result<()> {
     for cmd in &recipe.setup {
         log.push_str(&format!("$ {cmd}\n"));
         let out = ws
@@ -165,6 +174,8 @@ async fn run_setup(ws: &Workspaces, id: &str, recipe: &Recipe, env: &[(String, S
             .await?;
         log.push_str(&out.stdout);
         log.push_str(&out.stderr);
+        // Readers of the snapshot see the build's progress as it goes.
+        db::snapshots::set_log(db.pool(), snap, &tail(log, MAX_LOG_BYTES)).await?;
         if out.code != Some(0) {
             return Err(Error::Invalid(format!(
                 "setup command `{cmd}` exited with {}",

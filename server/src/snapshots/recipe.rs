@@ -44,6 +44,50 @@ pub struct Recipe {
     /// Domains the workspace may reach; empty means no network.
     #[serde(default)]
     pub egress: Vec<String>,
+    /// Readiness checks run after `start`, each retried until it exits 0 (e.g. `pg_isready`).
+    #[serde(default)]
+    pub ready: Vec<String>,
+    /// Resource limits; unset ones keep the server's defaults.
+    #[serde(default)]
+    pub limits: RecipeLimits,
+}
+
+/// `[workspace.limits]`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RecipeLimits {
+    /// Memory in MiB (64 to 262144).
+    pub memory_mb: Option<i64>,
+    /// CPU cores (0.1 to 64).
+    pub cpus: Option<f64>,
+    /// Processes and threads (64 to 1048576).
+    pub pids: Option<i64>,
+}
+
+impl RecipeLimits {
+    /// The limits to run with: these over `base`, refused when out of range.
+    pub fn apply(&self, base: crate::runtime::Limits) -> Result<crate::runtime::Limits> {
+        let mut l = base;
+        if let Some(m) = self.memory_mb {
+            if !(64..=262_144).contains(&m) {
+                return Err(Error::Invalid(format!("{FILE}: limits.memory_mb must be 64–262144, got {m}")));
+            }
+            l.memory_bytes = m << 20;
+        }
+        if let Some(c) = self.cpus {
+            if !(0.1..=64.0).contains(&c) {
+                return Err(Error::Invalid(format!("{FILE}: limits.cpus must be 0.1–64, got {c}")));
+            }
+            l.cpus = c;
+        }
+        if let Some(p) = self.pids {
+            if !(64..=1_048_576).contains(&p) {
+                return Err(Error::Invalid(format!("{FILE}: limits.pids must be 64–1048576, got {p}")));
+            }
+            l.pids = p;
+        }
+        Ok(l)
+    }
 }
 
 impl Recipe {

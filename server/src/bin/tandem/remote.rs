@@ -66,6 +66,10 @@ pub async fn snapshot_build(remote: &Remote, repo: &str, wait: bool) -> Result<(
         while snap.state == SnapshotState::Building {
             tokio::time::sleep(SNAPSHOT_POLL).await;
             snap = c.snapshot(snap.id).await?;
+            // The build's newest log line, as it runs.
+            if let Some(line) = snap.log.lines().rev().find(|l| !l.trim().is_empty()) {
+                bar.set_message(format!("{}: {}", repo.name, line.chars().take(80).collect::<String>()));
+            }
         }
         bar.finish_and_clear();
     }
