@@ -125,3 +125,34 @@ pub enum ExecFrame {
     /// The last frame. `code` is `None` when the command was killed (timeout: `timed_out`).
     Exit { code: Option<i32>, timed_out: bool },
 }
+
+/// One changed path of `GET /git/status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitChange {
+    pub path: String,
+    /// The two-letter porcelain code (`" M"`, `"??"`, `"A "`, `" D"`, …).
+    pub code: String,
+}
+
+/// `GET /git/status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitStatus {
+    pub branch: String,
+    pub head: String,
+    pub changes: Vec<GitChange>,
+}
+
+/// `POST /git/commit`: commit every change in the checkout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitCommit {
+    pub message: String,
+    pub author_name: String,
+    pub author_email: String,
+}
+
+/// The answer to `POST /git/commit`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitCommitted {
+    pub commit: String,
+}

@@ -370,3 +370,10 @@ pub struct ForkRequest {
     /// 1 to [`crate::limits::MAX_FORKS`].
     pub count: i64,
 }
+
+/// `POST /api/sessions/{id}/git/commit`: commit every change in the checkout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitCommitRequest {
+    pub message: String,
+}

@@ -510,3 +510,35 @@ async fn recipes_set_limits_and_sessions_wait_for_readiness_checks() {
     assert_eq!(wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Failed);
     assert!(events(&s, id).await.iter().any(|e| matches!(&e.kind, EventKind::Error { message } if message.contains("memory_mb"))));
 }
+
+#[tokio::test]
+async fn git_status_and_commit_go_through_the_agent() {
+    use tandem_protocol::agent::{GitCommitted, GitStatus};
+    let Some(s) = server().await else { return };
+    let src = source_repo(RECIPE);
+    let repo = add_repo(&s, "acme/git", src.path()).await;
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "g" })).send().await.parse();
+    let id = created.session.id;
+    wait_state(&s, id, &[SessionState::Ready]).await;
+    let clean: GitStatus = s.get(&format!("/api/sessions/{id}/git/status")).send().await.parse();
+    assert_eq!(clean.branch, "main");
+    assert!(clean.changes.is_empty(), "{clean:?}");
+    exec(&s, id, "echo more >> README.md && echo x > 'new file.txt'").await;
+    let dirty: GitStatus = s.get(&format!("/api/sessions/{id}/git/status")).send().await.parse();
+    let mut got: Vec<(String, String)> = dirty.changes.iter().map(|c| (c.code.clone(), c.path.clone())).collect();
+    got.sort();
+    assert_eq!(got, [(" M".to_string(), "README.md".to_string()), ("??".to_string(), "new file.txt".to_string())]);
+    let empty = s.post(&format!("/api/sessions/{id}/git/commit"), json!({ "message": " " })).send().await;
+    empty.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    let res = s.post(&format!("/api/sessions/{id}/git/commit"), json!({ "message": "Add a file" })).send().await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&res.body));
+    let committed: GitCommitted = res.parse();
+    let after: GitStatus = s.get(&format!("/api/sessions/{id}/git/status")).send().await.parse();
+    assert!(after.changes.is_empty());
+    assert_eq!(after.head, committed.commit);
+    let log = exec(&s, id, "git log -1 --format='%an|%s'").await.stdout;
+    assert_eq!(log, "admin|Add a file\n");
+    // Nothing to commit is a conflict, said plainly.
+    let again = s.post(&format!("/api/sessions/{id}/git/commit"), json!({ "message": "again" })).send().await;
+    again.assert_error(StatusCode::CONFLICT, "conflict");
+}

@@ -13,7 +13,7 @@ use axum::extract::Path;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use tandem_protocol::agent::{AgentHealth, ExecStart, FileQuery, MAX_FILE_BYTES, PtyInfo, PtyOpen, WriteFile};
+use tandem_protocol::agent::{AgentHealth, ExecStart, FileQuery, GitCommit, MAX_FILE_BYTES, PtyInfo, PtyOpen, WriteFile};
 use tandem_protocol::ApiError;
 
 use crate::files;
@@ -42,6 +42,8 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
         .route("/health", get(health))
         .route("/files", get(read).put(write))
         .route("/exec", post(exec))
+        .route("/git/status", get(git_status))
+        .route("/git/commit", post(git_commit))
         .route("/ptys", get(list_ptys).post(open_pty))
         .route("/ptys/{id}/attach", get(attach_pty))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
@@ -101,5 +103,19 @@ async fn attach_pty(State(a): State<Arc<Agent>>, Path(id): Path<u32>, ws: WebSoc
     match a.ptys.get(id) {
         Some(pty) => ws.on_upgrade(move |socket| pty.attach(socket)),
         None => error(StatusCode::NOT_FOUND, "not_found", format!("no terminal {id}")),
+    }
+}
+
+async fn git_status(State(a): State<Arc<Agent>>) -> Response {
+    match crate::git::status(&a.root).await {
+        Ok(st) => Json(st).into_response(),
+        Err((status, msg)) => error(status, "git", msg),
+    }
+}
+
+async fn git_commit(State(a): State<Arc<Agent>>, Json(req): Json<GitCommit>) -> Response {
+    match crate::git::commit(&a.root, req).await {
+        Ok(c) => (StatusCode::CREATED, Json(c)).into_response(),
+        Err((status, msg)) => error(status, "git", msg),
     }
 }

@@ -10,6 +10,7 @@ use tandem_protocol::agent;
 
 mod exec;
 mod files;
+mod git;
 mod http;
 mod pty;
 

@@ -8,7 +8,7 @@ use tandem_protocol::{
     CreateSession, Diff, EventsPage, ForkRequest, EventsQuery, ExecRequest, ExecResult, Session, SessionDetail, SessionFilter, SessionId,
 };
 
-use tandem_protocol::agent::{FileQuery, FileView, WriteFile};
+use tandem_protocol::agent::{FileQuery, FileView, GitCommitted, GitStatus, WriteFile};
 
 use crate::auth::CurrentUser;
 use crate::state::AppState;
@@ -27,6 +27,8 @@ pub fn router() -> Router<AppState> {
         .route("/sessions/{id}/resume", post(resume))
         .route("/sessions/{id}/fork", post(fork))
         .route("/sessions/{id}/files", get(read_file).put(write_file))
+        .route("/sessions/{id}/git/status", get(git_status))
+        .route("/sessions/{id}/git/commit", post(git_commit))
 }
 
 async fn create(
@@ -135,4 +137,20 @@ async fn write_file(
     require_owner(&state, &user, id).await?;
     workspace::write_file(&state.db, state.workspaces()?, id, &user.author(), &q.path, body.content).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+async fn git_status(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<GitStatus>> {
+    Ok(Json(workspace::git_status(&state.db, state.workspaces()?, id).await?))
+}
+
+/// `{message}` → `{commit}`; owner only.
+async fn git_commit(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+    Json(req): Json<tandem_protocol::GitCommitRequest>,
+) -> Result<(StatusCode, Json<GitCommitted>)> {
+    require_owner(&state, &user, id).await?;
+    let commit = workspace::git_commit(&state.db, state.workspaces()?, id, &user.author(), &req.message).await?;
+    Ok((StatusCode::CREATED, Json(GitCommitted { commit })))
 }

@@ -644,3 +644,49 @@ pub async fn write_file(db: &Db, ws: &Workspaces, id: SessionId, author: &Author
     )
     .await
 }
+
+/// The checkout's branch, HEAD and changed paths, through its agent.
+pub async fn git_status(db: &Db, ws: &Workspaces, id: SessionId) -> Result<tandem_protocol::agent::GitStatus> {
+    let (wid, pid) = live_agent(db, id).await?;
+    let (status, body) = crate::agent::call(ws, &wid, pid, hyper::Method::GET, "/git/status", None).await?;
+    if status != hyper::StatusCode::OK {
+        return Err(agent_error(status, &body));
+    }
+    serde_json::from_slice(&body).map_err(|e| Error::Internal(format!("the agent's git status: {e}")))
+}
+
+/// Commits every change in the checkout as `author`; audited and recorded as an event.
+pub async fn git_commit(db: &Db, ws: &Workspaces, id: SessionId, author: &Author, message: &str) -> Result<String> {
+    if message.trim().is_empty() {
+        return Err(Error::Invalid("the commit message is empty".into()));
+    }
+    let (wid, pid) = live_agent(db, id).await?;
+    let req = tandem_protocol::agent::GitCommit {
+        message: message.to_string(),
+        author_name: author.name.clone(),
+        author_email: format!("{}@users.tandem.invalid", author.name.replace(|c: char| !c.is_ascii_alphanumeric(), "-")),
+    };
+    let body = serde_json::to_vec(&req).map_err(|e| Error::Internal(e.to_string()))?;
+    let (status, answer) = crate::agent::call(ws, &wid, pid, hyper::Method::POST, "/git/commit", Some(body)).await?;
+    if status != hyper::StatusCode::CREATED {
+        return Err(match status.as_u16() {
+            409 => Error::Conflict(serde_json::from_slice::<ApiError>(&answer).map(|e| e.message).unwrap_or_default()),
+            _ => agent_error(status, &answer),
+        });
+    }
+    let done: tandem_protocol::agent::GitCommitted =
+        serde_json::from_slice(&answer).map_err(|e| Error::Internal(format!("the agent's commit answer: {e}")))?;
+    db::audit::record(
+        db.pool(),
+        now_ms(),
+        db::audit::Entry {
+            actor_user_id: author.user_id,
+            actor_name: &author.name,
+            action: "session.git_commit",
+            target: &id.to_string(),
+            detail: serde_json::json!({ "commit": done.commit, "message": message }),
+        },
+    )
+    .await?;
+    Ok(done.commit)
+}
