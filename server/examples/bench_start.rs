@@ -110,6 +110,14 @@ async fn wait_snapshot(c: &Client, id: SnapshotId) -> Result<Snapshot> {
 
 /// Starts a session and returns server-side ms from its creation to its `ready` event.
 async fn start_once(c: &Client, repo: RepoId) -> Result<(f64, SessionId)> {
+    let (ms, id, phases) = start_with_phases(c, repo).await?;
+    if std::env::var_os("TANDEM_BENCH_PHASES").is_some() {
+        eprintln!("    phases: {phases}");
+    }
+    Ok((ms, id))
+}
+
+async fn start_with_phases(c: &Client, repo: RepoId) -> Result<(f64, SessionId, String)> {
     let d = c.create_session(&CreateSession { repo_id: repo, prompt: "bench".into(), branch: None }).await?;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -117,7 +125,15 @@ async fn start_once(c: &Client, repo: RepoId) -> Result<(f64, SessionId)> {
         for e in &page.events {
             match &e.kind {
                 EventKind::BootPhase { phase: BootPhase::Ready, .. } => {
-                    return Ok(((e.at.0 - d.session.created_at.0) as f64, d.session.id));
+                    let phases: Vec<String> = page
+                        .events
+                        .iter()
+                        .filter_map(|e| match &e.kind {
+                            EventKind::BootPhase { phase, elapsed_ms, .. } => Some(format!("{}@{elapsed_ms}", phase.as_str())),
+                            _ => None,
+                        })
+                        .collect();
+                    return Ok(((e.at.0 - d.session.created_at.0) as f64, d.session.id, phases.join(" ")));
                 }
                 EventKind::Error { message } => bail!("session failed: {message}"),
                 _ => {}
@@ -202,8 +218,6 @@ async fn main() -> Result<()> {
         ensure!(snap.state == SnapshotState::Ready, "snapshot failed: {}", snap.log);
         eprintln!("[{label}] snapshot built in {} ms ({} MiB layer)", snap.build_ms.unwrap_or(0), snap.size_bytes.unwrap_or(0) >> 20);
         let tree = data.join("snapshots").join(snap.id.to_string()).join("layer/workspace");
-        eprintln!("[{label}] cp -a baseline ×{cp_runs}…");
-        let cp = cp_a(&tree, work.path(), cp_runs)?;
         let mut starts = Vec::new();
         for i in 0..a.runs {
             let (ms, id) = start_once(&c, repo.id).await?;
@@ -211,6 +225,10 @@ async fn main() -> Result<()> {
             starts.push(ms);
             stop(&c, id).await?;
         }
+        // The copy runs after the starts: copying gigabytes evicts the page cache, which would
+        // otherwise slow the starts that follow it.
+        eprintln!("[{label}] cp -a baseline ×{cp_runs}…");
+        let cp = cp_a(&tree, work.path(), cp_runs)?;
         let r = row(&format!("session start, {label}"), starts);
         medians.push(r.median);
         let cpr = row(&format!("cp -a of the same tree, {label}"), cp);

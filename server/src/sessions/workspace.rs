@@ -58,6 +58,18 @@ async fn phase(db: &Db, id: SessionId, t0: Instant, phase: BootPhase, detail: Op
     Ok(())
 }
 
+/// The `ready` boot event and the move to `ready`, in one transaction: whoever sees the event
+/// sees the state.
+async fn became_ready(db: &Db, id: SessionId, t0: Instant) -> Result<()> {
+    let now = now_ms();
+    let mut tx = db.pool().begin().await?;
+    db::events::append(&mut tx, id, now, EventKind::BootPhase { phase: BootPhase::Ready, elapsed_ms: t0.elapsed().as_millis() as i64, detail: None })
+        .await?;
+    db::sessions::transition(&mut tx, id, SessionState::Ready, None, now).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 async fn within<T>(what: &str, limit: Duration, f: impl Future<Output = Result<T>>) -> Result<T> {
     tokio::time::timeout(limit, f)
         .await
@@ -78,8 +90,7 @@ pub async fn boot(db: &Db, ws: &Workspaces, pool: &WarmPool, id: SessionId) -> R
     }
     match boot_inner(db, ws, pool, &session, t0).await {
         Ok(()) => {
-            phase(db, id, t0, BootPhase::Ready, None).await?;
-            transition(db, id, SessionState::Ready, None).await?;
+            became_ready(db, id, t0).await?;
             tracing::info!(session = %id, ms = t0.elapsed().as_millis() as u64, "session ready");
         }
         Err(e) => {
@@ -560,11 +571,7 @@ async fn run_start_commands(
 /// Ends a start: `ready` with its event, or `failed` with the reason and the workspace cleaned up.
 async fn finish_start(db: &Db, ws: &Workspaces, id: SessionId, wid: &str, t0: Instant, result: Result<()>) -> Result<()> {
     match result {
-        Ok(()) => {
-            phase(db, id, t0, BootPhase::Ready, None).await?;
-            transition(db, id, SessionState::Ready, None).await?;
-            Ok(())
-        }
+        Ok(()) => became_ready(db, id, t0).await,
         Err(e) => {
             let message = format!("the workspace could not start: {e}");
             event(db, id, EventKind::Error { message: message.clone() }).await?;
