@@ -218,6 +218,9 @@ async fn main() -> Result<()> {
         ensure!(snap.state == SnapshotState::Ready, "snapshot failed: {}", snap.log);
         eprintln!("[{label}] snapshot built in {} ms ({} MiB layer)", snap.build_ms.unwrap_or(0), snap.size_bytes.unwrap_or(0) >> 20);
         let tree = data.join("snapshots").join(snap.id.to_string()).join("layer/workspace");
+        // Writing gigabytes leaves the disk busy with writeback for a while; flush it first so
+        // the starts measure starting, not this benchmark's own setup.
+        Command::new("sync").status()?;
         let mut starts = Vec::new();
         for i in 0..a.runs {
             let (ms, id) = start_once(&c, repo.id).await?;
