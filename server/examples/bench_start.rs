@@ -129,7 +129,9 @@ async fn start_with_phases(c: &Client, repo: RepoId) -> Result<(f64, SessionId, 
                         .events
                         .iter()
                         .filter_map(|e| match &e.kind {
-                            EventKind::BootPhase { phase, elapsed_ms, .. } => Some(format!("{}@{elapsed_ms}", phase.as_str())),
+                            EventKind::BootPhase { phase, elapsed_ms, detail } => {
+                                Some(format!("{}@{elapsed_ms}{}", phase.as_str(), detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()))
+                            }
                             _ => None,
                         })
                         .collect();

@@ -137,11 +137,15 @@ async fn boot_inner(db: &Db, ws: &Workspaces, pool: &WarmPool, session: &Session
     // The mirror fetches the remote's delta while the container starts.
     let (started, head) = tokio::join!(
         start,
-        within("fetching the branch", DEADLINE_SYNCING, mirrors::update(&ws.data_dir, &repo, &session.branch)),
+        async {
+            let t = Instant::now();
+            let r = within("fetching the branch", DEADLINE_SYNCING, mirrors::update(&ws.data_dir, &repo, &session.branch)).await;
+            r.map(|(m, head)| (m, head, t.elapsed().as_millis()))
+        },
     );
     let (wid, pid) = started?;
     db::sessions::set_workspace(db.pool(), id, Some(&wid), Some(snap.id), snap.commit.as_deref(), Some(pid.into())).await?;
-    let (_, head) = head?;
+    let (_, head, fetch_ms) = head?;
 
     // Already at the head (the usual case for a fresh snapshot): nothing to move.
     let current = snap.commit.as_deref() == Some(head.as_str()) && snap.branch == session.branch;
@@ -150,7 +154,11 @@ async fn boot_inner(db: &Db, ws: &Workspaces, pool: &WarmPool, session: &Session
         id,
         t0,
         BootPhase::Syncing,
-        Some(if current { format!("at {}", short(Some(&head))) } else { format!("{} → {}", short(snap.commit.as_deref()), short(Some(&head))) }),
+        Some(if current {
+            format!("at {}, fetched in {fetch_ms} ms", short(Some(&head)))
+        } else {
+            format!("{} → {}, fetched in {fetch_ms} ms", short(snap.commit.as_deref()), short(Some(&head)))
+        }),
     )
     .await?;
     if !current {
