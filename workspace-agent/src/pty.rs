@@ -95,8 +95,10 @@ impl Ptys {
                 }
             }
             let code = child.wait().ok().map(|s| s.exit_code() as i32);
-            let _ = pty.output.send(Out::Exit(Some(code.unwrap_or(0))));
+            // Gone from the list before anyone hears it ended, so a client told "exit" can
+            // never attach to it again.
             lock(&ptys.open).remove(&id);
+            let _ = pty.output.send(Out::Exit(Some(code.unwrap_or(0))));
         });
         Ok(info)
     }
