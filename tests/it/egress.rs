@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tandem_protocol::*;
 
-use crate::harness::{Backend, TestServer, Transport};
+use crate::harness::TestServer;
 use crate::snapshots::git;
 
 fn ip(args: &[&str]) {
@@ -75,14 +75,12 @@ async fn exec(s: &TestServer, id: SessionId, command: &str) -> ExecResult {
 
 #[tokio::test]
 async fn a_workspace_reaches_only_its_allow_listed_names() {
-    let Some(image) = crate::workspaces::image().await else { return };
+    if crate::workspaces::image().await.is_none() {
+        return;
+    }
     let out = outside().await;
-    let images_dir = image.parent().unwrap().parent().unwrap().to_path_buf();
-    let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
     let (allowed, blocked) = (out.allowed, out.blocked);
-    let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, |c| {
-        c.images_dir = images_dir;
-        c.image_recipe = Some(recipe);
+    let s = crate::workspaces::server(|c| {
         c.egress_hosts.insert("allowed.test".into(), vec![IpAddr::V4(allowed)]);
         c.egress_hosts.insert("blocked.test".into(), vec![IpAddr::V4(blocked)]);
     })

@@ -12,8 +12,14 @@ const BIN: &str = env!("CARGO_BIN_EXE_tandem");
 /// Starts `tandem serve` on a free port; returns the child, its URL and whether it printed a
 /// first-start login link.
 async fn serve(data: &std::path::Path) -> (Child, String, bool) {
+    serve_with(data, &[]).await
+}
+
+/// [`serve`] with more flags.
+async fn serve_with(data: &std::path::Path, extra: &[&std::ffi::OsStr]) -> (Child, String, bool) {
     let mut child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", data.to_str().unwrap()])
+        .args(extra)
         .env_remove("TANDEM_DATABASE_URL")
         .env_remove("TANDEM_WEB_DIR")
         .stdout(Stdio::piped())
@@ -87,29 +93,9 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
 /// `tandem serve` with workspaces on the test image.
 async fn serve_with_workspaces(data: &std::path::Path, images: &std::path::Path) -> (Child, String) {
     let recipe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", data.to_str().unwrap()])
-        .arg("--images-dir")
-        .arg(images)
-        .arg("--image-recipe")
-        .arg(&recipe)
-        .env_remove("TANDEM_DATABASE_URL")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut url = None;
-    while let Some(line) = lines.next_line().await.unwrap() {
-        if let Some(rest) = line.split_once("listening on ") {
-            url = Some(rest.1.trim().to_string());
-        }
-        if line.contains("#code=tlc_") || line.contains("sign in:") {
-            break;
-        }
-    }
-    (child, url.expect("server printed its URL"))
+    let flags = ["--images-dir".as_ref(), images.as_os_str(), "--image-recipe".as_ref(), recipe.as_os_str()];
+    let (child, url, _) = serve_with(data, &flags).await;
+    (child, url)
 }
 
 async fn wait_for_state(c: &Client, id: tandem_protocol::SessionId, want: tandem_protocol::SessionState) {

@@ -8,19 +8,11 @@ use axum::http::{Method, StatusCode};
 use serde_json::json;
 use tandem_protocol::*;
 
-use crate::harness::{Backend, TestServer, Transport};
+use crate::harness::TestServer;
 use crate::snapshots::{git, wait_built};
 
-/// A server that runs workspaces on the test image, or `None` where this host cannot.
 async fn server() -> Option<TestServer> {
-    let image = crate::workspaces::image().await?;
-    let images_dir = image.parent().unwrap().parent().unwrap().to_path_buf();
-    let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
-    TestServer::start_with(Backend::Sqlite, Transport::Socket, |c| {
-        c.images_dir = images_dir;
-        c.image_recipe = Some(recipe);
-    })
-    .await
+    crate::workspaces::server(|_| {}).await
 }
 
 /// A git repo with a recipe; returns its directory.

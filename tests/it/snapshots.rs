@@ -43,15 +43,7 @@ pub async fn wait_built(s: &TestServer, id: &str) -> Snapshot {
 
 #[tokio::test]
 async fn snapshots_build_from_the_repo_and_a_failed_build_keeps_the_last_good_one() {
-    let Some(image) = crate::workspaces::image().await else { return };
-    let images_dir = image.parent().unwrap().parent().unwrap().to_path_buf();
-    let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
-    let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, |c| {
-        c.images_dir = images_dir;
-        c.image_recipe = Some(recipe);
-    })
-    .await
-    .unwrap();
+    let Some(s) = crate::workspaces::server(|_| {}).await else { return };
 
     let src = tempfile::tempdir().unwrap();
     git(src.path(), &["init", "-q"]);
@@ -126,15 +118,7 @@ async fn a_server_without_workspaces_says_why() {
 
 #[tokio::test]
 async fn snapshots_rebuild_only_when_something_changed_and_unused_old_ones_are_collected() {
-    let Some(image) = crate::workspaces::image().await else { return };
-    let images_dir = image.parent().unwrap().parent().unwrap().to_path_buf();
-    let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
-    let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, |c| {
-        c.images_dir = images_dir;
-        c.image_recipe = Some(recipe);
-    })
-    .await
-    .unwrap();
+    let Some(s) = crate::workspaces::server(|_| {}).await else { return };
     let ws = s.state.workspaces().unwrap().clone();
     let db = &s.state.db;
     let src = tempfile::tempdir().unwrap();
@@ -188,15 +172,7 @@ async fn make_repo_at(s: &TestServer, name: &str, path: &Path) -> String {
 
 #[tokio::test]
 async fn a_snapshot_build_shows_its_log_while_it_runs() {
-    let Some(image) = crate::workspaces::image().await else { return };
-    let images_dir = image.parent().unwrap().parent().unwrap().to_path_buf();
-    let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
-    let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, |c| {
-        c.images_dir = images_dir;
-        c.image_recipe = Some(recipe);
-    })
-    .await
-    .unwrap();
+    let Some(s) = crate::workspaces::server(|_| {}).await else { return };
     let src = tempfile::tempdir().unwrap();
     git(src.path(), &["init", "-q"]);
     commit_recipe(src.path(), &["echo step-one", "sleep 3", "echo step-two"]);

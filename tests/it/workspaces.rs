@@ -42,6 +42,20 @@ pub async fn image() -> Option<PathBuf> {
         .clone()
 }
 
+/// A server that runs workspaces on the test image (its config adjusted by `tweak`), or `None`
+/// where this host cannot.
+pub async fn server(tweak: impl FnOnce(&mut tandem_server::config::Config)) -> Option<crate::harness::TestServer> {
+    let image = image().await?;
+    let images_dir = image.parent()?.parent()?.to_path_buf();
+    let recipe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
+    crate::harness::TestServer::start_with(crate::harness::Backend::Sqlite, crate::harness::Transport::Socket, move |c| {
+        c.images_dir = images_dir;
+        c.image_recipe = Some(recipe);
+        tweak(c);
+    })
+    .await
+}
+
 struct Env {
     kind: Kind,
     rt: OciRuntime,

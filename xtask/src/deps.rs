@@ -44,9 +44,14 @@ pub fn ensure(needs: Needs) -> Result<()> {
             apt.push("postgresql");
         }
     }
-    // gVisor: optional for the server, installed for the tests so they cover it.
-    if needs.test && which("runsc").is_none() {
-        apt.push("runsc");
+    // gVisor: optional for the server, installed for the tests so they cover it. python3 serves
+    // the egress test's stand-in for the internet.
+    if needs.test {
+        for (bin, pkg) in [("runsc", "runsc"), ("python3", "python3")] {
+            if which(bin).is_none() {
+                apt.push(pkg);
+            }
+        }
     }
     apt_install(&apt)?;
     wasm_target()?;

@@ -70,6 +70,29 @@ async fn became_ready(db: &Db, id: SessionId, t0: Instant) -> Result<()> {
     Ok(())
 }
 
+/// Cuts `s` to at most `max` bytes on a character boundary; true if it cut.
+fn truncate(s: &mut String, max: usize) -> bool {
+    if s.len() <= max {
+        return false;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    true
+}
+
+/// Records what `author` did to session `id` in the audit log.
+async fn audit(db: &Db, author: &Author, action: &str, id: SessionId, detail: serde_json::Value) -> Result<()> {
+    db::audit::record(
+        db.pool(),
+        now_ms(),
+        db::audit::Entry { actor_user_id: author.user_id, actor_name: &author.name, action, target: &id.to_string(), detail },
+    )
+    .await
+}
+
 async fn within<T>(what: &str, limit: Duration, f: impl Future<Output = Result<T>>) -> Result<T> {
     tokio::time::timeout(limit, f)
         .await
@@ -242,14 +265,7 @@ pub async fn exec(db: &Db, ws: &Workspaces, id: SessionId, author: &Author, req:
         .await?;
     let duration_ms = t.elapsed().as_millis() as i64;
     let mut output = format!("{}{}", out.stdout, out.stderr);
-    let cut = output.len() > MAX_EVENT_OUTPUT_BYTES;
-    if cut {
-        let mut end = MAX_EVENT_OUTPUT_BYTES;
-        while !output.is_char_boundary(end) {
-            end -= 1;
-        }
-        output.truncate(end);
-    }
+    let cut = truncate(&mut output, MAX_EVENT_OUTPUT_BYTES);
     event(
         db,
         id,
@@ -263,18 +279,7 @@ pub async fn exec(db: &Db, ws: &Workspaces, id: SessionId, author: &Author, req:
         },
     )
     .await?;
-    db::audit::record(
-        db.pool(),
-        now_ms(),
-        db::audit::Entry {
-            actor_user_id: author.user_id,
-            actor_name: &author.name,
-            action: "session.exec",
-            target: &id.to_string(),
-            detail: serde_json::json!({ "command": req.command, "exit_code": out.code }),
-        },
-    )
-    .await?;
+    audit(db, author, "session.exec", id, serde_json::json!({ "command": req.command, "exit_code": out.code })).await?;
     Ok(ExecResult { exit_code: out.code, stdout: out.stdout, stderr: out.stderr, truncated: out.truncated, duration_ms })
 }
 
@@ -299,14 +304,7 @@ rm -f "$GIT_INDEX_FILE""#;
     }
     let (names, patch) = out.stdout.split_once(PATCH_MARKER).unwrap_or((&out.stdout, ""));
     let mut patch = patch.to_string();
-    let truncated = out.truncated || patch.len() > MAX_DIFF_BYTES;
-    if patch.len() > MAX_DIFF_BYTES {
-        let mut end = MAX_DIFF_BYTES;
-        while !patch.is_char_boundary(end) {
-            end -= 1;
-        }
-        patch.truncate(end);
-    }
+    let truncated = truncate(&mut patch, MAX_DIFF_BYTES) || out.truncated;
     Ok(Diff {
         base: base.map(str::to_string),
         patch,
@@ -646,18 +644,7 @@ pub async fn write_file(db: &Db, ws: &Workspaces, id: SessionId, author: &Author
     if status != hyper::StatusCode::NO_CONTENT {
         return Err(agent_error(status, &answer));
     }
-    db::audit::record(
-        db.pool(),
-        now_ms(),
-        db::audit::Entry {
-            actor_user_id: author.user_id,
-            actor_name: &author.name,
-            action: "session.write_file",
-            target: &id.to_string(),
-            detail: serde_json::json!({ "path": path }),
-        },
-    )
-    .await
+    audit(db, author, "session.write_file", id, serde_json::json!({ "path": path })).await
 }
 
 /// The checkout's branch, HEAD and changed paths, through its agent.
@@ -691,17 +678,6 @@ pub async fn git_commit(db: &Db, ws: &Workspaces, id: SessionId, author: &Author
     }
     let done: tandem_protocol::agent::GitCommitted =
         serde_json::from_slice(&answer).map_err(|e| Error::Internal(format!("the agent's commit answer: {e}")))?;
-    db::audit::record(
-        db.pool(),
-        now_ms(),
-        db::audit::Entry {
-            actor_user_id: author.user_id,
-            actor_name: &author.name,
-            action: "session.git_commit",
-            target: &id.to_string(),
-            detail: serde_json::json!({ "commit": done.commit, "message": message }),
-        },
-    )
-    .await?;
+    audit(db, author, "session.git_commit", id, serde_json::json!({ "commit": done.commit, "message": message })).await?;
     Ok(done.commit)
 }
