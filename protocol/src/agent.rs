@@ -156,3 +156,66 @@ pub struct GitCommit {
 pub struct GitCommitted {
     pub commit: String,
 }
+
+/// The server's gateway inside the workspace (a read-only bind): model requests
+/// (`POST /v1/chat/completions`, OpenAI-compatible; the server adds the API key) and the agent's
+/// calls back to Tandem (`/tandem/...`, scoped to the workspace's session).
+pub const GATEWAY_SOCKET: &str = "/run/tandem/gateway/gateway.sock";
+/// Where the agent forwards TCP to the gateway socket inside the workspace, for CLI agents that
+/// speak HTTP over TCP only (`OPENAI_BASE_URL=http://127.0.0.1:4100/v1`).
+pub const GATEWAY_LOOPBACK: &str = "127.0.0.1:4100";
+/// Largest tool output the agent returns whole (the event keeps a cut, the artifact the rest).
+pub const MAX_TOOL_OUTPUT_BYTES: usize = 1024 * 1024;
+
+/// `POST /turns`: work on one prompt. The answer streams [`TurnFrame`]s as newline-delimited
+/// JSON; closing the stream stops the turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnStart {
+    pub turn_id: crate::PromptId,
+    pub prompt: String,
+    pub author: crate::Author,
+    pub agent: crate::AgentSpec,
+    /// The model name sent to the gateway.
+    pub model: String,
+    /// What the agent returned in its last `state` frame of the previous turn (its conversation),
+    /// so any workspace continues the same conversation.
+    #[serde(default)]
+    pub state: Option<serde_json::Value>,
+    /// Most model requests in one turn.
+    pub max_steps: u32,
+}
+
+/// `POST /turns/{id}/steer`: a prompt for the running turn, delivered at its next tool boundary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnSteer {
+    pub prompt_id: crate::PromptId,
+    pub text: String,
+}
+
+/// One line of `POST /turns`' answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnFrame {
+    /// Streamed reply text (coalesced, a few per second).
+    Delta { text: String },
+    /// A whole reply.
+    Message { text: String },
+    ToolCall { call_id: String, name: String, arguments: serde_json::Value },
+    /// `output` is at most [`MAX_TOOL_OUTPUT_BYTES`].
+    ToolResult { call_id: String, name: String, output: String, is_error: bool, exit_code: Option<i32>, duration_ms: i64 },
+    FileChanged { path: String, change: crate::FileChange },
+    /// A steering prompt joined the conversation.
+    Steered { prompt_id: crate::PromptId },
+    /// The agent's state to keep for the next turn.
+    State { state: serde_json::Value },
+    /// The last frame. `undelivered`: steering prompts that arrived too late for this turn.
+    End {
+        outcome: crate::TurnOutcome,
+        usage: crate::Usage,
+        error: Option<String>,
+        #[serde(default)]
+        undelivered: Vec<crate::PromptId>,
+    },
+}

@@ -207,11 +207,38 @@ pub enum PromptMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PromptState {
+    /// Waiting for its turn.
     Queued,
+    /// Its turn is running.
     Running,
+    /// Its turn completed.
     Done,
+    /// Its turn was stopped.
+    Stopped,
+    /// Its turn failed.
+    Failed,
+    /// Its author took it back before it started.
     Withdrawn,
+    /// A steering prompt that reached a running turn.
+    Delivered,
+    /// Interrupted too many times (server or workspace restarts) to be queued again; resubmit it.
     Interrupted,
+}
+
+impl PromptState {
+    /// The snake_case name used on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Stopped => "stopped",
+            Self::Failed => "failed",
+            Self::Withdrawn => "withdrawn",
+            Self::Delivered => "delivered",
+            Self::Interrupted => "interrupted",
+        }
+    }
 }
 
 /// `POST /api/sessions`.
@@ -219,8 +246,12 @@ pub enum PromptState {
 #[serde(deny_unknown_fields)]
 pub struct CreateSession {
     pub repo_id: RepoId,
-    /// The first prompt.
+    /// The first prompt; may be empty only with agent `none`.
+    #[serde(default)]
     pub prompt: String,
+    /// Default: the server's default agent.
+    #[serde(default)]
+    pub agent: Option<crate::turn::AgentSpec>,
     /// The branch to start from; defaults to the repo's default branch.
     #[serde(default)]
     pub branch: Option<String>,
@@ -245,6 +276,9 @@ pub struct Session {
     /// The session this one was forked from.
     #[serde(default)]
     pub parent_id: Option<SessionId>,
+    /// The agent that works on its prompts.
+    #[serde(default)]
+    pub agent: crate::turn::AgentSpec,
 }
 
 /// One prompt.
@@ -257,6 +291,12 @@ pub struct Prompt {
     pub mode: PromptMode,
     pub state: PromptState,
     pub created_at: Timestamp,
+    /// The agent for this prompt only, when not the session's.
+    #[serde(default)]
+    pub agent: Option<crate::turn::AgentSpec>,
+    /// How many times its turn was interrupted by a restart.
+    #[serde(default)]
+    pub attempts: i64,
 }
 
 /// `GET /api/sessions/{id}`: the session with its prompts.

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::api::{Author, PromptMode, SessionState};
+use crate::turn::{FileChange, TurnOutcome, Usage};
 use crate::ids::*;
 
 /// One entry of a session's log.
@@ -43,6 +44,47 @@ pub enum EventKind {
     WorkspaceStopped { diff_bytes: i64 },
     /// Something failed; `message` says what and what to do.
     Error { message: String },
+    /// A queued prompt's author changed its text.
+    PromptEdited { prompt_id: PromptId, author: Author, text: String },
+    /// A queued prompt's author took it back.
+    PromptWithdrawn { prompt_id: PromptId, author: Author },
+    /// A prompt whose turn was interrupted is queued again (`first`: ahead of the others).
+    PromptRequeued { prompt_id: PromptId, first: bool, reason: String },
+    /// The agent started working on a prompt.
+    TurnStarted { prompt_id: PromptId, author: Author, agent: String },
+    /// A piece of the agent's reply as it streams (the whole reply follows as `agent_message`).
+    AgentDelta { prompt_id: PromptId, text: String },
+    /// The agent's reply (one per model response that had text).
+    AgentMessage { prompt_id: PromptId, text: String },
+    /// The agent called a tool.
+    ToolCall { prompt_id: PromptId, call_id: String, name: String, arguments: serde_json::Value },
+    /// A tool's result. `exit_code` is set for commands; a cut `output` is whole in `artifact`.
+    ToolResult {
+        prompt_id: PromptId,
+        call_id: String,
+        name: String,
+        output: String,
+        is_error: bool,
+        exit_code: Option<i32>,
+        duration_ms: i64,
+        truncated: bool,
+        artifact: Option<ArtifactId>,
+    },
+    /// A file in the checkout changed during a turn.
+    FileChanged { prompt_id: PromptId, path: String, change: FileChange },
+    /// A steering prompt reached the running turn.
+    SteerDelivered { prompt_id: PromptId, turn: PromptId, author: Author },
+    /// The turn ended.
+    TurnEnded {
+        prompt_id: PromptId,
+        outcome: TurnOutcome,
+        usage: Usage,
+        duration_ms: i64,
+        /// Why it failed or was interrupted.
+        error: Option<String>,
+    },
+    /// A child session was spawned from this one.
+    ChildSpawned { child_id: SessionId, title: String, author: Author },
 }
 
 /// The steps of starting a session's workspace, in order.
@@ -85,6 +127,18 @@ impl EventKind {
             Self::CommandRun { .. } => "command_run",
             Self::WorkspaceStopped { .. } => "workspace_stopped",
             Self::Error { .. } => "error",
+            Self::PromptEdited { .. } => "prompt_edited",
+            Self::PromptWithdrawn { .. } => "prompt_withdrawn",
+            Self::PromptRequeued { .. } => "prompt_requeued",
+            Self::TurnStarted { .. } => "turn_started",
+            Self::AgentDelta { .. } => "agent_delta",
+            Self::AgentMessage { .. } => "agent_message",
+            Self::ToolCall { .. } => "tool_call",
+            Self::ToolResult { .. } => "tool_result",
+            Self::FileChanged { .. } => "file_changed",
+            Self::SteerDelivered { .. } => "steer_delivered",
+            Self::TurnEnded { .. } => "turn_ended",
+            Self::ChildSpawned { .. } => "child_spawned",
         }
     }
 
@@ -111,6 +165,33 @@ impl EventKind {
             ),
             Self::WorkspaceStopped { diff_bytes } => format!("workspace stopped; diff kept ({diff_bytes} bytes)"),
             Self::Error { message } => format!("error: {message}"),
+            Self::PromptEdited { author, text, .. } => format!("{} edited a queued prompt: {text}", author.name),
+            Self::PromptWithdrawn { author, .. } => format!("{} withdrew a queued prompt", author.name),
+            Self::PromptRequeued { reason, first, .. } => {
+                format!("prompt queued again{}: {reason}", if *first { " (next)" } else { "" })
+            }
+            Self::TurnStarted { author, agent, .. } => format!("{agent} agent started on {}'s prompt", author.name),
+            Self::AgentDelta { text, .. } => text.clone(),
+            Self::AgentMessage { text, .. } => format!("agent: {text}"),
+            Self::ToolCall { name, arguments, .. } => format!("tool {name} {arguments}"),
+            Self::ToolResult { name, exit_code, is_error, duration_ms, .. } => format!(
+                "tool {name} {} in {duration_ms} ms",
+                match (exit_code, is_error) {
+                    (Some(c), _) => format!("→ exit {c}"),
+                    (None, true) => "failed".to_string(),
+                    (None, false) => "done".to_string(),
+                }
+            ),
+            Self::FileChanged { path, change, .. } => format!("{path} {change:?}").to_lowercase(),
+            Self::SteerDelivered { author, .. } => format!("{}'s steering reached the agent", author.name),
+            Self::TurnEnded { outcome, usage, duration_ms, error, .. } => format!(
+                "turn {} in {duration_ms} ms ({} + {} tokens){}",
+                outcome.as_str(),
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+            ),
+            Self::ChildSpawned { title, author, .. } => format!("{} spawned a child session: {title}", author.name),
         }
     }
 }

@@ -59,6 +59,11 @@ id_type!(
     PromptId
 );
 
+id_type!(
+    /// A large output kept whole (a command's full output, a screenshot).
+    ArtifactId
+);
+
 /// Milliseconds since the Unix epoch (UTC).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]

@@ -9,7 +9,9 @@ pub mod api;
 pub mod event;
 pub mod ids;
 pub mod limits;
+pub mod turn;
 
 pub use api::*;
 pub use event::{BootPhase, Event, EventKind, EventsPage};
 pub use ids::*;
+pub use turn::*;

@@ -118,7 +118,7 @@ async fn start_once(c: &Client, repo: RepoId) -> Result<(f64, SessionId)> {
 }
 
 async fn start_with_phases(c: &Client, repo: RepoId) -> Result<(f64, SessionId, String)> {
-    let d = c.create_session(&CreateSession { repo_id: repo, prompt: "bench".into(), branch: None }).await?;
+    let d = c.create_session(&CreateSession { repo_id: repo, prompt: String::new(), branch: None, agent: Some(tandem_protocol::AgentSpec::None) }).await?;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let page = c.events(d.session.id, 0).await?;
@@ -190,6 +190,7 @@ async fn main() -> Result<()> {
         agent_bin: Some(target.join("release/tandem-workspace-agent")),
         egress_hosts: Default::default(),
         snapshot_interval_secs: 0,
+        agents: Default::default(),
         snapshot_keep: 100,
     };
     let server = Server::bind(config).await?;

@@ -27,8 +27,12 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The agent key: 32 random bytes in `<data dir>/agent.key`, made on first use.
 pub fn load_key(data_dir: &Path) -> Result<Vec<u8>> {
-    let path = data_dir.join("agent.key");
-    if let Ok(k) = std::fs::read(&path)
+    load_or_create_key(&data_dir.join("agent.key"))
+}
+
+/// A key file of at least 32 random bytes, created (mode 0600) if missing.
+pub fn load_or_create_key(path: &Path) -> Result<Vec<u8>> {
+    if let Ok(k) = std::fs::read(path)
         && k.len() >= 32
     {
         return Ok(k);
@@ -37,12 +41,12 @@ pub fn load_key(data_dir: &Path) -> Result<Vec<u8>> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);
     std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-    match opts.open(&path) {
+    match opts.open(path) {
         Ok(mut f) => {
             std::io::Write::write_all(&mut f, &key)?;
             Ok(key)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(std::fs::read(&path)?),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(std::fs::read(path)?),
         Err(e) => Err(e.into()),
     }
 }
@@ -67,8 +71,13 @@ pub fn spec_parts(ws: &Workspaces, wid: &str) -> Result<(Vec<String>, Vec<(Strin
     let init = vec![agent::BINARY.to_string(), "serve".into()];
     let env = vec![(agent::TOKEN_ENV.to_string(), token(&ws.agent_key, wid))];
     let socket_dir = Path::new(agent::SOCKET).parent().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
+    let gateway = crate::gateway::host_dir(ws, wid);
+    std::fs::create_dir_all(&gateway)?;
+    let gateway_dir = Path::new(agent::GATEWAY_SOCKET).parent().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
     let binds = vec![
         Bind { host: dir, container: socket_dir, readonly: false },
+        // Read-only: the workspace can use the gateway's socket but not replace it.
+        Bind { host: gateway, container: gateway_dir, readonly: true },
         Bind { host: ws.agent_bin.clone(), container: agent::BINARY.into(), readonly: true },
     ];
     Ok((init, env, binds))
@@ -232,4 +241,74 @@ pub async fn wait_ready(ws: &Workspaces, wid: &str, init_pid: i32, within: Durat
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     Err(Error::Internal(format!("the workspace agent did not come up: {last}")))
+}
+
+/// Frames of a running turn, read as they come; the channel is bounded so a slow store slows
+/// the agent, never memory. The last item is the `end` frame or the error that broke the stream.
+pub type TurnFrames = tokio::sync::mpsc::Receiver<Result<agent::TurnFrame>>;
+
+/// Starts a turn in the workspace; dropping the receiver closes the stream, which stops it.
+pub async fn start_turn(ws: &Workspaces, wid: &str, init_pid: i32, req: &agent::TurnStart) -> Result<TurnFrames> {
+    let body = serde_json::to_vec(req).map_err(|e| Error::Internal(e.to_string()))?;
+    let res = send(ws, wid, init_pid, Method::POST, "/turns", Some(body)).await?;
+    if res.status() != StatusCode::OK {
+        let status = res.status();
+        let b = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        return Err(Error::Conflict(format!("the agent refused the turn ({status}): {}", String::from_utf8_lossy(&b))));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let mut body = res.into_body();
+    tokio::spawn(async move {
+        let mut pending: Vec<u8> = Vec::new();
+        loop {
+            let frame = tokio::select! {
+                f = body.frame() => f,
+                () = tx.closed() => return,
+            };
+            let Some(frame) = frame else { break };
+            let data = match frame {
+                Ok(f) => match f.into_data() {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                },
+                Err(e) => {
+                    let _ = tx.send(Err(unreachable(&e))).await;
+                    return;
+                }
+            };
+            pending.extend_from_slice(&data);
+            while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=nl).collect();
+                let item = serde_json::from_slice::<agent::TurnFrame>(&line)
+                    .map_err(|e| Error::Internal(format!("a malformed turn frame from the agent: {e}")));
+                let end = matches!(item, Ok(agent::TurnFrame::End { .. }) | Err(_));
+                if tx.send(item).await.is_err() || end {
+                    return;
+                }
+            }
+            if pending.len() > MAX_ANSWER_BYTES {
+                let _ = tx.send(Err(Error::Internal("the agent sent an oversized turn frame".into()))).await;
+                return;
+            }
+        }
+        let _ = tx.send(Err(unreachable(&"the agent closed the turn before it ended"))).await;
+    });
+    Ok(rx)
+}
+
+/// Asks the agent to steer (`Some(steer)`) or stop (`None`) turn `turn`. `Ok(false)` when the
+/// agent says it cannot (not running, or an agent without tool boundaries).
+pub async fn control_turn(
+    ws: &Workspaces,
+    wid: &str,
+    init_pid: i32,
+    turn: tandem_protocol::PromptId,
+    steer: Option<&agent::TurnSteer>,
+) -> Result<bool> {
+    let (path, body) = match steer {
+        Some(s) => (format!("/turns/{turn}/steer"), Some(serde_json::to_vec(s).map_err(|e| Error::Internal(e.to_string()))?)),
+        None => (format!("/turns/{turn}/stop"), None),
+    };
+    let (status, _) = call(ws, wid, init_pid, Method::POST, &path, body).await?;
+    Ok(status == StatusCode::ACCEPTED)
 }

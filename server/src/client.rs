@@ -44,7 +44,9 @@ impl Client {
         let status = res.status();
         let bytes = res.bytes().await.map_err(|e| Error::Internal(format!("reading answer: {e}")))?;
         if status.is_success() {
-            return serde_json::from_slice(&bytes)
+            // No body (204, 202) reads as `null`, which `()` accepts.
+            let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+            return serde_json::from_slice(bytes)
                 .map_err(|e| Error::Internal(format!("unexpected answer from {} ({status}): {e}", self.base)));
         }
         let error = serde_json::from_slice::<ApiError>(&bytes).unwrap_or_else(|_| ApiError {
@@ -153,5 +155,23 @@ impl Client {
 
     pub async fn events(&self, id: SessionId, after: Seq) -> Result<EventsPage> {
         self.get(&format!("/api/sessions/{id}/events?after={after}")).await
+    }
+
+    pub async fn submit_prompt(&self, id: SessionId, req: &CreatePrompt) -> Result<Prompt> {
+        self.post(&format!("/api/sessions/{id}/prompts"), req).await
+    }
+
+    /// Stops the running turn (a conflict when none runs).
+    pub async fn stop_turn(&self, id: SessionId) -> Result<()> {
+        self.send(self.request(Method::POST, &format!("/api/sessions/{id}/turn/stop"))).await
+    }
+
+    pub async fn children(&self, id: SessionId) -> Result<Vec<ChildSession>> {
+        self.get(&format!("/api/sessions/{id}/children")).await
+    }
+
+    /// Stores a secret (admins).
+    pub async fn set_secret(&self, name: &str, value: String) -> Result<()> {
+        self.send(self.request(Method::PUT, &format!("/api/secrets/{name}")).json(&SetSecret { value })).await
     }
 }

@@ -43,6 +43,53 @@ pub struct Config {
     pub snapshot_interval_secs: u64,
     /// Good snapshots kept per repo (besides those in use).
     pub snapshot_keep: usize,
+    /// Agents and the model they use (`[agents]` in the file).
+    pub agents: AgentsConfig,
+}
+
+/// `[agents]`: the model endpoint, the default agent, what happens to interrupted turns.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentsConfig {
+    /// An OpenAI-compatible API (`…/v1`); the server calls it for workspaces, which never see
+    /// the key. None: builtin and opencode turns fail with a message saying so.
+    pub model_base_url: Option<String>,
+    /// The model name sent with every request.
+    pub model: String,
+    /// The secret (`tandem secret set NAME`) holding the API key; a missing secret sends none.
+    pub api_key_secret: String,
+    /// The agent of sessions that do not name one.
+    pub default: tandem_protocol::AgentSpec,
+    /// What happens to a prompt whose turn a restart interrupted.
+    pub on_interrupt: OnInterrupt,
+    /// Most model requests in one turn.
+    pub max_steps: u32,
+    /// Times a prompt may be interrupted before it is left for people to resubmit.
+    pub max_attempts: i64,
+}
+
+impl Default for AgentsConfig {
+    fn default() -> Self {
+        Self {
+            model_base_url: None,
+            model: "gpt-4.1-mini".into(),
+            api_key_secret: "model_api_key".into(),
+            default: tandem_protocol::AgentSpec::Builtin,
+            on_interrupt: OnInterrupt::Rerun,
+            max_steps: 50,
+            max_attempts: 3,
+        }
+    }
+}
+
+/// [`AgentsConfig::on_interrupt`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnInterrupt {
+    /// Run it again before anything else queued.
+    Rerun,
+    /// Queue it again behind the prompts already waiting.
+    Requeue,
 }
 
 /// Default of [`Config::snapshot_interval_secs`]: 30 minutes.
@@ -66,6 +113,8 @@ pub struct FileConfig {
     pub database_url: Option<String>,
     pub public_url: Option<String>,
     pub web_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub agents: AgentsConfig,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -128,6 +177,7 @@ impl Config {
             egress_hosts: file.egress_hosts,
             snapshot_interval_secs: file.snapshot_interval_secs.unwrap_or(DEFAULT_SNAPSHOT_INTERVAL_SECS),
             snapshot_keep: file.snapshot_keep.unwrap_or(DEFAULT_SNAPSHOT_KEEP),
+            agents: file.agents,
             data_dir,
         })
     }

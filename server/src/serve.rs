@@ -42,7 +42,19 @@ impl Server {
         if let Err(why) = &workspaces {
             tracing::warn!("workspaces unavailable: {why}");
         }
-        let state = AppState { db, jwt: Arc::new(jwt), config: Arc::new(config), workspaces, boot_slots: crate::scheduler::boot_slots(), pool: Default::default() };
+        let secrets = Arc::new(crate::secrets::Secrets::load_or_create(&config.data_dir)?);
+        let turns = Arc::new(crate::turns::Turns::load(&config.data_dir)?);
+        let state = AppState {
+            db,
+            jwt: Arc::new(jwt),
+            config: Arc::new(config),
+            workspaces,
+            boot_slots: crate::scheduler::boot_slots(),
+            pool: Default::default(),
+            secrets,
+            turns,
+            gateways: Default::default(),
+        };
         let first_login_url = auth::bootstrap_admin(&state.db).await?.map(|code| auth::login_url(&state.public_url(), &code));
         Ok(Self { listener, state, addr, first_login_url })
     }

@@ -19,6 +19,12 @@ pub struct AppState {
     pub boot_slots: Arc<tokio::sync::Semaphore>,
     /// Started, unclaimed workspaces per repo.
     pub pool: Arc<crate::scheduler::pool::WarmPool>,
+    /// The secret store (model API keys).
+    pub secrets: Arc<crate::secrets::Secrets>,
+    /// The prompt queues this process is working through.
+    pub turns: Arc<crate::turns::Turns>,
+    /// Each workspace's gateway listener.
+    pub gateways: Arc<crate::gateway::Gateways>,
 }
 
 impl AppState {

@@ -95,7 +95,7 @@ async fn a_workspace_reaches_only_its_allow_listed_names() {
         .as_str()
         .unwrap()
         .to_string();
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "net" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     let id = created.session.id;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

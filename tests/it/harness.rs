@@ -177,6 +177,7 @@ impl TestServer {
             agent_bin: Some(std::path::Path::new(env!("CARGO_BIN_EXE_tandem")).with_file_name("tandem-workspace-agent")),
             egress_hosts: Default::default(),
             snapshot_interval_secs: 0,
+            agents: Default::default(),
             snapshot_keep: 3,
         };
         tweak(&mut config);

@@ -62,7 +62,7 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
     let repo = c.create_repo(&CreateRepo { name: "acme/web".into(), url: "https://x.invalid/w.git".into(), default_branch: None, warm_pool: None }).await.unwrap();
     let mut ids = Vec::new();
     for i in 0..5 {
-        ids.push(c.create_session(&CreateSession { repo_id: repo.id, prompt: format!("task {i}"), branch: None }).await.unwrap());
+        ids.push(c.create_session(&CreateSession { repo_id: repo.id, prompt: format!("task {i}"), branch: None, agent: None }).await.unwrap());
     }
     let before: Vec<_> = futures::future::join_all(ids.iter().map(|d| c.events(d.session.id, 0))).await;
     let jwt = tandem_server::auth::JwtKeys::load_or_create(&data).unwrap();
@@ -127,7 +127,7 @@ async fn a_session_workspace_survives_a_server_crash_and_is_supervised_again() {
         .create_repo(&CreateRepo { name: "acme/durable".into(), url: src.path().to_string_lossy().into(), default_branch: None, warm_pool: None })
         .await
         .unwrap();
-    let id = c.create_session(&CreateSession { repo_id: repo.id, prompt: "survive".into(), branch: None }).await.unwrap().session.id;
+    let id = c.create_session(&CreateSession { repo_id: repo.id, prompt: String::new(), branch: None, agent: Some(tandem_protocol::AgentSpec::None) }).await.unwrap().session.id;
     wait_for_state(&c, id, tandem_protocol::SessionState::Ready).await;
     let run = |c: Client, cmd: &str| {
         let req = tandem_protocol::ExecRequest { command: cmd.into(), cwd: None, timeout_secs: None };

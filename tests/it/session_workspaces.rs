@@ -77,7 +77,7 @@ async fn a_session_boots_from_the_snapshot_at_the_branch_head_runs_commands_and_
     let head = git(src.path(), &["rev-parse", "HEAD"]);
     assert_ne!(Some(head.as_str()), snap.commit.as_deref());
 
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "look around" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     let id = created.session.id;
     let ready = wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await;
     assert_eq!(ready.session.state, SessionState::Ready, "{:#?}", events(&s, id).await);
@@ -138,7 +138,7 @@ async fn a_session_builds_a_missing_snapshot_first_and_a_failing_start_command_f
     let Some(s) = server().await else { return };
     let src = source_repo("[workspace]\nstart = [\"echo no database here >&2; exit 4\"]\n");
     let repo = add_repo(&s, "acme/broken", src.path()).await;
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "x" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     let id = created.session.id;
     let done = wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await;
     assert_eq!(done.session.state, SessionState::Failed);
@@ -161,7 +161,7 @@ async fn a_session_whose_workspace_dies_is_marked_failed_and_the_server_carries_
     let Some(s) = server().await else { return };
     let src = source_repo("[workspace]\n");
     let repo = add_repo(&s, "acme/fragile", src.path()).await;
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "x" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     let id = created.session.id;
     assert_eq!(wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Ready);
     let row = tandem_server::db::sessions::workspace(s.state.db.pool(), id).await.unwrap().unwrap();
@@ -199,7 +199,7 @@ async fn a_warm_pool_keeps_workspaces_started_and_new_sessions_claim_them() {
     assert_eq!(set.status, StatusCode::OK);
     wait_warm(&s, &repo, 2).await;
 
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "quick" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     let id = created.session.id;
     assert_eq!(wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Ready);
     let from_pool = events(&s, id).await.iter().any(|e| {
@@ -240,7 +240,7 @@ async fn forks_start_from_identical_trees_and_suspend_resume_keeps_files() {
     let Some(s) = server().await else { return };
     let src = source_repo(RECIPE);
     let repo = add_repo(&s, "acme/forky", src.path()).await;
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "make variants" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     let parent = created.session.id;
     assert_eq!(wait_state(&s, parent, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Ready);
     let out = exec(&s, parent, "echo parent-change >> README.md && mkdir -p notes && echo n1 > notes/a.txt && rm .gitignore").await;
@@ -291,7 +291,7 @@ async fn the_file_api_works_inside_the_checkout_and_refuses_to_leave_it() {
     let Some(s) = server().await else { return };
     let src = source_repo(RECIPE);
     let repo = add_repo(&s, "acme/files", src.path()).await;
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "files" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     let id = created.session.id;
     assert_eq!(wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Ready);
 
@@ -336,7 +336,7 @@ async fn fifty_session_start_stop_cycles_leave_no_mount_cgroup_or_process() {
     let repo = add_repo(&s, "acme/cycles", src.path()).await;
     let data = s.dir.path().join("data");
     for i in 0..50 {
-        let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": format!("cycle {i}") })).send().await.parse();
+        let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
         let id = created.session.id;
         assert_eq!(wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Ready, "cycle {i}");
         let row = tandem_server::db::sessions::workspace(s.state.db.pool(), id).await.unwrap().unwrap();
@@ -364,7 +364,7 @@ async fn the_cli_runs_commands_shows_diffs_forks_and_stops_sessions() {
     let Some(s) = server().await else { return };
     let src = source_repo(RECIPE);
     let repo = add_repo(&s, "acme/cli", src.path()).await;
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "cli" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     let id = created.session.id.to_string();
     wait_state(&s, created.session.id, &[SessionState::Ready]).await;
     let tandem = |args: &[&str]| {
@@ -398,7 +398,7 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
     let Some(s) = server().await else { return };
     let src = source_repo("[workspace]\n");
     let repo = add_repo(&s, "acme/term", src.path()).await;
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "t" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     wait_state(&s, created.session.id, &[SessionState::Ready]).await;
     let row = tandem_server::db::sessions::workspace(s.state.db.pool(), created.session.id).await.unwrap().unwrap();
     let (wid, pid) = (row.workspace_id.unwrap(), row.workspace_pid.unwrap() as i32);
@@ -479,7 +479,7 @@ async fn recipes_set_limits_and_sessions_wait_for_readiness_checks() {
          [workspace.limits]\nmemory_mb = 192\npids = 300\n",
     );
     let repo = add_repo(&s, "acme/ready", src.path()).await;
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "r" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     let id = created.session.id;
     let done = wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await;
     assert_eq!(done.session.state, SessionState::Ready, "{:#?}", events(&s, id).await);
@@ -497,7 +497,7 @@ async fn recipes_set_limits_and_sessions_wait_for_readiness_checks() {
     // Out-of-range limits fail the session with a message that names them.
     let bad = source_repo("[workspace]\n[workspace.limits]\nmemory_mb = 1\n");
     let repo = add_repo(&s, "acme/tiny", bad.path()).await;
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "r" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     let id = created.session.id;
     assert_eq!(wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await.session.state, SessionState::Failed);
     assert!(events(&s, id).await.iter().any(|e| matches!(&e.kind, EventKind::Error { message } if message.contains("memory_mb"))));
@@ -509,7 +509,7 @@ async fn git_status_and_commit_go_through_the_agent() {
     let Some(s) = server().await else { return };
     let src = source_repo(RECIPE);
     let repo = add_repo(&s, "acme/git", src.path()).await;
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "g" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
     let id = created.session.id;
     wait_state(&s, id, &[SessionState::Ready]).await;
     let clean: GitStatus = s.get(&format!("/api/sessions/{id}/git/status")).send().await.parse();

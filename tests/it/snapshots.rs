@@ -142,7 +142,7 @@ async fn snapshots_rebuild_only_when_something_changed_and_unused_old_ones_are_c
     assert_eq!(second.state, SnapshotState::Ready);
 
     // A session on the second snapshot keeps it alive through garbage collection.
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo_id, "prompt": "x" })).send().await.parse();
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo_id, "agent": { "kind": "none" } })).send().await.parse();
     let deadline = Instant::now() + Duration::from_secs(60);
     while tandem_server::db::sessions::get(db.pool(), created.session.id).await.unwrap().unwrap().state != tandem_protocol::SessionState::Ready {
         assert!(Instant::now() < deadline, "session never became ready");

@@ -9,7 +9,7 @@ use crate::matrix;
 async fn events_are_append_only_and_gap_free_under_concurrency(s: TestServer) {
     let repo: RepoId = make_repo(&s, "acme/web").await.parse().unwrap();
     let author = Author { kind: AuthorKind::Automation, user_id: None, name: "test".into() };
-    let detail = sessions::create(&s.state.db, author, CreateSession { repo_id: repo, prompt: "go".into(), branch: None })
+    let detail = sessions::create(&s.state.db, author, CreateSession { repo_id: repo, prompt: "go".into(), branch: None, agent: None }, &tandem_protocol::AgentSpec::Builtin)
         .await
         .unwrap();
     let id = detail.session.id;

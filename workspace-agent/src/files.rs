@@ -17,6 +17,11 @@ impl FileError {
     pub fn into_response(self) -> Response {
         error(self.0, self.1, self.2)
     }
+
+    /// What went wrong, for people (and the agent's model).
+    pub fn message(&self) -> &str {
+        &self.2
+    }
 }
 
 fn bad(msg: impl Into<String>) -> FileError {
@@ -51,7 +56,7 @@ fn lexical(rel: &str) -> Result<PathBuf, FileError> {
 }
 
 /// `root/rel` resolved through symlinks, refused if that leaves `root`.
-fn confined(root: &Path, rel: &str) -> Result<PathBuf, FileError> {
+pub fn confined(root: &Path, rel: &str) -> Result<PathBuf, FileError> {
     let path = root.join(lexical(rel)?);
     let real_root = root.canonicalize().map_err(|e| io("/", e))?;
     let real = path.canonicalize().map_err(|e| io(rel, e))?;

@@ -13,7 +13,8 @@ use axum::extract::Path;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use tandem_protocol::agent::{AgentHealth, ExecStart, FileQuery, GitCommit, MAX_FILE_BYTES, PtyInfo, PtyOpen, WriteFile};
+use tandem_protocol::agent::{AgentHealth, ExecStart, FileQuery, GitCommit, MAX_FILE_BYTES, PtyInfo, PtyOpen, TurnStart, TurnSteer, WriteFile};
+use tandem_protocol::PromptId;
 use tandem_protocol::ApiError;
 
 use crate::files;
@@ -23,6 +24,7 @@ struct Agent {
     token: String,
     started: Instant,
     ptys: Arc<crate::pty::Ptys>,
+    turns: Arc<crate::turns::Turns>,
 }
 
 /// An error answer.
@@ -37,7 +39,8 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
     }
     let _ = std::fs::remove_file(&socket);
     let listener = tokio::net::UnixListener::bind(&socket).with_context(|| format!("binding {}", socket.display()))?;
-    let state = Arc::new(Agent { root, token, started: Instant::now(), ptys: Default::default() });
+    let state = Arc::new(Agent { root, token, started: Instant::now(), ptys: Default::default(), turns: Default::default() });
+    crate::forward::spawn();
     let app = Router::new()
         .route("/health", get(health))
         .route("/files", get(read).put(write))
@@ -46,6 +49,9 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
         .route("/git/commit", post(git_commit))
         .route("/ptys", get(list_ptys).post(open_pty))
         .route("/ptys/{id}/attach", get(attach_pty))
+        .route("/turns", post(start_turn))
+        .route("/turns/{id}/steer", post(steer_turn))
+        .route("/turns/{id}/stop", post(stop_turn))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FILE_BYTES * 2))
         .with_state(state);
@@ -117,5 +123,36 @@ async fn git_commit(State(a): State<Arc<Agent>>, Json(req): Json<GitCommit>) -> 
     match crate::git::commit(&a.root, req).await {
         Ok(c) => (StatusCode::CREATED, Json(c)).into_response(),
         Err((status, msg)) => error(status, "git", msg),
+    }
+}
+
+fn refused(r: crate::turns::Refused) -> Response {
+    use crate::turns::Refused;
+    match r {
+        Refused::Busy(id) => error(StatusCode::CONFLICT, "busy", format!("turn {id} is running")),
+        Refused::NotRunning => error(StatusCode::NOT_FOUND, "not_found", "that turn is not running"),
+        Refused::CannotSteer => error(StatusCode::CONFLICT, "cannot_steer", "this agent cannot be steered mid-turn"),
+        Refused::QueueFull => error(StatusCode::TOO_MANY_REQUESTS, "queue_full", "too many steering prompts are waiting"),
+    }
+}
+
+async fn start_turn(State(a): State<Arc<Agent>>, Json(req): Json<TurnStart>) -> Response {
+    match a.turns.start(a.root.clone(), req) {
+        Ok(body) => ([("content-type", "application/x-ndjson")], body).into_response(),
+        Err(r) => refused(r),
+    }
+}
+
+async fn steer_turn(State(a): State<Arc<Agent>>, Path(id): Path<PromptId>, Json(req): Json<TurnSteer>) -> Response {
+    match a.turns.steer(id, req) {
+        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        Err(r) => refused(r),
+    }
+}
+
+async fn stop_turn(State(a): State<Arc<Agent>>, Path(id): Path<PromptId>) -> Response {
+    match a.turns.stop(id) {
+        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        Err(r) => refused(r),
     }
 }

@@ -10,9 +10,11 @@ use tandem_protocol::agent;
 
 mod exec;
 mod files;
+mod forward;
 mod git;
 mod http;
 mod pty;
+mod turns;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

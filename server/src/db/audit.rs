@@ -37,3 +37,45 @@ pub async fn recent<'e>(ex: impl Executor<'e, Database = Any>, limit: i64) -> Re
         .fetch_all(ex)
         .await?)
 }
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    at: i64,
+    actor_user_id: Option<String>,
+    actor_name: String,
+    action: String,
+    target: String,
+    detail: String,
+}
+
+/// Entries newest first: about `target` if given, with ids below `before` if given.
+pub async fn list<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    target: Option<&str>,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<Vec<tandem_protocol::AuditEntry>> {
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT id, at, actor_user_id, actor_name, action, target, detail FROM audit
+         WHERE ($1 IS NULL OR target = $1) AND ($2 IS NULL OR id < $2) ORDER BY id DESC LIMIT $3",
+    )
+    .bind(target)
+    .bind(before)
+    .bind(limit)
+    .fetch_all(ex)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(tandem_protocol::AuditEntry {
+                id: r.id,
+                at: tandem_protocol::Timestamp(r.at),
+                actor_user_id: r.actor_user_id.map(|u| super::uuid(&u).map(UserId)).transpose()?,
+                actor_name: r.actor_name,
+                action: r.action,
+                target: r.target,
+                detail: serde_json::from_str(&r.detail).unwrap_or(serde_json::Value::String(r.detail)),
+            })
+        })
+        .collect()
+}

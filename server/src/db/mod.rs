@@ -10,9 +10,12 @@ use sqlx::{AnyPool, Executor};
 
 use crate::{Error, Result};
 
+pub mod artifacts;
 pub mod audit;
 pub mod events;
+pub mod prompts;
 pub mod repos;
+pub mod secrets;
 pub mod sessions;
 pub mod snapshots;
 pub mod tokens;

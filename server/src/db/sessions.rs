@@ -20,6 +20,7 @@ struct SessionRow {
     updated_at: i64,
     last_seq: i64,
     parent_id: Option<String>,
+    agent: String,
 }
 
 fn author(kind: &str, user: Option<String>, name: String) -> Result<Author> {
@@ -28,7 +29,17 @@ fn author(kind: &str, user: Option<String>, name: String) -> Result<Author> {
     Ok(Author { kind, user_id: user.map(|u| super::uuid(&u).map(UserId)).transpose()?, name })
 }
 
-fn author_kind_str(kind: AuthorKind) -> &'static str {
+/// A stored agent spec (JSON).
+pub fn agent_spec(json: &str) -> Result<AgentSpec> {
+    serde_json::from_str(json).map_err(|e| Error::Internal(format!("stored agent {json:?} unreadable: {e}")))
+}
+
+/// An agent spec as stored.
+pub fn agent_json(spec: &AgentSpec) -> String {
+    serde_json::to_string(spec).unwrap_or_else(|_| "{\"kind\":\"none\"}".into())
+}
+
+pub(crate) fn author_kind_str(kind: AuthorKind) -> &'static str {
     match kind {
         AuthorKind::User => "user",
         AuthorKind::Guest => "guest",
@@ -53,19 +64,20 @@ impl SessionRow {
             updated_at: Timestamp(self.updated_at),
             last_seq: self.last_seq,
             parent_id: self.parent_id.map(|p| super::uuid(&p).map(SessionId)).transpose()?,
+            agent: agent_spec(&self.agent)?,
         })
     }
 }
 
 const SELECT: &str = "SELECT s.id, s.repo_id, r.name AS repo_name, s.state, s.title, s.branch, s.author_kind,
-    s.author_user_id, s.author_name, s.created_at, s.updated_at, s.last_seq, s.parent_id
+    s.author_user_id, s.author_name, s.created_at, s.updated_at, s.last_seq, s.parent_id, s.agent
     FROM sessions s JOIN repos r ON r.id = s.repo_id";
 
 /// Inserts a session row (with `last_seq = 0`).
 pub async fn insert(conn: &mut AnyConnection, s: &Session) -> Result<()> {
     sqlx::query(
         "INSERT INTO sessions (id, repo_id, state, title, branch, author_kind, author_user_id, author_name,
-         created_at, updated_at, last_seq, parent_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11)",
+         created_at, updated_at, last_seq, parent_id, agent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12)",
     )
     .bind(s.id.to_string())
     .bind(s.repo_id.to_string())
@@ -78,6 +90,7 @@ pub async fn insert(conn: &mut AnyConnection, s: &Session) -> Result<()> {
     .bind(s.created_at.0)
     .bind(s.updated_at.0)
     .bind(s.parent_id.map(|p| p.to_string()))
+    .bind(agent_json(&s.agent))
     .execute(conn)
     .await?;
     Ok(())
@@ -90,8 +103,8 @@ pub async fn insert_prompt(conn: &mut AnyConnection, p: &Prompt) -> Result<()> {
         PromptMode::Steer => "steer",
     };
     sqlx::query(
-        "INSERT INTO prompts (id, session_id, position, author_kind, author_user_id, author_name, text, mode, state, created_at)
-         VALUES ($1, $2, (SELECT COALESCE(MAX(position), 0) + 1 FROM prompts WHERE session_id = $2), $3, $4, $5, $6, $7, $8, $9)",
+        "INSERT INTO prompts (id, session_id, position, author_kind, author_user_id, author_name, text, mode, state, created_at, agent)
+         VALUES ($1, $2, (SELECT COALESCE(MAX(position), 0) + 1 FROM prompts WHERE session_id = $2), $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(p.id.to_string())
     .bind(p.session_id.to_string())
@@ -100,21 +113,12 @@ pub async fn insert_prompt(conn: &mut AnyConnection, p: &Prompt) -> Result<()> {
     .bind(&p.author.name)
     .bind(&p.text)
     .bind(mode)
-    .bind(prompt_state_str(p.state))
+    .bind(p.state.as_str())
     .bind(p.created_at.0)
+    .bind(p.agent.as_ref().map(agent_json))
     .execute(conn)
     .await?;
     Ok(())
-}
-
-fn prompt_state_str(s: PromptState) -> &'static str {
-    match s {
-        PromptState::Queued => "queued",
-        PromptState::Running => "running",
-        PromptState::Done => "done",
-        PromptState::Withdrawn => "withdrawn",
-        PromptState::Interrupted => "interrupted",
-    }
 }
 
 /// A session by id.
@@ -146,8 +150,9 @@ pub async fn list<'e>(
 }
 
 #[derive(FromRow)]
-struct PromptRow {
+pub(crate) struct PromptRow {
     id: String,
+    session_id: String,
     author_kind: String,
     author_user_id: Option<String>,
     author_name: String,
@@ -155,34 +160,41 @@ struct PromptRow {
     mode: String,
     state: String,
     created_at: i64,
+    agent: Option<String>,
+    attempts: i64,
+}
+
+/// The prompt columns, for `SELECT {PROMPT_COLUMNS} FROM prompts`.
+pub(crate) const PROMPT_COLUMNS: &str =
+    "id, session_id, author_kind, author_user_id, author_name, text, mode, state, created_at, agent, attempts";
+
+impl PromptRow {
+    pub(crate) fn into_prompt(self) -> Result<Prompt> {
+        let mode = serde_json::from_value(serde_json::Value::String(self.mode.clone()))
+            .map_err(|_| Error::Internal(format!("stored prompt mode {:?} unknown", self.mode)))?;
+        let state = serde_json::from_value(serde_json::Value::String(self.state.clone()))
+            .map_err(|_| Error::Internal(format!("stored prompt state {:?} unknown", self.state)))?;
+        Ok(Prompt {
+            id: PromptId(super::uuid(&self.id)?),
+            session_id: SessionId(super::uuid(&self.session_id)?),
+            author: author(&self.author_kind, self.author_user_id, self.author_name)?,
+            text: self.text,
+            mode,
+            state,
+            created_at: Timestamp(self.created_at),
+            agent: self.agent.as_deref().map(agent_spec).transpose()?,
+            attempts: self.attempts,
+        })
+    }
 }
 
 /// A session's prompts in queue order.
 pub async fn prompts<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Vec<Prompt>> {
-    let rows: Vec<PromptRow> = sqlx::query_as(
-        "SELECT id, author_kind, author_user_id, author_name, text, mode, state, created_at
-         FROM prompts WHERE session_id = $1 ORDER BY position",
-    )
-    .bind(session.to_string())
-    .fetch_all(ex)
-    .await?;
-    rows.into_iter()
-        .map(|r| {
-            let mode = serde_json::from_value(serde_json::Value::String(r.mode.clone()))
-                .map_err(|_| Error::Internal(format!("stored prompt mode {:?} unknown", r.mode)))?;
-            let state = serde_json::from_value(serde_json::Value::String(r.state.clone()))
-                .map_err(|_| Error::Internal(format!("stored prompt state {:?} unknown", r.state)))?;
-            Ok(Prompt {
-                id: PromptId(super::uuid(&r.id)?),
-                session_id: session,
-                author: author(&r.author_kind, r.author_user_id, r.author_name)?,
-                text: r.text,
-                mode,
-                state,
-                created_at: Timestamp(r.created_at),
-            })
-        })
-        .collect()
+    let rows: Vec<PromptRow> = sqlx::query_as(&format!("SELECT {PROMPT_COLUMNS} FROM prompts WHERE session_id = $1 ORDER BY position"))
+        .bind(session.to_string())
+        .fetch_all(ex)
+        .await?;
+    rows.into_iter().map(PromptRow::into_prompt).collect()
 }
 
 /// Moves a session to `to` and appends the `state_changed` event, in the caller's transaction.
@@ -216,6 +228,49 @@ pub async fn transition(
     let from = SessionState::parse(&from).ok_or_else(|| Error::Internal(format!("stored state {from:?} unknown")))?;
     super::events::append(conn, id, now, EventKind::StateChanged { from, to, reason }).await?;
     Ok(Some(from))
+}
+
+/// Moves a session to `to` only if it is in one of `from` (appending `state_changed`), in the
+/// caller's transaction. Returns the state it was in when it moved.
+pub async fn transition_from(
+    conn: &mut AnyConnection,
+    id: SessionId,
+    from: &[SessionState],
+    to: SessionState,
+    reason: Option<String>,
+    now: i64,
+) -> Result<Option<SessionState>> {
+    let list: Vec<String> = from.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    // Lock the row first (see `transition`), then read and decide.
+    sqlx::query("UPDATE sessions SET updated_at = $1 WHERE id = $2").bind(now).bind(id.to_string()).execute(&mut *conn).await?;
+    let row: Option<(String,)> = sqlx::query_as(&format!("SELECT state FROM sessions WHERE id = $1 AND state IN ({})", list.join(", ")))
+        .bind(id.to_string())
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some((was,)) = row else { return Ok(None) };
+    let was = SessionState::parse(&was).ok_or_else(|| Error::Internal(format!("stored state {was:?} unknown")))?;
+    if was == to {
+        return Ok(Some(was));
+    }
+    transition(conn, id, to, reason, now).await
+}
+
+/// The live session whose workspace is `wid`.
+pub async fn by_workspace<'e>(ex: impl Executor<'e, Database = Any>, wid: &str) -> Result<Option<SessionId>> {
+    let row: Option<(String,)> = sqlx::query_as("SELECT id FROM sessions WHERE workspace_id = $1 AND state IN ('ready', 'running', 'idle')")
+        .bind(wid)
+        .fetch_optional(ex)
+        .await?;
+    row.map(|(id,)| super::uuid(&id).map(SessionId)).transpose()
+}
+
+/// Sessions spawned from `parent`, oldest first.
+pub async fn children<'e>(ex: impl Executor<'e, Database = Any>, parent: SessionId) -> Result<Vec<Session>> {
+    let rows: Vec<SessionRow> = sqlx::query_as(&format!("{SELECT} WHERE s.parent_id = $1 ORDER BY s.created_at, s.id"))
+        .bind(parent.to_string())
+        .fetch_all(ex)
+        .await?;
+    rows.into_iter().map(SessionRow::into_session).collect()
 }
 
 /// Where a session's workspace is.

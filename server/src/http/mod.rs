@@ -14,6 +14,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::state::AppState;
 
+mod admin;
 mod auth;
 mod health;
 mod json_errors;
@@ -28,6 +29,7 @@ mod web;
 pub fn app(state: AppState) -> Router {
     let api = Router::new()
         .merge(health::router())
+        .merge(admin::router())
         .merge(auth::router())
         .merge(tokens::router())
         .merge(repos::router())

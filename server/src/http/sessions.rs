@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use tandem_protocol::{
+    ArtifactId, ChildSession, CreateChildren, CreatePrompt, EditPrompt, Prompt, PromptId, PromptMode,
     CreateSession, Diff, EventsPage, ForkRequest, EventsQuery, ExecRequest, ExecResult, Session, SessionDetail, SessionFilter, SessionId,
 };
 
@@ -29,6 +30,11 @@ pub fn router() -> Router<AppState> {
         .route("/sessions/{id}/files", get(read_file).put(write_file))
         .route("/sessions/{id}/git/status", get(git_status))
         .route("/sessions/{id}/git/commit", post(git_commit))
+        .route("/sessions/{id}/prompts", post(submit_prompt))
+        .route("/sessions/{id}/prompts/{prompt}", axum::routing::patch(edit_prompt).delete(withdraw_prompt))
+        .route("/sessions/{id}/turn/stop", post(stop_turn))
+        .route("/sessions/{id}/children", get(children).post(spawn_children))
+        .route("/sessions/{id}/artifacts/{artifact}", get(artifact))
 }
 
 async fn create(
@@ -36,7 +42,7 @@ async fn create(
     user: CurrentUser,
     Json(req): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<SessionDetail>)> {
-    let detail = sessions::create(&state.db, user.author(), req).await?;
+    let detail = sessions::create(&state.db, user.author(), req, &state.config.agents.default).await?;
     scheduler::spawn_boot(&state, detail.session.id);
     Ok((StatusCode::CREATED, Json(detail)))
 }
@@ -104,6 +110,7 @@ async fn suspend(State(state): State<AppState>, user: CurrentUser, Path(id): Pat
 async fn resume(State(state): State<AppState>, user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<SessionDetail>> {
     require_owner(&state, &user, id).await?;
     workspace::resume(&state.db, state.workspaces()?, id).await?;
+    crate::turns::kick(&state, id);
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
@@ -114,7 +121,7 @@ async fn fork(
     Path(id): Path<SessionId>,
     Json(req): Json<ForkRequest>,
 ) -> Result<(StatusCode, Json<Vec<Session>>)> {
-    let forks = workspace::fork(&state.db, state.workspaces()?, id, &user.author(), req.count).await?;
+    let forks = workspace::fork(&state.db, state.workspaces()?, id, &user.author(), req.count, None).await?;
     Ok((StatusCode::CREATED, Json(forks)))
 }
 
@@ -153,4 +160,69 @@ async fn git_commit(
     require_owner(&state, &user, id).await?;
     let commit = workspace::git_commit(&state.db, state.workspaces()?, id, &user.author(), &req.message).await?;
     Ok((StatusCode::CREATED, Json(GitCommitted { commit })))
+}
+
+/// Queues a prompt (`queue`) or hands it to the running turn (`steer`).
+async fn submit_prompt(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+    Json(req): Json<CreatePrompt>,
+) -> Result<(StatusCode, Json<Prompt>)> {
+    let prompt = sessions::prompts::submit(&state.db, id, user.author(), req).await?;
+    match prompt.mode {
+        PromptMode::Steer => crate::turns::steer(&state, &prompt).await,
+        PromptMode::Queue => crate::turns::kick(&state, id),
+    }
+    Ok((StatusCode::CREATED, Json(prompt)))
+}
+
+async fn edit_prompt(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path((id, prompt)): Path<(SessionId, PromptId)>,
+    Json(req): Json<EditPrompt>,
+) -> Result<Json<Prompt>> {
+    Ok(Json(sessions::prompts::edit(&state.db, id, prompt, &user.author(), &req.text).await?))
+}
+
+async fn withdraw_prompt(State(state): State<AppState>, user: CurrentUser, Path((id, prompt)): Path<(SessionId, PromptId)>) -> Result<StatusCode> {
+    sessions::prompts::withdraw(&state.db, id, prompt, &user.author()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Stops the running turn: 202 while it ends, 409 when none runs.
+async fn stop_turn(State(state): State<AppState>, user: CurrentUser, Path(id): Path<SessionId>) -> Result<StatusCode> {
+    sessions::get(&state.db, id).await?;
+    if crate::turns::stop(&state, id, &user.author()).await? {
+        Ok(StatusCode::ACCEPTED)
+    } else {
+        Err(Error::Conflict("no turn of this session is running on this server".into()))
+    }
+}
+
+async fn children(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<Vec<ChildSession>>> {
+    Ok(Json(sessions::children::list(&state, id).await?))
+}
+
+async fn spawn_children(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+    Json(req): Json<CreateChildren>,
+) -> Result<(StatusCode, Json<Vec<Session>>)> {
+    Ok((StatusCode::CREATED, Json(sessions::children::spawn(&state, id, user.author(), req).await?)))
+}
+
+/// An artifact's whole content, with its content type.
+async fn artifact(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path((id, artifact)): Path<(SessionId, ArtifactId)>,
+) -> Result<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let (info, body) = crate::db::artifacts::get(state.db.pool(), id, artifact)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no artifact {artifact} in this session")))?;
+    Ok(([("content-type", info.content_type)], body).into_response())
 }

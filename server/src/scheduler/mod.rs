@@ -29,11 +29,15 @@ pub fn boot_slots() -> Arc<Semaphore> {
 pub fn spawn_boot(state: &AppState, id: SessionId) {
     let Ok(ws) = state.workspaces.clone() else { return };
     let (db, slots, pool) = (state.db.clone(), state.boot_slots.clone(), state.pool.clone());
+    let state = state.clone();
     tokio::spawn(async move {
-        let Ok(_permit) = slots.acquire_owned().await else { return };
+        let Ok(permit) = slots.acquire_owned().await else { return };
         if let Err(e) = workspace::boot(&db, &ws, &pool, id).await {
             tracing::error!(session = %id, error = %e, "booting a session failed");
         }
+        drop(permit);
+        // Ready: the agent starts on the queue.
+        crate::turns::kick(&state, id);
     });
 }
 
@@ -58,7 +62,8 @@ pub async fn start(state: &AppState) -> Result<()> {
         }
     }
     db::snapshots::fail_interrupted(db.pool(), now_ms()).await?;
-    tokio::spawn(supervise(db.clone(), ws.clone(), state.pool.clone()));
+    crate::turns::recover(state).await?;
+    tokio::spawn(supervise(state.clone(), db.clone(), ws.clone(), state.pool.clone()));
     if state.config.snapshot_interval_secs > 0 {
         let every = Duration::from_secs(state.config.snapshot_interval_secs);
         tokio::spawn(refresh_snapshots(db, ws, state.pool.clone(), every, state.config.snapshot_keep));
@@ -73,12 +78,15 @@ fn init_alive(pid: i64) -> bool {
     stat.contains("(tini)") && state != Some('Z')
 }
 
-async fn supervise(db: Db, ws: Arc<Workspaces>, pool: Arc<pool::WarmPool>) {
+async fn supervise(state: AppState, db: Db, ws: Arc<Workspaces>, pool: Arc<pool::WarmPool>) {
     let mut tick = tokio::time::interval(SUPERVISE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         keep_pools_full(&db, &ws, &pool).await;
+        if let Err(e) = crate::turns::sweep(&state, None).await {
+            tracing::warn!(error = %e, "checking for abandoned turns failed");
+        }
         let rows = match db::sessions::in_states(db.pool(), &workspace::LIVE).await {
             Ok(r) => r,
             Err(e) => {
@@ -86,6 +94,8 @@ async fn supervise(db: Db, ws: Arc<Workspaces>, pool: Arc<pool::WarmPool>) {
                 continue;
             }
         };
+        let live: std::collections::HashSet<String> = rows.iter().filter_map(|r| r.workspace_id.clone()).collect();
+        state.gateways.retain(&live);
         for row in rows {
             let (Some(pid), Some(wid), Ok(id)) = (row.workspace_pid, row.workspace_id.clone(), row.id.parse::<SessionId>()) else {
                 continue;

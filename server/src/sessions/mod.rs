@@ -9,17 +9,33 @@ use crate::db::{self, Db};
 pub mod workspace;
 use crate::{Error, Result, now_ms};
 
-/// Accepts a new session: stored `queued` with its first prompt and the opening events, all in
-/// one transaction (a session never exists without its prompt).
-pub async fn create(db: &Db, author: Author, req: CreateSession) -> Result<SessionDetail> {
-    create_with_parent(db, author, req, None).await
+pub mod children;
+pub mod prompts;
+
+/// Accepts a new session: stored `queued` with its first prompt (if any) and the opening events,
+/// all in one transaction. `default_agent` works on it unless the request names one.
+pub async fn create(db: &Db, author: Author, req: CreateSession, default_agent: &AgentSpec) -> Result<SessionDetail> {
+    create_with_parent(db, author, req, default_agent, None, None).await
 }
 
-/// [`create`], for a session that comes from `parent` (a fork or a child).
-pub async fn create_with_parent(db: &Db, author: Author, req: CreateSession, parent: Option<SessionId>) -> Result<SessionDetail> {
+/// [`create`], for a session that comes from `parent` (a fork or a child); `title` when it has
+/// no prompt to take one from.
+pub async fn create_with_parent(
+    db: &Db,
+    author: Author,
+    req: CreateSession,
+    default_agent: &AgentSpec,
+    parent: Option<SessionId>,
+    title: Option<String>,
+) -> Result<SessionDetail> {
     let prompt = req.prompt.trim().to_string();
-    if prompt.is_empty() {
-        return Err(Error::Invalid("prompt is empty".into()));
+    let agent = req.agent.clone().unwrap_or_else(|| default_agent.clone());
+    prompts::validate_agent(&agent)?;
+    if prompt.is_empty() && agent != AgentSpec::None && title.is_none() {
+        return Err(Error::Invalid("prompt is empty (only a session with agent `none` may start without one)".into()));
+    }
+    if !prompt.is_empty() && agent == AgentSpec::None {
+        return Err(Error::Invalid("a session with agent `none` takes no prompt".into()));
     }
     if prompt.len() > MAX_PROMPT_BYTES {
         return Err(Error::Invalid(format!("prompt is longer than {MAX_PROMPT_BYTES} bytes")));
@@ -40,15 +56,16 @@ pub async fn create_with_parent(db: &Db, author: Author, req: CreateSession, par
         repo_id: repo.id,
         repo_name: repo.name.clone(),
         state: SessionState::Queued,
-        title: title_of(&prompt),
+        title: title.unwrap_or_else(|| if prompt.is_empty() { format!("{} (shared workspace)", repo.name) } else { title_of(&prompt) }),
         branch: branch.clone(),
         author: author.clone(),
         created_at: Timestamp(now),
         updated_at: Timestamp(now),
         last_seq: 0,
         parent_id: parent,
+        agent,
     };
-    let first = Prompt {
+    let first = (!prompt.is_empty()).then(|| Prompt {
         id: PromptId(uuid::Uuid::new_v4()),
         session_id: session.id,
         author: author.clone(),
@@ -56,19 +73,23 @@ pub async fn create_with_parent(db: &Db, author: Author, req: CreateSession, par
         mode: PromptMode::Queue,
         state: PromptState::Queued,
         created_at: Timestamp(now),
-    };
+        agent: None,
+        attempts: 0,
+    });
     let mut tx = db.pool().begin().await?;
     db::sessions::insert(&mut tx, &session).await?;
-    db::sessions::insert_prompt(&mut tx, &first).await?;
-    db::events::append(&mut tx, session.id, now, EventKind::SessionCreated { repo_id: repo.id, branch, author: author.clone() })
+    let mut last = db::events::append(&mut tx, session.id, now, EventKind::SessionCreated { repo_id: repo.id, branch, author: author.clone() })
         .await?;
-    let last = db::events::append(
-        &mut tx,
-        session.id,
-        now,
-        EventKind::PromptQueued { prompt_id: first.id, author: author.clone(), mode: first.mode, text: first.text.clone() },
-    )
-    .await?;
+    if let Some(first) = &first {
+        db::sessions::insert_prompt(&mut tx, first).await?;
+        last = db::events::append(
+            &mut tx,
+            session.id,
+            now,
+            EventKind::PromptQueued { prompt_id: first.id, author: author.clone(), mode: first.mode, text: first.text.clone() },
+        )
+        .await?;
+    }
     db::audit::record(
         &mut *tx,
         now,
@@ -82,7 +103,7 @@ pub async fn create_with_parent(db: &Db, author: Author, req: CreateSession, par
     )
     .await?;
     tx.commit().await?;
-    Ok(SessionDetail { session: Session { last_seq: last.seq, ..session }, prompts: vec![first] })
+    Ok(SessionDetail { session: Session { last_seq: last.seq, ..session }, prompts: first.into_iter().collect() })
 }
 
 /// One session with its prompts.

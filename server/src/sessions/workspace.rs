@@ -71,7 +71,7 @@ async fn became_ready(db: &Db, id: SessionId, t0: Instant) -> Result<()> {
 }
 
 /// Cuts `s` to at most `max` bytes on a character boundary; true if it cut.
-fn truncate(s: &mut String, max: usize) -> bool {
+pub(crate) fn truncate(s: &mut String, max: usize) -> bool {
     if s.len() <= max {
         return false;
     }
@@ -402,7 +402,9 @@ pub async fn resume(db: &Db, ws: &Workspaces, id: SessionId) -> Result<()> {
 
 /// Forks a live session into `count` new sessions, each on its own copy of the parent's writable
 /// layer (taken while the parent is frozen, so all copies are identical), owned by `author`.
-pub async fn fork(db: &Db, ws: &Workspaces, id: SessionId, author: &Author, count: i64) -> Result<Vec<Session>> {
+/// N new sessions from copies of session `id`'s workspace as it is now, each with `prompt` queued
+/// (if any) for the parent's agent.
+pub async fn fork(db: &Db, ws: &Workspaces, id: SessionId, author: &Author, count: i64, prompt: Option<String>) -> Result<Vec<Session>> {
     if !(1..=tandem_protocol::limits::MAX_FORKS).contains(&count) {
         return Err(Error::Invalid(format!("count must be 1–{}", tandem_protocol::limits::MAX_FORKS)));
     }
@@ -418,10 +420,12 @@ pub async fn fork(db: &Db, ws: &Workspaces, id: SessionId, author: &Author, coun
     for i in 1..=count {
         let req = CreateSession {
             repo_id: parent.repo_id,
-            prompt: format!("Fork {i}/{count} of “{}”", parent.title),
+            prompt: prompt.clone().unwrap_or_default(),
             branch: Some(parent.branch.clone()),
+            agent: Some(parent.agent.clone()),
         };
-        children.push(super::create_with_parent(db, author.clone(), req, Some(id)).await?.session);
+        let title = prompt.is_none().then(|| format!("Fork {i}/{count} of “{}”", parent.title));
+        children.push(super::create_with_parent(db, author.clone(), req, &parent.agent, Some(id), title).await?.session);
     }
     // Freeze the parent so every copy sees the same instant.
     ws.runtime.pause(&pwid).await?;

@@ -49,6 +49,9 @@ enum Command {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Secrets (admins): values are read from standard input and never shown again.
+    #[command(subcommand)]
+    Secret(SecretCommand),
     /// Print a new one-time browser login link for the admin (run next to the data dir).
     LoginLink(LocalArgs),
     /// Workspace images.
@@ -59,6 +62,16 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum SecretCommand {
+    /// Store a secret (e.g. `model_api_key`) from standard input.
+    Set {
+        name: String,
+        #[command(flatten)]
+        remote: Remote,
     },
 }
 
@@ -158,8 +171,36 @@ enum SessionCommand {
         /// Branch to start from (default: the repo's default branch).
         #[arg(long)]
         branch: Option<String>,
-        /// The prompt.
-        prompt: String,
+        /// builtin, opencode or none (default: the server's default agent).
+        #[arg(long)]
+        agent: Option<String>,
+        /// A CLI agent's command template with {prompt}, e.g. "aider --message {prompt}".
+        #[arg(long, conflicts_with = "agent")]
+        command: Option<String>,
+        /// The first prompt (none only with --agent none).
+        prompt: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Queue a prompt in a session (or steer the running turn with --steer).
+    Prompt {
+        id: String,
+        text: String,
+        /// Deliver it into the running turn at its next tool boundary.
+        #[arg(long)]
+        steer: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Stop the session's running turn (the session and its queue stay).
+    StopTurn {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List a session's child sessions.
+    Children {
+        id: String,
         #[command(flatten)]
         remote: Remote,
     },
@@ -276,9 +317,13 @@ async fn run(cli: Cli) -> Result<()> {
             remote::repo_add(&remote, name, git_url, branch, warm_pool).await
         }
         Command::Repo(RepoCommand::Ls { remote }) => remote::repo_ls(&remote).await,
-        Command::Session(SessionCommand::New { repo, branch, prompt, remote }) => {
-            remote::session_new(&remote, &repo, branch, prompt).await
+        Command::Session(SessionCommand::New { repo, branch, agent, command, prompt, remote }) => {
+            remote::session_new(&remote, &repo, branch, remote::agent_spec(agent, command)?, prompt.unwrap_or_default()).await
         }
+        Command::Session(SessionCommand::Prompt { id, text, steer, remote }) => remote::prompt(&remote, &id, text, steer).await,
+        Command::Session(SessionCommand::StopTurn { id, remote }) => remote::stop_turn(&remote, &id).await,
+        Command::Session(SessionCommand::Children { id, remote }) => remote::children(&remote, &id).await,
+        Command::Secret(SecretCommand::Set { name, remote }) => remote::secret_set(&remote, &name).await,
         Command::Session(SessionCommand::Ls { repo, remote }) => remote::session_ls(&remote, repo.as_deref()).await,
         Command::Session(SessionCommand::Show { id, remote }) => remote::session_show(&remote, &id).await,
         Command::Session(SessionCommand::Stop { id, remote }) => remote::session_action(&remote, &id, "stop").await,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use tandem_protocol::{CreateRepo, CreateSession, CreateToken, ExecRequest, SessionId, SnapshotState};
+use tandem_protocol::{AgentSpec, CreatePrompt, CreateRepo, CreateSession, CreateToken, ExecRequest, PromptMode, SessionId, SnapshotState};
 use tandem_server::client::Client;
 
 use super::{Remote, output};
@@ -22,11 +22,59 @@ pub async fn repo_ls(remote: &Remote) -> Result<()> {
     output::repos(&client(remote)?.repos().await?, remote.json)
 }
 
-pub async fn session_new(remote: &Remote, repo: &str, branch: Option<String>, prompt: String) -> Result<()> {
+/// `--agent NAME` / `--command TEMPLATE` as a spec (none given: the server's default).
+pub fn agent_spec(agent: Option<String>, command: Option<String>) -> Result<Option<AgentSpec>> {
+    Ok(match (agent.as_deref(), command) {
+        (_, Some(template)) => Some(AgentSpec::Command { template }),
+        (None, None) => None,
+        (Some("builtin"), None) => Some(AgentSpec::Builtin),
+        (Some("opencode"), None) => Some(AgentSpec::Opencode),
+        (Some("none"), None) => Some(AgentSpec::None),
+        (Some(other), None) => bail!("unknown agent {other:?}: builtin, opencode or none (or --command TEMPLATE)"),
+    })
+}
+
+pub async fn session_new(remote: &Remote, repo: &str, branch: Option<String>, agent: Option<AgentSpec>, prompt: String) -> Result<()> {
     let c = client(remote)?;
     let repo = c.find_repo(repo).await?;
-    let detail = c.create_session(&CreateSession { repo_id: repo.id, prompt, branch }).await?;
+    let detail = c.create_session(&CreateSession { repo_id: repo.id, prompt, branch, agent }).await?;
     output::sessions(&[detail.session], remote.json)
+}
+
+pub async fn prompt(remote: &Remote, id: &str, text: String, steer: bool) -> Result<()> {
+    let mode = if steer { PromptMode::Steer } else { PromptMode::Queue };
+    let p = client(remote)?.submit_prompt(session_id(id)?, &CreatePrompt { text, mode, agent: None }).await?;
+    if remote.json {
+        println!("{}", serde_json::to_string_pretty(&p)?);
+    } else {
+        println!("prompt {} {}", p.id, if steer { "sent to steer the running turn" } else { "queued" });
+    }
+    Ok(())
+}
+
+pub async fn stop_turn(remote: &Remote, id: &str) -> Result<()> {
+    client(remote)?.stop_turn(session_id(id)?).await?;
+    println!("stopping the running turn");
+    Ok(())
+}
+
+pub async fn children(remote: &Remote, id: &str) -> Result<()> {
+    let children = client(remote)?.children(session_id(id)?).await?;
+    if remote.json {
+        println!("{}", serde_json::to_string_pretty(&children)?);
+        return Ok(());
+    }
+    let sessions: Vec<_> = children.into_iter().map(|c| c.session).collect();
+    output::sessions(&sessions, false)
+}
+
+pub async fn secret_set(remote: &Remote, name: &str) -> Result<()> {
+    let mut value = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut value).context("reading the secret from standard input")?;
+    let value = value.trim_end_matches(['\n', '\r']).to_string();
+    client(remote)?.set_secret(name, value).await?;
+    println!("secret {name} stored");
+    Ok(())
 }
 
 pub async fn session_ls(remote: &Remote, repo: Option<&str>) -> Result<()> {

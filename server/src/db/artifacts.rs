@@ -1,0 +1,82 @@
+//! Artifacts: large outputs kept whole, and the agent's kept state per session.
+
+use sqlx::{Any, AnyConnection, Executor, FromRow};
+use tandem_protocol::{ArtifactId, ArtifactInfo, SessionId, Timestamp};
+
+use crate::Result;
+
+/// Stores an artifact inside the caller's transaction.
+pub async fn insert(conn: &mut AnyConnection, info: &ArtifactInfo, body: &str) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO artifacts (id, session_id, name, content_type, size, body, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(info.id.to_string())
+    .bind(info.session_id.to_string())
+    .bind(&info.name)
+    .bind(&info.content_type)
+    .bind(info.size)
+    .bind(body)
+    .bind(info.created_at.0)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+#[derive(FromRow)]
+struct Row {
+    id: String,
+    session_id: String,
+    name: String,
+    content_type: String,
+    size: i64,
+    created_at: i64,
+    body: String,
+}
+
+/// An artifact of `session` with its body.
+pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId, id: ArtifactId) -> Result<Option<(ArtifactInfo, String)>> {
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT id, session_id, name, content_type, size, created_at, body FROM artifacts WHERE id = $1 AND session_id = $2",
+    )
+    .bind(id.to_string())
+    .bind(session.to_string())
+    .fetch_optional(ex)
+    .await?;
+    row.map(|r| {
+        Ok((
+            ArtifactInfo {
+                id: ArtifactId(super::uuid(&r.id)?),
+                session_id: SessionId(super::uuid(&r.session_id)?),
+                name: r.name,
+                content_type: r.content_type,
+                size: r.size,
+                created_at: Timestamp(r.created_at),
+            },
+            r.body,
+        ))
+    })
+    .transpose()
+}
+
+/// The agent's kept state of `session` (JSON), if any.
+pub async fn agent_state<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Option<String>> {
+    let row: Option<(String,)> = sqlx::query_as("SELECT state FROM agent_states WHERE session_id = $1")
+        .bind(session.to_string())
+        .fetch_optional(ex)
+        .await?;
+    Ok(row.map(|(s,)| s))
+}
+
+/// Replaces the agent's kept state of `session`.
+pub async fn set_agent_state(conn: &mut AnyConnection, session: SessionId, state: &str, now: i64) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO agent_states (session_id, state, updated_at) VALUES ($1, $2, $3)
+         ON CONFLICT (session_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+    )
+    .bind(session.to_string())
+    .bind(state)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

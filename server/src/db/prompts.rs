@@ -1,0 +1,153 @@
+//! The prompt queue: claiming the next prompt (the session lock), finishing, requeueing,
+//! editing and withdrawing. At most one prompt per session is `running`: a unique partial index
+//! holds that, so two server processes can never run two turns of one session.
+
+use sqlx::{Any, AnyConnection, Executor};
+use tandem_protocol::{Prompt, PromptId, PromptState, SessionId, Usage};
+
+use super::sessions::{PROMPT_COLUMNS, PromptRow};
+use crate::{Error, Result};
+
+/// A prompt by id, with the session it belongs to.
+pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: PromptId) -> Result<Option<Prompt>> {
+    let row: Option<PromptRow> = sqlx::query_as(&format!("SELECT {PROMPT_COLUMNS} FROM prompts WHERE id = $1"))
+        .bind(id.to_string())
+        .fetch_optional(ex)
+        .await?;
+    row.map(PromptRow::into_prompt).transpose()
+}
+
+/// Marks the session's first queued prompt `running` for `runner`, inside the caller's
+/// transaction. `None` when nothing is queued or a turn is already running (then the caller must
+/// roll back: on PostgreSQL the failed insert aborted the transaction).
+pub async fn claim_next(conn: &mut AnyConnection, session: SessionId, runner: &str, now: i64) -> Result<Option<Prompt>> {
+    let claimed: std::result::Result<Option<PromptRow>, sqlx::Error> = sqlx::query_as(&format!(
+        "UPDATE prompts SET state = 'running', runner = $1, heartbeat_at = $2, started_at = $2
+         WHERE state = 'queued' AND id = (SELECT id FROM prompts WHERE session_id = $3 AND state = 'queued' ORDER BY position LIMIT 1)
+         RETURNING {PROMPT_COLUMNS}"
+    ))
+    .bind(runner)
+    .bind(now)
+    .bind(session.to_string())
+    .fetch_optional(&mut *conn)
+    .await;
+    match claimed {
+        Ok(row) => row.map(PromptRow::into_prompt).transpose(),
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The prompt whose turn is running in `session`, if any.
+pub async fn running<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Option<Prompt>> {
+    let row: Option<PromptRow> =
+        sqlx::query_as(&format!("SELECT {PROMPT_COLUMNS} FROM prompts WHERE session_id = $1 AND state = 'running'"))
+            .bind(session.to_string())
+            .fetch_optional(ex)
+            .await?;
+    row.map(PromptRow::into_prompt).transpose()
+}
+
+/// Ends a running prompt's turn. False if it was not running (someone else ended it).
+pub async fn finish(conn: &mut AnyConnection, id: PromptId, to: PromptState, usage: Usage, now: i64) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE prompts SET state = $1, finished_at = $2, prompt_tokens = $3, completion_tokens = $4, runner = NULL
+         WHERE id = $5 AND state = 'running'",
+    )
+    .bind(to.as_str())
+    .bind(now)
+    .bind(usage.prompt_tokens)
+    .bind(usage.completion_tokens)
+    .bind(id.to_string())
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Puts an interrupted prompt back in the queue: `first` keeps its place (it runs next),
+/// otherwise it goes to the back. Counts the attempt. False if it was not running.
+pub async fn requeue(conn: &mut AnyConnection, id: PromptId, first: bool) -> Result<bool> {
+    let position = if first {
+        "position"
+    } else {
+        "(SELECT COALESCE(MAX(p.position), 0) + 1 FROM prompts p WHERE p.session_id = prompts.session_id)"
+    };
+    let done = sqlx::query(&format!(
+        "UPDATE prompts SET state = 'queued', runner = NULL, attempts = attempts + 1, position = {position}
+         WHERE id = $1 AND state = 'running'"
+    ))
+    .bind(id.to_string())
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Moves a prompt from `from` to `to`; false if it was not in `from`.
+pub async fn set_state(conn: &mut AnyConnection, id: PromptId, from: PromptState, to: PromptState) -> Result<bool> {
+    let done = sqlx::query("UPDATE prompts SET state = $1 WHERE id = $2 AND state = $3")
+        .bind(to.as_str())
+        .bind(id.to_string())
+        .bind(from.as_str())
+        .execute(conn)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Changes a queued prompt's text; false if it is no longer queued.
+pub async fn edit(conn: &mut AnyConnection, id: PromptId, text: &str) -> Result<bool> {
+    let done = sqlx::query("UPDATE prompts SET text = $1 WHERE id = $2 AND state = 'queued'")
+        .bind(text)
+        .bind(id.to_string())
+        .execute(conn)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Says `runner` still runs prompt `id`.
+pub async fn heartbeat<'e>(ex: impl Executor<'e, Database = Any>, id: PromptId, runner: &str, now: i64) -> Result<()> {
+    sqlx::query("UPDATE prompts SET heartbeat_at = $1 WHERE id = $2 AND runner = $3 AND state = 'running'")
+        .bind(now)
+        .bind(id.to_string())
+        .bind(runner)
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// Running prompts whose runner is gone: `runner` itself (it restarted), or any runner that has
+/// not sent a heartbeat since `stale_before`.
+pub async fn orphaned<'e>(ex: impl Executor<'e, Database = Any>, runner: Option<&str>, stale_before: i64) -> Result<Vec<Prompt>> {
+    let rows: Vec<PromptRow> = sqlx::query_as(&format!(
+        "SELECT {PROMPT_COLUMNS} FROM prompts WHERE state = 'running' AND (($1 IS NOT NULL AND runner = $1) OR heartbeat_at < $2)
+         ORDER BY session_id"
+    ))
+    .bind(runner)
+    .bind(stale_before)
+    .fetch_all(ex)
+    .await?;
+    rows.into_iter().map(PromptRow::into_prompt).collect()
+}
+
+/// Sessions with queued prompts in `live` states (to kick after a restart).
+pub async fn sessions_with_queue<'e>(ex: impl Executor<'e, Database = Any>, live: &[&str]) -> Result<Vec<SessionId>> {
+    let states: Vec<String> = live.iter().map(|s| format!("'{s}'")).collect();
+    let rows: Vec<(String,)> = sqlx::query_as(&format!(
+        "SELECT DISTINCT p.session_id FROM prompts p JOIN sessions s ON s.id = p.session_id
+         WHERE p.state = 'queued' AND s.state IN ({})",
+        states.join(", ")
+    ))
+    .fetch_all(ex)
+    .await?;
+    rows.into_iter().map(|(id,)| super::uuid(&id).map(SessionId)).collect()
+}
+
+/// Usage of every finished turn of a session.
+pub async fn usage<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Usage> {
+    let (p, c): (Option<i64>, Option<i64>) =
+        sqlx::query_as("SELECT CAST(SUM(prompt_tokens) AS BIGINT), CAST(SUM(completion_tokens) AS BIGINT) FROM prompts WHERE session_id = $1")
+            .bind(session.to_string())
+            .fetch_one(ex)
+            .await
+            .map_err(Error::from)?;
+    Ok(Usage { prompt_tokens: p.unwrap_or(0), completion_tokens: c.unwrap_or(0), requests: 0 })
+}

@@ -1,0 +1,180 @@
+//! The gateway: what a workspace may ask of the server, on a unix socket bound read-only into
+//! that workspace only (`/run/tandem/gateway/gateway.sock`). It relays model requests to the
+//! configured OpenAI-compatible endpoint, adding the API key from the secret store — the key
+//! never enters the workspace — and serves the agent's child-session tools, scoped to the
+//! workspace's own session. Who is calling is known from which socket they called.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use tandem_protocol::*;
+
+use crate::snapshots::Workspaces;
+use crate::state::AppState;
+use crate::{Error, Result, db, sessions, turns};
+
+/// Largest request a workspace may send through the gateway (a long conversation).
+pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+
+/// The host directory bound at the gateway's socket directory.
+pub fn host_dir(ws: &Workspaces, wid: &str) -> PathBuf {
+    ws.runtime.upper_dir(wid).with_file_name("gateway")
+}
+
+/// One listener per workspace.
+pub struct Gateways {
+    http: reqwest::Client,
+    listening: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+}
+
+impl Default for Gateways {
+    fn default() -> Self {
+        // No overall timeout: a streamed answer takes as long as the model writes.
+        let http = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10)).build().unwrap_or_default();
+        Self { http, listening: Mutex::new(HashMap::new()) }
+    }
+}
+
+#[derive(Clone)]
+struct Gw {
+    app: AppState,
+    wid: String,
+}
+
+impl Gateways {
+    /// Makes sure workspace `wid`'s gateway is listening.
+    pub async fn ensure(&self, app: &AppState, wid: &str) -> Result<()> {
+        let ws = app.workspaces()?;
+        let mut listening = self.listening.lock().unwrap_or_else(|e| e.into_inner());
+        if listening.get(wid).is_some_and(|h| !h.is_finished()) {
+            return Ok(());
+        }
+        let dir = host_dir(ws, wid);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(std::path::Path::new(agent::GATEWAY_SOCKET).file_name().unwrap_or_default());
+        let _ = std::fs::remove_file(&path);
+        let listener = tokio::net::UnixListener::bind(&path)?;
+        let router = router().with_state(Gw { app: app.clone(), wid: wid.to_string() });
+        let wid_owned = wid.to_string();
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::warn!(workspace = %wid_owned, error = %e, "a gateway stopped");
+            }
+        });
+        listening.insert(wid.to_string(), task);
+        Ok(())
+    }
+
+    /// Stops the listeners of workspaces not in `live`.
+    pub fn retain(&self, live: &std::collections::HashSet<String>) {
+        self.listening.lock().unwrap_or_else(|e| e.into_inner()).retain(|wid, task| {
+            let keep = live.contains(wid) && !task.is_finished();
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+    }
+}
+
+fn router() -> Router<Gw> {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route("/tandem/children", post(spawn_children))
+        .route("/tandem/children/{id}", get(child_status))
+        .route("/tandem/children/{id}/prompts", post(child_prompt))
+        .route("/tandem/children/{id}/cancel", post(child_cancel))
+        .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
+}
+
+impl Gw {
+    /// The session this workspace belongs to now.
+    async fn session(&self) -> Result<SessionId> {
+        db::sessions::by_workspace(self.app.db.pool(), &self.wid)
+            .await?
+            .ok_or_else(|| Error::Forbidden("this workspace belongs to no live session".into()))
+    }
+
+    /// Who the agent acts for: the author of the running prompt, as an automation.
+    async fn author(&self, session: SessionId) -> Result<Author> {
+        let running = db::prompts::running(self.app.db.pool(), session).await?;
+        let (user_id, name) = match running {
+            Some(p) => (p.author.user_id, p.author.name),
+            None => {
+                let s = sessions::get(&self.app.db, session).await?.session;
+                (s.author.user_id, s.author.name)
+            }
+        };
+        Ok(Author { kind: AuthorKind::Automation, user_id, name: format!("agent for {name}") })
+    }
+}
+
+async fn upstream(g: &Gw, path: &str, body: Option<Bytes>) -> Result<Response> {
+    g.session().await?;
+    let agents = &g.app.config.agents;
+    let base = agents
+        .model_base_url
+        .as_deref()
+        .ok_or_else(|| Error::Unavailable("no model is configured: set model_base_url under [agents] in the server's tandem.toml".into()))?;
+    let key = g.app.secrets.get(&g.app.db, &agents.api_key_secret).await?;
+    let url = format!("{}/{path}", base.trim_end_matches('/'));
+    let mut req = match body {
+        Some(b) => g.app.gateways.http.post(&url).header("content-type", "application/json").body(b),
+        None => g.app.gateways.http.get(&url),
+    };
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    // The error names the endpoint, never the request (which carries the key).
+    let res = req.send().await.map_err(|e| Error::Unavailable(format!("the model endpoint {base} is not reachable: {}", e.without_url())))?;
+    let status = StatusCode::from_u16(res.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let content_type = res.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+    let stream = futures::StreamExt::map(res.bytes_stream(), |r| r.map_err(std::io::Error::other));
+    Ok((status, [("content-type", content_type)], Body::from_stream(stream)).into_response())
+}
+
+async fn chat(State(g): State<Gw>, body: Bytes) -> Result<Response> {
+    upstream(&g, "chat/completions", Some(body)).await
+}
+
+async fn models(State(g): State<Gw>) -> Result<Response> {
+    upstream(&g, "models", None).await
+}
+
+async fn spawn_children(State(g): State<Gw>, Json(req): Json<CreateChildren>) -> Result<(StatusCode, Json<Vec<Session>>)> {
+    let session = g.session().await?;
+    let author = g.author(session).await?;
+    Ok((StatusCode::CREATED, Json(sessions::children::spawn(&g.app, session, author, req).await?)))
+}
+
+async fn child_status(State(g): State<Gw>, Path(id): Path<SessionId>) -> Result<Json<ChildSession>> {
+    let session = g.session().await?;
+    sessions::children::child_of(&g.app, session, id).await?;
+    let all = sessions::children::list(&g.app, session).await?;
+    all.into_iter().find(|c| c.session.id == id).map(Json).ok_or_else(|| Error::NotFound("no such child".into()))
+}
+
+async fn child_prompt(State(g): State<Gw>, Path(id): Path<SessionId>, Json(req): Json<CreatePrompt>) -> Result<(StatusCode, Json<Prompt>)> {
+    let session = g.session().await?;
+    sessions::children::child_of(&g.app, session, id).await?;
+    let author = g.author(session).await?;
+    let prompt = sessions::prompts::submit(&g.app.db, id, author, req).await?;
+    turns::kick(&g.app, id);
+    Ok((StatusCode::CREATED, Json(prompt)))
+}
+
+async fn child_cancel(State(g): State<Gw>, Path(id): Path<SessionId>) -> Result<Json<Session>> {
+    let session = g.session().await?;
+    sessions::children::child_of(&g.app, session, id).await?;
+    let author = g.author(session).await?;
+    sessions::workspace::stop(&g.app.db, g.app.workspaces()?, id, Some(format!("cancelled by its parent's {}", author.name))).await?;
+    Ok(Json(sessions::get(&g.app.db, id).await?.session))
+}

@@ -1,0 +1,329 @@
+//! Turns: the agent working through a session's prompt queue, one prompt at a time.
+//!
+//! The queue lives in the database. A turn starts by claiming the first queued prompt (the claim
+//! is the session lock: a unique index allows one running prompt per session, whichever process
+//! asks). The claiming process streams the turn's frames from the workspace agent and appends
+//! each as an event. A process that dies mid-turn leaves its prompt `running` under its runner
+//! id; on restart (or when its heartbeat goes stale) the prompt is queued again, never dropped.
+//!
+//! Knows the store and the workspace agent, never HTTP or WebSockets.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tandem_protocol::agent::{TurnFrame, TurnStart, TurnSteer};
+use tandem_protocol::*;
+use tokio::sync::Notify;
+
+use crate::config::OnInterrupt;
+use crate::db::{self, Db};
+use crate::state::AppState;
+use crate::{Error, Result, now_ms};
+
+mod record;
+
+/// How often a running turn's heartbeat is written.
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+/// A running prompt whose heartbeat is older than this belongs to a dead process.
+pub const LEASE: Duration = Duration::from_secs(60);
+/// How long a stopped turn's agent may take to end it before the server ends it itself.
+pub const STOP_GRACE: Duration = Duration::from_millis(1500);
+
+/// Sessions whose queue this process is driving.
+pub struct Turns {
+    /// This server's id as a runner (kept in the data dir, so it survives restarts).
+    runner: String,
+    active: Mutex<HashMap<SessionId, Active>>,
+}
+
+#[derive(Default)]
+struct Active {
+    /// Set when someone kicked the session while its driver was busy.
+    again: bool,
+    turn: Option<Running>,
+}
+
+#[derive(Clone)]
+struct Running {
+    prompt: PromptId,
+    wid: String,
+    pid: i32,
+    stop: Arc<Notify>,
+    stopped_by: Arc<Mutex<Option<String>>>,
+}
+
+impl Turns {
+    /// Loads (or makes) this server's runner id from `<data dir>/server-id`.
+    pub fn load(data_dir: &std::path::Path) -> Result<Self> {
+        let path = data_dir.join("server-id");
+        let runner = match std::fs::read_to_string(&path) {
+            Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
+            _ => {
+                let id = uuid::Uuid::new_v4().to_string();
+                std::fs::write(&path, &id)?;
+                id
+            }
+        };
+        Ok(Self { runner, active: Mutex::new(HashMap::new()) })
+    }
+
+    /// The runner id.
+    pub fn runner(&self) -> &str {
+        &self.runner
+    }
+
+    fn running(&self, session: SessionId) -> Option<Running> {
+        self.active.lock().unwrap_or_else(|e| e.into_inner()).get(&session).and_then(|a| a.turn.clone())
+    }
+
+    fn set_running(&self, session: SessionId, turn: Option<Running>) {
+        if let Some(a) = self.active.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&session) {
+            a.turn = turn;
+        }
+    }
+}
+
+/// Makes sure the session's queue is being worked on (call after anything is queued or the
+/// session became live). Cheap when a driver is already running.
+pub fn kick(state: &AppState, session: SessionId) {
+    if state.workspaces.is_err() {
+        return;
+    }
+    {
+        let mut active = state.turns.active.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = active.get_mut(&session) {
+            a.again = true;
+            return;
+        }
+        active.insert(session, Active::default());
+    }
+    tokio::spawn(drive(state.clone(), session));
+}
+
+async fn drive(state: AppState, session: SessionId) {
+    loop {
+        let ran = match next(&state, session).await {
+            Ok(ran) => ran,
+            Err(e) => {
+                tracing::error!(session = %session, error = %e, "running the next turn failed");
+                false
+            }
+        };
+        if ran {
+            continue;
+        }
+        let mut active = state.turns.active.lock().unwrap_or_else(|e| e.into_inner());
+        match active.get_mut(&session) {
+            Some(a) if a.again => a.again = false,
+            _ => {
+                active.remove(&session);
+                return;
+            }
+        }
+    }
+}
+
+/// Claims and runs the next prompt; false when there is none (or the session is not live).
+async fn next(state: &AppState, session: SessionId) -> Result<bool> {
+    let db = &state.db;
+    let Some(row) = db::sessions::workspace(db.pool(), session).await? else { return Ok(false) };
+    let (Some(wid), Some(pid)) = (row.workspace_id, row.workspace_pid) else { return Ok(false) };
+    let now = now_ms();
+    let mut tx = db.pool().begin().await?;
+    let live = [SessionState::Ready, SessionState::Idle, SessionState::Running];
+    let Some(was) = db::sessions::transition_from(&mut tx, session, &live, SessionState::Running, None, now).await? else {
+        return Ok(false);
+    };
+    let Some(prompt) = db::prompts::claim_next(&mut tx, session, &state.turns.runner, now).await? else {
+        drop(tx);
+        // Nothing to do: a running session rests.
+        if was == SessionState::Running || was == SessionState::Ready {
+            let mut tx = db.pool().begin().await?;
+            db::sessions::transition_from(&mut tx, session, &[SessionState::Running, SessionState::Ready], SessionState::Idle, None, now_ms()).await?;
+            tx.commit().await?;
+        }
+        return Ok(false);
+    };
+    let detail = crate::sessions::get(db, session).await?;
+    let agent = prompt.agent.clone().unwrap_or_else(|| detail.session.agent.clone());
+    db::events::append(&mut tx, session, now, EventKind::TurnStarted { prompt_id: prompt.id, author: prompt.author.clone(), agent: agent.name().into() }).await?;
+    tx.commit().await?;
+    run(state, session, prompt, agent, wid, pid as i32).await?;
+    Ok(true)
+}
+
+async fn run(state: &AppState, session: SessionId, prompt: Prompt, agent: AgentSpec, wid: String, pid: i32) -> Result<()> {
+    let t0 = Instant::now();
+    let db = &state.db;
+    let ws = state.workspaces()?.clone();
+    let kept = db::artifacts::agent_state(db.pool(), session).await?.and_then(|s| serde_json::from_str(&s).ok());
+    let start = TurnStart {
+        turn_id: prompt.id,
+        prompt: prompt.text.clone(),
+        author: prompt.author.clone(),
+        agent: agent.clone(),
+        model: state.config.agents.model.clone(),
+        state: kept,
+        max_steps: state.config.agents.max_steps,
+    };
+    let running = Running { prompt: prompt.id, wid: wid.clone(), pid, stop: Arc::new(Notify::new()), stopped_by: Default::default() };
+    state.turns.set_running(session, Some(running.clone()));
+    let mut rec = record::Recorder::new(db.clone(), session, &prompt, &agent);
+    let result = async {
+        state.gateways.ensure(state, &wid).await?;
+        let mut frames = crate::agent::start_turn(&ws, &wid, pid, &start).await?;
+        let heartbeat = tokio::spawn(beat(db.clone(), prompt.id, state.turns.runner.clone()));
+        let _stop_beating = AbortOnDrop(heartbeat);
+        let mut deadline: Option<tokio::time::Instant> = None;
+        loop {
+            let wait_stop = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                item = frames.recv() => match item {
+                    Some(Ok(TurnFrame::End { outcome, usage, error, .. })) => return Ok(Some((outcome, usage, error))),
+                    Some(Ok(frame)) => rec.frame(frame).await?,
+                    Some(Err(e)) => return Err(e),
+                    None => return Err(Error::Unavailable("the turn's stream ended without an end".into())),
+                },
+                () = running.stop.notified(), if deadline.is_none() => {
+                    deadline = Some(tokio::time::Instant::now() + STOP_GRACE);
+                }
+                () = wait_stop => return Ok(None),
+            }
+        }
+    }
+    .await;
+    state.turns.set_running(session, None);
+    let stopped_by = running.stopped_by.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let ms = t0.elapsed().as_millis() as i64;
+    match result {
+        Ok(Some((outcome, usage, error))) => {
+            let error = error.or_else(|| (outcome == TurnOutcome::Stopped).then(|| stopped_by.clone()).flatten());
+            rec.end(outcome, usage, error, ms).await
+        }
+        // The agent did not end a stopped turn in time: the server ends it (dropping the
+        // stream stops the agent's side).
+        Ok(None) => {
+            let usage = rec.usage();
+            rec.end(TurnOutcome::Stopped, usage, stopped_by, ms).await
+        }
+        Err(e) => {
+            tracing::warn!(session = %session, error = %e, "a turn was interrupted");
+            interrupt(db, &state.config.agents, &prompt, &format!("the workspace went away mid-turn: {e}"), ms).await
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+async fn beat(db: Db, prompt: PromptId, runner: String) {
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    loop {
+        tick.tick().await;
+        if let Err(e) = db::prompts::heartbeat(db.pool(), prompt, &runner, now_ms()).await {
+            tracing::warn!(error = %e, "a turn's heartbeat failed");
+        }
+    }
+}
+
+/// Ends an interrupted turn: its prompt is queued again (first or last, per the config) unless
+/// it has been interrupted too often, when it is left for people to resubmit, loudly.
+async fn interrupt(db: &Db, agents: &crate::config::AgentsConfig, prompt: &Prompt, reason: &str, ms: i64) -> Result<()> {
+    let now = now_ms();
+    let session = prompt.session_id;
+    let mut tx = db.pool().begin().await?;
+    let attempts = prompt.attempts + 1;
+    let first = agents.on_interrupt == OnInterrupt::Rerun;
+    let requeued = if attempts < agents.max_attempts {
+        db::prompts::requeue(&mut tx, prompt.id, first).await?
+    } else {
+        db::prompts::finish(&mut tx, prompt.id, PromptState::Interrupted, Usage::default(), now).await?
+    };
+    if !requeued {
+        // Someone else already ended it.
+        return Ok(());
+    }
+    db::events::append(
+        &mut tx,
+        session,
+        now,
+        EventKind::TurnEnded { prompt_id: prompt.id, outcome: TurnOutcome::Interrupted, usage: Usage::default(), duration_ms: ms, error: Some(reason.to_string()) },
+    )
+    .await?;
+    let kind = if attempts < agents.max_attempts {
+        EventKind::PromptRequeued { prompt_id: prompt.id, first, reason: reason.to_string() }
+    } else {
+        EventKind::Error { message: format!("a prompt was interrupted {attempts} times and is not queued again; resubmit it if it is still wanted") }
+    };
+    db::events::append(&mut tx, session, now, kind).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// After a restart: this runner's turns (and any whose runner went quiet) are interrupted and
+/// their prompts queued again; then every live session with a queue is kicked.
+pub async fn recover(state: &AppState) -> Result<()> {
+    sweep(state, Some(state.turns.runner.clone())).await?;
+    let live = [SessionState::Ready.as_str(), SessionState::Idle.as_str(), SessionState::Running.as_str()];
+    for session in db::prompts::sessions_with_queue(state.db.pool(), &live).await? {
+        kick(state, session);
+    }
+    Ok(())
+}
+
+/// Interrupts running prompts whose runner is `mine` (at startup) or whose heartbeat is stale.
+pub async fn sweep(state: &AppState, mine: Option<String>) -> Result<()> {
+    let stale = now_ms() - LEASE.as_millis() as i64;
+    for prompt in db::prompts::orphaned(state.db.pool(), mine.as_deref(), stale).await? {
+        let reason = "the server running it stopped mid-turn".to_string();
+        interrupt(&state.db, &state.config.agents, &prompt, &reason, 0).await?;
+        kick(state, prompt.session_id);
+    }
+    Ok(())
+}
+
+/// Stops the session's running turn. False when no turn of it runs in this process.
+pub async fn stop(state: &AppState, session: SessionId, by: &Author) -> Result<bool> {
+    let Some(turn) = state.turns.running(session) else { return Ok(false) };
+    *turn.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("stopped by {}", by.name));
+    turn.stop.notify_one();
+    let ws = state.workspaces()?;
+    if let Err(e) = crate::agent::control_turn(ws, &turn.wid, turn.pid, turn.prompt, None).await {
+        tracing::warn!(session = %session, error = %e, "asking the agent to stop failed; the server ends the turn");
+    }
+    crate::db::audit::record(
+        state.db.pool(),
+        now_ms(),
+        db::audit::Entry { actor_user_id: by.user_id, actor_name: &by.name, action: "turn.stop", target: &session.to_string(), detail: serde_json::json!({ "prompt": turn.prompt }) },
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Hands a steering prompt to the running turn; when there is none (or its agent cannot be
+/// steered) the prompt simply waits in the queue.
+pub async fn steer(state: &AppState, prompt: &Prompt) {
+    let Some(turn) = state.turns.running(prompt.session_id) else {
+        kick(state, prompt.session_id);
+        return;
+    };
+    let Ok(ws) = state.workspaces() else { return };
+    let req = TurnSteer { prompt_id: prompt.id, text: prompt.text.clone() };
+    match crate::agent::control_turn(ws, &turn.wid, turn.pid, turn.prompt, Some(&req)).await {
+        Ok(true) => {}
+        Ok(false) => tracing::info!(session = %prompt.session_id, "the turn cannot be steered; the prompt waits in the queue"),
+        Err(e) => tracing::warn!(session = %prompt.session_id, error = %e, "steering failed; the prompt waits in the queue"),
+    }
+    kick(state, prompt.session_id);
+}

@@ -1,0 +1,142 @@
+//! Turning a turn's frames into events: deltas, messages, tool calls and results (cut, with the
+//! whole output kept as an artifact), file changes, delivered steering; then the turn's end with
+//! its usage and the agent's state to keep. Tool calls and file changes are audited too.
+
+use tandem_protocol::agent::TurnFrame;
+use tandem_protocol::limits::MAX_EVENT_OUTPUT_BYTES;
+use tandem_protocol::*;
+
+use crate::db::{self, Db};
+use crate::{Result, now_ms};
+
+/// Most bytes of a tool's arguments kept in its audit entry.
+const MAX_AUDIT_ARGS_BYTES: usize = 4096;
+
+pub struct Recorder {
+    db: Db,
+    session: SessionId,
+    prompt: PromptId,
+    /// Who the agent acts for, in the audit log.
+    actor: (Option<UserId>, String),
+    /// The agent's state from its last `state` frame, kept with the turn's end.
+    state: Option<serde_json::Value>,
+    usage: Usage,
+}
+
+impl Recorder {
+    pub fn new(db: Db, session: SessionId, prompt: &Prompt, agent: &AgentSpec) -> Self {
+        Self {
+            db,
+            session,
+            prompt: prompt.id,
+            actor: (prompt.author.user_id, format!("{} agent for {}", agent.name(), prompt.author.name)),
+            state: None,
+            usage: Usage::default(),
+        }
+    }
+
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    async fn append(&self, kind: EventKind) -> Result<()> {
+        let mut tx = self.db.pool().begin().await?;
+        db::events::append(&mut tx, self.session, now_ms(), kind).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn audit(&self, action: &str, detail: serde_json::Value) -> Result<()> {
+        db::audit::record(
+            self.db.pool(),
+            now_ms(),
+            db::audit::Entry { actor_user_id: self.actor.0, actor_name: &self.actor.1, action, target: &self.session.to_string(), detail },
+        )
+        .await
+    }
+
+    /// Records one frame (not `end`).
+    pub async fn frame(&mut self, frame: TurnFrame) -> Result<()> {
+        let prompt_id = self.prompt;
+        match frame {
+            TurnFrame::Delta { text } => self.append(EventKind::AgentDelta { prompt_id, text }).await,
+            TurnFrame::Message { text } => self.append(EventKind::AgentMessage { prompt_id, text }).await,
+            TurnFrame::ToolCall { call_id, name, arguments } => {
+                let mut args = arguments.to_string();
+                crate::sessions::workspace::truncate(&mut args, MAX_AUDIT_ARGS_BYTES);
+                self.audit("agent.tool", serde_json::json!({ "tool": name, "arguments": args })).await?;
+                self.append(EventKind::ToolCall { prompt_id, call_id, name, arguments }).await
+            }
+            TurnFrame::ToolResult { call_id, name, output, is_error, exit_code, duration_ms } => {
+                let mut cut = output.clone();
+                let truncated = crate::sessions::workspace::truncate(&mut cut, MAX_EVENT_OUTPUT_BYTES);
+                let now = now_ms();
+                let mut tx = self.db.pool().begin().await?;
+                let artifact = if truncated {
+                    let info = ArtifactInfo {
+                        id: ArtifactId(uuid::Uuid::new_v4()),
+                        session_id: self.session,
+                        name: format!("{name} output ({call_id})"),
+                        content_type: "text/plain; charset=utf-8".into(),
+                        size: output.len() as i64,
+                        created_at: Timestamp(now),
+                    };
+                    db::artifacts::insert(&mut tx, &info, &output).await?;
+                    Some(info.id)
+                } else {
+                    None
+                };
+                db::events::append(
+                    &mut tx,
+                    self.session,
+                    now,
+                    EventKind::ToolResult { prompt_id, call_id, name, output: cut, is_error, exit_code, duration_ms, truncated, artifact },
+                )
+                .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+            TurnFrame::FileChanged { path, change } => {
+                self.audit("agent.file_change", serde_json::json!({ "path": path, "change": change })).await?;
+                self.append(EventKind::FileChanged { prompt_id, path, change }).await
+            }
+            TurnFrame::Steered { prompt_id: steer } => {
+                let Some(p) = db::prompts::get(self.db.pool(), steer).await? else { return Ok(()) };
+                let mut tx = self.db.pool().begin().await?;
+                if db::prompts::set_state(&mut tx, steer, PromptState::Queued, PromptState::Delivered).await? {
+                    db::events::append(&mut tx, self.session, now_ms(), EventKind::SteerDelivered { prompt_id: steer, turn: prompt_id, author: p.author })
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+            TurnFrame::State { state } => {
+                self.state = Some(state);
+                Ok(())
+            }
+            TurnFrame::End { .. } => Ok(()),
+        }
+    }
+
+    /// Ends the turn: the prompt's state and usage, the `turn_ended` event and the agent's state,
+    /// in one transaction.
+    pub async fn end(self, outcome: TurnOutcome, usage: Usage, error: Option<String>, duration_ms: i64) -> Result<()> {
+        let now = now_ms();
+        let to = match outcome {
+            TurnOutcome::Completed => PromptState::Done,
+            TurnOutcome::Stopped => PromptState::Stopped,
+            TurnOutcome::Failed => PromptState::Failed,
+            TurnOutcome::Interrupted => PromptState::Interrupted,
+        };
+        let mut tx = self.db.pool().begin().await?;
+        if !db::prompts::finish(&mut tx, self.prompt, to, usage, now).await? {
+            return Ok(());
+        }
+        if let Some(state) = &self.state {
+            db::artifacts::set_agent_state(&mut tx, self.session, &state.to_string(), now).await?;
+        }
+        db::events::append(&mut tx, self.session, now, EventKind::TurnEnded { prompt_id: self.prompt, outcome, usage, duration_ms, error }).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

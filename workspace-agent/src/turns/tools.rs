@@ -1,0 +1,209 @@
+//! The builtin agent's tools: shell, files, patches, search, git diff, and child sessions
+//! (through the gateway). Paths are confined to the checkout like the file API's.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tandem_protocol::agent::{FileView, MAX_TOOL_OUTPUT_BYTES};
+
+use super::{Ctx, process};
+use crate::files;
+
+/// Default and largest timeout of `run_command`.
+const COMMAND_TIMEOUT_SECS: u64 = 600;
+const COMMAND_MAX_TIMEOUT_SECS: u64 = 3600;
+/// Most lines `list_files` and `search` return.
+const MAX_LINES: usize = 2000;
+
+/// What a tool call gave back to the model.
+pub struct Outcome {
+    pub output: String,
+    pub is_error: bool,
+    pub exit_code: Option<i32>,
+    pub duration_ms: i64,
+}
+
+fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": { "type": "object", "properties": properties, "required": required },
+        }
+    })
+}
+
+/// The tools offered to the model, as OpenAI function definitions.
+pub fn definitions() -> Value {
+    let s = |d: &str| json!({ "type": "string", "description": d });
+    json!([
+        tool("run_command", "Run a shell command (sh -c) in the repository root and get its exit code and output.",
+            json!({ "command": s("the command"), "timeout_secs": { "type": "integer", "description": "kill it after this many seconds (default 600)" } }), &["command"]),
+        tool("read_file", "Read a file (or list a directory) relative to the repository root.", json!({ "path": s("relative path") }), &["path"]),
+        tool("write_file", "Create or replace a file relative to the repository root.", json!({ "path": s("relative path"), "content": s("the whole new content") }), &["path", "content"]),
+        tool("edit_file", "Replace one exact occurrence of old_text by new_text in a file.",
+            json!({ "path": s("relative path"), "old_text": s("text that occurs exactly once"), "new_text": s("its replacement") }), &["path", "old_text", "new_text"]),
+        tool("apply_patch", "Apply a unified diff (git apply) in the repository root.", json!({ "patch": s("the unified diff") }), &["patch"]),
+        tool("list_files", "List files under a directory (tracked and untracked, ignoring .gitignore'd ones).", json!({ "path": s("relative directory, default the root") }), &[]),
+        tool("search", "Search file contents for a regular expression (grep -E), with line numbers.",
+            json!({ "pattern": s("the regular expression"), "path": s("relative directory or file, default the root") }), &["pattern"]),
+        tool("git_diff", "Show every change in the checkout against the commit it started from.", json!({}), &[]),
+        tool("spawn_sessions", "Start child sessions working on a prompt in parallel (each gets its own workspace).",
+            json!({ "prompt": s("what the children should do"), "variants": { "type": "integer", "description": "how many children (default 1)" },
+                    "fork": { "type": "boolean", "description": "start from a copy of this workspace as it is now" } }), &["prompt"]),
+        tool("session_status", "A child session's state, first prompt's state and changed files.", json!({ "session_id": s("the child's id") }), &["session_id"]),
+        tool("send_prompt", "Queue a prompt in a child session.", json!({ "session_id": s("the child's id"), "text": s("the prompt") }), &["session_id", "text"]),
+        tool("cancel_session", "Stop a child session (its diff is kept).", json!({ "session_id": s("the child's id") }), &["session_id"]),
+    ])
+}
+
+fn ok(output: String) -> (String, bool, Option<i32>) {
+    (output, false, None)
+}
+
+fn fail(output: impl Into<String>) -> (String, bool, Option<i32>) {
+    (output.into(), true, None)
+}
+
+fn arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
+    args[key].as_str().ok_or_else(|| format!("missing string argument {key:?}"))
+}
+
+/// Runs tool `name` with `args` (already parsed JSON).
+pub async fn call(ctx: &Ctx, name: &str, args: &Value) -> Outcome {
+    let t0 = Instant::now();
+    let (output, is_error, exit_code) = match dispatch(ctx, name, args).await {
+        Ok(r) => r,
+        Err(e) => fail(e),
+    };
+    Outcome { output: super::cap(output, MAX_TOOL_OUTPUT_BYTES), is_error, exit_code, duration_ms: t0.elapsed().as_millis() as i64 }
+}
+
+async fn dispatch(ctx: &Ctx, name: &str, args: &Value) -> Result<(String, bool, Option<i32>), String> {
+    let root = &ctx.root;
+    Ok(match name {
+        "run_command" => {
+            let timeout = args["timeout_secs"].as_u64().unwrap_or(COMMAND_TIMEOUT_SECS).clamp(1, COMMAND_MAX_TIMEOUT_SECS);
+            shell(ctx, arg(args, "command")?, &[], Duration::from_secs(timeout)).await?
+        }
+        "read_file" => match files::read(root, arg(args, "path")?) {
+            Ok(FileView::File { content, binary: false, .. }) => ok(content),
+            Ok(FileView::File { size, .. }) => fail(format!("a binary file of {size} bytes")),
+            Ok(FileView::Dir { entries, .. }) => ok(entries.iter().map(|e| e.name.clone()).collect::<Vec<_>>().join("\n")),
+            Err(e) => fail(e.message()),
+        },
+        "write_file" => {
+            let path = arg(args, "path")?;
+            let content = arg(args, "content")?;
+            match files::write(root, path, content.as_bytes()) {
+                Ok(()) => ok(format!("wrote {} bytes to {path}", content.len())),
+                Err(e) => fail(e.message()),
+            }
+        }
+        "edit_file" => {
+            let path = arg(args, "path")?;
+            let (old, new) = (arg(args, "old_text")?, arg(args, "new_text")?);
+            let content = match files::read(root, path) {
+                Ok(FileView::File { content, binary: false, .. }) => content,
+                Ok(_) => return Ok(fail(format!("{path} is not a text file"))),
+                Err(e) => return Ok(fail(e.message())),
+            };
+            match content.matches(old).count() {
+                1 => match files::write(root, path, content.replacen(old, new, 1).as_bytes()) {
+                    Ok(()) => ok(format!("edited {path}")),
+                    Err(e) => fail(e.message()),
+                },
+                0 => fail(format!("old_text does not occur in {path}")),
+                n => fail(format!("old_text occurs {n} times in {path}; include more context")),
+            }
+        }
+        "apply_patch" => {
+            let env = [("TANDEM_PATCH".to_string(), arg(args, "patch")?.to_string())];
+            shell(ctx, "printf '%s\\n' \"$TANDEM_PATCH\" | git apply --whitespace=nowarn --recount -", &env, Duration::from_secs(60)).await?
+        }
+        "list_files" => {
+            let dir = confined_or_root(ctx, args)?;
+            let env = [("TANDEM_DIR".to_string(), dir)];
+            lines(shell(ctx, "git ls-files --cached --others --exclude-standard -- \"$TANDEM_DIR\" 2>/dev/null || find \"$TANDEM_DIR\" -type f -not -path '*/.git/*'", &env, Duration::from_secs(60)).await?)?
+        }
+        "search" => {
+            let dir = confined_or_root(ctx, args)?;
+            let env = [("TANDEM_DIR".to_string(), dir), ("TANDEM_PATTERN".to_string(), arg(args, "pattern")?.to_string())];
+            let (out, _, code) = shell(ctx, "grep -rnIE --exclude-dir=.git -e \"$TANDEM_PATTERN\" -- \"$TANDEM_DIR\"", &env, Duration::from_secs(60)).await?;
+            // grep: 1 = no match, which is an answer, not an error.
+            match code {
+                Some(0) => lines((out, false, code))?,
+                Some(1) => ok("no matches".into()),
+                _ => fail(out),
+            }
+        }
+        "git_diff" => {
+            shell(ctx, "git diff HEAD --stat && git diff HEAD && git ls-files --others --exclude-standard | sed 's/^/new file: /'", &[], Duration::from_secs(60)).await?
+        }
+        "spawn_sessions" => {
+            let body = json!({
+                "prompt": arg(args, "prompt")?,
+                "variants": args["variants"].as_i64(),
+                "fork": args["fork"].as_bool().unwrap_or(false),
+            });
+            gateway(hyper::Method::POST, "/tandem/children".into(), Some(body)).await?
+        }
+        "session_status" => gateway(hyper::Method::GET, format!("/tandem/children/{}", id_arg(args)?), None).await?,
+        "send_prompt" => {
+            let body = json!({ "text": arg(args, "text")? });
+            gateway(hyper::Method::POST, format!("/tandem/children/{}/prompts", id_arg(args)?), Some(body)).await?
+        }
+        "cancel_session" => gateway(hyper::Method::POST, format!("/tandem/children/{}/cancel", id_arg(args)?), None).await?,
+        other => fail(format!("there is no tool {other:?}")),
+    })
+}
+
+fn id_arg(args: &Value) -> Result<String, String> {
+    let id = arg(args, "session_id")?;
+    if id.len() != 36 || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        return Err(format!("{id:?} is not a session id"));
+    }
+    Ok(id.to_string())
+}
+
+fn confined_or_root(ctx: &Ctx, args: &Value) -> Result<String, String> {
+    match args["path"].as_str().filter(|p| !p.is_empty() && *p != ".") {
+        Some(p) => files::confined(&ctx.root, p).map(|p| p.to_string_lossy().into_owned()).map_err(|e| e.message().to_string()),
+        None => Ok(ctx.root.to_string_lossy().into_owned()),
+    }
+}
+
+fn lines((out, is_error, code): (String, bool, Option<i32>)) -> Result<(String, bool, Option<i32>), String> {
+    let total = out.lines().count();
+    if total <= MAX_LINES {
+        return Ok((out, is_error, code));
+    }
+    let kept: Vec<&str> = out.lines().take(MAX_LINES).collect();
+    Ok((format!("{}\n[{} more lines]", kept.join("\n"), total - MAX_LINES), is_error, code))
+}
+
+async fn shell(ctx: &Ctx, script: &str, env: &[(String, String)], timeout: Duration) -> Result<(String, bool, Option<i32>), String> {
+    let f = process::run(&ctx.root, script, env, Some(timeout), MAX_TOOL_OUTPUT_BYTES, &ctx.cancel, |_| {}).await?;
+    let mut output = f.stdout;
+    if !f.stderr.is_empty() {
+        if !output.is_empty() && !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str(&f.stderr);
+    }
+    if f.timed_out {
+        output.push_str(&format!("\n[killed after {} s]", timeout.as_secs()));
+    }
+    if f.cancelled {
+        output.push_str("\n[stopped]");
+    }
+    let is_error = f.code != Some(0);
+    Ok((output, is_error, f.code))
+}
+
+async fn gateway(method: hyper::Method, path: String, body: Option<Value>) -> Result<(String, bool, Option<i32>), String> {
+    let (status, v) = super::model::tandem(method, &path, body.as_ref()).await?;
+    let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+    Ok((text, !(200..300).contains(&status), None))
+}
