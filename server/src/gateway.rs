@@ -52,13 +52,17 @@ impl Gateways {
     /// Makes sure workspace `wid`'s gateway is listening.
     pub async fn ensure(&self, app: &AppState, wid: &str) -> Result<()> {
         let ws = app.workspaces()?;
+        let dir = host_dir(ws, wid);
+        let path = dir.join(std::path::Path::new(agent::GATEWAY_SOCKET).file_name().unwrap_or_default());
         let mut listening = self.listening.lock().unwrap_or_else(|e| e.into_inner());
-        if listening.get(wid).is_some_and(|h| !h.is_finished()) {
+        // A restarted workspace (resume) gets a fresh directory: the old socket is gone.
+        if listening.get(wid).is_some_and(|h| !h.is_finished()) && path.exists() {
             return Ok(());
         }
-        let dir = host_dir(ws, wid);
+        if let Some(old) = listening.remove(wid) {
+            old.abort();
+        }
         std::fs::create_dir_all(&dir)?;
-        let path = dir.join(std::path::Path::new(agent::GATEWAY_SOCKET).file_name().unwrap_or_default());
         let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path)?;
         let router = router().with_state(Gw { app: app.clone(), wid: wid.to_string() });

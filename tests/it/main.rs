@@ -10,6 +10,7 @@ mod harness;
 mod api_auth;
 mod api_input;
 mod api_repos;
+mod agent_runs;
 mod api_sessions;
 mod cli;
 mod egress;

@@ -15,15 +15,17 @@ async fn serve(data: &std::path::Path) -> (Child, String, bool) {
     serve_with(data, &[]).await
 }
 
-/// [`serve`] with more flags.
-async fn serve_with(data: &std::path::Path, extra: &[&std::ffi::OsStr]) -> (Child, String, bool) {
+/// [`serve`] with more flags. The log (debug level) is appended to `<data>.log`.
+pub async fn serve_with(data: &std::path::Path, extra: &[&std::ffi::OsStr]) -> (Child, String, bool) {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(data.with_extension("log")).unwrap();
     let mut child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", data.to_str().unwrap()])
         .args(extra)
         .env_remove("TANDEM_DATABASE_URL")
         .env_remove("TANDEM_WEB_DIR")
+        .env("TANDEM_LOG", "debug,sqlx=warn")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .kill_on_drop(true)
         .spawn()
         .unwrap();
@@ -91,14 +93,14 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
 }
 
 /// `tandem serve` with workspaces on the test image.
-async fn serve_with_workspaces(data: &std::path::Path, images: &std::path::Path) -> (Child, String) {
+pub async fn serve_with_workspaces(data: &std::path::Path, images: &std::path::Path) -> (Child, String) {
     let recipe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
     let flags = ["--images-dir".as_ref(), images.as_os_str(), "--image-recipe".as_ref(), recipe.as_os_str()];
     let (child, url, _) = serve_with(data, &flags).await;
     (child, url)
 }
 
-async fn wait_for_state(c: &Client, id: tandem_protocol::SessionId, want: tandem_protocol::SessionState) {
+pub async fn wait_for_state(c: &Client, id: tandem_protocol::SessionId, want: tandem_protocol::SessionState) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         if c.session(id).await.is_ok_and(|d| d.session.state == want) {

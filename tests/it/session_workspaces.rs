@@ -16,7 +16,7 @@ async fn server() -> Option<TestServer> {
 }
 
 /// A git repo with a recipe; returns its directory.
-fn source_repo(recipe: &str) -> tempfile::TempDir {
+pub fn source_repo(recipe: &str) -> tempfile::TempDir {
     let src = tempfile::tempdir().unwrap();
     git(src.path(), &["init", "-q"]);
     std::fs::write(src.path().join("README.md"), "hello\n").unwrap();
@@ -27,13 +27,13 @@ fn source_repo(recipe: &str) -> tempfile::TempDir {
     src
 }
 
-async fn add_repo(s: &TestServer, name: &str, src: &Path) -> String {
+pub async fn add_repo(s: &TestServer, name: &str, src: &Path) -> String {
     let res = s.post("/api/repos", json!({ "name": name, "url": src.to_str().unwrap() })).send().await;
     assert_eq!(res.status, StatusCode::CREATED);
     res.json()["id"].as_str().unwrap().to_string()
 }
 
-async fn wait_state(s: &TestServer, id: SessionId, want: &[SessionState]) -> SessionDetail {
+pub async fn wait_state(s: &TestServer, id: SessionId, want: &[SessionState]) -> SessionDetail {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let d: SessionDetail = s.get(&format!("/api/sessions/{id}")).send().await.parse();
@@ -45,12 +45,12 @@ async fn wait_state(s: &TestServer, id: SessionId, want: &[SessionState]) -> Ses
     }
 }
 
-async fn events(s: &TestServer, id: SessionId) -> Vec<Event> {
+pub async fn events(s: &TestServer, id: SessionId) -> Vec<Event> {
     let page: EventsPage = s.get(&format!("/api/sessions/{id}/events")).send().await.parse();
     page.events
 }
 
-async fn exec(s: &TestServer, id: SessionId, command: &str) -> ExecResult {
+pub async fn exec(s: &TestServer, id: SessionId, command: &str) -> ExecResult {
     let res = s.post(&format!("/api/sessions/{id}/exec"), json!({ "command": command })).send().await;
     assert_eq!(res.status, StatusCode::OK, "{}", String::from_utf8_lossy(&res.body));
     res.parse()

@@ -25,7 +25,7 @@ pub fn NewSession(repos: Signal<Vec<Repo>>, on_created: Callback<SessionDetail>)
             return;
         };
         let branch = Some(branch.get_untracked()).filter(|b| !b.trim().is_empty());
-        let req = CreateSession { repo_id, prompt: prompt.get_untracked(), branch };
+        let req = CreateSession { repo_id, prompt: prompt.get_untracked(), branch, agent: None };
         set_busy.set(true);
         spawn_local(async move {
             match api::post::<_, SessionDetail>("/api/sessions", &req).await {

@@ -137,10 +137,10 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
     };
     let Some(prompt) = db::prompts::claim_next(&mut tx, session, &state.turns.runner, now).await? else {
         drop(tx);
-        // Nothing to do: a running session rests.
-        if was == SessionState::Running || was == SessionState::Ready {
+        // Nothing to do: a session that ran a turn rests (one that never did stays `ready`).
+        if was == SessionState::Running {
             let mut tx = db.pool().begin().await?;
-            db::sessions::transition_from(&mut tx, session, &[SessionState::Running, SessionState::Ready], SessionState::Idle, None, now_ms()).await?;
+            db::sessions::transition_from(&mut tx, session, &[SessionState::Running], SessionState::Idle, None, now_ms()).await?;
             tx.commit().await?;
         }
         return Ok(false);
