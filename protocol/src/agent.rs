@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 pub const SOCKET: &str = "/run/tandem/agent/agent.sock";
 /// Where the agent binary is bound into the workspace (read-only).
 pub const BINARY: &str = "/run/tandem/bin/tandem-workspace-agent";
+/// Where the server binds its `opencode` binary, when it has one (read-only).
+pub const OPENCODE_BINARY: &str = "/run/tandem/bin/opencode";
 /// The environment variable that carries the agent's token.
 pub const TOKEN_ENV: &str = "TANDEM_AGENT_TOKEN";
 /// The directory the file API is confined to.

@@ -80,6 +80,10 @@ pub fn spec_parts(ws: &Workspaces, wid: &str) -> Result<(Vec<String>, Vec<(Strin
         Bind { host: gateway, container: gateway_dir, readonly: true },
         Bind { host: ws.agent_bin.clone(), container: agent::BINARY.into(), readonly: true },
     ];
+    let mut binds = binds;
+    if let Some(bin) = &ws.opencode_bin {
+        binds.push(Bind { host: bin.clone(), container: agent::OPENCODE_BINARY.into(), readonly: true });
+    }
     Ok((init, env, binds))
 }
 

@@ -66,6 +66,9 @@ pub struct AgentsConfig {
     pub max_steps: u32,
     /// Times a prompt may be interrupted before it is left for people to resubmit.
     pub max_attempts: i64,
+    /// A host `opencode` binary to bind into workspaces (else the image's own, if any).
+    /// `cargo xtask` installs one from `images/agents/package.json`.
+    pub opencode_bin: Option<PathBuf>,
 }
 
 impl Default for AgentsConfig {
@@ -78,6 +81,7 @@ impl Default for AgentsConfig {
             on_interrupt: OnInterrupt::Rerun,
             max_steps: 50,
             max_attempts: 3,
+            opencode_bin: None,
         }
     }
 }
@@ -129,6 +133,7 @@ pub struct Overrides {
     pub database_url: Option<String>,
     pub public_url: Option<String>,
     pub web_dir: Option<PathBuf>,
+    pub opencode_bin: Option<PathBuf>,
 }
 
 /// `$XDG_DATA_HOME/tandem`, else `~/.local/share/tandem`, else `./.tandem`.
@@ -177,7 +182,7 @@ impl Config {
             egress_hosts: file.egress_hosts,
             snapshot_interval_secs: file.snapshot_interval_secs.unwrap_or(DEFAULT_SNAPSHOT_INTERVAL_SECS),
             snapshot_keep: file.snapshot_keep.unwrap_or(DEFAULT_SNAPSHOT_KEEP),
-            agents: file.agents,
+            agents: crate::config::AgentsConfig { opencode_bin: over.opencode_bin.or(file.agents.opencode_bin.clone()), ..file.agents },
             data_dir,
         })
     }

@@ -113,6 +113,7 @@ pub fn workspaces(config: &Config) -> std::result::Result<Workspaces, String> {
         agent_bin,
         agent_key,
         egress_hosts: config.egress_hosts.clone(),
+        opencode_bin: config.agents.opencode_bin.clone().filter(|p| p.is_file()),
     })
 }
 

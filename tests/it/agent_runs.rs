@@ -461,3 +461,61 @@ async fn a_server_killed_mid_turn_requeues_the_prompt_on_restart_without_losing_
     assert!(log.contains("a turn was interrupted") || log.contains("DEBUG"), "the log was captured");
     assert!(!log.contains(KEY), "the API key is in the server log");
 }
+
+/// The opencode binary `cargo xtask test` installs, or `None` (with the reason printed).
+fn opencode() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("TANDEM_TEST_OPENCODE").map(std::path::PathBuf::from).filter(|p| p.is_file());
+    if path.is_none() {
+        let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");
+        assert!(!required, "TANDEM_TEST_OPENCODE must name the opencode binary (cargo xtask test installs it)");
+        eprintln!("SKIP opencode: TANDEM_TEST_OPENCODE is not set (cargo xtask test installs opencode)");
+    }
+    path
+}
+
+#[tokio::test]
+async fn the_real_opencode_runs_a_turn_against_the_gateway_and_continues_its_session() {
+    let Some(bin) = opencode() else { return };
+    let model = ScriptedModel::start(vec![
+        Reply::tool("bash", json!({ "command": "echo from opencode > oc.txt && cat oc.txt", "description": "write a file" })).with_tools(true).at_step(0),
+        Reply::text("Wrote oc.txt.").with_tools(true).at_step(1),
+        Reply::text("Still here.").with_tools(true).for_prompt("first"),
+    ])
+    .await;
+    // Side requests (titles) get a plain answer.
+    model.fallback(Reply::text("A title"));
+    let url = model.base_url.clone();
+    let Some(s) = crate::workspaces::server(move |c| {
+        c.agents.model_base_url = Some(url);
+        c.agents.model = "scripted-1".into();
+        c.agents.opencode_bin = Some(bin);
+    })
+    .await
+    else {
+        return;
+    };
+    s.req(Method::PUT, "/api/secrets/model_api_key").bearer(&s.admin_token).json(&json!({ "value": KEY })).send().await;
+    let src = source_repo(RECIPE);
+    let repo = add_repo(&s, "acme/oc", src.path()).await;
+    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "first: write oc.txt", "agent": { "kind": "opencode" } })).send().await.parse();
+    let id = created.session.id;
+    let evs = wait_events(&s, id, ended(1)).await;
+    let summary = || evs.iter().map(|e| e.kind.summary()).collect::<Vec<_>>();
+    let (_, outcome, usage, error) = turn_ends(&evs)[0].clone();
+    assert_eq!(outcome, TurnOutcome::Completed, "{error:?} {:#?}", summary());
+    assert!(usage.requests >= 2 && usage.prompt_tokens >= 200, "{usage:?}");
+    assert!(evs.iter().any(|e| matches!(&e.kind, EventKind::ToolResult { name, output, exit_code: Some(0), .. } if name == "bash" && output.contains("from opencode"))), "{:#?}", summary());
+    assert!(evs.iter().any(|e| matches!(&e.kind, EventKind::AgentMessage { text, .. } if text == "Wrote oc.txt.")), "{:#?}", summary());
+    assert!(evs.iter().any(|e| matches!(&e.kind, EventKind::FileChanged { path, .. } if path == "oc.txt")));
+    // Every model request went through the gateway with the key added there.
+    assert!(model.requests().iter().all(|r| r.authorization.as_deref() == Some(&format!("Bearer {KEY}")[..])));
+
+    // The next turn continues opencode's own session.
+    s.post(&format!("/api/sessions/{id}/prompts"), json!({ "text": "second: still there?" })).send().await;
+    let evs = wait_events(&s, id, ended(2)).await;
+    assert_eq!(turn_ends(&evs)[1].1, TurnOutcome::Completed, "{:#?}", evs.iter().map(|e| e.kind.summary()).collect::<Vec<_>>());
+    let last = model.requests().into_iter().filter(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty())).last().unwrap();
+    let users = last.user_messages().join("\n");
+    assert!(users.contains("first: write oc.txt") && users.contains("second: still there?"), "{users}");
+    s.post(&format!("/api/sessions/{id}/stop"), json!({})).send().await;
+}

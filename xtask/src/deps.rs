@@ -57,6 +57,7 @@ pub fn ensure(needs: Needs) -> Result<()> {
     wasm_target()?;
     wasm_bindgen()?;
     npm()?;
+    agent_clis()?;
     run::done(t);
     Ok(())
 }
@@ -118,8 +119,21 @@ fn wasm_bindgen() -> Result<()> {
     cmd(run::cargo().args(["install", "wasm-bindgen-cli", "--version", &want]))
 }
 
+/// The opencode binary the server binds into workspaces (`images/agents/package.json`).
+pub fn opencode_bin() -> std::path::PathBuf {
+    run::root().join("images/agents/node_modules/opencode-linux-x64/bin/opencode")
+}
+
+fn agent_clis() -> Result<()> {
+    npm_ci(&run::root().join("images/agents"), "CLI agents for workspaces (images/agents/package-lock.json)")
+}
+
 fn npm() -> Result<()> {
-    let dir = run::root().join("frontend");
+    npm_ci(&run::root().join("frontend"), "npm packages (frontend/package-lock.json)")
+}
+
+fn npm_ci(dir: &std::path::Path, what: &str) -> Result<()> {
+    let dir = dir.to_path_buf();
     let stamp = dir.join("node_modules/.package-lock.json");
     let lock = dir.join("package-lock.json");
     let fresh = match (std::fs::metadata(&stamp), std::fs::metadata(&lock)) {
@@ -129,6 +143,6 @@ fn npm() -> Result<()> {
     if fresh {
         return Ok(());
     }
-    eprintln!("    installing npm packages (frontend/package-lock.json)");
+    eprintln!("    installing {what}");
     cmd(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&dir))
 }

@@ -46,6 +46,7 @@ pub fn run(o: Options) -> Result<()> {
         .env("TANDEM_E2E_REQUIRE", "1")
         .env("TANDEM_TEST_REQUIRE_WORKSPACES", "1")
         .env("TANDEM_TEST_IMAGES_DIR", run::target_dir().join("tandem-test-images"))
+        .env("TANDEM_TEST_OPENCODE", deps::opencode_bin())
         .env_remove("TANDEM_TOKEN")
         .env_remove("TANDEM_URL")
         .arg("--")

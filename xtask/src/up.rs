@@ -70,6 +70,9 @@ pub fn run(o: Options) -> Result<()> {
     run::step("starting Tandem (Ctrl-C stops it)");
     let mut serve = Command::new(bin);
     serve.arg("serve").arg("--web-dir").arg(&site).arg("--print-login-link").args(&o.serve_args);
+    if crate::deps::opencode_bin().is_file() {
+        serve.env("TANDEM_OPENCODE_BIN", crate::deps::opencode_bin());
+    }
     exec(serve)
 }
 

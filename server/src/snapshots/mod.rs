@@ -35,6 +35,8 @@ pub struct Workspaces {
     pub agent_key: Vec<u8>,
     /// Static name → address entries for egress allow-lists (before the host's resolver).
     pub egress_hosts: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
+    /// The `opencode` binary bound into workspaces for the opencode agent, if the host has one.
+    pub opencode_bin: Option<PathBuf>,
 }
 
 impl Workspaces {

@@ -28,6 +28,8 @@ pub struct Reply {
     pub for_prompt: Option<String>,
     /// Only for a request with this many assistant messages so far (0 = a turn's first step).
     pub at_step: Option<usize>,
+    /// Only for a request that offers tools (`true`) or offers none (`false`).
+    pub with_tools: Option<bool>,
 }
 
 impl Reply {
@@ -51,6 +53,12 @@ impl Reply {
     /// so far).
     pub fn at_step(mut self, n: usize) -> Self {
         self.at_step = Some(n);
+        self
+    }
+
+    /// Keeps this reply for requests that offer tools (`true`) or none (`false`).
+    pub fn with_tools(mut self, tools: bool) -> Self {
+        self.with_tools = Some(tools);
         self
     }
 
@@ -90,6 +98,8 @@ impl Request {
 #[derive(Default)]
 struct Inner {
     script: VecDeque<Reply>,
+    /// Answers requests no scripted reply matches (kept, not used up).
+    fallback: Option<Reply>,
     requests: Vec<Request>,
 }
 
@@ -128,6 +138,12 @@ impl ScriptedModel {
         self.shared.inner.lock().unwrap().script.extend(replies);
     }
 
+    /// Answers every request that no scripted reply matches with `reply` (e.g. an agent's
+    /// side requests, like titles).
+    pub fn fallback(&self, reply: Reply) {
+        self.shared.inner.lock().unwrap().fallback = Some(reply);
+    }
+
     /// Every request so far.
     pub fn requests(&self) -> Vec<Request> {
         self.shared.inner.lock().unwrap().requests.clone()
@@ -161,10 +177,13 @@ async fn complete(State(shared): State<Shared>, headers: HeaderMap, body: String
         let first = request.user_messages().into_iter().next().unwrap_or_default();
         let step = body["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
         inner.requests.push(request);
+        let tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
         let at = inner.script.iter().position(|r| {
-            r.for_prompt.as_ref().is_none_or(|n| first.contains(n.as_str())) && r.at_step.is_none_or(|s| s == step)
+            r.for_prompt.as_ref().is_none_or(|n| first.contains(n.as_str()))
+                && r.at_step.is_none_or(|s| s == step)
+                && r.with_tools.is_none_or(|t| t == tools)
         });
-        at.and_then(|i| inner.script.remove(i))
+        at.and_then(|i| inner.script.remove(i)).or_else(|| inner.fallback.clone())
     };
     shared.arrived.notify_waiters();
     let Some(reply) = reply else {

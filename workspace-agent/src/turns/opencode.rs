@@ -10,15 +10,13 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
-use tandem_protocol::agent::{GATEWAY_LOOPBACK, MAX_TOOL_OUTPUT_BYTES, TurnFrame, TurnStart};
+use tandem_protocol::agent::{GATEWAY_LOOPBACK, MAX_TOOL_OUTPUT_BYTES, OPENCODE_BINARY as BOUND_BINARY, TurnFrame, TurnStart};
 use tandem_protocol::{TurnOutcome, Usage};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use super::changes::Snapshot;
 use super::{Ctx, Ending, cap};
 
-/// Where the server binds its opencode binary, if it provides one; else `opencode` from `PATH`.
-const BOUND_BINARY: &str = "/run/tandem/bin/opencode";
 /// A turn may run this long.
 const TURN_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
 /// Longest JSON line read from opencode.

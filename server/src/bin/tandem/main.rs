@@ -115,6 +115,9 @@ struct ServeArgs {
     /// The built web app (index.html + pkg/). Default: the `site` folder next to the binary.
     #[arg(long, env = "TANDEM_WEB_DIR")]
     web_dir: Option<PathBuf>,
+    /// An `opencode` binary to bind into workspaces for the opencode agent.
+    #[arg(long, env = "TANDEM_OPENCODE_BIN")]
+    opencode_bin: Option<PathBuf>,
     /// Print a fresh one-time login link for the admin at every start (not only the first).
     #[arg(long)]
     print_login_link: bool,
@@ -362,7 +365,7 @@ impl LocalArgs {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let config = Config::resolve(Overrides { listen: args.listen, web_dir: args.web_dir.clone(), ..args.local.overrides() })?;
+    let config = Config::resolve(Overrides { listen: args.listen, web_dir: args.web_dir.clone(), opencode_bin: args.opencode_bin.clone(), ..args.local.overrides() })?;
     let data_dir = config.data_dir.clone();
     let web = config.web_dir.clone();
     let server = tandem_server::serve::Server::bind(config).await?;
