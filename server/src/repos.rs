@@ -29,7 +29,7 @@ pub async fn create(db: &Db, user: &CurrentUser, req: CreateRepo) -> Result<Repo
         warm_pool,
         warm_ready: 0,
     };
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin().await?;
     db::repos::insert(&mut *tx, &repo).await.map_err(|e| conflict_on_unique(e, &format!("a repo named {:?}", repo.name)))?;
     db::audit::record(
         &mut *tx,

@@ -93,6 +93,7 @@ async fn a_scripted_turn_edits_a_file_runs_the_tests_and_ends_with_ordered_event
     let model = ScriptedModel::start(vec![
         Reply::tool("edit_file", json!({ "path": "calc.sh", "old_text": "2 - 2", "new_text": "2 + 2" })).saying("Let me fix the sum."),
         Reply::tool("run_command", json!({ "command": "sh test.sh" })),
+        Reply::tool("run_command", json!({ "command": "seq 1 30000" })),
         Reply::text("Fixed the sum; the tests pass."),
     ])
     .await;
@@ -107,6 +108,7 @@ async fn a_scripted_turn_edits_a_file_runs_the_tests_and_ends_with_ordered_event
         [
             "session_created", "prompt_queued", "turn_started",
             "agent_message", "tool_call", "file_changed", "tool_result",
+            "tool_call", "tool_result",
             "tool_call", "tool_result",
             "agent_message", "turn_ended",
         ],
@@ -124,7 +126,22 @@ async fn a_scripted_turn_edits_a_file_runs_the_tests_and_ends_with_ordered_event
     assert!(test_run.unwrap().1.contains("tests pass"));
     let (_, outcome, usage, error) = turn_ends(&evs)[0].clone();
     assert_eq!(outcome, TurnOutcome::Completed, "{error:?}");
-    assert_eq!((usage.prompt_tokens, usage.completion_tokens, usage.requests), (300, 50, 3));
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens, usage.requests), (400, 70, 4));
+    // A large output is cut in the event and kept whole as an artifact.
+    let (cut, artifact) = evs
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult { output, truncated: true, artifact: Some(a), .. } => Some((output.clone(), *a)),
+            _ => None,
+        })
+        .expect("the long output was cut");
+    assert!(cut.len() <= tandem_protocol::limits::MAX_EVENT_OUTPUT_BYTES);
+    let whole = s.get(&format!("/api/sessions/{id}/artifacts/{artifact}")).send().await;
+    assert_eq!(whole.status, StatusCode::OK);
+    let whole = String::from_utf8(whole.body).unwrap();
+    assert!(whole.starts_with("1\n2\n") && whole.ends_with("29999\n30000\n"), "{}", whole.len());
+    assert!(!whole.contains(KEY));
+    s.get(&format!("/api/sessions/{id}/artifacts/{}", uuid::Uuid::new_v4())).send().await.assert_error(StatusCode::NOT_FOUND, "not_found");
 
     // The change is in the diff; the prompt is done; the session rests.
     let diff: Diff = s.get(&format!("/api/sessions/{id}/diff")).send().await.parse();
@@ -134,11 +151,12 @@ async fn a_scripted_turn_edits_a_file_runs_the_tests_and_ends_with_ordered_event
 
     // The model saw the tools, the configured model name and the key; the workspace never did.
     let reqs = model.requests();
-    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs.len(), 4);
     assert!(reqs.iter().all(|r| r.authorization.as_deref() == Some(&format!("Bearer {KEY}")[..])));
     assert_eq!(reqs[0].body["model"], "scripted-1");
     assert!(reqs[0].body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "apply_patch")));
     assert!(reqs[2].transcript().contains("tests pass"), "the model saw the tool's output");
+    assert!(reqs[3].transcript().contains("30000"), "the model saw the whole long output");
     // The pattern is assembled in a file outside the scanned places, so no command line holds it.
     let scan = "printf 'sk-test-7f3a%s' 9c1e > /run/pattern; grep -rlF -f /run/pattern /proc/[0-9]*/environ /proc/[0-9]*/cmdline /workspace /tmp /root /etc 2>/dev/null; echo scanned";
     let leak = exec(&s, id, scan).await;
@@ -346,6 +364,11 @@ async fn the_command_agent_runs_a_cli_with_the_prompt_and_reports_failures() {
     let (_, outcome, _, error) = turn_ends(&evs)[1].clone();
     assert_eq!(outcome, TurnOutcome::Failed);
     assert!(error.as_deref().unwrap_or_default().contains("cannot do that"), "{error:?}");
+    // Another agent for one prompt only.
+    let one_off = json!({ "text": "hi", "agent": { "kind": "command", "template": "echo other agent says {prompt}" } });
+    s.post(&format!("/api/sessions/{id}/prompts"), one_off).send().await;
+    let evs = wait_events(&s, id, ended(3)).await;
+    assert!(evs.iter().any(|e| matches!(&e.kind, EventKind::AgentMessage { text, .. } if text == "other agent says hi")));
     s.post(&format!("/api/sessions/{id}/stop"), json!({})).send().await;
 }
 

@@ -18,7 +18,7 @@ async fn events_are_append_only_and_gap_free_under_concurrency(s: TestServer) {
     for i in 0..40 {
         let dbh = s.state.db.clone();
         tasks.push(tokio::spawn(async move {
-            let mut tx = dbh.pool().begin().await.unwrap();
+            let mut tx = dbh.begin().await.unwrap();
             let e = db::events::append(
                 &mut tx,
                 id,
@@ -54,3 +54,44 @@ async fn actions_are_audited(s: TestServer) {
     assert!(recent.iter().any(|(a, _)| a == "token.create"), "{recent:?}");
 }
 matrix!(actions_are_audited);
+
+/// The session lock: with two prompts queued, many claimers from two "processes" (two pools,
+/// two runner ids) racing on one session get exactly one turn; the next claim waits until that
+/// turn ends.
+async fn one_turn_per_session_whichever_process_claims(s: TestServer) {
+    use tandem_protocol::{AgentSpec, CreatePrompt, PromptMode, PromptState, Usage};
+    use tandem_server::turns::{self, Claim};
+    let repo: RepoId = make_repo(&s, "acme/lock").await.parse().unwrap();
+    let author = Author { kind: AuthorKind::Automation, user_id: None, name: "test".into() };
+    let create = CreateSession { repo_id: repo, prompt: "one".into(), branch: None, agent: None };
+    let id = sessions::create(&s.state.db, author.clone(), create, &AgentSpec::Builtin).await.unwrap().session.id;
+    sessions::prompts::submit(&s.state.db, id, author, CreatePrompt { text: "two".into(), mode: PromptMode::Queue, agent: None }).await.unwrap();
+    let mut tx = s.state.db.begin().await.unwrap();
+    db::sessions::transition(&mut tx, id, SessionState::Ready, None, now_ms()).await.unwrap();
+    tx.commit().await.unwrap();
+    let other = db::Db::connect(&s.state.config.database_url).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let (dbh, runner) = if i % 2 == 0 { (s.state.db.clone(), "process-a") } else { (other.clone(), "process-b") };
+        tasks.push(tokio::spawn(async move { turns::claim(&dbh, id, runner).await.unwrap() }));
+    }
+    let mut won = Vec::new();
+    for t in tasks {
+        if let Claim::Turn(p, _) = t.await.unwrap() {
+            won.push(p);
+        }
+    }
+    assert_eq!(won.len(), 1, "exactly one claimer runs a turn");
+    assert_eq!(won[0].text, "one", "the first prompt first");
+    assert!(matches!(turns::claim(&other, id, "process-b").await.unwrap(), Claim::Empty { was_running: true }));
+    let mut tx = s.state.db.begin().await.unwrap();
+    assert!(db::prompts::finish(&mut tx, won[0].id, PromptState::Done, Usage::default(), now_ms()).await.unwrap());
+    tx.commit().await.unwrap();
+    match turns::claim(&other, id, "process-b").await.unwrap() {
+        Claim::Turn(p, _) => assert_eq!(p.text, "two"),
+        _ => panic!("the next prompt is claimable once the turn ended"),
+    }
+    let turns_started = sessions::events(&s.state.db, id, Default::default()).await.unwrap().events.iter().filter(|e| matches!(e.kind, EventKind::TurnStarted { .. })).count();
+    assert_eq!(turns_started, 2, "no losing claimer left an event behind");
+}
+matrix!(one_turn_per_session_whichever_process_claims);

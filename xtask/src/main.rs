@@ -8,6 +8,8 @@
 //! - `cargo xtask site [--release]`: build the web app into `target/site`.
 //! - `cargo xtask deps [--test]`: only install prerequisites.
 //! - `cargo xtask bench start [flags]`: the session start benchmark (release build; root).
+//! - `cargo xtask bench queue [flags]`: prompt queue throughput and claim latency, SQLite and
+//!   PostgreSQL (release build).
 
 use anyhow::{Result, bail};
 
@@ -41,7 +43,19 @@ fn main() -> Result<()> {
                     .args(flags)
                     .current_dir(run::root()))
             }
-            _ => bail!("benchmarks: `cargo xtask bench start`"),
+            Some((b, flags)) if b == "queue" => {
+                deps::ensure(deps::Needs { test: true })?;
+                run::step("benchmark: prompt queue on SQLite and PostgreSQL (release build)");
+                let pg = postgres::Postgres::start()?;
+                let res = run::cmd(run::cargo()
+                    .args(["run", "--release", "-p", "tandem-server", "--example", "bench_queue", "--"])
+                    .args(flags)
+                    .env("TANDEM_BENCH_POSTGRES_URL", &pg.url)
+                    .current_dir(run::root()));
+                drop(pg);
+                res
+            }
+            _ => bail!("benchmarks: `cargo xtask bench start` or `cargo xtask bench queue`"),
         },
         "help" | "--help" | "-h" => {
             println!("{}", include_str!("main.rs").lines().take_while(|l| l.starts_with("//!")).map(|l| l.trim_start_matches("//!").trim_start()).collect::<Vec<_>>().join("\n"));

@@ -36,7 +36,7 @@ pub async fn create_api_token(db: &Db, user: &User, name: &str, expires_in_secs:
         expires_at: expires_in_secs.map(|s| Timestamp(now.saturating_add(s.saturating_mul(1000)))),
         last_used_at: None,
     };
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin().await?;
     db::tokens::insert(&mut *tx, user.id, &info, &hash_secret(&token)).await?;
     db::audit::record(
         &mut *tx,

@@ -46,6 +46,41 @@ impl Backend {
 pub struct Db {
     pool: AnyPool,
     backend: Backend,
+    /// SQLite has one writer at a time; write transactions queue here, in order, instead of in
+    /// SQLite's busy handler (which sleeps in growing steps and makes the latency tail).
+    writer: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+}
+
+/// A write transaction ([`Db::begin`]); rolls back unless committed.
+pub struct Tx {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+    _writer: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl std::ops::Deref for Tx {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for Tx {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
+}
+
+impl Tx {
+    pub async fn commit(self) -> Result<()> {
+        self.tx.commit().await?;
+        Ok(())
+    }
+
+    /// Rolls back now (dropping a transaction rolls it back later, holding SQLite's lock).
+    pub async fn rollback(self) -> Result<()> {
+        self.tx.rollback().await?;
+        Ok(())
+    }
 }
 
 impl Db {
@@ -73,6 +108,8 @@ impl Db {
                     conn.execute("PRAGMA foreign_keys = ON").await?;
                     conn.execute("PRAGMA busy_timeout = 10000").await?;
                     conn.execute("PRAGMA synchronous = NORMAL").await?;
+                    // Checkpoints run in the background (below), not inside some writer's commit.
+                    conn.execute("PRAGMA wal_autocheckpoint = 0").await?;
                     Ok(())
                 })
             });
@@ -80,7 +117,11 @@ impl Db {
             pool = pool.max_connections(16);
         }
         let pool = pool.connect_with(options).await?;
-        Ok(Self { pool, backend })
+        let writer = (backend == Backend::Sqlite).then(|| std::sync::Arc::new(tokio::sync::Mutex::new(())));
+        if backend == Backend::Sqlite {
+            tokio::spawn(checkpoints(pool.clone()));
+        }
+        Ok(Self { pool, backend, writer })
     }
 
     /// Applies the backend's pending migrations.
@@ -97,6 +138,15 @@ impl Db {
         self.backend
     }
 
+    /// Begins a write transaction (on SQLite, after the one before it ends).
+    pub async fn begin(&self) -> Result<Tx> {
+        let writer = match &self.writer {
+            Some(m) => Some(m.clone().lock_owned().await),
+            None => None,
+        };
+        Ok(Tx { tx: self.pool.begin().await?, _writer: writer })
+    }
+
     /// The pool, for the query modules.
     pub fn pool(&self) -> &AnyPool {
         &self.pool
@@ -111,6 +161,25 @@ impl Db {
     /// Closes every connection (waits for them to be returned).
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// How often SQLite's write-ahead log is folded into the database file.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+
+/// Folds the WAL back into the database in the background (passive: never blocks a writer),
+/// until the pool closes.
+async fn checkpoints(pool: AnyPool) {
+    let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if pool.is_closed() {
+            return;
+        }
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await {
+            tracing::debug!(error = %e, "a WAL checkpoint failed");
+        }
     }
 }
 

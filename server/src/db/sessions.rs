@@ -241,12 +241,15 @@ pub async fn transition_from(
     now: i64,
 ) -> Result<Option<SessionState>> {
     let list: Vec<String> = from.iter().map(|s| format!("'{}'", s.as_str())).collect();
-    // Lock the row first (see `transition`), then read and decide.
-    sqlx::query("UPDATE sessions SET updated_at = $1 WHERE id = $2").bind(now).bind(id.to_string()).execute(&mut *conn).await?;
-    let row: Option<(String,)> = sqlx::query_as(&format!("SELECT state FROM sessions WHERE id = $1 AND state IN ({})", list.join(", ")))
-        .bind(id.to_string())
-        .fetch_optional(&mut *conn)
-        .await?;
+    // One statement locks the row (SQLite: the database) and reads its state.
+    let row: Option<(String,)> = sqlx::query_as(&format!(
+        "UPDATE sessions SET updated_at = $1 WHERE id = $2 AND state IN ({}) RETURNING state",
+        list.join(", ")
+    ))
+    .bind(now)
+    .bind(id.to_string())
+    .fetch_optional(&mut *conn)
+    .await?;
     let Some((was,)) = row else { return Ok(None) };
     let was = SessionState::parse(&was).ok_or_else(|| Error::Internal(format!("stored state {was:?} unknown")))?;
     if was == to {
@@ -262,6 +265,12 @@ pub async fn by_workspace<'e>(ex: impl Executor<'e, Database = Any>, wid: &str) 
         .fetch_optional(ex)
         .await?;
     row.map(|(id,)| super::uuid(&id).map(SessionId)).transpose()
+}
+
+/// A session's agent.
+pub async fn agent<'e>(ex: impl Executor<'e, Database = Any>, id: SessionId) -> Result<Option<AgentSpec>> {
+    let row: Option<(String,)> = sqlx::query_as("SELECT agent FROM sessions WHERE id = $1").bind(id.to_string()).fetch_optional(ex).await?;
+    row.map(|(a,)| agent_spec(&a)).transpose()
 }
 
 /// Sessions spawned from `parent`, oldest first.

@@ -49,7 +49,7 @@ pub async fn start(state: &AppState) -> Result<()> {
     pool::remove_orphans(&ws).await?;
     for row in db::sessions::in_states(db.pool(), &[SessionState::Starting]).await? {
         let id: SessionId = row.id.parse().map_err(|_| crate::Error::Internal("bad session id".into()))?;
-        let mut tx = db.pool().begin().await?;
+        let mut tx = db.begin().await?;
         db::sessions::transition(&mut tx, id, SessionState::Failed, Some("the server restarted while the workspace was starting; start a new session".into()), now_ms()).await?;
         tx.commit().await?;
         if let Some(wid) = row.workspace_id {

@@ -39,7 +39,7 @@ pub async fn spawn(state: &AppState, parent: SessionId, author: Author, req: Cre
         out
     };
     for child in &children {
-        let mut tx = state.db.pool().begin().await?;
+        let mut tx = state.db.begin().await?;
         db::events::append(&mut tx, parent, now_ms(), EventKind::ChildSpawned { child_id: child.id, title: child.title.clone(), author: author.clone() })
             .await?;
         db::audit::record(

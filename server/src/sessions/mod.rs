@@ -76,7 +76,7 @@ pub async fn create_with_parent(
         agent: None,
         attempts: 0,
     });
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin().await?;
     db::sessions::insert(&mut tx, &session).await?;
     let mut last = db::events::append(&mut tx, session.id, now, EventKind::SessionCreated { repo_id: repo.id, branch, author: author.clone() })
         .await?;

@@ -58,7 +58,7 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
         agent: req.agent,
         attempts: 0,
     };
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin().await?;
     db::sessions::insert_prompt(&mut tx, &prompt).await?;
     db::events::append(&mut tx, id, now, EventKind::PromptQueued { prompt_id: prompt.id, author, mode: prompt.mode, text: prompt.text.clone() })
         .await?;
@@ -82,7 +82,7 @@ async fn own_queued(db: &Db, id: SessionId, pid: PromptId, author: &Author) -> R
 pub async fn edit(db: &Db, id: SessionId, pid: PromptId, author: &Author, text: &str) -> Result<Prompt> {
     let text = validate_text(text)?;
     own_queued(db, id, pid, author).await?;
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin().await?;
     if !db::prompts::edit(&mut tx, pid, &text).await? {
         return Err(Error::Conflict("the prompt started meanwhile".into()));
     }
@@ -94,7 +94,7 @@ pub async fn edit(db: &Db, id: SessionId, pid: PromptId, author: &Author, text: 
 /// Takes back one's own queued prompt.
 pub async fn withdraw(db: &Db, id: SessionId, pid: PromptId, author: &Author) -> Result<()> {
     own_queued(db, id, pid, author).await?;
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin().await?;
     if !db::prompts::set_state(&mut tx, pid, PromptState::Queued, PromptState::Withdrawn).await? {
         return Err(Error::Conflict("the prompt started meanwhile".into()));
     }

@@ -40,14 +40,14 @@ fn diff_file(ws: &Workspaces, session: SessionId) -> PathBuf {
 }
 
 async fn event(db: &Db, id: SessionId, kind: EventKind) -> Result<Event> {
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin().await?;
     let e = db::events::append(&mut tx, id, now_ms(), kind).await?;
     tx.commit().await?;
     Ok(e)
 }
 
 async fn transition(db: &Db, id: SessionId, to: SessionState, reason: Option<String>) -> Result<Option<SessionState>> {
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin().await?;
     let from = db::sessions::transition(&mut tx, id, to, reason, now_ms()).await?;
     tx.commit().await?;
     Ok(from)
@@ -62,7 +62,7 @@ async fn phase(db: &Db, id: SessionId, t0: Instant, phase: BootPhase, detail: Op
 /// sees the state.
 async fn became_ready(db: &Db, id: SessionId, t0: Instant) -> Result<()> {
     let now = now_ms();
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin().await?;
     db::events::append(&mut tx, id, now, EventKind::BootPhase { phase: BootPhase::Ready, elapsed_ms: t0.elapsed().as_millis() as i64, detail: None })
         .await?;
     db::sessions::transition(&mut tx, id, SessionState::Ready, None, now).await?;

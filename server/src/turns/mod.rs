@@ -129,28 +129,56 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
     let db = &state.db;
     let Some(row) = db::sessions::workspace(db.pool(), session).await? else { return Ok(false) };
     let (Some(wid), Some(pid)) = (row.workspace_id, row.workspace_pid) else { return Ok(false) };
+    match claim(db, session, &state.turns.runner).await? {
+        Claim::Turn(prompt, agent) => {
+            run(state, session, prompt, agent, wid, pid as i32).await?;
+            Ok(true)
+        }
+        Claim::Empty { was_running } => {
+            // A session that ran a turn rests (one that never did stays `ready`).
+            if was_running {
+                let mut tx = db.begin().await?;
+                db::sessions::transition_from(&mut tx, session, &[SessionState::Running], SessionState::Idle, None, now_ms()).await?;
+                tx.commit().await?;
+            }
+            Ok(false)
+        }
+        Claim::NotLive => Ok(false),
+    }
+}
+
+/// What [`claim`] found.
+pub enum Claim {
+    /// This prompt's turn is ours to run, with this agent.
+    Turn(Prompt, AgentSpec),
+    /// Nothing queued (or another process runs a turn).
+    Empty { was_running: bool },
+    /// The session has no live workspace.
+    NotLive,
+}
+
+/// In one transaction: a live session moves to `running`, its first queued prompt is claimed
+/// for `runner` (the session lock) and `turn_started` is appended. Nothing changes unless all do.
+pub async fn claim(db: &Db, session: SessionId, runner: &str) -> Result<Claim> {
     let now = now_ms();
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin().await?;
     let live = [SessionState::Ready, SessionState::Idle, SessionState::Running];
     let Some(was) = db::sessions::transition_from(&mut tx, session, &live, SessionState::Running, None, now).await? else {
-        return Ok(false);
+        tx.rollback().await?;
+        return Ok(Claim::NotLive);
     };
-    let Some(prompt) = db::prompts::claim_next(&mut tx, session, &state.turns.runner, now).await? else {
-        drop(tx);
-        // Nothing to do: a session that ran a turn rests (one that never did stays `ready`).
-        if was == SessionState::Running {
-            let mut tx = db.pool().begin().await?;
-            db::sessions::transition_from(&mut tx, session, &[SessionState::Running], SessionState::Idle, None, now_ms()).await?;
-            tx.commit().await?;
-        }
-        return Ok(false);
+    let Some(prompt) = db::prompts::claim_next(&mut tx, session, runner, now).await? else {
+        // Rolled back: the session keeps its state.
+        tx.rollback().await?;
+        return Ok(Claim::Empty { was_running: was == SessionState::Running });
     };
-    let detail = crate::sessions::get(db, session).await?;
-    let agent = prompt.agent.clone().unwrap_or_else(|| detail.session.agent.clone());
+    let agent = match &prompt.agent {
+        Some(a) => a.clone(),
+        None => db::sessions::agent(&mut *tx, session).await?.unwrap_or_default(),
+    };
     db::events::append(&mut tx, session, now, EventKind::TurnStarted { prompt_id: prompt.id, author: prompt.author.clone(), agent: agent.name().into() }).await?;
     tx.commit().await?;
-    run(state, session, prompt, agent, wid, pid as i32).await?;
-    Ok(true)
+    Ok(Claim::Turn(prompt, agent))
 }
 
 async fn run(state: &AppState, session: SessionId, prompt: Prompt, agent: AgentSpec, wid: String, pid: i32) -> Result<()> {
@@ -242,7 +270,7 @@ async fn beat(db: Db, prompt: PromptId, runner: String) {
 async fn interrupt(db: &Db, agents: &crate::config::AgentsConfig, prompt: &Prompt, reason: &str, ms: i64) -> Result<()> {
     let now = now_ms();
     let session = prompt.session_id;
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin().await?;
     let attempts = prompt.attempts + 1;
     let first = agents.on_interrupt == OnInterrupt::Rerun;
     let requeued = if attempts < agents.max_attempts {

@@ -40,7 +40,7 @@ impl Recorder {
     }
 
     async fn append(&self, kind: EventKind) -> Result<()> {
-        let mut tx = self.db.pool().begin().await?;
+        let mut tx = self.db.begin().await?;
         db::events::append(&mut tx, self.session, now_ms(), kind).await?;
         tx.commit().await?;
         Ok(())
@@ -71,7 +71,7 @@ impl Recorder {
                 let mut cut = output.clone();
                 let truncated = crate::sessions::workspace::truncate(&mut cut, MAX_EVENT_OUTPUT_BYTES);
                 let now = now_ms();
-                let mut tx = self.db.pool().begin().await?;
+                let mut tx = self.db.begin().await?;
                 let artifact = if truncated {
                     let info = ArtifactInfo {
                         id: ArtifactId(uuid::Uuid::new_v4()),
@@ -102,7 +102,7 @@ impl Recorder {
             }
             TurnFrame::Steered { prompt_id: steer } => {
                 let Some(p) = db::prompts::get(self.db.pool(), steer).await? else { return Ok(()) };
-                let mut tx = self.db.pool().begin().await?;
+                let mut tx = self.db.begin().await?;
                 if db::prompts::set_state(&mut tx, steer, PromptState::Queued, PromptState::Delivered).await? {
                     db::events::append(&mut tx, self.session, now_ms(), EventKind::SteerDelivered { prompt_id: steer, turn: prompt_id, author: p.author })
                         .await?;
@@ -128,7 +128,7 @@ impl Recorder {
             TurnOutcome::Failed => PromptState::Failed,
             TurnOutcome::Interrupted => PromptState::Interrupted,
         };
-        let mut tx = self.db.pool().begin().await?;
+        let mut tx = self.db.begin().await?;
         if !db::prompts::finish(&mut tx, self.prompt, to, usage, now).await? {
             return Ok(());
         }
