@@ -9,6 +9,7 @@ pub mod api;
 pub mod event;
 pub mod ids;
 pub mod limits;
+pub mod live;
 pub mod turn;
 
 pub use api::*;

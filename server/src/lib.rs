@@ -11,6 +11,7 @@ pub mod error;
 pub mod gateway;
 pub mod http;
 pub mod images;
+pub mod live;
 pub mod mirrors;
 pub mod repos;
 pub mod runtime;

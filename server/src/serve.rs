@@ -54,6 +54,7 @@ impl Server {
             secrets,
             turns,
             gateways: Default::default(),
+            hubs: Default::default(),
         };
         let first_login_url = auth::bootstrap_admin(&state.db).await?.map(|code| auth::login_url(&state.public_url(), &code));
         Ok(Self { listener, state, addr, first_login_url })

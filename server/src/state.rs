@@ -25,6 +25,8 @@ pub struct AppState {
     pub turns: Arc<crate::turns::Turns>,
     /// Each workspace's gateway listener.
     pub gateways: Arc<crate::gateway::Gateways>,
+    /// Live sessions (someone connected).
+    pub hubs: Arc<crate::live::Hubs>,
 }
 
 impl AppState {

@@ -183,6 +183,11 @@ async fn prompts_from_two_authors_run_in_order_with_attribution_and_only_their_a
     let (_src, repo) = repo(&s, "acme/queue").await;
     let (bob, bob_token) = another_user(&s, "bob").await;
     let id = new_session(&s, &repo, "first, from admin").await;
+    // Bob drives through a share link; before joining he only watches.
+    s.req(Method::POST, &format!("/api/sessions/{id}/prompts")).bearer(&bob_token).json(&json!({ "text": "too early" })).send().await.assert_error(StatusCode::FORBIDDEN, "forbidden");
+    let link: tandem_protocol::live::ShareLink = s.post(&format!("/api/sessions/{id}/links"), json!({ "role": "driver" })).send().await.parse();
+    let joined = s.req(Method::POST, "/api/links/join").bearer(&bob_token).json(&json!({ "token": link.token.unwrap() })).send().await;
+    assert_eq!(joined.status, StatusCode::OK, "{}", String::from_utf8_lossy(&joined.body));
     wait_events(&s, id, |evs| evs.iter().any(|e| matches!(e.kind, EventKind::ToolCall { .. }))).await;
 
     // While the first turn runs: bob queues one, admin queues one and withdraws it.

@@ -6,6 +6,7 @@
 //! unless `TANDEM_TEST_REQUIRE_POSTGRES=1`, when they fail.
 
 mod harness;
+mod live;
 
 mod api_auth;
 mod api_input;

@@ -28,6 +28,22 @@ pub struct Claims {
     pub kind: String,
 }
 
+/// What a share-link token says.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ShareClaims {
+    /// The session.
+    pub sub: String,
+    /// The link's id (revocation is checked against it).
+    pub jti: String,
+    pub role: tandem_protocol::live::Role,
+    /// Whether people without an account may join with it.
+    pub guests: bool,
+    pub iat: i64,
+    pub exp: i64,
+    /// Always `"share"`: never accepted as a login.
+    pub kind: String,
+}
+
 /// The signing and verifying keys.
 pub struct JwtKeys {
     encoding: EncodingKey,
@@ -74,6 +90,29 @@ impl JwtKeys {
         let claims = Claims { sub: user.to_string(), iat: now, exp: now + ttl_secs, kind: "browser".into() };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|e| Error::Internal(format!("signing JWT: {e}")))
+    }
+
+    /// A share-link token (expires at `exp_secs`, seconds since the epoch).
+    pub fn issue_share(&self, claims: &ShareClaims) -> Result<String> {
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding).map_err(|e| Error::Internal(format!("signing JWT: {e}")))
+    }
+
+    /// Verifies a share-link token's signature, algorithm, expiry (no leeway) and kind.
+    pub fn verify_share(&self, token: &str) -> Result<ShareClaims> {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.leeway = 0;
+        validation.set_required_spec_claims(&["exp", "sub", "jti"]);
+        let data = jsonwebtoken::decode::<ShareClaims>(token, &self.decoding, &validation).map_err(|e| {
+            Error::Unauthorized(match e.kind() {
+                ErrorKind::ExpiredSignature => "this share link has expired; ask for a new one".to_string(),
+                ErrorKind::InvalidSignature => "this share link's signature is not valid".to_string(),
+                _ => "this share link is not valid".to_string(),
+            })
+        })?;
+        if data.claims.kind != "share" {
+            return Err(Error::Unauthorized("not a share link".into()));
+        }
+        Ok(data.claims)
     }
 
     /// Verifies signature, algorithm, expiry (no leeway) and kind.

@@ -3,7 +3,7 @@
 //! into a [`CurrentUser`].
 
 mod extract;
-mod jwt;
+pub mod jwt;
 mod secrets;
 
 pub use extract::CurrentUser;

@@ -8,7 +8,8 @@ use crate::{Error, Result};
 
 /// Appends one event inside the caller's transaction and returns it with its sequence number.
 /// The first statement is a write, so SQLite takes its write lock up front.
-pub async fn append(conn: &mut AnyConnection, session: SessionId, at: i64, kind: EventKind) -> Result<Event> {
+pub async fn append(tx: &mut super::Tx, session: SessionId, at: i64, kind: EventKind) -> Result<Event> {
+    let conn: &mut AnyConnection = tx;
     let (seq,): (i64,) =
         sqlx::query_as("UPDATE sessions SET last_seq = last_seq + 1, updated_at = $1 WHERE id = $2 RETURNING last_seq")
             .bind(at)
@@ -25,6 +26,7 @@ pub async fn append(conn: &mut AnyConnection, session: SessionId, at: i64, kind:
         .bind(payload)
         .execute(&mut *conn)
         .await?;
+    tx.appended(session, seq);
     Ok(Event { session_id: session, seq, at: Timestamp(at), kind })
 }
 

@@ -14,6 +14,7 @@ pub mod artifacts;
 pub mod audit;
 pub mod events;
 pub mod prompts;
+pub mod links;
 pub mod repos;
 pub mod secrets;
 pub mod sessions;
@@ -49,12 +50,47 @@ pub struct Db {
     /// SQLite has one writer at a time; write transactions queue here, in order, instead of in
     /// SQLite's busy handler (which sleeps in growing steps and makes the latency tail).
     writer: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    /// Tells live subscribers that a session has new events (after the commit).
+    bus: std::sync::Arc<EventBus>,
+}
+
+/// Per-session "newest committed sequence number" watches. A subscriber reads the store after
+/// each change, so a notification can never carry or lose an event: it only says "look".
+#[derive(Debug, Default)]
+pub struct EventBus {
+    sessions: std::sync::Mutex<std::collections::HashMap<tandem_protocol::SessionId, tokio::sync::watch::Sender<i64>>>,
+}
+
+impl EventBus {
+    /// A watch of `session`'s newest committed sequence number (as far as this process knows).
+    pub fn subscribe(&self, session: tandem_protocol::SessionId) -> tokio::sync::watch::Receiver<i64> {
+        let mut map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        // Forget sessions nobody watches any more.
+        map.retain(|_, tx| tx.receiver_count() > 0);
+        map.entry(session).or_insert_with(|| tokio::sync::watch::channel(0).0).subscribe()
+    }
+
+    fn publish(&self, session: tandem_protocol::SessionId, seq: i64) {
+        let map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = map.get(&session) {
+            tx.send_if_modified(|cur| {
+                let newer = seq > *cur;
+                if newer {
+                    *cur = seq;
+                }
+                newer
+            });
+        }
+    }
 }
 
 /// A write transaction ([`Db::begin`]); rolls back unless committed.
 pub struct Tx {
     tx: sqlx::Transaction<'static, sqlx::Any>,
     _writer: Option<tokio::sync::OwnedMutexGuard<()>>,
+    bus: std::sync::Arc<EventBus>,
+    /// Events appended in this transaction, announced once it commits.
+    appended: Vec<(tandem_protocol::SessionId, i64)>,
 }
 
 impl std::ops::Deref for Tx {
@@ -73,7 +109,15 @@ impl std::ops::DerefMut for Tx {
 impl Tx {
     pub async fn commit(self) -> Result<()> {
         self.tx.commit().await?;
+        for (session, seq) in self.appended {
+            self.bus.publish(session, seq);
+        }
         Ok(())
+    }
+
+    /// Notes an event appended in this transaction.
+    pub(crate) fn appended(&mut self, session: tandem_protocol::SessionId, seq: i64) {
+        self.appended.push((session, seq));
     }
 
     /// Rolls back now (dropping a transaction rolls it back later, holding SQLite's lock).
@@ -121,7 +165,7 @@ impl Db {
         if backend == Backend::Sqlite {
             tokio::spawn(checkpoints(pool.clone()));
         }
-        Ok(Self { pool, backend, writer })
+        Ok(Self { pool, backend, writer, bus: Default::default() })
     }
 
     /// Applies the backend's pending migrations.
@@ -144,7 +188,12 @@ impl Db {
             Some(m) => Some(m.clone().lock_owned().await),
             None => None,
         };
-        Ok(Tx { tx: self.pool.begin().await?, _writer: writer })
+        Ok(Tx { tx: self.pool.begin().await?, _writer: writer, bus: self.bus.clone(), appended: Vec::new() })
+    }
+
+    /// Watches a session's newest committed event ([`EventBus`]).
+    pub fn subscribe(&self, session: tandem_protocol::SessionId) -> tokio::sync::watch::Receiver<i64> {
+        self.bus.subscribe(session)
     }
 
     /// The pool, for the query modules.

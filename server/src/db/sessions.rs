@@ -200,7 +200,7 @@ pub async fn prompts<'e>(ex: impl Executor<'e, Database = Any>, session: Session
 /// Moves a session to `to` and appends the `state_changed` event, in the caller's transaction.
 /// Returns the previous state; `None` if the session does not exist.
 pub async fn transition(
-    conn: &mut AnyConnection,
+    conn: &mut super::Tx,
     id: SessionId,
     to: SessionState,
     reason: Option<String>,
@@ -211,19 +211,19 @@ pub async fn transition(
     let touched = sqlx::query("UPDATE sessions SET updated_at = $1 WHERE id = $2")
         .bind(now)
         .bind(id.to_string())
-        .execute(&mut *conn)
+        .execute(&mut **conn)
         .await?;
     if touched.rows_affected() == 0 {
         return Ok(None);
     }
     let (from,): (String,) = sqlx::query_as("SELECT state FROM sessions WHERE id = $1")
         .bind(id.to_string())
-        .fetch_one(&mut *conn)
+        .fetch_one(&mut **conn)
         .await?;
     sqlx::query("UPDATE sessions SET state = $1 WHERE id = $2")
         .bind(to.as_str())
         .bind(id.to_string())
-        .execute(&mut *conn)
+        .execute(&mut **conn)
         .await?;
     let from = SessionState::parse(&from).ok_or_else(|| Error::Internal(format!("stored state {from:?} unknown")))?;
     super::events::append(conn, id, now, EventKind::StateChanged { from, to, reason }).await?;
@@ -233,7 +233,7 @@ pub async fn transition(
 /// Moves a session to `to` only if it is in one of `from` (appending `state_changed`), in the
 /// caller's transaction. Returns the state it was in when it moved.
 pub async fn transition_from(
-    conn: &mut AnyConnection,
+    conn: &mut super::Tx,
     id: SessionId,
     from: &[SessionState],
     to: SessionState,
@@ -248,7 +248,7 @@ pub async fn transition_from(
     ))
     .bind(now)
     .bind(id.to_string())
-    .fetch_optional(&mut *conn)
+    .fetch_optional(&mut **conn)
     .await?;
     let Some((was,)) = row else { return Ok(None) };
     let was = SessionState::parse(&was).ok_or_else(|| Error::Internal(format!("stored state {was:?} unknown")))?;

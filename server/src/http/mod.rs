@@ -18,6 +18,7 @@ mod admin;
 mod auth;
 mod health;
 mod json_errors;
+mod links;
 mod repos;
 mod sessions;
 mod snapshots;
@@ -33,6 +34,7 @@ pub fn app(state: AppState) -> Router {
         .merge(auth::router())
         .merge(tokens::router())
         .merge(repos::router())
+        .merge(links::router())
         .merge(sessions::router())
         .merge(snapshots::router())
         .fallback(json_errors::no_such_route)

@@ -12,6 +12,7 @@ use tandem_protocol::{
 use tandem_protocol::agent::{FileQuery, FileView, GitCommitted, GitStatus, WriteFile};
 
 use crate::auth::CurrentUser;
+use tandem_protocol::live::Role;
 use crate::state::AppState;
 use crate::sessions::workspace;
 use crate::{Error, Result, scheduler, sessions};
@@ -169,6 +170,7 @@ async fn submit_prompt(
     Path(id): Path<SessionId>,
     Json(req): Json<CreatePrompt>,
 ) -> Result<(StatusCode, Json<Prompt>)> {
+    sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
     let prompt = sessions::prompts::submit(&state.db, id, user.author(), req).await?;
     match prompt.mode {
         PromptMode::Steer => crate::turns::steer(&state, &prompt).await,
@@ -193,7 +195,7 @@ async fn withdraw_prompt(State(state): State<AppState>, user: CurrentUser, Path(
 
 /// Stops the running turn: 202 while it ends, 409 when none runs.
 async fn stop_turn(State(state): State<AppState>, user: CurrentUser, Path(id): Path<SessionId>) -> Result<StatusCode> {
-    sessions::get(&state.db, id).await?;
+    sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
     if crate::turns::stop(&state, id, &user.author()).await? {
         Ok(StatusCode::ACCEPTED)
     } else {
@@ -211,6 +213,7 @@ async fn spawn_children(
     Path(id): Path<SessionId>,
     Json(req): Json<CreateChildren>,
 ) -> Result<(StatusCode, Json<Vec<Session>>)> {
+    sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
     Ok((StatusCode::CREATED, Json(sessions::children::spawn(&state, id, user.author(), req).await?)))
 }
 

@@ -9,6 +9,7 @@ use crate::db::{self, Db};
 pub mod workspace;
 use crate::{Error, Result, now_ms};
 
+pub mod access;
 pub mod children;
 pub mod prompts;
 

@@ -1,5 +1,7 @@
 //! A typed client for the REST API, used by the `tandem` CLI and the integration tests.
 
+pub mod live;
+
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

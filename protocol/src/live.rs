@@ -1,0 +1,188 @@
+//! The live channel: `GET /api/sessions/{id}/live` (WebSocket). JSON text frames carry
+//! [`WsClient`] (client → server) and [`WsServer`] (server → client); binary frames carry
+//! terminal bytes both ways, prefixed by the terminal's id ([`encode_terminal`]).
+//! Share links, roles and presence live here too.
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::{PromptMode, Session};
+use crate::event::Event;
+use crate::ids::*;
+
+/// Largest frame a client may send (bigger ones close the channel with [`close::TOO_BIG`]).
+pub const MAX_FRAME_BYTES: usize = 64 * 1024;
+/// Most bytes waiting to be written to one client; a client that falls this far behind is
+/// closed with [`close::TOO_SLOW`] so it never holds the others back.
+pub const MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
+/// The server pings this often; clients answer (WebSocket pong) or are dropped.
+pub const HEARTBEAT_SECS: u64 = 15;
+/// A channel with no frame from the client for this long is closed.
+pub const IDLE_TIMEOUT_SECS: u64 = 60;
+/// Most events sent in one `events` frame (a replay comes in several).
+pub const MAX_EVENTS_PER_FRAME: usize = 200;
+/// Terminal bytes a late joiner gets to redraw the screen.
+pub const TERMINAL_SCROLLBACK_BYTES: usize = 256 * 1024;
+/// Longest share-link lifetime.
+pub const MAX_LINK_TTL_SECS: i64 = 30 * 24 * 3600;
+/// Longest display name.
+pub const MAX_DISPLAY_NAME: usize = 60;
+
+/// WebSocket close codes.
+pub mod close {
+    /// No (valid) credential.
+    pub const UNAUTHORIZED: u16 = 4401;
+    /// The credential does not allow this (e.g. its share link was revoked).
+    pub const FORBIDDEN: u16 = 4403;
+    /// No such session.
+    pub const NOT_FOUND: u16 = 4404;
+    /// The client fell too far behind ([`super::MAX_QUEUED_BYTES`]).
+    pub const TOO_SLOW: u16 = 4408;
+    /// A frame over [`super::MAX_FRAME_BYTES`].
+    pub const TOO_BIG: u16 = 4413;
+    /// The session ended.
+    pub const ENDED: u16 = 4410;
+    /// The server failed.
+    pub const INTERNAL: u16 = 4500;
+}
+
+/// What a participant may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Watches: never types, resizes or prompts.
+    Viewer,
+    /// Types in terminals (when no one else holds control), prompts, opens terminals.
+    Driver,
+    /// The session's owner: a driver who can also take control, share and revoke.
+    Owner,
+}
+
+impl Role {
+    pub fn can_drive(self) -> bool {
+        self >= Role::Driver
+    }
+}
+
+/// One connected participant (one per live channel).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Participant {
+    /// Per connection; a person with two tabs is two participants.
+    pub id: u32,
+    pub name: String,
+    pub role: Role,
+    /// Signed in (`Some`) or a share-link guest.
+    pub user_id: Option<UserId>,
+    /// What they are looking at (`terminal:1`, `diff`, …), as they say.
+    pub looking_at: Option<String>,
+}
+
+/// A terminal of the session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Terminal {
+    pub id: u32,
+    pub cols: u16,
+    pub rows: u16,
+    pub command: Vec<String>,
+}
+
+/// Client → server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WsClient {
+    /// Send events after `after` (0 = all), then every new one.
+    Subscribe { after: Seq },
+    /// Open a terminal (drivers).
+    OpenTerminal { cols: u16, rows: u16 },
+    /// This participant's view of a terminal is `cols`×`rows` (drivers); a terminal takes the
+    /// smallest size among the drivers who sent one. (Input is a binary frame; every terminal's
+    /// output streams to every participant from the moment they join.)
+    Resize { terminal: u32, cols: u16, rows: u16 },
+    /// Say what this participant looks at.
+    Presence { looking_at: Option<String> },
+    /// Ask for control of the terminals (granted at once when no one holds it).
+    RequestControl,
+    /// Hand control to another participant (the holder or the owner).
+    GrantControl { to: u32 },
+    /// Give control back (no one holds it: every driver may type).
+    ReleaseControl,
+    /// Take control (the owner).
+    TakeControl,
+    /// Queue or steer a prompt (drivers).
+    Prompt { text: String, #[serde(default)] mode: PromptMode },
+}
+
+/// Server → client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum WsServer {
+    /// The first frame: who you are and the session as it is.
+    Hello { you: Participant, session: Session, terminals: Vec<Terminal>, participants: Vec<Participant>, controller: Option<u32> },
+    /// Events in order, without gaps, after what was last sent.
+    Events { events: Vec<Event> },
+    /// The terminals changed (opened, resized, ended).
+    Terminals { terminals: Vec<Terminal> },
+    /// Someone joined, left, changed what they look at, or control moved.
+    Participants { participants: Vec<Participant>, controller: Option<u32> },
+    /// Someone asks for control (sent to the holder and the owner).
+    ControlRequested { by: u32 },
+    /// Something this client asked for was not done, and why.
+    Refused { request: String, reason: String },
+}
+
+/// A binary frame: the terminal id (big-endian u32) then its bytes.
+pub fn encode_terminal(terminal: u32, bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + bytes.len());
+    out.extend_from_slice(&terminal.to_be_bytes());
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// The terminal id and bytes of a binary frame.
+pub fn decode_terminal(frame: &[u8]) -> Option<(u32, &[u8])> {
+    let id = u32::from_be_bytes(frame.get(..4)?.try_into().ok()?);
+    Some((id, &frame[4..]))
+}
+
+/// `POST /api/sessions/{id}/links`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateLink {
+    pub role: Role,
+    /// Seconds, at most [`MAX_LINK_TTL_SECS`] (default one day).
+    #[serde(default)]
+    pub expires_in: Option<i64>,
+    /// Let people without an account join with a display name.
+    #[serde(default)]
+    pub allow_guests: bool,
+}
+
+/// A share link (the token only in the answer to its creation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareLink {
+    pub jti: String,
+    pub session_id: SessionId,
+    pub role: Role,
+    pub allow_guests: bool,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+    /// The signed token and the URL to open, only when just created.
+    #[serde(default)]
+    pub token: Option<String>,
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+/// `POST /api/links/join`: a signed-in user joins with a link's role.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinLink {
+    pub token: String,
+}
+
+/// The answer to a join.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Joined {
+    pub session_id: SessionId,
+    pub role: Role,
+}

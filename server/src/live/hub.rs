@@ -1,0 +1,417 @@
+//! The session hub: core logic of a live session, independent of message transport. Members
+//! (one per live channel) get terminal output, presence and control changes through their
+//! [`Outbox`]; terminal input and control requests come in through [`Hub`]'s methods, which
+//! enforce roles. All state sits behind one short-held mutex (never across `.await`), so a
+//! new member's scrollback snapshot and the fan-out that follows it cannot interleave.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tandem_protocol::live::*;
+use tokio::sync::{Notify, mpsc};
+
+/// What a member's writer sends.
+#[derive(Debug)]
+pub enum Out {
+    Text(String),
+    Binary(Vec<u8>),
+}
+
+/// The queue to one member's socket: bounded by bytes; overflowing it closes the member with
+/// [`close::TOO_SLOW`] instead of growing or blocking anyone.
+#[derive(Clone)]
+pub struct Outbox {
+    tx: mpsc::UnboundedSender<Out>,
+    queued: Arc<AtomicUsize>,
+    closing: Arc<(AtomicU16, Notify)>,
+}
+
+/// The member's side of its outbox.
+pub struct Inbox {
+    pub rx: mpsc::UnboundedReceiver<Out>,
+    queued: Arc<AtomicUsize>,
+    closing: Arc<(AtomicU16, Notify)>,
+}
+
+impl Inbox {
+    /// Marks `out` as written (its bytes leave the queue).
+    pub fn written(&self, out: &Out) {
+        self.queued.fetch_sub(size(out), Ordering::Relaxed);
+    }
+
+    /// What completes when the hub closes this member.
+    pub fn close_signal(&self) -> CloseSignal {
+        CloseSignal(self.closing.clone())
+    }
+}
+
+/// Completes when a member is closed ([`Inbox::close_signal`]).
+pub struct CloseSignal(Arc<(AtomicU16, Notify)>);
+
+impl CloseSignal {
+    /// The close code, once there is one.
+    pub async fn closed(&self) -> u16 {
+        loop {
+            let notified = self.0.1.notified();
+            let code = self.0.0.load(Ordering::Acquire);
+            if code != 0 {
+                return code;
+            }
+            notified.await;
+        }
+    }
+}
+
+fn size(out: &Out) -> usize {
+    match out {
+        Out::Text(t) => t.len(),
+        Out::Binary(b) => b.len(),
+    }
+}
+
+/// A new outbox and its inbox.
+pub fn outbox() -> (Outbox, Inbox) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let queued = Arc::new(AtomicUsize::new(0));
+    let closing = Arc::new((AtomicU16::new(0), Notify::new()));
+    (Outbox { tx, queued: queued.clone(), closing: closing.clone() }, Inbox { rx, queued, closing })
+}
+
+impl Outbox {
+    /// Queues `out`; false (and the member is closed as too slow) if that would pass
+    /// [`MAX_QUEUED_BYTES`].
+    pub fn push(&self, out: Out) -> bool {
+        let n = size(&out);
+        if self.queued.fetch_add(n, Ordering::Relaxed) + n > MAX_QUEUED_BYTES {
+            self.queued.fetch_sub(n, Ordering::Relaxed);
+            self.close(close::TOO_SLOW);
+            return false;
+        }
+        if self.tx.send(out).is_err() {
+            self.queued.fetch_sub(n, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Queues a JSON message.
+    pub fn send(&self, msg: &WsServer) -> bool {
+        self.push(Out::Text(serde_json::to_string(msg).unwrap_or_default()))
+    }
+
+    /// Closes the member's channel with `code` (the first code wins).
+    pub fn close(&self, code: u16) {
+        if self.closing.0.compare_exchange(0, code, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            self.closing.1.notify_waiters();
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closing.0.load(Ordering::Acquire) != 0 || self.tx.is_closed()
+    }
+}
+
+/// What a terminal's upstream (the workspace agent's PTY) is asked to do.
+#[derive(Debug)]
+pub enum Upstream {
+    Input(Vec<u8>),
+    Resize { cols: u16, rows: u16 },
+}
+
+/// Bound of the queue of input to one terminal.
+pub const UPSTREAM_QUEUE: usize = 256;
+
+struct TerminalState {
+    info: Terminal,
+    /// The last [`TERMINAL_SCROLLBACK_BYTES`] of output, for late joiners.
+    ring: std::collections::VecDeque<u8>,
+    upstream: mpsc::Sender<Upstream>,
+}
+
+struct Member {
+    info: Participant,
+    jti: Option<String>,
+    out: Outbox,
+    /// Terminal sizes this member reported (drivers).
+    sizes: HashMap<u32, (u16, u16)>,
+}
+
+#[derive(Default)]
+struct State {
+    members: BTreeMap<u32, Member>,
+    controller: Option<u32>,
+    terminals: BTreeMap<u32, TerminalState>,
+}
+
+/// One live session.
+pub struct Hub {
+    state: Mutex<State>,
+    next_id: AtomicU32,
+}
+
+/// Why a request was refused (sent back as `refused`).
+pub type Refusal = String;
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self { state: Mutex::new(State::default()), next_id: AtomicU32::new(1) }
+    }
+}
+
+impl Hub {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a member: it gets `hello` (made from its record and the hub as it is), every
+    /// terminal's scrollback, then everything after it. Everyone sees the new participant list.
+    pub fn join(
+        &self,
+        name: String,
+        user_id: Option<tandem_protocol::UserId>,
+        role: Role,
+        jti: Option<String>,
+        out: Outbox,
+        hello: impl FnOnce(&Participant, Vec<Participant>, Option<u32>, Vec<Terminal>) -> WsServer,
+    ) -> Participant {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let info = Participant { id, name, role, user_id, looking_at: None };
+        let mut st = self.lock();
+        let mut everyone: Vec<Participant> = st.members.values().map(|m| m.info.clone()).collect();
+        everyone.push(info.clone());
+        out.send(&hello(&info, everyone, st.controller, st.terminals.values().map(|t| t.info.clone()).collect()));
+        for t in st.terminals.values() {
+            let (a, b) = t.ring.as_slices();
+            let mut bytes = a.to_vec();
+            bytes.extend_from_slice(b);
+            if !bytes.is_empty() {
+                out.push(Out::Binary(encode_terminal(t.info.id, &bytes)));
+            }
+        }
+        st.members.insert(id, Member { info: info.clone(), jti, out, sizes: HashMap::new() });
+        broadcast_participants(&st);
+        info
+    }
+
+    /// Removes a member (its channel ended). True when no one is left.
+    pub fn leave(&self, id: u32) -> bool {
+        let mut st = self.lock();
+        if st.members.remove(&id).is_some() {
+            if st.controller == Some(id) {
+                st.controller = None;
+            }
+            let resized = recompute_sizes(&mut st);
+            broadcast_participants(&st);
+            if resized {
+                broadcast_terminals(&st);
+            }
+        }
+        st.members.is_empty()
+    }
+
+    /// Who is here and who holds control.
+    pub fn snapshot(&self) -> (Vec<Participant>, Option<u32>, Vec<Terminal>) {
+        let st = self.lock();
+        (st.members.values().map(|m| m.info.clone()).collect(), st.controller, st.terminals.values().map(|t| t.info.clone()).collect())
+    }
+
+    /// A terminal whose output now flows through [`Hub::output`].
+    pub fn add_terminal(&self, info: Terminal, upstream: mpsc::Sender<Upstream>) {
+        let mut st = self.lock();
+        st.terminals.insert(info.id, TerminalState { info, ring: Default::default(), upstream });
+        broadcast_terminals(&st);
+    }
+
+    /// A terminal ended.
+    pub fn remove_terminal(&self, id: u32) {
+        let mut st = self.lock();
+        if st.terminals.remove(&id).is_some() {
+            broadcast_terminals(&st);
+        }
+    }
+
+    pub fn has_terminal(&self, id: u32) -> bool {
+        self.lock().terminals.contains_key(&id)
+    }
+
+    /// Terminal output: kept for late joiners and sent to every member. A member too far behind
+    /// is closed; nobody waits for it.
+    pub fn output(&self, terminal: u32, bytes: &[u8]) {
+        let mut st = self.lock();
+        let Some(t) = st.terminals.get_mut(&terminal) else { return };
+        t.ring.extend(bytes);
+        let over = t.ring.len().saturating_sub(TERMINAL_SCROLLBACK_BYTES);
+        t.ring.drain(..over);
+        let frame = encode_terminal(terminal, bytes);
+        for m in st.members.values() {
+            m.out.push(Out::Binary(frame.clone()));
+        }
+    }
+
+    fn member_role(st: &State, id: u32) -> Option<Role> {
+        st.members.get(&id).map(|m| m.info.role)
+    }
+
+    /// Terminal input from member `id`: drivers only, and only the controller while someone
+    /// holds control.
+    pub fn input(&self, id: u32, terminal: u32, bytes: Vec<u8>) -> Result<(), Refusal> {
+        let st = self.lock();
+        let role = Self::member_role(&st, id).ok_or("you left")?;
+        if !role.can_drive() {
+            return Err("viewers cannot type".into());
+        }
+        if let Some(c) = st.controller.filter(|c| *c != id) {
+            let who = st.members.get(&c).map_or("someone".to_string(), |m| m.info.name.clone());
+            return Err(format!("{who} holds control; request it first"));
+        }
+        let t = st.terminals.get(&terminal).ok_or_else(|| format!("no terminal {terminal}"))?;
+        t.upstream.try_send(Upstream::Input(bytes)).map_err(|_| "the terminal is not keeping up; try again".to_string())
+    }
+
+    /// Member `id` sees terminal `terminal` at `cols`×`rows`; the terminal takes the smallest
+    /// size among drivers.
+    pub fn resize(&self, id: u32, terminal: u32, cols: u16, rows: u16) -> Result<(), Refusal> {
+        let mut st = self.lock();
+        let role = Self::member_role(&st, id).ok_or("you left")?;
+        if !role.can_drive() {
+            return Err("viewers cannot resize".into());
+        }
+        if !st.terminals.contains_key(&terminal) {
+            return Err(format!("no terminal {terminal}"));
+        }
+        if cols == 0 || rows == 0 || cols > 1000 || rows > 500 {
+            return Err("a terminal is 1–1000 columns by 1–500 rows".into());
+        }
+        if let Some(m) = st.members.get_mut(&id) {
+            m.sizes.insert(terminal, (cols, rows));
+        }
+        if recompute_sizes(&mut st) {
+            broadcast_terminals(&st);
+        }
+        Ok(())
+    }
+
+    /// What member `id` looks at.
+    pub fn presence(&self, id: u32, looking_at: Option<String>) {
+        let mut st = self.lock();
+        if let Some(m) = st.members.get_mut(&id) {
+            m.info.looking_at = looking_at.map(|l| l.chars().take(100).collect());
+        }
+        broadcast_participants(&st);
+    }
+
+    /// Member `id` asks for control: granted if free, else the holder and owners are asked.
+    pub fn request_control(&self, id: u32) -> Result<(), Refusal> {
+        let mut st = self.lock();
+        let role = Self::member_role(&st, id).ok_or("you left")?;
+        if !role.can_drive() {
+            return Err("viewers cannot take control".into());
+        }
+        match st.controller {
+            None => {
+                st.controller = Some(id);
+                broadcast_participants(&st);
+            }
+            Some(c) if c == id => {}
+            Some(c) => {
+                let ask = WsServer::ControlRequested { by: id };
+                for m in st.members.values().filter(|m| m.info.id == c || m.info.role == Role::Owner) {
+                    m.out.send(&ask);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The holder (or an owner) hands control to `to`, a driver.
+    pub fn grant_control(&self, id: u32, to: u32) -> Result<(), Refusal> {
+        let mut st = self.lock();
+        let role = Self::member_role(&st, id).ok_or("you left")?;
+        if st.controller != Some(id) && role != Role::Owner {
+            return Err("only the participant holding control, or the owner, can hand it over".into());
+        }
+        match Self::member_role(&st, to) {
+            Some(r) if r.can_drive() => {}
+            Some(_) => return Err("viewers cannot hold control".into()),
+            None => return Err(format!("no participant {to}")),
+        }
+        st.controller = Some(to);
+        broadcast_participants(&st);
+        Ok(())
+    }
+
+    /// The holder gives control back: every driver may type again.
+    pub fn release_control(&self, id: u32) -> Result<(), Refusal> {
+        let mut st = self.lock();
+        if st.controller != Some(id) {
+            return Err("you do not hold control".into());
+        }
+        st.controller = None;
+        broadcast_participants(&st);
+        Ok(())
+    }
+
+    /// An owner takes control.
+    pub fn take_control(&self, id: u32) -> Result<(), Refusal> {
+        let mut st = self.lock();
+        if Self::member_role(&st, id) != Some(Role::Owner) {
+            return Err("only the owner can take control".into());
+        }
+        st.controller = Some(id);
+        broadcast_participants(&st);
+        Ok(())
+    }
+
+    /// Closes every member that came through share link `jti`.
+    pub fn revoke(&self, jti: &str) {
+        let st = self.lock();
+        for m in st.members.values().filter(|m| m.jti.as_deref() == Some(jti)) {
+            m.out.close(close::FORBIDDEN);
+        }
+    }
+
+    /// Closes every member (the session ended).
+    pub fn close_all(&self, code: u16) {
+        for m in self.lock().members.values() {
+            m.out.close(code);
+        }
+    }
+}
+
+fn broadcast_participants(st: &State) {
+    let msg = WsServer::Participants { participants: st.members.values().map(|m| m.info.clone()).collect(), controller: st.controller };
+    for m in st.members.values() {
+        m.out.send(&msg);
+    }
+}
+
+fn broadcast_terminals(st: &State) {
+    let msg = WsServer::Terminals { terminals: st.terminals.values().map(|t| t.info.clone()).collect() };
+    for m in st.members.values() {
+        m.out.send(&msg);
+    }
+}
+
+/// Sets each terminal to the smallest size any driver reported; true if one changed.
+fn recompute_sizes(st: &mut State) -> bool {
+    let mut changed = false;
+    let ids: Vec<u32> = st.terminals.keys().copied().collect();
+    for tid in ids {
+        let min = st
+            .members
+            .values()
+            .filter(|m| m.info.role.can_drive())
+            .filter_map(|m| m.sizes.get(&tid))
+            .fold(None, |acc: Option<(u16, u16)>, &(c, r)| Some(acc.map_or((c, r), |(ac, ar)| (ac.min(c), ar.min(r)))));
+        if let (Some((cols, rows)), Some(t)) = (min, st.terminals.get_mut(&tid))
+            && (t.info.cols, t.info.rows) != (cols, rows)
+        {
+            t.info.cols = cols;
+            t.info.rows = rows;
+            let _ = t.upstream.try_send(Upstream::Resize { cols, rows });
+            changed = true;
+        }
+    }
+    changed
+}

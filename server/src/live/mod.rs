@@ -1,0 +1,179 @@
+//! Live sessions: the hub per session (`hub.rs`, transport-free), its terminals attached to the
+//! workspace agent's PTYs (one upstream per terminal, fanned out to every member), and the
+//! WebSocket glue (`socket.rs`). A hub exists while someone is connected.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::{SinkExt, StreamExt};
+use tandem_protocol::agent::{PtyControl, PtyInfo, PtyOpen};
+use tandem_protocol::live::Terminal;
+use tandem_protocol::{SessionId, SessionState};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::db;
+use crate::state::AppState;
+use crate::{Error, Result};
+
+pub mod hub;
+pub mod socket;
+
+use hub::{Hub, UPSTREAM_QUEUE, Upstream};
+
+/// Size of the terminal opened for a session that has none.
+pub const DEFAULT_COLS: u16 = 120;
+pub const DEFAULT_ROWS: u16 = 32;
+
+/// One live session: its hub and the tasks feeding it.
+pub struct Live {
+    pub session: SessionId,
+    pub hub: Hub,
+    upstreams: Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        for t in self.upstreams.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// Every live session of this process.
+#[derive(Default)]
+pub struct Hubs {
+    map: Mutex<HashMap<SessionId, Arc<Live>>>,
+}
+
+impl Hubs {
+    /// The session's live hub, started (terminals attaching in the background) if needed.
+    pub fn get_or_start(&self, state: &AppState, session: SessionId) -> Arc<Live> {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = map.get(&session) {
+            return l.clone();
+        }
+        let live = Arc::new(Live { session, hub: Hub::default(), upstreams: Mutex::new(Vec::new()) });
+        map.insert(session, live.clone());
+        let (state, l) = (state.clone(), live.clone());
+        tokio::spawn(async move {
+            if let Err(e) = attach_all(&state, &l, true).await {
+                tracing::info!(session = %session, error = %e, "no terminals for the live session");
+            }
+        });
+        live
+    }
+
+    /// Forgets the hub once its last member left (its upstreams stop; the PTYs keep running).
+    pub fn release(&self, live: &Arc<Live>) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if map.get(&live.session).is_some_and(|l| Arc::ptr_eq(l, live)) && live.hub.snapshot().0.is_empty() {
+            map.remove(&live.session);
+        }
+    }
+
+    /// How many sessions are live (someone connected).
+    pub fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Disconnects everyone who came through share link `jti`.
+    pub fn revoke(&self, session: SessionId, jti: &str) {
+        if let Some(l) = self.map.lock().unwrap_or_else(|e| e.into_inner()).get(&session) {
+            l.hub.revoke(jti);
+        }
+    }
+}
+
+/// The session's live workspace: `(workspace id, init pid)`.
+async fn workspace(state: &AppState, session: SessionId) -> Result<(String, i32)> {
+    let row = db::sessions::workspace(state.db.pool(), session).await?.ok_or_else(|| Error::NotFound(format!("no session {session}")))?;
+    let live = [SessionState::Ready, SessionState::Running, SessionState::Idle].iter().any(|s| s.as_str() == row.state);
+    match (live, row.workspace_id, row.workspace_pid) {
+        (true, Some(w), Some(p)) => Ok((w, p as i32)),
+        _ => Err(Error::Conflict(format!("the session has no running workspace (it is {})", row.state))),
+    }
+}
+
+/// Attaches every terminal of the workspace not attached yet; opens one if there is none and
+/// `open_if_none`.
+async fn attach_all(state: &AppState, live: &Arc<Live>, open_if_none: bool) -> Result<()> {
+    let ws = state.workspaces()?.clone();
+    let (wid, pid) = workspace(state, live.session).await?;
+    let (status, body) = crate::agent::call(&ws, &wid, pid, hyper::Method::GET, "/ptys", None).await?;
+    if !status.is_success() {
+        return Err(Error::Unavailable(format!("the agent's terminals: {status}")));
+    }
+    let mut ptys: Vec<PtyInfo> = serde_json::from_slice(&body).map_err(|e| Error::Internal(format!("the agent's terminal list: {e}")))?;
+    if ptys.is_empty() && open_if_none {
+        ptys.push(crate::agent::open_pty(&ws, &wid, pid, &PtyOpen { cols: DEFAULT_COLS, rows: DEFAULT_ROWS, command: None, cwd: None }).await?);
+    }
+    for p in ptys {
+        if !live.hub.has_terminal(p.id) {
+            attach(state, live, &wid, pid, p).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Opens a new terminal in the workspace and attaches it.
+pub async fn open_terminal(state: &AppState, live: &Arc<Live>, cols: u16, rows: u16) -> Result<u32> {
+    let ws = state.workspaces()?.clone();
+    let (wid, pid) = workspace(state, live.session).await?;
+    let info = crate::agent::open_pty(&ws, &wid, pid, &PtyOpen { cols, rows, command: None, cwd: None }).await?;
+    let id = info.id;
+    attach(state, live, &wid, pid, info).await?;
+    Ok(id)
+}
+
+/// One upstream: the agent's PTY WebSocket, its output into the hub, the hub's input and
+/// resizes out to it.
+async fn attach(state: &AppState, live: &Arc<Live>, wid: &str, pid: i32, info: PtyInfo) -> Result<()> {
+    let ws = state.workspaces()?.clone();
+    let socket = crate::agent::attach_pty(&ws, wid, pid, info.id).await?;
+    let (tx, mut rx) = mpsc::channel::<Upstream>(UPSTREAM_QUEUE);
+    let id = info.id;
+    live.hub.add_terminal(Terminal { id, cols: info.cols, rows: info.rows, command: info.command }, tx);
+    let weak = Arc::downgrade(live);
+    let task = tokio::spawn(async move {
+        let (mut sink, mut stream) = socket.split();
+        loop {
+            tokio::select! {
+                msg = stream.next() => match msg {
+                    Some(Ok(Message::Binary(b))) => match weak.upgrade() {
+                        Some(l) => l.hub.output(id, &b),
+                        None => return,
+                    },
+                    Some(Ok(Message::Text(t))) => {
+                        if matches!(serde_json::from_str::<PtyControl>(&t), Ok(PtyControl::Exit { .. })) {
+                            break;
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => break,
+                },
+                up = rx.recv() => {
+                    let msg = match up {
+                        Some(Upstream::Input(b)) => Message::Binary(b.into()),
+                        Some(Upstream::Resize { cols, rows }) => {
+                            Message::Text(serde_json::to_string(&PtyControl::Resize { cols, rows }).unwrap_or_default().into())
+                        }
+                        None => break,
+                    };
+                    if sink.send(msg).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(l) = weak.upgrade() {
+            l.hub.remove_terminal(id);
+        }
+    });
+    live.upstreams.lock().unwrap_or_else(|e| e.into_inner()).push(task.abort_handle());
+    Ok(())
+}

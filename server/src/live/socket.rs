@@ -1,0 +1,277 @@
+//! The live channel over a WebSocket: authenticate (a share token in `?share=`, a guest's
+//! `?name=`, else the cookie or bearer token), join the hub, then pump frames both ways with the
+//! limits of `protocol::live`. Failures before joining close with a documented code.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use futures::{SinkExt, StreamExt};
+use serde::Deserialize;
+use tandem_protocol::live::*;
+use tandem_protocol::{Author, AuthorKind, CreatePrompt, PromptMode, SessionId};
+
+use super::Live;
+use super::hub::{CloseSignal, Inbox, Out, Outbox, outbox};
+use crate::auth::CurrentUser;
+use crate::sessions::access::Access;
+use crate::state::AppState;
+use crate::{Error, db, sessions, turns};
+
+/// How often a subscriber looks at the store even without a notification (events written by
+/// another server process).
+pub const POLL_OTHER_PROCESSES: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Default, Deserialize)]
+pub struct LiveQuery {
+    /// A share-link token.
+    #[serde(default)]
+    pub share: Option<String>,
+    /// A guest's display name.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// `GET /api/sessions/{id}/live`.
+pub async fn upgrade(
+    State(state): State<AppState>,
+    Path(id): Path<SessionId>,
+    Query(q): Query<LiveQuery>,
+    user: Result<CurrentUser, Error>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let user = user.ok().map(|u| u.0);
+    ws.max_message_size(MAX_FRAME_BYTES).max_frame_size(MAX_FRAME_BYTES).on_upgrade(move |socket| run(state, id, q, user, socket))
+}
+
+async fn close_with(mut socket: WebSocket, code: u16, reason: &str) {
+    let reason: String = reason.chars().take(120).collect();
+    let _ = socket.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+}
+
+fn close_code(e: &Error) -> u16 {
+    match e {
+        Error::NotFound(_) => close::NOT_FOUND,
+        Error::Forbidden(_) => close::FORBIDDEN,
+        Error::Unauthorized(_) | Error::Invalid(_) | Error::BadRequest(_) => close::UNAUTHORIZED,
+        _ => close::INTERNAL,
+    }
+}
+
+async fn run(state: AppState, id: SessionId, q: LiveQuery, user: Option<tandem_protocol::User>, socket: WebSocket) {
+    let session = match sessions::get(&state.db, id).await {
+        Ok(d) => d.session,
+        Err(e) => return close_with(socket, close_code(&e), &e.to_string()).await,
+    };
+    let access = match sessions::access::resolve(&state.db, &state.jwt, &session, user.as_ref(), q.share.as_deref(), q.name.as_deref()).await {
+        Ok(a) => a,
+        Err(e) => return close_with(socket, close_code(&e), &e.to_string()).await,
+    };
+    let live = state.hubs.get_or_start(&state, id);
+    let (out, inbox) = outbox();
+    let me = live.hub.join(access.name.clone(), access.user_id, access.role, access.jti.clone(), out.clone(), |you, participants, controller, terminals| {
+        WsServer::Hello { you: you.clone(), session: session.clone(), terminals, participants, controller }
+    });
+    let (sink, stream) = socket.split();
+    let signal = inbox.close_signal();
+    let writer = tokio::spawn(write(sink, inbox));
+    let mut member = Member { state: state.clone(), live: live.clone(), id: me.id, access, out: out.clone(), pump: None };
+    member.read(stream, signal).await;
+    if let Some(p) = member.pump.take() {
+        p.abort();
+    }
+    live.hub.leave(me.id);
+    state.hubs.release(&live);
+    out.close(1000);
+    let _ = writer.await;
+}
+
+/// Writes queued frames, pings on the heartbeat, and closes when the hub says so.
+async fn write(mut sink: futures::stream::SplitSink<WebSocket, Message>, mut inbox: Inbox) {
+    let mut beat = tokio::time::interval(Duration::from_secs(HEARTBEAT_SECS));
+    beat.tick().await;
+    let signal = inbox.close_signal();
+    loop {
+        tokio::select! {
+            biased;
+            code = signal.closed() => {
+                let reason = match code {
+                    close::TOO_SLOW => "too slow: fell too far behind",
+                    close::FORBIDDEN => "access revoked",
+                    _ => "",
+                };
+                // A client too slow to read the rest will not read this either: give it a moment.
+                let close = sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() })));
+                let _ = tokio::time::timeout(Duration::from_secs(1), close).await;
+                return;
+            }
+            out = inbox.rx.recv() => {
+                let Some(out) = out else { return };
+                inbox.written(&out);
+                let msg = match out {
+                    Out::Text(t) => Message::Text(t.into()),
+                    Out::Binary(b) => Message::Binary(b.into()),
+                };
+                if sink.send(msg).await.is_err() {
+                    return;
+                }
+            }
+            _ = beat.tick() => {
+                if sink.send(Message::Ping(Vec::new().into())).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+struct Member {
+    state: AppState,
+    live: Arc<Live>,
+    id: u32,
+    access: Access,
+    out: Outbox,
+    pump: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Member {
+    fn refuse(&self, request: &str, reason: impl Into<String>) {
+        self.out.send(&WsServer::Refused { request: request.into(), reason: reason.into() });
+    }
+
+    async fn read(&mut self, mut stream: futures::stream::SplitStream<WebSocket>, signal: CloseSignal) {
+        let idle = Duration::from_secs(IDLE_TIMEOUT_SECS);
+        loop {
+            if self.out.is_closed() {
+                return;
+            }
+            let next = tokio::select! {
+                n = tokio::time::timeout(idle, stream.next()) => n,
+                // Closed by the hub (too slow, revoked): leave now, whatever the client does.
+                _ = signal.closed() => return,
+            };
+            let msg = match next {
+                Err(_) | Ok(None) => return,
+                Ok(Some(Err(_))) => {
+                    // Oversized or malformed at the WebSocket level.
+                    self.out.close(close::TOO_BIG);
+                    return;
+                }
+                Ok(Some(Ok(m))) => m,
+            };
+            match msg {
+                Message::Text(t) => match serde_json::from_str::<WsClient>(&t) {
+                    Ok(m) => self.handle(m).await,
+                    Err(e) => self.refuse("message", format!("not a valid message: {e}")),
+                },
+                Message::Binary(b) => match decode_terminal(&b) {
+                    Some((terminal, bytes)) => {
+                        if let Err(why) = self.live.hub.input(self.id, terminal, bytes.to_vec()) {
+                            self.refuse("input", why);
+                        }
+                    }
+                    None => self.refuse("input", "a terminal frame starts with a 4-byte terminal id"),
+                },
+                Message::Close(_) => return,
+                Message::Ping(_) | Message::Pong(_) => {}
+            }
+        }
+    }
+
+    async fn handle(&mut self, m: WsClient) {
+        let hub = &self.live.hub;
+        let what = match &m {
+            WsClient::Subscribe { .. } => "subscribe",
+            WsClient::OpenTerminal { .. } => "open_terminal",
+            WsClient::Resize { .. } => "resize",
+            WsClient::Presence { .. } => "presence",
+            WsClient::RequestControl => "request_control",
+            WsClient::GrantControl { .. } => "grant_control",
+            WsClient::ReleaseControl => "release_control",
+            WsClient::TakeControl => "take_control",
+            WsClient::Prompt { .. } => "prompt",
+        };
+        let result: Result<(), String> = match m {
+            WsClient::Subscribe { after } => {
+                if after < 0 {
+                    Err("after must be ≥ 0".into())
+                } else {
+                    if let Some(p) = self.pump.take() {
+                        p.abort();
+                    }
+                    self.pump = Some(tokio::spawn(pump(self.state.db.clone(), self.live.session, after, self.out.clone())));
+                    Ok(())
+                }
+            }
+            WsClient::OpenTerminal { cols, rows } => {
+                if !self.access.role.can_drive() {
+                    Err("viewers cannot open terminals".into())
+                } else if cols == 0 || rows == 0 || cols > 1000 || rows > 500 {
+                    Err("a terminal is 1–1000 columns by 1–500 rows".into())
+                } else {
+                    super::open_terminal(&self.state, &self.live, cols, rows).await.map(|_| ()).map_err(|e| e.to_string())
+                }
+            }
+            WsClient::Resize { terminal, cols, rows } => hub.resize(self.id, terminal, cols, rows),
+            WsClient::Presence { looking_at } => {
+                hub.presence(self.id, looking_at);
+                Ok(())
+            }
+            WsClient::RequestControl => hub.request_control(self.id),
+            WsClient::GrantControl { to } => hub.grant_control(self.id, to),
+            WsClient::ReleaseControl => hub.release_control(self.id),
+            WsClient::TakeControl => hub.take_control(self.id),
+            WsClient::Prompt { text, mode } => self.prompt(text, mode).await,
+        };
+        if let Err(why) = result {
+            self.refuse(what, why);
+        }
+    }
+
+    async fn prompt(&self, text: String, mode: PromptMode) -> Result<(), String> {
+        if !self.access.role.can_drive() {
+            return Err("viewers cannot send prompts".into());
+        }
+        let kind = if self.access.user_id.is_some() { AuthorKind::User } else { AuthorKind::Guest };
+        let author = Author { kind, user_id: self.access.user_id, name: self.access.name.clone() };
+        let session = self.live.session;
+        let p = sessions::prompts::submit(&self.state.db, session, author, CreatePrompt { text, mode, agent: None }).await.map_err(|e| e.to_string())?;
+        match p.mode {
+            PromptMode::Steer => turns::steer(&self.state, &p).await,
+            PromptMode::Queue => turns::kick(&self.state, session),
+        }
+        Ok(())
+    }
+}
+
+/// Sends the session's events after `after`, then each new one as it commits, in order and
+/// without gaps (it watches before it reads, so nothing falls between).
+async fn pump(db: db::Db, session: SessionId, after: i64, out: Outbox) {
+    let mut watch = db.subscribe(session);
+    let mut last = after;
+    loop {
+        loop {
+            let page = match db::events::list_after(db.pool(), session, last, MAX_EVENTS_PER_FRAME as i64).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(session = %session, error = %e, "reading events for a live channel failed");
+                    break;
+                }
+            };
+            let Some(newest) = page.last().map(|e| e.seq) else { break };
+            last = newest;
+            if !out.send(&WsServer::Events { events: page }) {
+                return;
+            }
+        }
+        if out.is_closed() {
+            return;
+        }
+        tokio::select! {
+            r = watch.changed() => if r.is_err() { return },
+            () = tokio::time::sleep(POLL_OTHER_PROCESSES) => {}
+        }
+    }
+}
