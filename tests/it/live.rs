@@ -383,3 +383,81 @@ async fn a_thousand_hostile_frames_cause_no_panic_and_no_leak() {
     }
     s.post(&format!("/api/sessions/{id}/stop"), json!({})).send().await;
 }
+
+#[tokio::test]
+async fn tandem_attach_drives_the_terminal_and_events_follow_tails_the_log() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let Some(s) = crate::workspaces::server(|_| {}).await else { return };
+    let id = shared_session(&s).await;
+    let bin = env!("CARGO_BIN_EXE_tandem");
+    let mut follow = tokio::process::Command::new(bin)
+        .args(["events", &id.to_string(), "--follow", "--url", &s.url, "--token", &s.admin_token])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    // The log so far, then what happens next.
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await.unwrap().unwrap().unwrap();
+        if line.contains("boot: ready") {
+            break;
+        }
+    }
+    s.post(&format!("/api/sessions/{id}/exec"), json!({ "command": "echo followed" })).send().await;
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await.unwrap().unwrap().unwrap();
+        if line.contains("ran `echo followed`") {
+            break;
+        }
+    }
+    follow.kill().await.unwrap();
+
+    // Attach with a pipe for a keyboard: keys go in, the screen comes out; Ctrl-] detaches.
+    let mut attach = tokio::process::Command::new(bin)
+        .args(["attach", &id.to_string(), "--url", &s.url, "--token", &s.admin_token])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = attach.stdin.take().unwrap();
+    let mut stdout = attach.stdout.take().unwrap();
+    stdin.write_all(b"echo via-attach-$((2+3))\r").await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("via-attach-5") {
+        let n = tokio::time::timeout(Duration::from_secs(30), stdout.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "attach ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    stdin.write_all(&[0x1d]).await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), attach.wait()).await.unwrap().unwrap();
+    assert!(status.success());
+
+    // A viewer's keys are not sent.
+    let viewer = link(&s, id, json!({ "role": "viewer", "allow_guests": true })).await;
+    let mut watch = tokio::process::Command::new(bin)
+        .args(["attach", &id.to_string(), "--url", &s.url, "--share", viewer.token.as_deref().unwrap(), "--name", "Val"])
+        .env_remove("TANDEM_TOKEN")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut wstdin = watch.stdin.take().unwrap();
+    let mut err = BufReader::new(watch.stderr.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), err.next_line()).await.unwrap().unwrap().unwrap();
+    assert!(first.contains("as viewer (read-only)"), "{first}");
+    wstdin.write_all(b"echo not-sent\r").await.unwrap();
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), err.next_line()).await.unwrap().unwrap().unwrap();
+        if line.contains("you are a viewer here") {
+            break;
+        }
+    }
+    watch.kill().await.unwrap();
+    s.post(&format!("/api/sessions/{id}/stop"), json!({})).send().await;
+}

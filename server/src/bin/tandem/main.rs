@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tandem_server::config::{Config, Overrides};
 
+mod attach;
 mod host;
 mod local;
 mod output;
@@ -46,6 +47,32 @@ enum Command {
         /// The command, run with `sh -c`.
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Put a session's terminal in this terminal (drivers type, viewers watch; Ctrl-] detaches).
+    Attach {
+        session: String,
+        /// Which terminal (default: the first).
+        #[arg(long)]
+        terminal: Option<u32>,
+        /// Join with a share link's token instead of your own access.
+        #[arg(long)]
+        share: Option<String>,
+        /// Your display name, as a guest of a share link.
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Print a session's event log; --follow keeps printing new events as they happen.
+    Events {
+        session: String,
+        /// Start after this sequence number.
+        #[arg(long, default_value_t = 0)]
+        after: i64,
+        #[arg(long, short)]
+        follow: bool,
         #[command(flatten)]
         remote: Remote,
     },
@@ -327,6 +354,10 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Session(SessionCommand::StopTurn { id, remote }) => remote::stop_turn(&remote, &id).await,
         Command::Session(SessionCommand::Children { id, remote }) => remote::children(&remote, &id).await,
         Command::Secret(SecretCommand::Set { name, remote }) => remote::secret_set(&remote, &name).await,
+        Command::Attach { session, terminal, share, name, remote } => {
+            attach::attach(&remote, remote::session_id(&session)?, terminal, share, name).await
+        }
+        Command::Events { session, after, follow, remote } => attach::events(&remote, remote::session_id(&session)?, after, follow).await,
         Command::Session(SessionCommand::Ls { repo, remote }) => remote::session_ls(&remote, repo.as_deref()).await,
         Command::Session(SessionCommand::Show { id, remote }) => remote::session_show(&remote, &id).await,
         Command::Session(SessionCommand::Stop { id, remote }) => remote::session_action(&remote, &id, "stop").await,

@@ -135,7 +135,7 @@ pub async fn snapshot_ls(remote: &Remote, repo: &str) -> Result<()> {
     output::snapshots(&c.snapshots(repo.id).await?, remote.json)
 }
 
-fn session_id(id: &str) -> Result<SessionId> {
+pub fn session_id(id: &str) -> Result<SessionId> {
     id.parse().with_context(|| format!("{id:?} is not a session id"))
 }
 
