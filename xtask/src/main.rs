@@ -8,6 +8,7 @@
 //! - `cargo xtask site [--release]`: build the web app into `target/site`.
 //! - `cargo xtask deps [--test]`: only install prerequisites.
 //! - `cargo xtask bench start [flags]`: the session start benchmark (release build; root).
+//! - `cargo xtask bench live [flags]`: live channel latency and fan-out (release build; root).
 //! - `cargo xtask bench queue [flags]`: prompt queue throughput and claim latency, SQLite and
 //!   PostgreSQL (release build).
 
@@ -55,7 +56,16 @@ fn main() -> Result<()> {
                 drop(pg);
                 res
             }
-            _ => bail!("benchmarks: `cargo xtask bench start` or `cargo xtask bench queue`"),
+            Some((b, flags)) if b == "live" => {
+                deps::ensure(deps::Needs { test: true })?;
+                run::step("benchmark: live channel (release build; root)");
+                run::cmd(run::cargo().args(["build", "--release", "-p", "tandem-workspace-agent", "-p", "tandem-server", "--bin", "tandem"]).current_dir(run::root()))?;
+                run::cmd(run::cargo()
+                    .args(["run", "--release", "-p", "tandem-server", "--example", "bench_live", "--"])
+                    .args(flags)
+                    .current_dir(run::root()))
+            }
+            _ => bail!("benchmarks: `cargo xtask bench start`, `cargo xtask bench queue` or `cargo xtask bench live`"),
         },
         "help" | "--help" | "-h" => {
             println!("{}", include_str!("main.rs").lines().take_while(|l| l.starts_with("//!")).map(|l| l.trim_start_matches("//!").trim_start()).collect::<Vec<_>>().join("\n"));

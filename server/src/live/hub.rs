@@ -15,7 +15,8 @@ use tokio::sync::{Notify, mpsc};
 #[derive(Debug)]
 pub enum Out {
     Text(String),
-    Binary(Vec<u8>),
+    /// Shared: one terminal frame is queued to every member without a copy each.
+    Binary(bytes::Bytes),
 }
 
 /// The queue to one member's socket: bounded by bytes; overflowing it closes the member with
@@ -148,6 +149,17 @@ struct State {
 pub struct Hub {
     state: Mutex<State>,
     next_id: AtomicU32,
+    /// The participant list and the terminal list, as their latest `participants` and
+    /// `terminals` messages. Watches, not queues: a member gets the newest state when it gets
+    /// to it, so N joins cost N messages per member at most once each, never N² queued.
+    roster: tokio::sync::watch::Sender<Arc<String>>,
+    screens: tokio::sync::watch::Sender<Arc<String>>,
+}
+
+/// A member's views of the hub's current state.
+pub struct Watches {
+    pub roster: tokio::sync::watch::Receiver<Arc<String>>,
+    pub screens: tokio::sync::watch::Receiver<Arc<String>>,
 }
 
 /// Why a request was refused (sent back as `refused`).
@@ -155,7 +167,12 @@ pub type Refusal = String;
 
 impl Default for Hub {
     fn default() -> Self {
-        Self { state: Mutex::new(State::default()), next_id: AtomicU32::new(1) }
+        Self {
+            state: Mutex::new(State::default()),
+            next_id: AtomicU32::new(1),
+            roster: tokio::sync::watch::channel(Arc::new(String::new())).0,
+            screens: tokio::sync::watch::channel(Arc::new(String::new())).0,
+        }
     }
 }
 
@@ -174,7 +191,7 @@ impl Hub {
         jti: Option<String>,
         out: Outbox,
         hello: impl FnOnce(&Participant, Vec<Participant>, Option<u32>, Vec<Terminal>) -> WsServer,
-    ) -> Participant {
+    ) -> (Participant, Watches) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let info = Participant { id, name, role, user_id, looking_at: None };
         let mut st = self.lock();
@@ -186,12 +203,14 @@ impl Hub {
             let mut bytes = a.to_vec();
             bytes.extend_from_slice(b);
             if !bytes.is_empty() {
-                out.push(Out::Binary(encode_terminal(t.info.id, &bytes)));
+                out.push(Out::Binary(encode_terminal(t.info.id, &bytes).into()));
             }
         }
         st.members.insert(id, Member { info: info.clone(), jti, out, sizes: HashMap::new() });
-        broadcast_participants(&st);
-        info
+        // Subscribed under the lock, after the hello: what it shows is already in the hello.
+        let watches = Watches { roster: self.roster.subscribe(), screens: self.screens.subscribe() };
+        self.publish_roster(&st);
+        (info, watches)
     }
 
     /// Removes a member (its channel ended). True when no one is left.
@@ -202,9 +221,9 @@ impl Hub {
                 st.controller = None;
             }
             let resized = recompute_sizes(&mut st);
-            broadcast_participants(&st);
+            self.publish_roster(&st);
             if resized {
-                broadcast_terminals(&st);
+                self.publish_screens(&st);
             }
         }
         st.members.is_empty()
@@ -220,14 +239,14 @@ impl Hub {
     pub fn add_terminal(&self, info: Terminal, upstream: mpsc::Sender<Upstream>) {
         let mut st = self.lock();
         st.terminals.insert(info.id, TerminalState { info, ring: Default::default(), upstream });
-        broadcast_terminals(&st);
+        self.publish_screens(&st);
     }
 
     /// A terminal ended.
     pub fn remove_terminal(&self, id: u32) {
         let mut st = self.lock();
         if st.terminals.remove(&id).is_some() {
-            broadcast_terminals(&st);
+            self.publish_screens(&st);
         }
     }
 
@@ -243,7 +262,7 @@ impl Hub {
         t.ring.extend(bytes);
         let over = t.ring.len().saturating_sub(TERMINAL_SCROLLBACK_BYTES);
         t.ring.drain(..over);
-        let frame = encode_terminal(terminal, bytes);
+        let frame = bytes::Bytes::from(encode_terminal(terminal, bytes));
         for m in st.members.values() {
             m.out.push(Out::Binary(frame.clone()));
         }
@@ -287,7 +306,7 @@ impl Hub {
             m.sizes.insert(terminal, (cols, rows));
         }
         if recompute_sizes(&mut st) {
-            broadcast_terminals(&st);
+            self.publish_screens(&st);
         }
         Ok(())
     }
@@ -298,7 +317,7 @@ impl Hub {
         if let Some(m) = st.members.get_mut(&id) {
             m.info.looking_at = looking_at.map(|l| l.chars().take(100).collect());
         }
-        broadcast_participants(&st);
+        self.publish_roster(&st);
     }
 
     /// Member `id` asks for control: granted if free, else the holder and owners are asked.
@@ -311,7 +330,7 @@ impl Hub {
         match st.controller {
             None => {
                 st.controller = Some(id);
-                broadcast_participants(&st);
+                self.publish_roster(&st);
             }
             Some(c) if c == id => {}
             Some(c) => {
@@ -337,7 +356,7 @@ impl Hub {
             None => return Err(format!("no participant {to}")),
         }
         st.controller = Some(to);
-        broadcast_participants(&st);
+        self.publish_roster(&st);
         Ok(())
     }
 
@@ -348,7 +367,7 @@ impl Hub {
             return Err("you do not hold control".into());
         }
         st.controller = None;
-        broadcast_participants(&st);
+        self.publish_roster(&st);
         Ok(())
     }
 
@@ -359,7 +378,7 @@ impl Hub {
             return Err("only the owner can take control".into());
         }
         st.controller = Some(id);
-        broadcast_participants(&st);
+        self.publish_roster(&st);
         Ok(())
     }
 
@@ -379,17 +398,15 @@ impl Hub {
     }
 }
 
-fn broadcast_participants(st: &State) {
-    let msg = WsServer::Participants { participants: st.members.values().map(|m| m.info.clone()).collect(), controller: st.controller };
-    for m in st.members.values() {
-        m.out.send(&msg);
+impl Hub {
+    fn publish_roster(&self, st: &State) {
+        let msg = WsServer::Participants { participants: st.members.values().map(|m| m.info.clone()).collect(), controller: st.controller };
+        self.roster.send_replace(Arc::new(serde_json::to_string(&msg).unwrap_or_default()));
     }
-}
 
-fn broadcast_terminals(st: &State) {
-    let msg = WsServer::Terminals { terminals: st.terminals.values().map(|t| t.info.clone()).collect() };
-    for m in st.members.values() {
-        m.out.send(&msg);
+    fn publish_screens(&self, st: &State) {
+        let msg = WsServer::Terminals { terminals: st.terminals.values().map(|t| t.info.clone()).collect() };
+        self.screens.send_replace(Arc::new(serde_json::to_string(&msg).unwrap_or_default()));
     }
 }
 

@@ -14,7 +14,7 @@ use tandem_protocol::live::*;
 use tandem_protocol::{Author, AuthorKind, CreatePrompt, PromptMode, SessionId};
 
 use super::Live;
-use super::hub::{CloseSignal, Inbox, Out, Outbox, outbox};
+use super::hub::{CloseSignal, Inbox, Out, Outbox, Watches, outbox};
 use crate::auth::CurrentUser;
 use crate::sessions::access::Access;
 use crate::state::AppState;
@@ -71,12 +71,12 @@ async fn run(state: AppState, id: SessionId, q: LiveQuery, user: Option<tandem_p
     };
     let live = state.hubs.get_or_start(&state, id);
     let (out, inbox) = outbox();
-    let me = live.hub.join(access.name.clone(), access.user_id, access.role, access.jti.clone(), out.clone(), |you, participants, controller, terminals| {
+    let (me, watches) = live.hub.join(access.name.clone(), access.user_id, access.role, access.jti.clone(), out.clone(), |you, participants, controller, terminals| {
         WsServer::Hello { you: you.clone(), session: session.clone(), terminals, participants, controller }
     });
     let (sink, stream) = socket.split();
     let signal = inbox.close_signal();
-    let writer = tokio::spawn(write(sink, inbox));
+    let writer = tokio::spawn(write(sink, inbox, watches));
     let mut member = Member { state: state.clone(), live: live.clone(), id: me.id, access, out: out.clone(), pump: None };
     member.read(stream, signal).await;
     if let Some(p) = member.pump.take() {
@@ -88,8 +88,9 @@ async fn run(state: AppState, id: SessionId, q: LiveQuery, user: Option<tandem_p
     let _ = writer.await;
 }
 
-/// Writes queued frames, pings on the heartbeat, and closes when the hub says so.
-async fn write(mut sink: futures::stream::SplitSink<WebSocket, Message>, mut inbox: Inbox) {
+/// Writes queued frames and the newest participant and terminal lists, pings on the heartbeat,
+/// and closes when the hub says so.
+async fn write(mut sink: futures::stream::SplitSink<WebSocket, Message>, mut inbox: Inbox, mut watches: Watches) {
     let mut beat = tokio::time::interval(Duration::from_secs(HEARTBEAT_SECS));
     beat.tick().await;
     let signal = inbox.close_signal();
@@ -112,9 +113,21 @@ async fn write(mut sink: futures::stream::SplitSink<WebSocket, Message>, mut inb
                 inbox.written(&out);
                 let msg = match out {
                     Out::Text(t) => Message::Text(t.into()),
-                    Out::Binary(b) => Message::Binary(b.into()),
+                    Out::Binary(b) => Message::Binary(b),
                 };
                 if sink.send(msg).await.is_err() {
+                    return;
+                }
+            }
+            Ok(()) = watches.roster.changed() => {
+                let text = watches.roster.borrow_and_update().clone();
+                if sink.send(Message::Text(text.as_str().into())).await.is_err() {
+                    return;
+                }
+            }
+            Ok(()) = watches.screens.changed() => {
+                let text = watches.screens.borrow_and_update().clone();
+                if sink.send(Message::Text(text.as_str().into())).await.is_err() {
                     return;
                 }
             }

@@ -1,0 +1,298 @@
+//! Live channel benchmark (`cargo xtask bench live`), against the release `tandem serve` in its
+//! own process (so its CPU and memory are its own), on a real workspace PTY:
+//! (a) keystroke → echo seen by a second client through the hub, against the same keystroke
+//!     echoed on a direct attachment to the workspace agent's PTY (the baseline, same run);
+//! (b) one session, N viewers, a terminal writing R KiB/s for S seconds: delivery completeness,
+//!     lag of timestamped markers (p50/p99), server CPU and peak RSS.
+//!
+//! Flags: `--keys N` (200), `--viewers N` (500), `--seconds N` (30), `--rate-kib N` (1024).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use futures::{SinkExt, StreamExt};
+use tandem_protocol::live::{WsClient, WsServer};
+use tandem_protocol::*;
+use tandem_server::client::Client;
+use tandem_server::client::live::{Credentials, Incoming, LiveClient};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
+
+struct Args {
+    keys: usize,
+    viewers: usize,
+    seconds: u64,
+    rate_kib: usize,
+}
+
+fn args() -> Result<Args> {
+    let mut a = Args { keys: 200, viewers: 500, seconds: 30, rate_kib: 1024 };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut it = v.iter();
+    while let Some(flag) = it.next() {
+        let n: usize = it.next().context("flag needs a value")?.parse()?;
+        match flag.as_str() {
+            "--keys" => a.keys = n,
+            "--viewers" => a.viewers = n,
+            "--seconds" => a.seconds = n as u64,
+            "--rate-kib" => a.rate_kib = n,
+            f => bail!("unknown flag {f}"),
+        }
+    }
+    Ok(a)
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { f64::NAN } else { v[((v.len() - 1) as f64 * p).round() as usize] }
+}
+
+/// utime+stime (clock ticks) and peak RSS (KiB) of a process.
+fn usage(pid: u32) -> (u64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, r)| r.split(' ').collect()).unwrap_or_default();
+    let ticks = fields.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0) + fields.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm = status.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0);
+    (ticks, hwm)
+}
+
+async fn screen_until(c: &mut LiveClient, needle: &[u8], buf: &mut Vec<u8>) -> Result<()> {
+    while !buf.windows(needle.len()).any(|w| w == needle) {
+        match tokio::time::timeout(Duration::from_secs(30), c.next()).await? {
+            Some(Incoming::Terminal(_, b)) => buf.extend(b),
+            Some(Incoming::Closed(code, r)) => bail!("closed {code:?}: {r}"),
+            Some(_) => {}
+            None => bail!("channel ended"),
+        }
+        if buf.len() > 1 << 20 {
+            buf.drain(..buf.len() - 4096);
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let a = args()?;
+    ensure!(nix::unistd::geteuid().is_root(), "the benchmark starts a real workspace: run it as root");
+    let target = PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into()));
+    let images_dir = target.join("tandem-test-images");
+    tandem_server::images::build(&images_dir, TEST_RECIPE, |_| {}).await?;
+    let work = tempfile::Builder::new().prefix("tandem-bench-live-").tempdir()?;
+    let recipe = work.path().join("image.toml");
+    std::fs::write(&recipe, TEST_RECIPE)?;
+    let data = work.path().join("data");
+    let bin = target.join("release/tandem");
+    let mut server = tokio::process::Command::new(&bin)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .arg("--images-dir")
+        .arg(&images_dir)
+        .arg("--image-recipe")
+        .arg(&recipe)
+        .env("TANDEM_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = server.id().context("server pid")?;
+    let mut lines = BufReader::new(server.stdout.take().context("stdout")?).lines();
+    let url = loop {
+        let line = lines.next_line().await?.context("the server exited")?;
+        if let Some((_, u)) = line.split_once("listening on ") {
+            break u.trim().to_string();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let out = std::process::Command::new(&bin).args(["token", "create", "--data-dir"]).arg(&data).env_remove("TANDEM_TOKEN").output()?;
+    let token = String::from_utf8(out.stdout)?.trim().to_string();
+    let c = Client::new(&url, Some(token.clone()))?;
+    let src = work.path().join("src");
+    std::fs::create_dir_all(&src)?;
+    let git = |args: &[&str]| std::process::Command::new("git").args(["-c", "user.name=B", "-c", "user.email=b@example.invalid", "-c", "init.defaultBranch=main"]).args(args).current_dir(&src).status();
+    git(&["init", "-q"])?;
+    std::fs::write(src.join("README.md"), "bench\n")?;
+    git(&["add", "-A"])?;
+    git(&["commit", "-qm", "init"])?;
+    let repo = c.create_repo(&CreateRepo { name: "bench/live".into(), url: src.to_string_lossy().into(), default_branch: None, warm_pool: None }).await?;
+    let id = c.create_session(&CreateSession { repo_id: repo.id, prompt: String::new(), branch: None, agent: Some(AgentSpec::None) }).await?.session.id;
+    let t0 = Instant::now();
+    while c.session(id).await?.session.state != SessionState::Ready {
+        ensure!(t0.elapsed() < Duration::from_secs(300), "the session did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let creds = Credentials { token: Some(token.clone()), ..Default::default() };
+    eprintln!("session {id} ready; (a) {} keystrokes…", a.keys);
+
+    // (a) Keystroke → echo at a second client, and on a direct attachment to the agent's PTY.
+    let mut typist = LiveClient::connect(&url, id, &creds).await?;
+    let mut watcher = LiveClient::connect(&url, id, &creds).await?;
+    let term = loop {
+        match typist.next().await {
+            Some(Incoming::Message(m)) => match *m {
+                WsServer::Hello { terminals, .. } | WsServer::Terminals { terminals } if !terminals.is_empty() => break terminals[0].id,
+                _ => {}
+            },
+            Some(_) => {}
+            None => bail!("no terminal"),
+        }
+    };
+    // Quiet terminal: `cat` echoes what is typed, nothing else.
+    typist.input(term, b"stty -echo; cat\r").await?;
+    let mut buf = Vec::new();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut hub = Vec::new();
+    for i in 0..a.keys {
+        let key = format!("k{i:05}\r");
+        buf.clear();
+        let t = Instant::now();
+        typist.input(term, key.as_bytes()).await?;
+        screen_until(&mut watcher, &key.as_bytes()[..6], &mut buf).await?;
+        hub.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    // The baseline: the same on the agent's PTY directly (what the hub sits in front of).
+    let config = tandem_server::config::Config::resolve(tandem_server::config::Overrides {
+        data_dir: Some(data.clone()),
+        images_dir: Some(images_dir.clone()),
+        image_recipe: Some(recipe.clone()),
+        agent_bin: Some(target.join("release/tandem-workspace-agent")),
+        ..Default::default()
+    })?;
+    let ws = tandem_server::serve::workspaces(&config).map_err(anyhow::Error::msg)?;
+    let db = tandem_server::db::Db::connect(&config.database_url).await?;
+    let row = tandem_server::db::sessions::workspace(db.pool(), id).await?.context("session row")?;
+    let mut direct = tandem_server::agent::attach_pty(&ws, row.workspace_id.as_deref().context("wid")?, row.workspace_pid.context("pid")? as i32, term).await?;
+    let mut base = Vec::new();
+    for i in 0..a.keys {
+        let key = format!("d{i:05}\r");
+        let t = Instant::now();
+        direct.send(tokio_tungstenite::tungstenite::Message::Binary(key.clone().into_bytes().into())).await?;
+        let mut seen = Vec::new();
+        while !seen.windows(6).any(|w| w == &key.as_bytes()[..6]) {
+            match tokio::time::timeout(Duration::from_secs(30), direct.next()).await?.context("agent closed")?? {
+                tokio_tungstenite::tungstenite::Message::Binary(b) => seen.extend_from_slice(&b),
+                _ => {}
+            }
+        }
+        base.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    drop(direct);
+    typist.input(term, &[3]).await?; // Ctrl-C ends cat
+    let (h50, h99, b50, b99) = (pct(&mut hub.clone(), 0.5), pct(&mut hub, 0.99), pct(&mut base.clone(), 0.5), pct(&mut base, 0.99));
+
+    eprintln!("(a) through the hub: median {h50:.2} ms, p99 {h99:.2} ms; direct: median {b50:.2} ms, p99 {b99:.2} ms");
+    // (b) N viewers, R KiB/s for S seconds with a timestamped marker line every 100 ms.
+    eprintln!("(b) connecting {} viewers…", a.viewers);
+    let mut viewers = Vec::new();
+    for _ in 0..a.viewers {
+        viewers.push(LiveClient::connect(&url, id, &creds).await?);
+    }
+    let (u0, _) = usage(pid);
+    let started = Instant::now();
+    let epoch = std::time::SystemTime::now();
+    let mut tasks = Vec::new();
+    let a_seconds = a.seconds;
+    for mut v in viewers {
+        let epoch = epoch;
+        tasks.push(tokio::spawn(async move {
+            let (mut bytes, mut lags, mut buf) = (0usize, Vec::new(), Vec::<u8>::new());
+            let mut closed = None;
+            // Everything is out well before this; a viewer still waiting then lost data.
+            let end = Instant::now() + Duration::from_secs(a_seconds + 20);
+            loop {
+                let m = match tokio::time::timeout(end.saturating_duration_since(Instant::now()), v.next()).await {
+                    Ok(Some(m)) => m,
+                    _ => break,
+                };
+                match m {
+                    Incoming::Terminal(_, b) => {
+                        bytes += b.len();
+                        buf.extend(b);
+                        // Markers: "@M<micros since start>@".
+                        while let Some(at) = buf.windows(2).position(|w| w == b"@M") {
+                            let Some(len) = buf[at + 2..].iter().position(|c| *c == b'@') else { break };
+                            let us: u64 = std::str::from_utf8(&buf[at + 2..at + 2 + len]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+                            let now = epoch.elapsed().map(|d| d.as_micros() as u64).unwrap_or(0);
+                            if us > 0 {
+                                lags.push(now.saturating_sub(us) as f64 / 1000.0);
+                            }
+                            buf.drain(..at + 3 + len);
+                        }
+                        if buf.windows(9).any(|w| w == b"@DONE@@@\r") || buf.windows(9).any(|w| w == b"@DONE@@@\n") {
+                            break;
+                        }
+                        let keep = buf.len().saturating_sub(64);
+                        if buf.iter().rposition(|c| *c == b'@').is_none_or(|p| p < keep) {
+                            buf.drain(..keep);
+                        }
+                    }
+                    Incoming::Closed(code, _) => {
+                        closed = code;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            (bytes, lags, closed)
+        }));
+    }
+    // The load: R KiB per second in 100 ms slices, each with a marker typed from here.
+    let slice = a.rate_kib * 1024 / 10;
+    let mut sent = 0usize;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut loader = LiveClient::connect(&url, id, &creds).await?;
+    loader.send(&WsClient::Resize { terminal: term, cols: 200, rows: 50 }).await?;
+    eprintln!("(b) {} KiB/s for {} s…", a.rate_kib, a.seconds);
+    for n in 0..(a.seconds * 10) {
+        tick.tick().await;
+        if n % 50 == 0 {
+            let (_, rss) = usage(pid);
+            eprintln!("    {:>3} s, server RSS {} MiB", n / 10, rss / 1024);
+        }
+        let us = epoch.elapsed()?.as_micros();
+        // The marker's echo (`@M…""@`) does not parse; only the command's output counts.
+        let cmd = format!("head -c {slice} /dev/zero | tr '\\0' z; echo; echo @M{us}\"\"@\r");
+        loader.input(term, cmd.as_bytes()).await?;
+        sent += slice;
+    }
+    // Typed as `@DONE@@""@`: only the command's output has the marker, not its echo.
+    loader.input(term, b"echo @DONE@@\"\"@\r").await?;
+    eprintln!("(b) waiting for the viewers to drain…");
+    let mut bytes = Vec::new();
+    let mut lags = Vec::new();
+    let mut dropped = 0;
+    for t in tasks {
+        let (b, l, closed) = t.await?;
+        bytes.push(b as f64);
+        lags.extend(l);
+        if closed.is_some() {
+            dropped += 1;
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let (u1, rss) = usage(pid);
+    let hz = 100.0;
+    let cpu = (u1 - u0) as f64 / hz / wall * 100.0;
+    let full = bytes.iter().filter(|b| **b >= sent as f64).count();
+    let mut got = bytes.clone();
+    let got_median = pct(&mut got, 0.5) / sent as f64 * 100.0;
+    eprintln!("(b) sent {} MiB per viewer; median viewer received {got_median:.0}% of it", sent >> 20);
+    let (l50, l99) = (pct(&mut lags.clone(), 0.5), pct(&mut lags, 0.99));
+    println!();
+    println!("| case | median | p99 | baseline median | baseline p99 | added (median) |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| keystroke → echo at a 2nd client ({} keys) | {h50:.2} ms | {h99:.2} ms | {b50:.2} ms | {b99:.2} ms | {:.2} ms |", a.keys, h50 - b50);
+    println!();
+    println!("| viewers | rate | seconds | got everything | dropped (4408) | marker lag p50 | p99 | server CPU | server peak RSS |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {} | {} KiB/s | {} | {full}/{} | {dropped} | {l50:.1} ms | {l99:.1} ms | {cpu:.0}% of a core | {} MiB |",
+        a.viewers, a.rate_kib, a.seconds, a.viewers, rss / 1024
+    );
+    let _ = c.session_action(id, "stop").await;
+    server.kill().await?;
+    Ok(())
+}
