@@ -37,7 +37,7 @@ async fn sign_in_with_a_login_link_and_start_a_session_from_the_dashboard() {
     // The new session's page opens and shows its events.
     let path = b.wait_path(|p| p.starts_with("/sessions/")).await;
     b.wait_text("#session-title", prompt).await;
-    b.wait_text("#timeline", "admin queued a prompt").await;
+    b.wait_text("#timeline .ev.prompt", prompt).await;
     b.wait_text("#session-state", "queued").await;
     b.screenshot("03-session").await;
 

@@ -12,3 +12,4 @@ mod harness;
 
 mod browser;
 mod dashboard;
+mod session;

@@ -34,6 +34,22 @@ pub async fn post<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> Ap
     read(req.send().await.map_err(network)?).await
 }
 
+/// `PATCH path` with a JSON body.
+pub async fn patch<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> ApiResult<T> {
+    let req = Request::patch(path).json(body).map_err(|e| ApiError { code: "encode".into(), message: e.to_string() })?;
+    read(req.send().await.map_err(network)?).await
+}
+
+/// `DELETE path`, expecting no body.
+pub async fn delete(path: &str) -> ApiResult<()> {
+    let res = Request::delete(path).send().await.map_err(network)?;
+    if res.ok() {
+        return Ok(());
+    }
+    let status = res.status();
+    Err(res.json::<ApiError>().await.unwrap_or_else(|_| ApiError { code: "http".into(), message: format!("the server answered {status}") }))
+}
+
 /// True when the error means "sign in first".
 pub fn is_unauthorized(e: &ApiError) -> bool {
     e.code == "unauthorized"

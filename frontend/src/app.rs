@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
 
-use crate::pages::{dashboard::Dashboard, login::Login, not_found::NotFound, session::SessionPage};
+use crate::pages::{dashboard::Dashboard, embed::Embed, join::Join, login::Login, not_found::NotFound, session::SessionPage};
 
 #[component]
 pub fn App() -> impl IntoView {
@@ -14,6 +14,8 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/") view=Dashboard />
                 <Route path=path!("/login") view=Login />
                 <Route path=path!("/sessions/:id") view=SessionPage />
+                <Route path=path!("/join") view=Join />
+                <Route path=path!("/embed/sessions/:id") view=Embed />
             </Routes>
         </Router>
     }

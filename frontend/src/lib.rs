@@ -6,7 +6,9 @@ mod api;
 mod app;
 mod components;
 mod format;
+mod live;
 mod pages;
+mod xterm;
 
 use wasm_bindgen::prelude::wasm_bindgen;
 

@@ -182,7 +182,7 @@ impl EventKind {
                     (None, false) => "done".to_string(),
                 }
             ),
-            Self::FileChanged { path, change, .. } => format!("{path} {change:?}").to_lowercase(),
+            Self::FileChanged { path, change, .. } => format!("{path} {}", format!("{change:?}").to_lowercase()),
             Self::SteerDelivered { author, .. } => format!("{}'s steering reached the agent", author.name),
             Self::TurnEnded { outcome, usage, duration_ms, error, .. } => format!(
                 "turn {} in {duration_ms} ms ({} + {} tokens){}",

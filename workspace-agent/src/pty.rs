@@ -13,7 +13,7 @@ use tandem_protocol::agent::{MAX_PTYS, PTY_SCROLLBACK_BYTES, PtyControl, PtyInfo
 use tokio::sync::broadcast;
 
 /// Output chunks queued per client before it is skipped ahead.
-const CLIENT_QUEUE: usize = 256;
+const CLIENT_QUEUE: usize = 8192;
 
 /// One terminal.
 pub struct Pty {

@@ -58,6 +58,11 @@ pub fn build(profile: Profile) -> Result<PathBuf> {
             .arg(&bundle))?;
     }
     copy_dir(&root.join("static"), &site)?;
+    // xterm.js from npm (frontend/package.json), served next to the app.
+    let xterm = root.join("frontend/node_modules/@xterm/xterm");
+    std::fs::create_dir_all(site.join("xterm"))?;
+    std::fs::copy(xterm.join("lib/xterm.js"), site.join("xterm/xterm.js")).context("xterm.js: run `cargo xtask deps`")?;
+    std::fs::copy(xterm.join("css/xterm.css"), site.join("xterm/xterm.css"))?;
     let size = std::fs::metadata(&bundle)?.len();
     eprintln!("    {} ({:.0} KiB wasm)", site.display(), size as f64 / 1024.0);
     run::done(t);

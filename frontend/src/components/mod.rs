@@ -1,6 +1,12 @@
 //! Reusable pieces of pages.
 
+pub mod diff;
 pub mod error_box;
 pub mod header;
 pub mod new_session;
+pub mod participants;
+pub mod prompt_box;
 pub mod repo_form;
+pub mod share;
+pub mod terminal;
+pub mod timeline;

@@ -1,6 +1,8 @@
 //! One module per route.
 
 pub mod dashboard;
+pub mod embed;
+pub mod join;
 pub mod login;
 pub mod not_found;
 pub mod session;

@@ -1,96 +1,189 @@
-//! One session: its prompts and its event log, following new events as they are appended.
+//! The live session page: the agent timeline with the prompt box and queue, the workspace panes
+//! (terminals as tabs, the diff, VS Code and the desktop), people and control, sharing, boot
+//! phases and clear error states. Everything live comes through the session's live channel.
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::hooks::use_params_map;
-use tandem_protocol::{ApiError, Event, EventsPage, SessionDetail, SessionId};
+use tandem_protocol::live::{Role, WsClient};
+use tandem_protocol::{EventKind, SessionDetail, SessionId, SessionState, User};
 
 use crate::api;
-use crate::components::{error_box::ErrorBox, header::Header};
-use crate::format::{ago, state_class};
-use crate::pages::{every, require_user};
+use crate::components::diff::DiffView;
+use crate::components::header::Header;
+use crate::components::participants::Participants;
+use crate::components::prompt_box::{PromptBox, Queue};
+use crate::components::share::ShareDialog;
+use crate::components::terminal::TerminalPane;
+use crate::components::timeline::Timeline;
+use crate::format::state_class;
+use crate::live::{Guest, Live, Status};
 
-/// How often the page asks for new events (the live channel replaces this later).
-const POLL_MS: u64 = 2000;
+/// The share token and display name a guest joined with (kept for this tab only).
+pub fn guest_for(session: SessionId) -> Guest {
+    let store = web_sys::window().and_then(|w| w.session_storage().ok().flatten());
+    let get = |k: &str| store.as_ref().and_then(|s| s.get_item(&format!("tandem.{k}.{session}")).ok().flatten());
+    Guest { share: get("share"), name: get("name") }
+}
 
-fn describe(e: &Event) -> String {
-    e.kind.summary()
+/// The signed-in user, if any (a guest is not signed in; no redirect).
+fn maybe_user() -> RwSignal<Option<User>> {
+    let user = RwSignal::new(None::<User>);
+    spawn_local(async move {
+        if let Ok(u) = api::get::<User>("/api/me").await {
+            user.set(Some(u));
+        }
+    });
+    user
 }
 
 #[component]
 pub fn SessionPage() -> impl IntoView {
-    let user = require_user();
     let params = use_params_map();
-    let id = move || params.read().get("id").and_then(|s| s.parse::<SessionId>().ok());
-    let (detail, set_detail) = signal(None::<SessionDetail>);
-    let (events, set_events) = signal(Vec::<Event>::new());
-    let (error, set_error) = signal(None::<ApiError>);
-
-    let load = move || {
-        let Some(id) = id() else {
-            set_error.set(Some(ApiError { code: "not_found".into(), message: "that is not a session address".into() }));
-            return;
-        };
-        let after = events.with_untracked(|ev| ev.last().map_or(0, |e| e.seq));
-        spawn_local(async move {
-            match api::get::<SessionDetail>(&format!("/api/sessions/{id}")).await {
-                Ok(d) => set_detail.set(Some(d)),
-                Err(e) => return set_error.set(Some(e)),
-            }
-            match api::get::<EventsPage>(&format!("/api/sessions/{id}/events?after={after}")).await {
-                Ok(page) => {
-                    if !page.events.is_empty() {
-                        // Only append what follows what we have: a late answer never duplicates.
-                        set_events.update(|ev| {
-                            let last = ev.last().map_or(0, |e| e.seq);
-                            ev.extend(page.events.into_iter().filter(|e| e.seq > last));
-                        });
-                    }
-                    set_error.set(None);
-                }
-                Err(e) => set_error.set(Some(e)),
-            }
-        });
+    let id = params.read_untracked().get("id").and_then(|s| s.parse::<SessionId>().ok());
+    let Some(id) = id else {
+        return view! { <main class="page"><p class="error">"That is not a session address."</p></main> }.into_any();
     };
-    load();
-    every(POLL_MS, load);
+    let user = maybe_user();
+    let guest = guest_for(id);
+    let live = Live::open(id, guest);
+    let l = live.clone();
+    on_cleanup(move || l.close());
+    let s = live.state;
+    let detail = RwSignal::new(None::<SessionDetail>);
+    let reload = Callback::new(move |_| {
+        spawn_local(async move {
+            if let Ok(d) = api::get::<SessionDetail>(&format!("/api/sessions/{id}")).await {
+                detail.set(Some(d));
+            }
+        })
+    });
+    // Prompts and state change with events: re-read the session when they do.
+    let prompt_events = Memo::new(move |_| {
+        s.events.with(|e| {
+            e.iter()
+                .filter(|e| {
+                    matches!(
+                        e.kind,
+                        EventKind::PromptQueued { .. }
+                            | EventKind::PromptEdited { .. }
+                            | EventKind::PromptWithdrawn { .. }
+                            | EventKind::TurnStarted { .. }
+                            | EventKind::TurnEnded { .. }
+                            | EventKind::SteerDelivered { .. }
+                            | EventKind::StateChanged { .. }
+                    )
+                })
+                .count()
+        })
+    });
+    Effect::new(move |_| {
+        prompt_events.get();
+        reload.run(());
+    });
+    let file_changes = Memo::new(move |_| s.events.with(|e| e.iter().filter(|e| matches!(e.kind, EventKind::FileChanged { .. } | EventKind::TurnEnded { .. })).count()));
+    let role = Signal::derive(move || s.me.get().map(|m| m.role).unwrap_or(Role::Viewer));
+    let can_drive = Signal::derive(move || role.get().can_drive());
+    let signed_in = Signal::derive(move || user.get().is_some());
+    // Typing is allowed to drivers while no one else holds control.
+    let read_only = Signal::derive(move || !can_drive.get() || s.controller.get().is_some_and(|c| Some(c) != s.me.get().map(|m| m.id)));
+    let tab = RwSignal::new(String::from("terminal"));
+    let active_terminal = RwSignal::new(None::<u32>);
+    Effect::new(move |_| {
+        let ts = s.terminals.get();
+        if active_terminal.get_untracked().is_none_or(|a| !ts.iter().any(|t| t.id == a)) {
+            active_terminal.set(ts.first().map(|t| t.id));
+        }
+    });
+    let state = Signal::derive(move || s.session.get().map(|x| x.state).or(detail.get().map(|d| d.session.state)));
+    let last_boot = Memo::new(move |_| {
+        s.events.with(|e| {
+            e.iter().rev().find_map(|e| match &e.kind {
+                EventKind::BootPhase { phase, elapsed_ms, .. } => Some(format!("{} at {elapsed_ms} ms", phase.as_str())),
+                _ => None,
+            })
+        })
+    });
+    let last_error = Memo::new(move |_| s.events.with(|e| e.iter().rev().find_map(|e| match &e.kind { EventKind::Error { message } => Some(message.clone()), _ => None })));
+    let look = live.clone();
+    Effect::new(move |_| {
+        let t = tab.get();
+        let what = if t == "terminal" { active_terminal.get().map(|a| format!("terminal {a}")) } else { Some(t) };
+        look.send(&WsClient::Presence { looking_at: what });
+    });
+    let live_for_panes = live.clone();
+    let live_for_prompt = live.clone();
+    let live_for_people = live.clone();
+    let new_terminal = live.clone();
 
     view! {
-        <Header user=user.into() />
-        <main class="page session">
-            <ErrorBox error />
-            {move || detail.get().map(|d| {
-                let s = d.session;
-                view! {
-                    <section class="card">
-                        <h1 id="session-title">{s.title.clone()}</h1>
-                        <p class="meta">
-                            <span class=state_class(s.state) id="session-state">{s.state.as_str()}</span>
-                            " " {s.repo_name.clone()} " · " {s.branch.clone()} " · by " {s.author.name.clone()} " · " {ago(s.created_at)}
-                        </p>
-                    </section>
-                    <section class="card">
-                        <h2>"Prompts"</h2>
-                        <ol class="prompts">
-                            {d.prompts.into_iter().map(|p| view! {
-                                <li><span class="muted">{p.author.name.clone()} " · " {format!("{:?}", p.state).to_lowercase()}</span><pre>{p.text.clone()}</pre></li>
-                            }).collect_view()}
-                        </ol>
-                    </section>
-                }
-            })}
-            <section class="card">
-                <h2>"Timeline"</h2>
-                <ol class="timeline" id="timeline">
-                    <For each=move || events.get() key=|e| e.seq let:e>
-                        <li class="event" data-seq=e.seq><span class="seq">"#"{e.seq}</span>" "{describe(&e)}</li>
-                    </For>
-                </ol>
+        <Header user=Signal::derive(move || user.get()) />
+        <main class="page session-live">
+            {move || match s.status.get() {
+                Status::Reconnecting => Some(view! { <p class="banner warn" id="conn-status" role="status">"Reconnecting…"</p> }.into_any()),
+                Status::Connecting => Some(view! { <p class="banner" id="conn-status" role="status">"Connecting…"</p> }.into_any()),
+                Status::Closed(why) => Some(view! { <p class="banner bad" id="conn-status" role="alert">{why}</p> }.into_any()),
+                Status::Open => None,
+            }}
+            <section class="card head">
+                <h1 id="session-title">{move || s.session.get().map(|x| x.title).unwrap_or_default()}</h1>
+                <p class="meta">
+                    {move || state.get().map(|st| view! { <span class=state_class(st) id="session-state">{st.as_str()}</span> })}
+                    {move || s.session.get().map(|x| format!(" {} · {} · by {} · agent {}", x.repo_name, x.branch, x.author.name, x.agent.name()))}
+                    {move || (matches!(state.get(), Some(SessionState::Queued | SessionState::Starting))).then(|| last_boot.get().map(|b| view! { <span class="muted" id="boot-phase">" · booting: "{b}</span> }))}
+                    {move || (role.get() == Role::Viewer).then(|| view! { <span class="badge" id="viewer-badge">" watching (viewer)"</span> })}
+                </p>
+                {move || (state.get() == Some(SessionState::Failed)).then(|| view! {
+                    <p class="banner bad" role="alert">"The session failed: "{last_error.get().unwrap_or_else(|| "see the timeline".into())}</p>
+                })}
+                {move || s.refused.get().map(|r| view! { <p class="notice" id="refused">{r}</p> })}
             </section>
-            <section class="card placeholder">
-                <h2>"Workspace"</h2>
-                <p class="muted">"Terminal, VS Code and the desktop appear here once the session's workspace is running."</p>
-            </section>
+            <div class="columns">
+                <div class="col-main">
+                    <section class="card">
+                        <h2>"Timeline"</h2>
+                        <Timeline events=s.events />
+                        <Queue session=id detail user=Signal::derive(move || user.get()) reload />
+                        <PromptBox live=live_for_prompt session=id can_drive signed_in />
+                    </section>
+                </div>
+                <div class="col-side">
+                    <section class="card panes">
+                        <nav class="tabs" role="tablist">
+                            <For each=move || s.terminals.get() key=|t| t.id let:t>
+                                {
+                                    let tid = t.id;
+                                    view! { <button role="tab" class:active=move || tab.get() == "terminal" && active_terminal.get() == Some(tid)
+                                        on:click=move |_| { tab.set("terminal".into()); active_terminal.set(Some(tid)); }>{format!("Terminal {tid}")}</button> }
+                                }
+                            </For>
+                            {move || can_drive.get().then(|| { let nt = new_terminal.clone(); view! { <button class="link" id="terminal-new" on:click=move |_| nt.send(&WsClient::OpenTerminal { cols: 120, rows: 32 })>"+"</button> } })}
+                            <button role="tab" id="tab-diff" class:active=move || tab.get() == "diff" on:click=move |_| tab.set("diff".into())>"Diff"</button>
+                            <button role="tab" id="tab-code" class:active=move || tab.get() == "code" on:click=move |_| tab.set("code".into())>"VS Code"</button>
+                            <button role="tab" id="tab-desktop" class:active=move || tab.get() == "desktop" on:click=move |_| tab.set("desktop".into())>"Desktop"</button>
+                        </nav>
+                        <For each=move || s.terminals.get() key=|t| t.id let:t>
+                            {
+                                let tid = t.id;
+                                view! {
+                                    <div class="pane" class:hidden=move || !(tab.get() == "terminal" && active_terminal.get() == Some(tid))>
+                                        <TerminalPane live=live_for_panes.clone() id=tid cols=t.cols rows=t.rows read_only />
+                                    </div>
+                                }
+                            }
+                        </For>
+                        {move || (tab.get() == "terminal" && s.terminals.with(|t| t.is_empty())).then(|| view! {
+                            <p class="muted">"The terminal appears once the session's workspace is running."</p>
+                        })}
+                        {move || (tab.get() == "diff").then(|| view! { <DiffView session=id refresh=Signal::derive(move || file_changes.get()) /> })}
+                        {move || (tab.get() == "code").then(|| view! { <p class="muted placeholder">"VS Code in the browser comes with the workspace's editor service."</p> })}
+                        {move || (tab.get() == "desktop").then(|| view! { <p class="muted placeholder">"The shared desktop (Chromium on a virtual display) comes with the desktop service."</p> })}
+                    </section>
+                    <Participants live=live_for_people />
+                    {move || (role.get() == Role::Owner).then(|| view! { <ShareDialog session=id /> })}
+                </div>
+            </div>
         </main>
     }
+    .into_any()
 }

@@ -25,6 +25,9 @@ use hub::{Hub, UPSTREAM_QUEUE, Upstream};
 pub const DEFAULT_COLS: u16 = 120;
 pub const DEFAULT_ROWS: u16 = 32;
 
+/// How often a hub without terminals looks again even without news from the session.
+pub const REATTACH_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One live session: its hub and the tasks feeding it.
 pub struct Live {
     pub session: SessionId,
@@ -55,10 +58,23 @@ impl Hubs {
         }
         let live = Arc::new(Live { session, hub: Hub::default(), upstreams: Mutex::new(Vec::new()) });
         map.insert(session, live.clone());
-        let (state, l) = (state.clone(), live.clone());
+        let (state, weak) = (state.clone(), Arc::downgrade(&live));
         tokio::spawn(async move {
-            if let Err(e) = attach_all(&state, &l, true).await {
-                tracing::info!(session = %session, error = %e, "no terminals for the live session");
+            // Whenever the session has a running workspace and the hub no terminal (it is still
+            // booting, or it was resumed), attach them; until no one is connected.
+            let mut changed = state.db.subscribe(session);
+            loop {
+                let Some(l) = weak.upgrade() else { return };
+                if l.hub.snapshot().2.is_empty()
+                    && let Err(e) = attach_all(&state, &l, true).await
+                {
+                    tracing::debug!(session = %session, error = %e, "no terminals yet");
+                }
+                drop(l);
+                tokio::select! {
+                    r = changed.changed() => if r.is_err() { return },
+                    () = tokio::time::sleep(REATTACH_EVERY) => {}
+                }
             }
         });
         live

@@ -30,6 +30,9 @@ pub struct Reply {
     pub at_step: Option<usize>,
     /// Only for a request that offers tools (`true`) or offers none (`false`).
     pub with_tools: Option<bool>,
+    /// Only for a request whose latest user message contains this (a later turn of a
+    /// continuing conversation).
+    pub last_prompt: Option<String>,
 }
 
 impl Reply {
@@ -53,6 +56,12 @@ impl Reply {
     /// so far).
     pub fn at_step(mut self, n: usize) -> Self {
         self.at_step = Some(n);
+        self
+    }
+
+    /// Keeps this reply for a request whose latest user message contains `needle`.
+    pub fn for_last_prompt(mut self, needle: &str) -> Self {
+        self.last_prompt = Some(needle.into());
         self
     }
 
@@ -174,7 +183,9 @@ async fn complete(State(shared): State<Shared>, headers: HeaderMap, body: String
         let mut inner = shared.inner.lock().unwrap();
         let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(String::from);
         let request = Request { authorization, body: body.clone() };
-        let first = request.user_messages().into_iter().next().unwrap_or_default();
+        let users = request.user_messages();
+        let first = users.first().cloned().unwrap_or_default();
+        let latest = users.last().cloned().unwrap_or_default();
         let step = body["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
         inner.requests.push(request);
         let tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
@@ -182,6 +193,7 @@ async fn complete(State(shared): State<Shared>, headers: HeaderMap, body: String
             r.for_prompt.as_ref().is_none_or(|n| first.contains(n.as_str()))
                 && r.at_step.is_none_or(|s| s == step)
                 && r.with_tools.is_none_or(|t| t == tools)
+                && r.last_prompt.as_ref().is_none_or(|n| latest.contains(n.as_str()))
         });
         at.and_then(|i| inner.script.remove(i)).or_else(|| inner.fallback.clone())
     };

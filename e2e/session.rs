@@ -1,0 +1,194 @@
+//! Two people in one live session, in two headless Chromiums: the owner with a scripted agent,
+//! a guest who joins through a driver link; a viewer link that cannot type.
+
+use std::time::{Duration, Instant};
+
+use fantoccini::Locator;
+use scripted_model::{Reply, ScriptedModel};
+use serde_json::json;
+use tandem_protocol::*;
+use tandem_server::client::Client;
+
+use crate::browser::{Browser, WAIT, web_dir};
+use crate::harness::{Backend, TestServer, Transport};
+
+const TEST_RECIPE: &str = include_str!("../images/test/image.toml");
+
+/// A server that runs workspaces on the test image, with `model` as its model; `None` (with the
+/// reason printed) where this host cannot run workspaces.
+async fn server(web: std::path::PathBuf, model: &ScriptedModel) -> Option<TestServer> {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP (e2e session): workspaces need root");
+        return None;
+    }
+    let images = std::env::var_os("TANDEM_TEST_IMAGES_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("tandem-test-images"));
+    tandem_server::images::build(&images, TEST_RECIPE, |_| {}).await.expect("the test image builds");
+    let recipe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
+    let url = model.base_url.clone();
+    TestServer::start_with(Backend::Sqlite, Transport::Socket, move |c| {
+        c.web_dir = Some(web);
+        c.images_dir = images;
+        c.image_recipe = Some(recipe);
+        c.agents.model_base_url = Some(url);
+        c.agents.model = "scripted-1".into();
+    })
+    .await
+}
+
+/// The text of the visible terminal.
+async fn terminal_text(b: &Browser) -> String {
+    match b.client.find(Locator::Css(".pane:not(.hidden) .xterm-rows")).await {
+        Ok(el) => el.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+async fn wait_terminal(b: &Browser, needle: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let t = terminal_text(b).await;
+        if t.contains(needle) {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "the terminal never showed {needle:?}; it shows {t:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Types into the visible terminal (xterm.js listens on its hidden textarea).
+async fn type_in_terminal(b: &Browser, keys: &str) {
+    b.client.find(Locator::Css(".pane:not(.hidden) .xterm")).await.unwrap().click().await.unwrap();
+    b.client.find(Locator::Css(".pane:not(.hidden) .xterm-helper-textarea")).await.unwrap().send_keys(keys).await.unwrap();
+}
+
+async fn share_link(b: &Browser, role: &str) -> String {
+    let select = b.client.find(Locator::Css("#share-role")).await.unwrap();
+    select.select_by_value(role).await.unwrap();
+    let before = b.client.find(Locator::Css("#share-url")).await.ok();
+    let old = match before {
+        Some(el) => el.prop("value").await.unwrap().unwrap_or_default(),
+        None => String::new(),
+    };
+    b.client.find(Locator::Css("#share-create")).await.unwrap().click().await.unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok(el) = b.client.find(Locator::Css("#share-url")).await
+            && let Some(v) = el.prop("value").await.unwrap()
+            && v.contains("/join#token=")
+            && v != old
+        {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "no share link appeared");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn join_as_guest(b: &Browser, url: &str, name: &str) {
+    b.client.goto(url).await.unwrap();
+    b.client.wait().for_element(Locator::Css("#guest-name")).await.unwrap().send_keys(name).await.unwrap();
+    b.client.find(Locator::Css("#guest-join")).await.unwrap().click().await.unwrap();
+    b.wait_path(|p| p.starts_with("/sessions/")).await;
+}
+
+#[tokio::test]
+async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
+    let Some(web) = web_dir() else { return };
+    let model = ScriptedModel::start(vec![
+        Reply::tool("run_command", json!({ "command": "echo 'written by the agent' > NOTE.md" })).for_prompt("Add a note").at_step(0).saying("Adding the note."),
+        Reply::text("I added **NOTE.md**.").for_prompt("Add a note").at_step(1),
+        Reply::tool("run_command", json!({ "command": "sleep 300" })).for_last_prompt("Run forever"),
+    ])
+    .await;
+    model.fallback(Reply::text("Noted."));
+    let Some(s) = server(web, &model).await else { return };
+    let api = Client::new(&s.url, Some(s.admin_token.clone())).unwrap();
+    api.set_secret("model_api_key", "sk-e2e".into()).await.unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(src.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    git(&["init", "-q"]);
+    std::fs::write(src.path().join("README.md"), "hello\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "init"]);
+    let repo = api.create_repo(&CreateRepo { name: "acme/live".into(), url: src.path().to_string_lossy().into(), default_branch: None, warm_pool: None }).await.unwrap();
+
+    // A: the owner, signed in, starts a session with the agent.
+    let a = Browser::start("session-owner").await;
+    a.client.goto(&format!("{}/login#code={}", s.url, s.first_login_code)).await.unwrap();
+    a.wait_path(|p| p == "/").await;
+    let id = api.create_session(&CreateSession { repo_id: repo.id, prompt: "Add a note".into(), branch: None, agent: None }).await.unwrap().session.id;
+    a.client.goto(&format!("{}/sessions/{id}", s.url)).await.unwrap();
+    a.wait_text("#timeline", "I added NOTE.md.").await;
+    a.wait_text("#timeline", "echo 'written by the agent' > NOTE.md").await;
+    wait_terminal(&a, "/workspace#").await;
+
+    // A shares a driver link; B (no account) joins through it as a guest.
+    let driver_url = share_link(&a, "driver").await;
+    let b = Browser::start("session-guest").await;
+    join_as_guest(&b, &driver_url, "Bea").await;
+    b.wait_text("#timeline", "I added NOTE.md.").await;
+    a.wait_text("#participants", "Bea (guest)").await;
+    b.wait_text("#participants", "admin").await;
+
+    // Both see the same terminal; B types and A sees it.
+    wait_terminal(&b, "/workspace#").await;
+    type_in_terminal(&b, "echo from-bea-$((6*7))\n").await;
+    wait_terminal(&a, "from-bea-42").await;
+    wait_terminal(&b, "from-bea-42").await;
+    a.screenshot("01-owner-session").await;
+    b.screenshot("02-guest-driver").await;
+
+    // The diff view shows the agent's change.
+    a.client.find(Locator::Css("#tab-diff")).await.unwrap().click().await.unwrap();
+    a.wait_text("#diff-files", "NOTE.md").await;
+    a.wait_text("#diff", "+written by the agent").await;
+    a.screenshot("03-diff").await;
+
+    // B queues a prompt from the prompt box; it runs; A stops it from A's prompt box.
+    b.client.find(Locator::Css("#prompt-text")).await.unwrap().send_keys("Run forever").await.unwrap();
+    b.client.find(Locator::Css("#prompt-queue")).await.unwrap().click().await.unwrap();
+    a.wait_text("#timeline", "$ sleep 300").await;
+    // While it runs, B steers it.
+    b.client.find(Locator::Css("#prompt-text")).await.unwrap().send_keys("Also say hi").await.unwrap();
+    b.client.find(Locator::Css("#prompt-steer")).await.unwrap().click().await.unwrap();
+    a.wait_text("#timeline", "Also say hi").await;
+    a.client.find(Locator::Css("#turn-stop")).await.unwrap().click().await.unwrap();
+    a.wait_text("#timeline", "turn stopped").await;
+    let detail = api.session(id).await.unwrap();
+    let by_bea: Vec<&Prompt> = detail.prompts.iter().filter(|p| p.author.name == "Bea (guest)").collect();
+    assert_eq!(by_bea.len(), 2, "{:?}", detail.prompts);
+    assert_eq!(by_bea[0].state, PromptState::Stopped);
+    assert_eq!(by_bea[1].mode, PromptMode::Steer);
+
+    // A viewer link: the page says so, the prompt box is disabled, keys never reach the shell.
+    a.client.find(Locator::Css(".tabs button[role=tab]")).await.unwrap().click().await.unwrap();
+    let viewer_url = share_link(&a, "viewer").await;
+    let v = Browser::start("session-viewer").await;
+    join_as_guest(&v, &viewer_url, "Vic").await;
+    v.wait_text("#viewer-badge", "viewer").await;
+    wait_terminal(&v, "from-bea-42").await;
+    let prompt_box = v.client.find(Locator::Css("#prompt-text")).await.unwrap();
+    assert!(prompt_box.attr("disabled").await.unwrap().is_some(), "the viewer's prompt box is disabled");
+    assert!(v.client.find(Locator::Css("#share")).await.is_err(), "only the owner sees the share dialog");
+    type_in_terminal(&v, "echo viewer-typed\n").await;
+    type_in_terminal(&a, "echo after-viewer-$((1+1))\n").await;
+    wait_terminal(&v, "after-viewer-2").await;
+    assert!(!terminal_text(&a).await.contains("viewer-typed"), "the viewer's keys reached the terminal");
+    v.screenshot("04-viewer").await;
+    a.wait_text("#participants", "Vic (guest)").await;
+    a.screenshot("05-owner-with-two-guests").await;
+
+    a.close().await;
+    b.close().await;
+    v.close().await;
+    api.session_action(id, "stop").await.unwrap();
+}

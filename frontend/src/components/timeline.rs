@@ -1,0 +1,107 @@
+//! The agent timeline: prompts, streamed replies rendered as markdown, tool calls with their
+//! output folded, commands with exit codes, file changes, turns with usage, child sessions,
+//! boot phases and errors.
+
+use leptos::prelude::*;
+use tandem_protocol::{Event, EventKind, TurnOutcome};
+
+/// Markdown to HTML, with raw HTML shown as text (never interpreted).
+pub fn markdown(src: &str) -> String {
+    use pulldown_cmark::{Event as Md, Options, Parser, html};
+    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).map(|e| match e {
+        Md::Html(t) | Md::InlineHtml(t) => Md::Text(t),
+        e => e,
+    });
+    let mut out = String::new();
+    html::push_html(&mut out, parser);
+    out
+}
+
+fn item(e: &Event) -> Option<AnyView> {
+    let seq = e.seq;
+    let v = match &e.kind {
+        EventKind::AgentDelta { .. } => return None,
+        EventKind::PromptQueued { author, text, mode, .. } => view! {
+            <li class="ev prompt" data-seq=seq><span class="who">{author.name.clone()}</span>
+                {matches!(mode, tandem_protocol::PromptMode::Steer).then(|| view! { <span class="badge badge-run">"steer"</span> })}
+                <div class="md" inner_html=markdown(text)></div></li>
+        }
+        .into_any(),
+        EventKind::AgentMessage { text, .. } => view! {
+            <li class="ev agent" data-seq=seq><span class="who">"agent"</span><div class="md" inner_html=markdown(text)></div></li>
+        }
+        .into_any(),
+        EventKind::ToolCall { name, arguments, .. } => {
+            let args = match arguments.get("command").and_then(|c| c.as_str()) {
+                Some(c) => format!("$ {c}"),
+                None => arguments.to_string(),
+            };
+            view! { <li class="ev tool" data-seq=seq><span class="tool-name">{name.clone()}</span>" "<code>{args}</code></li> }.into_any()
+        }
+        EventKind::ToolResult { name, output, exit_code, is_error, duration_ms, truncated, .. } => {
+            let status = match exit_code {
+                Some(c) => format!("exit {c}"),
+                None if *is_error => "failed".into(),
+                None => "done".into(),
+            };
+            let class = if *is_error { "ev result bad" } else { "ev result" };
+            view! {
+                <li class=class data-seq=seq>
+                    <details><summary>{name.clone()}" → "{status}" in "{*duration_ms}" ms"{truncated.then_some(" (cut; whole output kept)")}</summary>
+                    <pre>{output.clone()}</pre></details>
+                </li>
+            }
+            .into_any()
+        }
+        EventKind::CommandRun { author, command, exit_code, output, .. } => view! {
+            <li class="ev command" data-seq=seq>
+                <details><summary>{author.name.clone()}" ran "<code>{command.clone()}</code>" → "{exit_code.map_or("killed".to_string(), |c| format!("exit {c}"))}</summary>
+                <pre>{output.clone()}</pre></details>
+            </li>
+        }
+        .into_any(),
+        EventKind::TurnEnded { outcome, .. } => {
+            let class = match outcome {
+                TurnOutcome::Completed => "ev turn ok",
+                TurnOutcome::Stopped => "ev turn off",
+                _ => "ev turn bad",
+            };
+            view! { <li class=class data-seq=seq>{e.kind.summary()}</li> }.into_any()
+        }
+        EventKind::ChildSpawned { child_id, title, .. } => view! {
+            <li class="ev child" data-seq=seq>"child session: "<a href=format!("/sessions/{child_id}")>{title.clone()}</a></li>
+        }
+        .into_any(),
+        EventKind::Error { message } => view! { <li class="ev bad" data-seq=seq role="alert">{message.clone()}</li> }.into_any(),
+        _ => view! { <li class="ev meta" data-seq=seq>{e.kind.summary()}</li> }.into_any(),
+    };
+    Some(v)
+}
+
+/// The text streaming in right now (deltas after the last whole message or turn end).
+fn streaming(events: &[Event]) -> String {
+    let mut text = String::new();
+    for e in events {
+        match &e.kind {
+            EventKind::AgentDelta { text: t, .. } => text.push_str(t),
+            EventKind::AgentMessage { .. } | EventKind::TurnEnded { .. } | EventKind::ToolCall { .. } => text.clear(),
+            _ => {}
+        }
+    }
+    text
+}
+
+#[component]
+pub fn Timeline(events: RwSignal<Vec<Event>>, #[prop(optional)] compact: bool) -> impl IntoView {
+    view! {
+        <ol class=if compact { "timeline compact" } else { "timeline" } id="timeline" aria-live="polite">
+            <For each=move || events.get() key=|e| e.seq let:e>
+                {item(&e)}
+            </For>
+            {move || {
+                let t = events.with(|e| streaming(e));
+                (!t.is_empty()).then(|| view! { <li class="ev agent streaming"><span class="who">"agent"</span><div class="md">{t}</div></li> })
+            }}
+        </ol>
+    }
+}

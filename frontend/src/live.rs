@@ -1,0 +1,285 @@
+//! The session's live channel in the browser: one WebSocket that carries events, terminals,
+//! presence and control, folded into signals the pages read. It reconnects by itself (with
+//! backoff) and resumes events after the last sequence number it has, so nothing is missed or
+//! shown twice. Terminal bytes go straight to the xterm.js terminals registered here.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use leptos::prelude::*;
+use tandem_protocol::live::*;
+use tandem_protocol::{Event, Session, SessionId};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use send_wrapper::SendWrapper;
+use web_sys::{BinaryType, CloseEvent, MessageEvent, WebSocket};
+
+use crate::xterm::XTerm;
+
+/// Where the connection is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Status {
+    Connecting,
+    Open,
+    /// Lost; trying again.
+    Reconnecting,
+    /// Refused for good (the reason, for people).
+    Closed(String),
+}
+
+/// How the browser identifies itself on the channel.
+#[derive(Clone, Debug, Default)]
+pub struct Guest {
+    pub share: Option<String>,
+    pub name: Option<String>,
+}
+
+/// Everything the channel said, as signals.
+#[derive(Clone, Copy)]
+pub struct LiveState {
+    pub status: RwSignal<Status>,
+    pub me: RwSignal<Option<Participant>>,
+    pub session: RwSignal<Option<Session>>,
+    pub participants: RwSignal<Vec<Participant>>,
+    pub controller: RwSignal<Option<u32>>,
+    pub terminals: RwSignal<Vec<Terminal>>,
+    pub events: RwSignal<Vec<Event>>,
+    /// The last refusal, for a notice.
+    pub refused: RwSignal<Option<String>>,
+    /// Someone asks for control (their participant id).
+    pub control_asked: RwSignal<Option<u32>>,
+}
+
+struct Inner {
+    session: SessionId,
+    guest: Guest,
+    ws: Option<WebSocket>,
+    xterms: HashMap<u32, XTerm>,
+    /// Output for terminals not shown yet.
+    pending: HashMap<u32, Vec<u8>>,
+    backoff_ms: i32,
+    closures: Vec<Box<dyn std::any::Any>>,
+    stopped: bool,
+}
+
+/// A live channel; cheap to clone. The browser runs it on one thread; the wrapper lets Leptos
+/// views (which require `Send`) hold it, and would panic if it ever crossed threads.
+#[derive(Clone)]
+pub struct Live {
+    pub state: LiveState,
+    inner: SendWrapper<Rc<RefCell<Inner>>>,
+}
+
+fn url(session: SessionId, guest: &Guest) -> String {
+    let loc = web_sys::window().map(|w| w.location());
+    let host = loc.as_ref().and_then(|l| l.host().ok()).unwrap_or_default();
+    let scheme = if loc.and_then(|l| l.protocol().ok()).as_deref() == Some("https:") { "wss" } else { "ws" };
+    let mut u = format!("{scheme}://{host}/api/sessions/{session}/live");
+    let mut q = Vec::new();
+    if let Some(s) = &guest.share {
+        q.push(format!("share={}", js_sys::encode_uri_component(s)));
+    }
+    if let Some(n) = &guest.name {
+        q.push(format!("name={}", js_sys::encode_uri_component(n)));
+    }
+    if !q.is_empty() {
+        u = format!("{u}?{}", q.join("&"));
+    }
+    u
+}
+
+impl Live {
+    /// Opens the channel of `session`.
+    pub fn open(session: SessionId, guest: Guest) -> Live {
+        let state = LiveState {
+            status: RwSignal::new(Status::Connecting),
+            me: RwSignal::new(None),
+            session: RwSignal::new(None),
+            participants: RwSignal::new(Vec::new()),
+            controller: RwSignal::new(None),
+            terminals: RwSignal::new(Vec::new()),
+            events: RwSignal::new(Vec::new()),
+            refused: RwSignal::new(None),
+            control_asked: RwSignal::new(None),
+        };
+        let inner = Rc::new(RefCell::new(Inner {
+            session,
+            guest,
+            ws: None,
+            xterms: HashMap::new(),
+            pending: HashMap::new(),
+            backoff_ms: 500,
+            closures: Vec::new(),
+            stopped: false,
+        }));
+        let live = Live { state, inner: SendWrapper::new(inner) };
+        live.connect();
+        live
+    }
+
+    fn connect(&self) {
+        let (session, guest) = {
+            let i = self.inner.borrow();
+            (i.session, i.guest.clone())
+        };
+        let Ok(ws) = WebSocket::new(&url(session, &guest)) else {
+            self.state.status.set(Status::Closed("the browser refused the connection".into()));
+            return;
+        };
+        ws.set_binary_type(BinaryType::Arraybuffer);
+        let me = self.clone();
+        let on_open = Closure::<dyn FnMut()>::new(move || {
+            me.inner.borrow_mut().backoff_ms = 500;
+            me.state.status.set(Status::Open);
+            let after = me.state.events.with_untracked(|e| e.last().map_or(0, |e| e.seq));
+            me.send(&WsClient::Subscribe { after });
+        });
+        let me = self.clone();
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e: MessageEvent| me.receive(e));
+        let me = self.clone();
+        let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |e: CloseEvent| me.closed(e.code(), e.reason()));
+        ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+        ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+        let mut i = self.inner.borrow_mut();
+        i.closures = vec![Box::new(on_open), Box::new(on_message), Box::new(on_close)];
+        i.ws = Some(ws);
+    }
+
+    fn closed(&self, code: u16, reason: String) {
+        if self.inner.borrow().stopped {
+            return;
+        }
+        let fatal = match code {
+            close::UNAUTHORIZED => Some("you are not signed in, or this link is not valid"),
+            close::FORBIDDEN => Some("your access was revoked"),
+            close::NOT_FOUND => Some("there is no such session"),
+            _ => None,
+        };
+        if let Some(why) = fatal {
+            let text = if reason.is_empty() { why.to_string() } else { format!("{why}: {reason}") };
+            self.state.status.set(Status::Closed(text));
+            return;
+        }
+        self.state.status.set(Status::Reconnecting);
+        let delay = {
+            let mut i = self.inner.borrow_mut();
+            let d = i.backoff_ms;
+            i.backoff_ms = (d * 2).min(8000);
+            d
+        };
+        let me = self.clone();
+        set_timeout(move || me.connect(), std::time::Duration::from_millis(delay as u64));
+    }
+
+    fn receive(&self, e: MessageEvent) {
+        let data = e.data();
+        if let Some(text) = data.as_string() {
+            if let Ok(m) = serde_json::from_str::<WsServer>(&text) {
+                self.handle(m);
+            }
+            return;
+        }
+        if let Ok(buf) = data.dyn_into::<js_sys::ArrayBuffer>() {
+            let bytes = js_sys::Uint8Array::new(&buf).to_vec();
+            if let Some((id, b)) = decode_terminal(&bytes) {
+                let mut i = self.inner.borrow_mut();
+                match i.xterms.get(&id) {
+                    Some(x) => x.write_bytes(b),
+                    None => {
+                        let p = i.pending.entry(id).or_default();
+                        p.extend_from_slice(b);
+                        let over = p.len().saturating_sub(TERMINAL_SCROLLBACK_BYTES);
+                        p.drain(..over);
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle(&self, m: WsServer) {
+        let s = self.state;
+        match m {
+            WsServer::Hello { you, session, terminals, participants, controller } => {
+                // A (re)join replays every terminal's scrollback: start the screens over.
+                let mut i = self.inner.borrow_mut();
+                for x in i.xterms.values() {
+                    x.reset();
+                }
+                i.pending.clear();
+                drop(i);
+                s.me.set(Some(you));
+                s.session.set(Some(session));
+                s.terminals.set(terminals);
+                s.participants.set(participants);
+                s.controller.set(controller);
+            }
+            WsServer::Events { events } => s.events.update(|have| {
+                let last = have.last().map_or(0, |e| e.seq);
+                have.extend(events.into_iter().filter(|e| e.seq > last));
+            }),
+            WsServer::Terminals { terminals } => s.terminals.set(terminals),
+            WsServer::Participants { participants, controller } => {
+                s.participants.set(participants);
+                s.controller.set(controller);
+            }
+            WsServer::ControlRequested { by } => s.control_asked.set(Some(by)),
+            WsServer::Refused { request, reason } => s.refused.set(Some(format!("{request}: {reason}"))),
+        }
+    }
+
+    /// Sends a message (dropped while disconnected: the server state is re-read on reconnect).
+    pub fn send(&self, m: &WsClient) {
+        if let Some(ws) = &self.inner.borrow().ws
+            && ws.ready_state() == WebSocket::OPEN
+            && let Ok(t) = serde_json::to_string(m)
+        {
+            let _ = ws.send_with_str(&t);
+        }
+    }
+
+    /// Types into terminal `id`.
+    pub fn input(&self, id: u32, bytes: &[u8]) {
+        if let Some(ws) = &self.inner.borrow().ws
+            && ws.ready_state() == WebSocket::OPEN
+        {
+            let _ = ws.send_with_u8_array(&encode_terminal(id, bytes));
+        }
+    }
+
+    /// Shows terminal `id` in `x` (its pending output first).
+    pub fn attach(&self, id: u32, x: XTerm) {
+        let mut i = self.inner.borrow_mut();
+        if let Some(p) = i.pending.remove(&id) {
+            x.write_bytes(&p);
+        }
+        i.xterms.insert(id, x);
+    }
+
+    /// Turns keyboard input of terminal `id` off or on.
+    pub fn set_read_only(&self, id: u32, read_only: bool) {
+        if let Some(x) = self.inner.borrow().xterms.get(&id) {
+            x.set_read_only(read_only);
+        }
+    }
+
+    /// Stops showing terminal `id`.
+    pub fn detach(&self, id: u32) {
+        if let Some(x) = self.inner.borrow_mut().xterms.remove(&id) {
+            x.dispose();
+        }
+    }
+
+    /// Closes the channel for good (the page went away).
+    pub fn close(&self) {
+        let mut i = self.inner.borrow_mut();
+        i.stopped = true;
+        if let Some(ws) = i.ws.take() {
+            let _ = ws.close();
+        }
+        for (_, x) in i.xterms.drain() {
+            x.dispose();
+        }
+    }
+}
