@@ -12,4 +12,5 @@ mod harness;
 
 mod browser;
 mod dashboard;
+mod reconnect;
 mod session;

@@ -93,8 +93,16 @@ fn streaming(events: &[Event]) -> String {
 
 #[component]
 pub fn Timeline(events: RwSignal<Vec<Event>>, #[prop(optional)] compact: bool) -> impl IntoView {
+    let list = NodeRef::<leptos::html::Ol>::new();
+    // Follow the newest event.
+    Effect::new(move |_| {
+        events.track();
+        if let Some(el) = list.get() {
+            request_animation_frame(move || el.set_scroll_top(el.scroll_height()));
+        }
+    });
     view! {
-        <ol class=if compact { "timeline compact" } else { "timeline" } id="timeline" aria-live="polite">
+        <ol class=if compact { "timeline compact" } else { "timeline" } id="timeline" aria-live="polite" node_ref=list>
             <For each=move || events.get() key=|e| e.seq let:e>
                 {item(&e)}
             </For>

@@ -144,7 +144,14 @@ pub fn SessionPage() -> impl IntoView {
                         <h2>"Timeline"</h2>
                         <Timeline events=s.events />
                         <Queue session=id detail user=Signal::derive(move || user.get()) reload />
-                        <PromptBox live=live_for_prompt session=id can_drive signed_in />
+                        {move || {
+                            let no_agent = s.session.get().is_some_and(|x| x.agent == tandem_protocol::AgentSpec::None);
+                            if no_agent {
+                                view! { <p class="muted" id="no-agent">"No agent works in this session: it is a shared workspace for people."</p> }.into_any()
+                            } else {
+                                view! { <PromptBox live=live_for_prompt.clone() session=id can_drive signed_in /> }.into_any()
+                            }
+                        }}
                     </section>
                 </div>
                 <div class="col-side">
