@@ -2,7 +2,7 @@
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use tandem_protocol::{ApiError, CreateSession, Repo, RepoId, SessionDetail};
+use tandem_protocol::{AgentSpec, ApiError, CreateSession, Repo, RepoId, SessionDetail};
 
 use crate::api;
 use crate::components::error_box::ErrorBox;
@@ -14,6 +14,8 @@ pub fn NewSession(repos: Signal<Vec<Repo>>, on_created: Callback<SessionDetail>)
     let (prompt, set_prompt) = signal(String::new());
     let (error, set_error) = signal(None::<ApiError>);
     let (busy, set_busy) = signal(false);
+    let (agent, set_agent) = signal(String::from("default"));
+    let (template, set_template) = signal(String::new());
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         // An untouched select means the first repo.
@@ -25,7 +27,14 @@ pub fn NewSession(repos: Signal<Vec<Repo>>, on_created: Callback<SessionDetail>)
             return;
         };
         let branch = Some(branch.get_untracked()).filter(|b| !b.trim().is_empty());
-        let req = CreateSession { repo_id, prompt: prompt.get_untracked(), branch, agent: None };
+        let agent = match agent.get_untracked().as_str() {
+            "builtin" => Some(AgentSpec::Builtin),
+            "opencode" => Some(AgentSpec::Opencode),
+            "none" => Some(AgentSpec::None),
+            "command" => Some(AgentSpec::Command { template: template.get_untracked() }),
+            _ => None,
+        };
+        let req = CreateSession { repo_id, prompt: prompt.get_untracked(), branch, agent };
         set_busy.set(true);
         spawn_local(async move {
             match api::post::<_, SessionDetail>("/api/sessions", &req).await {
@@ -53,9 +62,24 @@ pub fn NewSession(repos: Signal<Vec<Repo>>, on_created: Callback<SessionDetail>)
                     <input id="new-session-branch" placeholder="default branch"
                         prop:value=branch on:input=move |ev| set_branch.set(event_target_value(&ev)) />
                 </label>
+                <label>"Agent"
+                    <select id="new-session-agent" on:change=move |ev| set_agent.set(event_target_value(&ev))>
+                        <option value="default" selected>"default (the server's)"</option>
+                        <option value="builtin">"builtin"</option>
+                        <option value="opencode">"OpenCode"</option>
+                        <option value="command">"a CLI command…"</option>
+                        <option value="none">"none (shared workspace)"</option>
+                    </select>
+                </label>
+                {move || (agent.get() == "command").then(|| view! {
+                    <label class="grow">"Command template"
+                        <input id="new-session-template" placeholder="aider --yes --message {prompt}"
+                            prop:value=template on:input=move |ev| set_template.set(event_target_value(&ev)) />
+                    </label>
+                })}
             </div>
             <label>"Prompt"
-                <textarea id="new-session-prompt" rows="3" required
+                <textarea id="new-session-prompt" rows="3" required=move || agent.get() != "none" disabled=move || agent.get() == "none"
                     placeholder="What should the agent do? e.g. Fix the flaky login test and open a PR"
                     prop:value=prompt on:input=move |ev| set_prompt.set(event_target_value(&ev))></textarea>
             </label>
