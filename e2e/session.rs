@@ -186,6 +186,12 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
     v.screenshot("04-viewer").await;
     a.wait_text("#participants", "Vic (guest)").await;
     a.screenshot("05-owner-with-two-guests").await;
+    // A phone-sized screen: one column, nothing cut off sideways.
+    v.client.set_window_size(390, 844).await.unwrap();
+    v.wait_text("#timeline", "I added NOTE.md.").await;
+    let overflow = v.client.execute("return document.documentElement.scrollWidth - document.documentElement.clientWidth", vec![]).await.unwrap();
+    assert!(overflow.as_i64().unwrap_or(0) <= 0, "the page scrolls sideways on a phone: {overflow}");
+    v.screenshot("06-viewer-phone").await;
 
     a.close().await;
     b.close().await;
