@@ -279,6 +279,9 @@ pub struct Session {
     /// The agent that works on its prompts.
     #[serde(default)]
     pub agent: crate::turn::AgentSpec,
+    /// People connected to it right now (on this server), in lists.
+    #[serde(default)]
+    pub participants: i64,
 }
 
 /// One prompt.

@@ -192,7 +192,7 @@ async fn main() -> Result<()> {
     }
     let (u0, _) = usage(pid);
     let started = Instant::now();
-    let epoch = std::time::SystemTime::now();
+    let epoch = std::time::UNIX_EPOCH;
     let mut tasks = Vec::new();
     let a_seconds = a.seconds;
     for mut v in viewers {
@@ -200,8 +200,8 @@ async fn main() -> Result<()> {
         tasks.push(tokio::spawn(async move {
             let (mut bytes, mut lags, mut buf) = (0usize, Vec::new(), Vec::<u8>::new());
             let mut closed = None;
-            // Everything is out well before this; a viewer still waiting then lost data.
-            let end = Instant::now() + Duration::from_secs(a_seconds + 20);
+            // The loop takes a bit longer than its sleeps; a viewer still waiting after this lost data.
+            let end = Instant::now() + Duration::from_secs(a_seconds * 2 + 30);
             loop {
                 let m = match tokio::time::timeout(end.saturating_duration_since(Instant::now()), v.next()).await {
                     Ok(Some(m)) => m,
@@ -209,7 +209,7 @@ async fn main() -> Result<()> {
                 };
                 match m {
                     Incoming::Terminal(_, b) => {
-                        bytes += b.len();
+                        bytes += b.iter().filter(|c| **c == b'z').count();
                         buf.extend(b);
                         // Markers: "@M<micros since start>@".
                         while let Some(at) = buf.windows(2).position(|w| w == b"@M") {
@@ -239,27 +239,24 @@ async fn main() -> Result<()> {
             (bytes, lags, closed)
         }));
     }
-    // The load: R KiB per second in 100 ms slices, each with a marker typed from here.
+    // The load: one loop in the workspace writes a slice of R/10 KiB of `z` and a marker with
+    // its own clock's time every 100 ms (the workspace shares the host's clock).
     let slice = a.rate_kib * 1024 / 10;
-    let mut sent = 0usize;
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let rounds = a.seconds * 10;
+    let sent = slice * rounds as usize;
     let mut loader = LiveClient::connect(&url, id, &creds).await?;
     loader.send(&WsClient::Resize { terminal: term, cols: 200, rows: 50 }).await?;
+    let script = format!(
+        "for i in $(seq 1 {rounds}); do head -c {slice} /dev/zero | tr '\\0' z; echo; echo \"@M$(date +%s%6N)@\"; sleep 0.1; done; echo @DONE@@\"\"@\r"
+    );
     eprintln!("(b) {} KiB/s for {} s…", a.rate_kib, a.seconds);
-    for n in 0..(a.seconds * 10) {
+    loader.input(term, script.as_bytes()).await?;
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    for n in 0..(a.seconds / 5) {
         tick.tick().await;
-        if n % 50 == 0 {
-            let (_, rss) = usage(pid);
-            eprintln!("    {:>3} s, server RSS {} MiB", n / 10, rss / 1024);
-        }
-        let us = epoch.elapsed()?.as_micros();
-        // The marker's echo (`@M…""@`) does not parse; only the command's output counts.
-        let cmd = format!("head -c {slice} /dev/zero | tr '\\0' z; echo; echo @M{us}\"\"@\r");
-        loader.input(term, cmd.as_bytes()).await?;
-        sent += slice;
+        let (_, rss) = usage(pid);
+        eprintln!("    {:>3} s, server RSS {} MiB", n * 5, rss / 1024);
     }
-    // Typed as `@DONE@@""@`: only the command's output has the marker, not its echo.
-    loader.input(term, b"echo @DONE@@\"\"@\r").await?;
     eprintln!("(b) waiting for the viewers to drain…");
     let mut bytes = Vec::new();
     let mut lags = Vec::new();

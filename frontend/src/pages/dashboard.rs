@@ -96,7 +96,7 @@ pub fn Dashboard() -> impl IntoView {
                     } else {
                         view! {
                             <table class="list" id="sessions">
-                                <thead><tr><th>"Session"</th><th>"Repo"</th><th>"State"</th><th>"Agent"</th><th>"Author"</th><th>"Started"</th></tr></thead>
+                                <thead><tr><th>"Session"</th><th>"Repo"</th><th>"State"</th><th>"Agent"</th><th>"People"</th><th>"Author"</th><th>"Started"</th></tr></thead>
                                 <tbody>
                                     {list.into_iter().map(|s| view! {
                                         <tr class="session-row" data-id=s.id.to_string()>
@@ -104,6 +104,7 @@ pub fn Dashboard() -> impl IntoView {
                                             <td>{s.repo_name.clone()}<span class="muted">" · "{s.branch.clone()}</span></td>
                                             <td><span class=state_class(s.state)>{s.state.as_str()}</span>{(s.state == SessionState::Running).then_some(" turn running")}</td>
                                             <td>{s.agent.name()}</td>
+                                            <td class="people">{(s.participants > 0).then(|| format!("{} here", s.participants))}</td>
                                             <td>{s.author.name.clone()}</td>
                                             <td class="muted">{ago(s.created_at)}</td>
                                         </tr>

@@ -65,6 +65,7 @@ impl SessionRow {
             last_seq: self.last_seq,
             parent_id: self.parent_id.map(|p| super::uuid(&p).map(SessionId)).transpose()?,
             agent: agent_spec(&self.agent)?,
+            participants: 0,
         })
     }
 }

@@ -86,7 +86,11 @@ async fn list(
     _user: CurrentUser,
     Query(filter): Query<SessionFilter>,
 ) -> Result<Json<Vec<Session>>> {
-    Ok(Json(sessions::list(&state.db, filter).await?))
+    let mut list = sessions::list(&state.db, filter).await?;
+    for s in &mut list {
+        s.participants = state.hubs.participants(s.id) as i64;
+    }
+    Ok(Json(list))
 }
 
 async fn show(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<SessionDetail>> {

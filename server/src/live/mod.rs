@@ -88,6 +88,11 @@ impl Hubs {
         }
     }
 
+    /// How many people are connected to `session`.
+    pub fn participants(&self, session: SessionId) -> usize {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).get(&session).map_or(0, |l| l.hub.snapshot().0.len())
+    }
+
     /// How many sessions are live (someone connected).
     pub fn len(&self) -> usize {
         self.map.lock().unwrap_or_else(|e| e.into_inner()).len()

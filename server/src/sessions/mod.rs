@@ -65,6 +65,7 @@ pub async fn create_with_parent(
         last_seq: 0,
         parent_id: parent,
         agent,
+        participants: 0,
     };
     let first = (!prompt.is_empty()).then(|| Prompt {
         id: PromptId(uuid::Uuid::new_v4()),
