@@ -246,8 +246,10 @@ async fn main() -> Result<()> {
     let sent = slice * rounds as usize;
     let mut loader = LiveClient::connect(&url, id, &creds).await?;
     loader.send(&WsClient::Resize { terminal: term, cols: 200, rows: 50 }).await?;
+    // bash builtins only inside the loop (printf, $EPOCHREALTIME) plus one `sleep`: the
+    // producer must not be what limits the rate.
     let script = format!(
-        "for i in $(seq 1 {rounds}); do head -c {slice} /dev/zero | tr '\\0' z; echo; echo \"@M$(date +%s%6N)@\"; sleep 0.1; done; echo @DONE@@\"\"@\r"
+        "s=$(head -c {slice} /dev/zero | tr '\\0' z); for i in $(seq 1 {rounds}); do printf '%s\\n@M%s@\\n' \"$s\" \"${{EPOCHREALTIME/./}}\"; sleep 0.1; done; echo @DONE@@\"\"@\r"
     );
     eprintln!("(b) {} KiB/s for {} s…", a.rate_kib, a.seconds);
     loader.input(term, script.as_bytes()).await?;
