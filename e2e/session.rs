@@ -180,9 +180,35 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
     assert!(prompt_box.attr("disabled").await.unwrap().is_some(), "the viewer's prompt box is disabled");
     assert!(v.client.find(Locator::Css("#share")).await.is_err(), "only the owner sees the share dialog");
     type_in_terminal(&v, "echo viewer-typed\n").await;
+    // The page sends nothing for a viewer; a hand-made frame with the viewer's own link is
+    // refused by the server.
+    let probe = r#"
+        const done = arguments[arguments.length - 1];
+        const id = location.pathname.split('/').pop();
+        const share = sessionStorage.getItem('tandem.share.' + id);
+        const term = Number(document.querySelector('.terminal').dataset.terminal);
+        const ws = new WebSocket(`ws://${location.host}/api/sessions/${id}/live?share=${encodeURIComponent(share)}&name=Probe`);
+        ws.binaryType = 'arraybuffer';
+        ws.onopen = () => {
+            const head = new Uint8Array([(term >>> 24) & 255, (term >>> 16) & 255, (term >>> 8) & 255, term & 255]);
+            const keys = new TextEncoder().encode('echo probe-typed\r');
+            const frame = new Uint8Array(head.length + keys.length);
+            frame.set(head); frame.set(keys, head.length);
+            ws.send(frame);
+        };
+        ws.onmessage = (e) => {
+            if (typeof e.data !== 'string') return;
+            const m = JSON.parse(e.data);
+            if (m.type === 'refused') { ws.close(); done(m.request + ': ' + m.reason); }
+        };
+        setTimeout(() => done('no answer'), 10000);
+    "#;
+    let refused = v.client.execute_async(probe, vec![]).await.unwrap();
+    assert_eq!(refused.as_str(), Some("input: viewers cannot type"));
     type_in_terminal(&a, "echo after-viewer-$((1+1))\n").await;
     wait_terminal(&v, "after-viewer-2").await;
-    assert!(!terminal_text(&a).await.contains("viewer-typed"), "the viewer's keys reached the terminal");
+    let screen = terminal_text(&a).await;
+    assert!(!screen.contains("viewer-typed") && !screen.contains("probe-typed"), "the viewer's keys reached the terminal");
     v.screenshot("04-viewer").await;
     a.wait_text("#participants", "Vic (guest)").await;
     a.screenshot("05-owner-with-two-guests").await;
