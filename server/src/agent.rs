@@ -258,7 +258,9 @@ pub async fn start_turn(ws: &Workspaces, wid: &str, init_pid: i32, req: &agent::
     if res.status() != StatusCode::OK {
         let status = res.status();
         let b = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        return Err(Error::Conflict(format!("the agent refused the turn ({status}): {}", String::from_utf8_lossy(&b))));
+        let why = format!("the agent refused the turn ({status}): {}", String::from_utf8_lossy(&b));
+        // 409: still busy with the turn before; anything else is a broken agent.
+        return Err(if status == StatusCode::CONFLICT { Error::Conflict(why) } else { Error::Unavailable(why) });
     }
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let mut body = res.into_body();

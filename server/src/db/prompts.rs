@@ -65,16 +65,17 @@ pub async fn finish(conn: &mut AnyConnection, id: PromptId, to: PromptState, usa
 }
 
 /// Puts an interrupted prompt back in the queue: `first` keeps its place (it runs next),
-/// otherwise it goes to the back. Counts the attempt. False if it was not running.
-pub async fn requeue(conn: &mut AnyConnection, id: PromptId, first: bool) -> Result<bool> {
+/// otherwise it goes to the back; `count` counts the attempt. False if it was not running.
+pub async fn requeue(conn: &mut AnyConnection, id: PromptId, first: bool, count: bool) -> Result<bool> {
     let position = if first {
         "position"
     } else {
         "(SELECT COALESCE(MAX(p.position), 0) + 1 FROM prompts p WHERE p.session_id = prompts.session_id)"
     };
     let done = sqlx::query(&format!(
-        "UPDATE prompts SET state = 'queued', runner = NULL, attempts = attempts + 1, position = {position}
-         WHERE id = $1 AND state = 'running'"
+        "UPDATE prompts SET state = 'queued', runner = NULL, attempts = attempts + {}, position = {position}
+         WHERE id = $1 AND state = 'running'",
+        i64::from(count)
     ))
     .bind(id.to_string())
     .execute(conn)

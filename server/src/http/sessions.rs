@@ -189,10 +189,12 @@ async fn edit_prompt(
     Path((id, prompt)): Path<(SessionId, PromptId)>,
     Json(req): Json<EditPrompt>,
 ) -> Result<Json<Prompt>> {
+    sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
     Ok(Json(sessions::prompts::edit(&state.db, id, prompt, &user.author(), &req.text).await?))
 }
 
 async fn withdraw_prompt(State(state): State<AppState>, user: CurrentUser, Path((id, prompt)): Path<(SessionId, PromptId)>) -> Result<StatusCode> {
+    sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
     sessions::prompts::withdraw(&state.db, id, prompt, &user.author()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -108,6 +108,11 @@ impl Outbox {
         }
     }
 
+    /// Bytes waiting to be written.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
     pub fn is_closed(&self) -> bool {
         self.closing.0.load(Ordering::Acquire) != 0 || self.tx.is_closed()
     }

@@ -50,11 +50,13 @@ pub struct Hubs {
 }
 
 impl Hubs {
-    /// The session's live hub, started (terminals attaching in the background) if needed.
-    pub fn get_or_start(&self, state: &AppState, session: SessionId) -> Arc<Live> {
+    /// Joins the session's live hub (started, terminals attaching in the background, if
+    /// needed): `join` runs under the registry's lock, so a hub being released cannot be joined.
+    pub fn join<R>(&self, state: &AppState, session: SessionId, join: impl FnOnce(&Live) -> R) -> (Arc<Live>, R) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(l) = map.get(&session) {
-            return l.clone();
+            let r = join(l);
+            return (l.clone(), r);
         }
         let live = Arc::new(Live { session, hub: Hub::default(), upstreams: Mutex::new(Vec::new()) });
         map.insert(session, live.clone());
@@ -77,7 +79,8 @@ impl Hubs {
                 }
             }
         });
-        live
+        let r = join(&live);
+        (live, r)
     }
 
     /// Forgets the hub once its last member left (its upstreams stop; the PTYs keep running).

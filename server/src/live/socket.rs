@@ -23,6 +23,8 @@ use crate::{Error, db, sessions, turns};
 /// How often a subscriber looks at the store even without a notification (events written by
 /// another server process).
 pub const POLL_OTHER_PROCESSES: Duration = Duration::from_secs(2);
+/// How often a replay to a backlogged client checks whether it drained.
+pub const REPLAY_PACE: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Default, Deserialize)]
 pub struct LiveQuery {
@@ -69,10 +71,11 @@ async fn run(state: AppState, id: SessionId, q: LiveQuery, user: Option<tandem_p
         Ok(a) => a,
         Err(e) => return close_with(socket, close_code(&e), &e.to_string()).await,
     };
-    let live = state.hubs.get_or_start(&state, id);
     let (out, inbox) = outbox();
-    let (me, watches) = live.hub.join(access.name.clone(), access.user_id, access.role, access.jti.clone(), out.clone(), |you, participants, controller, terminals| {
-        WsServer::Hello { you: you.clone(), session: session.clone(), terminals, participants, controller }
+    let (live, (me, watches)) = state.hubs.join(&state, id, |live| {
+        live.hub.join(access.name.clone(), access.user_id, access.role, access.jti.clone(), out.clone(), |you, participants, controller, terminals| {
+            WsServer::Hello { you: you.clone(), session: session.clone(), terminals, participants, controller }
+        })
     });
     let (sink, stream) = socket.split();
     let signal = inbox.close_signal();
@@ -275,6 +278,10 @@ async fn pump(db: db::Db, session: SessionId, after: i64, out: Outbox) {
             };
             let Some(newest) = page.last().map(|e| e.seq) else { break };
             last = newest;
+            // A long history goes out at the client's pace: its queue never fills with replay.
+            while out.queued() > MAX_QUEUED_BYTES / 4 && !out.is_closed() {
+                tokio::time::sleep(REPLAY_PACE).await;
+            }
             if !out.send(&WsServer::Events { events: page }) {
                 return;
             }

@@ -27,6 +27,8 @@ mod record;
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 /// A running prompt whose heartbeat is older than this belongs to a dead process.
 pub const LEASE: Duration = Duration::from_secs(60);
+/// How long to wait before giving a prompt to an agent that was still busy.
+pub const BUSY_BACKOFF: Duration = Duration::from_millis(500);
 /// How long a stopped turn's agent may take to end it before the server ends it itself.
 pub const STOP_GRACE: Duration = Duration::from_millis(1500);
 
@@ -240,9 +242,17 @@ async fn run(state: &AppState, session: SessionId, prompt: Prompt, agent: AgentS
             let usage = rec.usage();
             rec.end(TurnOutcome::Stopped, usage, stopped_by, ms).await
         }
+        // The agent is still ending the turn before (a stop it took longer than the grace to
+        // finish): this one waits its turn again, without counting an attempt.
+        Err(Error::Conflict(why)) => {
+            tracing::info!(session = %session, "the agent is busy; retrying the prompt: {why}");
+            interrupt(db, &state.config.agents, &prompt, "the agent was still ending the previous turn", ms, false).await?;
+            tokio::time::sleep(BUSY_BACKOFF).await;
+            Ok(())
+        }
         Err(e) => {
             tracing::warn!(session = %session, error = %e, "a turn was interrupted");
-            interrupt(db, &state.config.agents, &prompt, &format!("the workspace went away mid-turn: {e}"), ms).await
+            interrupt(db, &state.config.agents, &prompt, &format!("the workspace went away mid-turn: {e}"), ms, true).await
         }
     }
 }
@@ -267,14 +277,14 @@ async fn beat(db: Db, prompt: PromptId, runner: String) {
 
 /// Ends an interrupted turn: its prompt is queued again (first or last, per the config) unless
 /// it has been interrupted too often, when it is left for people to resubmit, loudly.
-async fn interrupt(db: &Db, agents: &crate::config::AgentsConfig, prompt: &Prompt, reason: &str, ms: i64) -> Result<()> {
+async fn interrupt(db: &Db, agents: &crate::config::AgentsConfig, prompt: &Prompt, reason: &str, ms: i64, count: bool) -> Result<()> {
     let now = now_ms();
     let session = prompt.session_id;
     let mut tx = db.begin().await?;
-    let attempts = prompt.attempts + 1;
-    let first = agents.on_interrupt == OnInterrupt::Rerun;
+    let attempts = prompt.attempts + i64::from(count);
+    let first = agents.on_interrupt == OnInterrupt::Rerun || !count;
     let requeued = if attempts < agents.max_attempts {
-        db::prompts::requeue(&mut tx, prompt.id, first).await?
+        db::prompts::requeue(&mut tx, prompt.id, first, count).await?
     } else {
         db::prompts::finish(&mut tx, prompt.id, PromptState::Interrupted, Usage::default(), now).await?
     };
@@ -315,7 +325,7 @@ pub async fn sweep(state: &AppState, mine: Option<String>) -> Result<()> {
     let stale = now_ms() - LEASE.as_millis() as i64;
     for prompt in db::prompts::orphaned(state.db.pool(), mine.as_deref(), stale).await? {
         let reason = "the server running it stopped mid-turn".to_string();
-        interrupt(&state.db, &state.config.agents, &prompt, &reason, 0).await?;
+        interrupt(&state.db, &state.config.agents, &prompt, &reason, 0, true).await?;
         kick(state, prompt.session_id);
     }
     Ok(())

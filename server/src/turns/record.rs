@@ -11,6 +11,8 @@ use crate::{Result, now_ms};
 
 /// Most bytes of a tool's arguments kept in its audit entry.
 const MAX_AUDIT_ARGS_BYTES: usize = 4096;
+/// Longest agent message kept in an event (the rest is in an artifact).
+const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
 pub struct Recorder {
     db: Db,
@@ -47,21 +49,53 @@ impl Recorder {
     }
 
     async fn audit(&self, action: &str, detail: serde_json::Value) -> Result<()> {
-        db::audit::record(
-            self.db.pool(),
-            now_ms(),
-            db::audit::Entry { actor_user_id: self.actor.0, actor_name: &self.actor.1, action, target: &self.session.to_string(), detail },
-        )
-        .await
+        let entry = db::audit::Entry { actor_user_id: self.actor.0, actor_name: &self.actor.1, action, target: &self.session.to_string(), detail };
+        // A failed audit write is logged; it does not interrupt the turn.
+        if let Err(e) = db::audit::record(self.db.pool(), now_ms(), entry).await {
+            tracing::warn!(session = %self.session, error = %e, "an audit entry could not be written");
+        }
+        Ok(())
+    }
+
+    /// Keeps `body` whole as an artifact of the session; its id.
+    async fn artifact(&self, name: &str, body: &str) -> Result<ArtifactId> {
+        let info = ArtifactInfo {
+            id: ArtifactId(uuid::Uuid::new_v4()),
+            session_id: self.session,
+            name: name.to_string(),
+            content_type: "text/plain; charset=utf-8".into(),
+            size: body.len() as i64,
+            created_at: Timestamp(now_ms()),
+        };
+        let mut tx = self.db.begin().await?;
+        db::artifacts::insert(&mut tx, &info, body).await?;
+        tx.commit().await?;
+        Ok(info.id)
     }
 
     /// Records one frame (not `end`).
     pub async fn frame(&mut self, frame: TurnFrame) -> Result<()> {
         let prompt_id = self.prompt;
         match frame {
-            TurnFrame::Delta { text } => self.append(EventKind::AgentDelta { prompt_id, text }).await,
-            TurnFrame::Message { text } => self.append(EventKind::AgentMessage { prompt_id, text }).await,
-            TurnFrame::ToolCall { call_id, name, arguments } => {
+            TurnFrame::Delta { mut text } => {
+                // The whole reply follows as a message; a delta only needs to show progress.
+                crate::sessions::workspace::truncate(&mut text, MAX_EVENT_OUTPUT_BYTES);
+                self.append(EventKind::AgentDelta { prompt_id, text }).await
+            }
+            TurnFrame::Message { text } => {
+                let mut cut = text.clone();
+                if crate::sessions::workspace::truncate(&mut cut, MAX_MESSAGE_BYTES) {
+                    let id = self.artifact("agent message", &text).await?;
+                    cut.push_str(&format!("\n\n[cut: the whole message is artifact {id}]"));
+                }
+                self.append(EventKind::AgentMessage { prompt_id, text: cut }).await
+            }
+            TurnFrame::ToolCall { call_id, name, mut arguments } => {
+                let json = arguments.to_string();
+                if json.len() > MAX_EVENT_OUTPUT_BYTES {
+                    let id = self.artifact(&format!("{name} arguments ({call_id})"), &json).await?;
+                    arguments = serde_json::json!({ "_cut": format!("{} bytes of arguments; whole in artifact {id}", json.len()) });
+                }
                 let mut args = arguments.to_string();
                 crate::sessions::workspace::truncate(&mut args, MAX_AUDIT_ARGS_BYTES);
                 self.audit("agent.tool", serde_json::json!({ "tool": name, "arguments": args })).await?;
@@ -101,7 +135,10 @@ impl Recorder {
                 self.append(EventKind::FileChanged { prompt_id, path, change }).await
             }
             TurnFrame::Steered { prompt_id: steer } => {
-                let Some(p) = db::prompts::get(self.db.pool(), steer).await? else { return Ok(()) };
+                // The agent is untrusted: only a prompt of this session can be delivered here.
+                let Some(p) = db::prompts::get(self.db.pool(), steer).await?.filter(|p| p.session_id == self.session) else {
+                    return Ok(());
+                };
                 let mut tx = self.db.begin().await?;
                 if db::prompts::set_state(&mut tx, steer, PromptState::Queued, PromptState::Delivered).await? {
                     db::events::append(&mut tx, self.session, now_ms(), EventKind::SteerDelivered { prompt_id: steer, turn: prompt_id, author: p.author })

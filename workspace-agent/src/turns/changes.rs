@@ -36,11 +36,11 @@ impl Snapshot {
         let mut map = BTreeMap::new();
         let mut fields = raw.split('\0');
         while let Some(entry) = fields.next() {
-            if entry.len() < 4 {
+            let (Some(code), Some(path)) = (entry.get(..2), entry.get(3..)) else { continue };
+            if path.is_empty() {
                 continue;
             }
-            let (code, path) = (&entry[..2], &entry[3..]);
-            if code.starts_with('R') || code.starts_with('C') {
+            if code.contains('R') || code.contains('C') {
                 // Renames carry the old path in the next field.
                 fields.next();
             }

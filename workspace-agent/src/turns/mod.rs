@@ -109,6 +109,8 @@ impl Turns {
         let turns = self.clone();
         let id = start.turn_id;
         tokio::spawn(async move {
+            // However the agent ends (even by a panic), the workspace takes turns again.
+            let _free = Finish(turns.clone(), id);
             let ending = match &start.agent {
                 AgentSpec::Builtin => builtin::run(&ctx, &start).await,
                 AgentSpec::Opencode => opencode::run(&ctx, &start).await,
@@ -117,7 +119,7 @@ impl Turns {
             };
             // Steering that never reached a boundary goes back to the server to queue.
             let undelivered = ctx.take_steers().into_iter().map(|s| s.prompt_id).collect();
-            turns.finish(id);
+            drop(_free);
             let outcome = if ctx.cancel.is_cancelled() && ending.outcome == TurnOutcome::Completed { TurnOutcome::Stopped } else { ending.outcome };
             let _ = ctx.tx.send(TurnFrame::End { outcome, usage: ending.usage, error: ending.error, undelivered }).await;
         });
@@ -133,6 +135,7 @@ impl Turns {
     }
 
     fn finish(&self, id: PromptId) {
+        // (Called by `Finish` when a turn's task ends.)
         let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
         if cur.as_ref().is_some_and(|c| c.id == id) {
             *cur = None;
@@ -153,6 +156,15 @@ impl Turns {
         let Some(c) = cur.as_ref().filter(|c| c.id == id) else { return Err(Refused::NotRunning) };
         c.cancel.cancel();
         Ok(())
+    }
+}
+
+/// Frees the turn slot when dropped.
+struct Finish(Arc<Turns>, PromptId);
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        self.0.finish(self.1);
     }
 }
 

@@ -7,6 +7,8 @@ use serde_json::Value;
 use tandem_protocol::Usage;
 use tandem_protocol::agent::GATEWAY_SOCKET;
 
+/// Most tool calls taken from one reply.
+const MAX_TOOL_CALLS: usize = 64;
 /// Largest answer read from the model.
 const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
 
@@ -158,6 +160,10 @@ impl Accumulator {
         if let Some(calls) = delta["tool_calls"].as_array() {
             for c in calls {
                 let index = c["index"].as_u64().unwrap_or(self.reply.tool_calls.len() as u64) as usize;
+                // A model asks for a handful of calls at once; an absurd index is not an allocation.
+                if index >= MAX_TOOL_CALLS {
+                    continue;
+                }
                 while self.reply.tool_calls.len() <= index {
                     self.reply.tool_calls.push(ToolCall { id: String::new(), name: String::new(), arguments: String::new() });
                 }
