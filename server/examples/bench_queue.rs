@@ -111,7 +111,7 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
                     if let Claim::Turn(p, _) = c {
                         claimed += 1;
                         let mut tx = db.begin().await?;
-                        db::prompts::finish(&mut tx, p.id, PromptState::Done, Usage::default(), tandem_server::now_ms()).await?;
+                        db::prompts::finish(&mut tx, p.id, Some(&runner), PromptState::Done, Usage::default(), tandem_server::now_ms()).await?;
                         tx.commit().await?;
                     }
                 }

@@ -85,7 +85,13 @@ async fn one_turn_per_session_whichever_process_claims(s: TestServer) {
     assert_eq!(won[0].text, "one", "the first prompt first");
     assert!(matches!(turns::claim(&other, id, "process-b").await.unwrap(), Claim::Empty { was_running: true }));
     let mut tx = s.state.db.begin().await.unwrap();
-    assert!(db::prompts::finish(&mut tx, won[0].id, PromptState::Done, Usage::default(), now_ms()).await.unwrap());
+    // Only the runner that claimed it can end it.
+    let p = won[0].id;
+    let by_x = db::prompts::finish(&mut tx, p, Some("process-x"), PromptState::Done, Usage::default(), now_ms()).await.unwrap();
+    assert!(!by_x, "a runner that did not claim the prompt ended it");
+    let by_a = db::prompts::finish(&mut tx, p, Some("process-a"), PromptState::Done, Usage::default(), now_ms()).await.unwrap();
+    let by_b = db::prompts::finish(&mut tx, p, Some("process-b"), PromptState::Done, Usage::default(), now_ms()).await.unwrap();
+    assert!(by_a ^ by_b, "exactly the claiming runner ends its turn");
     tx.commit().await.unwrap();
     match turns::claim(&other, id, "process-b").await.unwrap() {
         Claim::Turn(p, _) => assert_eq!(p.text, "two"),

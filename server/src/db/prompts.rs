@@ -48,17 +48,20 @@ pub async fn running<'e>(ex: impl Executor<'e, Database = Any>, session: Session
     row.map(PromptRow::into_prompt).transpose()
 }
 
-/// Ends a running prompt's turn. False if it was not running (someone else ended it).
-pub async fn finish(conn: &mut AnyConnection, id: PromptId, to: PromptState, usage: Usage, now: i64) -> Result<bool> {
+/// Ends a running prompt's turn — only `runner`'s, when given (a runner whose lease lapsed and
+/// whose prompt another process took over cannot end that one's run). False if it was not
+/// running (for that runner).
+pub async fn finish(conn: &mut AnyConnection, id: PromptId, runner: Option<&str>, to: PromptState, usage: Usage, now: i64) -> Result<bool> {
     let done = sqlx::query(
         "UPDATE prompts SET state = $1, finished_at = $2, prompt_tokens = $3, completion_tokens = $4, runner = NULL
-         WHERE id = $5 AND state = 'running'",
+         WHERE id = $5 AND state = 'running' AND ($6 IS NULL OR runner = $6)",
     )
     .bind(to.as_str())
     .bind(now)
     .bind(usage.prompt_tokens)
     .bind(usage.completion_tokens)
     .bind(id.to_string())
+    .bind(runner)
     .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)

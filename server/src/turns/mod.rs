@@ -199,7 +199,7 @@ async fn run(state: &AppState, session: SessionId, prompt: Prompt, agent: AgentS
     };
     let running = Running { prompt: prompt.id, wid: wid.clone(), pid, stop: Arc::new(Notify::new()), stopped_by: Default::default() };
     state.turns.set_running(session, Some(running.clone()));
-    let mut rec = record::Recorder::new(db.clone(), session, &prompt, &agent);
+    let mut rec = record::Recorder::new(db.clone(), session, &prompt, &agent, &state.turns.runner);
     let result = async {
         state.gateways.ensure(state, &wid).await?;
         let mut frames = crate::agent::start_turn(&ws, &wid, pid, &start).await?;
@@ -286,7 +286,7 @@ async fn interrupt(db: &Db, agents: &crate::config::AgentsConfig, prompt: &Promp
     let requeued = if attempts < agents.max_attempts {
         db::prompts::requeue(&mut tx, prompt.id, first, count).await?
     } else {
-        db::prompts::finish(&mut tx, prompt.id, PromptState::Interrupted, Usage::default(), now).await?
+        db::prompts::finish(&mut tx, prompt.id, None, PromptState::Interrupted, Usage::default(), now).await?
     };
     if !requeued {
         // Someone else already ended it.

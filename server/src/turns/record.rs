@@ -23,10 +23,12 @@ pub struct Recorder {
     /// The agent's state from its last `state` frame, kept with the turn's end.
     state: Option<serde_json::Value>,
     usage: Usage,
+    /// This process's runner id (only its own run of the prompt is ended here).
+    runner: String,
 }
 
 impl Recorder {
-    pub fn new(db: Db, session: SessionId, prompt: &Prompt, agent: &AgentSpec) -> Self {
+    pub fn new(db: Db, session: SessionId, prompt: &Prompt, agent: &AgentSpec, runner: &str) -> Self {
         Self {
             db,
             session,
@@ -34,6 +36,7 @@ impl Recorder {
             actor: (prompt.author.user_id, format!("{} agent for {}", agent.name(), prompt.author.name)),
             state: None,
             usage: Usage::default(),
+            runner: runner.to_string(),
         }
     }
 
@@ -166,7 +169,7 @@ impl Recorder {
             TurnOutcome::Interrupted => PromptState::Interrupted,
         };
         let mut tx = self.db.begin().await?;
-        if !db::prompts::finish(&mut tx, self.prompt, to, usage, now).await? {
+        if !db::prompts::finish(&mut tx, self.prompt, Some(&self.runner), to, usage, now).await? {
             return Ok(());
         }
         if let Some(state) = &self.state {
