@@ -22,6 +22,8 @@ pub const IDLE_TIMEOUT_SECS: u64 = 60;
 pub const MAX_EVENTS_PER_FRAME: usize = 200;
 /// Terminal bytes a late joiner gets to redraw the screen.
 pub const TERMINAL_SCROLLBACK_BYTES: usize = 256 * 1024;
+/// Most terminals one session has open at once.
+pub const MAX_TERMINALS: usize = 8;
 /// Longest share-link lifetime.
 pub const MAX_LINK_TTL_SECS: i64 = 30 * 24 * 3600;
 /// Longest display name.

@@ -206,6 +206,15 @@ async fn two_drivers_and_a_viewer_share_one_terminal_and_control_is_handed_over(
     b.send(WsClient::Resize { terminal: term, cols: 80, rows: 24 }).await;
     g.until("the terminal is 80x24", |p| p.terminals.iter().any(|t| t.id == term && (t.cols, t.rows) == (80, 24))).await;
 
+    // Drivers open more terminals, up to the limit.
+    for n in 2..=MAX_TERMINALS {
+        b.send(WsClient::OpenTerminal { cols: 80, rows: 24 }).await;
+        b.until("another terminal", |p| p.terminals.len() >= n).await;
+    }
+    b.send(WsClient::OpenTerminal { cols: 80, rows: 24 }).await;
+    assert_eq!(b.refused_for("open_terminal").await, format!("a session has at most {MAX_TERMINALS} terminals"));
+    owner.until("everyone sees them", |p| p.terminals.len() == MAX_TERMINALS).await;
+
     // Presence and leaving.
     b.send(WsClient::Presence { looking_at: Some("diff".into()) }).await;
     owner.until("bob looks at the diff", |p| p.participants.iter().any(|x| x.id == bob_id && x.looking_at.as_deref() == Some("diff"))).await;

@@ -203,10 +203,14 @@ impl Hub {
         let mut everyone: Vec<Participant> = st.members.values().map(|m| m.info.clone()).collect();
         everyone.push(info.clone());
         out.send(&hello(&info, everyone, st.controller, st.terminals.values().map(|t| t.info.clone()).collect()));
+        // The scrollback of every terminal fits in half a fresh member's queue.
+        let budget = MAX_QUEUED_BYTES / 2 / st.terminals.len().max(1);
         for t in st.terminals.values() {
             let (a, b) = t.ring.as_slices();
             let mut bytes = a.to_vec();
             bytes.extend_from_slice(b);
+            let over = bytes.len().saturating_sub(budget);
+            bytes.drain(..over);
             if !bytes.is_empty() {
                 out.push(Out::Binary(encode_terminal(t.info.id, &bytes).into()));
             }

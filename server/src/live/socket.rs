@@ -226,6 +226,8 @@ impl Member {
                     Err("viewers cannot open terminals".into())
                 } else if cols == 0 || rows == 0 || cols > 1000 || rows > 500 {
                     Err("a terminal is 1–1000 columns by 1–500 rows".into())
+                } else if self.live.hub.snapshot().2.len() >= MAX_TERMINALS {
+                    Err(format!("a session has at most {MAX_TERMINALS} terminals"))
                 } else {
                     super::open_terminal(&self.state, &self.live, cols, rows).await.map(|_| ()).map_err(|e| e.to_string())
                 }
