@@ -12,5 +12,6 @@ mod harness;
 
 mod browser;
 mod dashboard;
+mod fixtures;
 mod reconnect;
 mod session;

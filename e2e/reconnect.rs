@@ -12,11 +12,9 @@ use tokio::process::{Child, Command};
 
 use crate::browser::{Browser, web_dir};
 
-const TEST_RECIPE: &str = include_str!("../images/test/image.toml");
-
 /// `tandem serve` on `port`; its login link when it prints one.
 async fn serve(data: &std::path::Path, port: u16, web: &std::path::Path, images: &std::path::Path) -> (Child, Option<String>) {
-    let recipe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
+    let recipe = crate::fixtures::test_recipe();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
         .arg(data)
@@ -50,12 +48,7 @@ async fn serve(data: &std::path::Path, port: u16, web: &std::path::Path, images:
 #[tokio::test]
 async fn the_session_page_reconnects_after_the_server_restarts() {
     let Some(web) = web_dir() else { return };
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIP (e2e reconnect): workspaces need root");
-        return;
-    }
-    let images = std::env::var_os("TANDEM_TEST_IMAGES_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("tandem-test-images"));
-    tandem_server::images::build(&images, TEST_RECIPE, |_| {}).await.expect("the test image builds");
+    let Some(images) = crate::fixtures::test_images().await else { return };
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -64,17 +57,7 @@ async fn the_session_page_reconnects_after_the_server_restarts() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tandem")).args(["token", "create", "--data-dir"]).arg(&data).env_remove("TANDEM_TOKEN").output().unwrap();
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let api = Client::new(&url, Some(token.clone())).unwrap();
-    let src = tempfile::tempdir().unwrap();
-    for args in [&["init", "-q"][..], &["commit", "-q", "--allow-empty", "-m", "init"][..]] {
-        let ok = std::process::Command::new("git")
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"])
-            .args(args)
-            .current_dir(src.path())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-    }
+    let src = crate::fixtures::git_repo();
     let repo = api.create_repo(&CreateRepo { name: "acme/restart".into(), url: src.path().to_string_lossy().into(), default_branch: None, warm_pool: None }).await.unwrap();
     let id = api.create_session(&CreateSession { repo_id: repo.id, prompt: String::new(), branch: None, agent: Some(AgentSpec::None) }).await.unwrap().session.id;
 

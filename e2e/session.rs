@@ -12,18 +12,11 @@ use tandem_server::client::Client;
 use crate::browser::{Browser, WAIT, web_dir};
 use crate::harness::{Backend, TestServer, Transport};
 
-const TEST_RECIPE: &str = include_str!("../images/test/image.toml");
-
 /// A server that runs workspaces on the test image, with `model` as its model; `None` (with the
 /// reason printed) where this host cannot run workspaces.
 async fn server(web: std::path::PathBuf, model: &ScriptedModel) -> Option<TestServer> {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIP (e2e session): workspaces need root");
-        return None;
-    }
-    let images = std::env::var_os("TANDEM_TEST_IMAGES_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("tandem-test-images"));
-    tandem_server::images::build(&images, TEST_RECIPE, |_| {}).await.expect("the test image builds");
-    let recipe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
+    let images = crate::fixtures::test_images().await?;
+    let recipe = crate::fixtures::test_recipe();
     let url = model.base_url.clone();
     TestServer::start_with(Backend::Sqlite, Transport::Socket, move |c| {
         c.web_dir = Some(web);
@@ -104,21 +97,7 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
     let Some(s) = server(web, &model).await else { return };
     let api = Client::new(&s.url, Some(s.admin_token.clone())).unwrap();
     api.set_secret("model_api_key", "sk-e2e".into()).await.unwrap();
-    let src = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        let ok = std::process::Command::new("git")
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"])
-            .args(args)
-            .current_dir(src.path())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-    };
-    git(&["init", "-q"]);
-    std::fs::write(src.path().join("README.md"), "hello\n").unwrap();
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "init"]);
+    let src = crate::fixtures::git_repo();
     let repo = api.create_repo(&CreateRepo { name: "acme/live".into(), url: src.path().to_string_lossy().into(), default_branch: None, warm_pool: None }).await.unwrap();
 
     // A: the owner, signed in, starts a session with the agent.

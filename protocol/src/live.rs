@@ -41,8 +41,6 @@ pub mod close {
     pub const TOO_SLOW: u16 = 4408;
     /// A frame over [`super::MAX_FRAME_BYTES`].
     pub const TOO_BIG: u16 = 4413;
-    /// The session ended.
-    pub const ENDED: u16 = 4410;
     /// The server failed.
     pub const INTERNAL: u16 = 4500;
 }

@@ -77,7 +77,7 @@ async fn new_session(s: &TestServer, repo: &str, prompt: &str) -> SessionId {
 }
 
 /// A second signed-in user and their API token.
-async fn another_user(s: &TestServer, name: &str) -> (User, String) {
+pub async fn another_user(s: &TestServer, name: &str) -> (User, String) {
     let user = User { id: UserId(uuid::Uuid::new_v4()), name: name.into(), is_admin: false, created_at: Timestamp(0) };
     tandem_server::db::users::insert(s.state.db.pool(), &user).await.unwrap();
     let token = tandem_server::auth::create_api_token(&s.state.db, &user, "tests", None).await.unwrap().token;

@@ -113,9 +113,7 @@ async fn shared_session(s: &TestServer) -> SessionId {
 }
 
 async fn user(s: &TestServer, name: &str) -> String {
-    let user = User { id: UserId(uuid::Uuid::new_v4()), name: name.into(), is_admin: false, created_at: Timestamp(0) };
-    tandem_server::db::users::insert(s.state.db.pool(), &user).await.unwrap();
-    tandem_server::auth::create_api_token(&s.state.db, &user, "tests", None).await.unwrap().token
+    crate::agent_runs::another_user(s, name).await.1
 }
 
 async fn link(s: &TestServer, id: SessionId, body: serde_json::Value) -> ShareLink {

@@ -6,7 +6,7 @@ use sqlx::{Any, AnyConnection, Executor};
 use tandem_protocol::{Prompt, PromptId, PromptState, SessionId, Usage};
 
 use super::sessions::{PROMPT_COLUMNS, PromptRow};
-use crate::{Error, Result};
+use crate::Result;
 
 /// A prompt by id, with the session it belongs to.
 pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: PromptId) -> Result<Option<Prompt>> {
@@ -143,15 +143,4 @@ pub async fn sessions_with_queue<'e>(ex: impl Executor<'e, Database = Any>, live
     .fetch_all(ex)
     .await?;
     rows.into_iter().map(|(id,)| super::uuid(&id).map(SessionId)).collect()
-}
-
-/// Usage of every finished turn of a session.
-pub async fn usage<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Usage> {
-    let (p, c): (Option<i64>, Option<i64>) =
-        sqlx::query_as("SELECT CAST(SUM(prompt_tokens) AS BIGINT), CAST(SUM(completion_tokens) AS BIGINT) FROM prompts WHERE session_id = $1")
-            .bind(session.to_string())
-            .fetch_one(ex)
-            .await
-            .map_err(Error::from)?;
-    Ok(Usage { prompt_tokens: p.unwrap_or(0), completion_tokens: c.unwrap_or(0), requests: 0 })
 }

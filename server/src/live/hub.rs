@@ -398,13 +398,6 @@ impl Hub {
             m.out.close(close::FORBIDDEN);
         }
     }
-
-    /// Closes every member (the session ended).
-    pub fn close_all(&self, code: u16) {
-        for m in self.lock().members.values() {
-            m.out.close(code);
-        }
-    }
 }
 
 impl Hub {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use futures::{SinkExt, StreamExt};
 use tandem_protocol::agent::{PtyControl, PtyInfo, PtyOpen};
 use tandem_protocol::live::Terminal;
-use tandem_protocol::{SessionId, SessionState};
+use tandem_protocol::SessionId;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -116,7 +116,7 @@ impl Hubs {
 /// The session's live workspace: `(workspace id, init pid)`.
 async fn workspace(state: &AppState, session: SessionId) -> Result<(String, i32)> {
     let row = db::sessions::workspace(state.db.pool(), session).await?.ok_or_else(|| Error::NotFound(format!("no session {session}")))?;
-    let live = [SessionState::Ready, SessionState::Running, SessionState::Idle].iter().any(|s| s.as_str() == row.state);
+    let live = crate::sessions::workspace::LIVE.iter().any(|s| s.as_str() == row.state);
     match (live, row.workspace_id, row.workspace_pid) {
         (true, Some(w), Some(p)) => Ok((w, p as i32)),
         _ => Err(Error::Conflict(format!("the session has no running workspace (it is {})", row.state))),

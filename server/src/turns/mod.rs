@@ -70,11 +70,6 @@ impl Turns {
         Ok(Self { runner, active: Mutex::new(HashMap::new()) })
     }
 
-    /// The runner id.
-    pub fn runner(&self) -> &str {
-        &self.runner
-    }
-
     fn running(&self, session: SessionId) -> Option<Running> {
         self.active.lock().unwrap_or_else(|e| e.into_inner()).get(&session).and_then(|a| a.turn.clone())
     }
