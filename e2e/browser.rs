@@ -14,7 +14,9 @@ pub const WAIT: Duration = Duration::from_secs(30);
 /// The built web app, or `None` with a printed reason (a failure under `TANDEM_E2E_REQUIRE=1`).
 pub fn web_dir() -> Option<PathBuf> {
     let required = std::env::var("TANDEM_E2E_REQUIRE").is_ok_and(|v| v == "1");
-    let dir = std::env::var_os("TANDEM_E2E_WEB_DIR").map(PathBuf::from).filter(|d| d.join("index.html").is_file());
+    let dir = std::env::var_os("TANDEM_E2E_WEB_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.join("index.html").is_file());
     let driver = which("chromedriver");
     match (dir, driver) {
         (Some(d), Some(_)) => Some(d),
@@ -32,7 +34,9 @@ pub fn web_dir() -> Option<PathBuf> {
 }
 
 fn which(name: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|f| f.is_file())
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|f| f.is_file())
 }
 
 /// One browser: its ChromeDriver process, its profile dir and the WebDriver client.
@@ -49,7 +53,11 @@ impl Browser {
     pub async fn start(test: &str) -> Self {
         // Two rustls crypto providers are compiled in (see server/Cargo.toml); choose one.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let mut driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::piped())
@@ -72,7 +80,9 @@ impl Browser {
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 
         let profile = tempfile::tempdir().unwrap();
-        let binary = which("chromium").map(|p| p.to_string_lossy().to_string()).unwrap_or_else(|| "/usr/bin/chromium".into());
+        let binary = which("chromium")
+            .map(|p| p.to_string_lossy().to_string())
+            .unwrap_or_else(|| "/usr/bin/chromium".into());
         let mut caps = serde_json::Map::new();
         caps.insert(
             "goog:chromeOptions".into(),
@@ -92,9 +102,16 @@ impl Browser {
             .connect(&format!("http://127.0.0.1:{port}"))
             .await
             .expect("a Chromium session");
-        let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e").join(test);
+        let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join("e2e")
+            .join(test);
         std::fs::create_dir_all(&shots).unwrap();
-        Self { client, _driver: driver, _profile: profile, shots }
+        Self {
+            client,
+            _driver: driver,
+            _profile: profile,
+            shots,
+        }
     }
 
     /// Saves a PNG of the viewport as `<name>.png`; returns its path.
@@ -117,7 +134,10 @@ impl Browser {
             {
                 return text;
             }
-            assert!(Instant::now() < deadline, "timed out waiting for {css:?} to contain {needle:?}");
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {css:?} to contain {needle:?}"
+            );
             // Between WebDriver round trips; each check is itself an event from the page.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -131,7 +151,10 @@ impl Browser {
             if pred(url.path()) {
                 return url.path().to_string();
             }
-            assert!(Instant::now() < deadline, "timed out waiting for the address; at {url}");
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for the address; at {url}"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

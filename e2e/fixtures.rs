@@ -11,8 +11,12 @@ pub async fn test_images() -> Option<PathBuf> {
         eprintln!("SKIP (e2e workspaces): workspaces need root");
         return None;
     }
-    let images = std::env::var_os("TANDEM_TEST_IMAGES_DIR").map(PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("tandem-test-images"));
-    tandem_server::images::build(&images, TEST_RECIPE, |_| {}).await.expect("the test image builds");
+    let images = std::env::var_os("TANDEM_TEST_IMAGES_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("tandem-test-images"));
+    tandem_server::images::build(&images, TEST_RECIPE, |_| {})
+        .await
+        .expect("the test image builds");
     Some(images)
 }
 
@@ -25,9 +29,20 @@ pub fn test_recipe() -> PathBuf {
 pub fn git_repo() -> tempfile::TempDir {
     let src = tempfile::tempdir().unwrap();
     std::fs::write(src.path().join("README.md"), "hello\n").unwrap();
-    for args in [&["init", "-q"][..], &["add", "-A"][..], &["commit", "-qm", "init"][..]] {
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"][..],
+        &["commit", "-qm", "init"][..],
+    ] {
         let ok = std::process::Command::new("git")
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"])
+            .args([
+                "-c",
+                "user.name=T",
+                "-c",
+                "user.email=t@example.invalid",
+                "-c",
+                "init.defaultBranch=main",
+            ])
             .args(args)
             .current_dir(src.path())
             .status()

@@ -13,10 +13,20 @@ use tokio::process::{Child, Command};
 use crate::browser::{Browser, web_dir};
 
 /// `tandem serve` on `port`; its login link when it prints one.
-async fn serve(data: &std::path::Path, port: u16, web: &std::path::Path, images: &std::path::Path) -> (Child, Option<String>) {
+async fn serve(
+    data: &std::path::Path,
+    port: u16,
+    web: &std::path::Path,
+    images: &std::path::Path,
+) -> (Child, Option<String>) {
     let recipe = crate::fixtures::test_recipe();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
         .arg(data)
         .arg("--web-dir")
         .arg(web)
@@ -48,25 +58,72 @@ async fn serve(data: &std::path::Path, port: u16, web: &std::path::Path, images:
 #[tokio::test]
 async fn the_session_page_reconnects_after_the_server_restarts() {
     let Some(web) = web_dir() else { return };
-    let Some(images) = crate::fixtures::test_images().await else { return };
+    let Some(images) = crate::fixtures::test_images().await else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let (server, code) = serve(&data, port, &web, &images).await;
     let url = format!("http://127.0.0.1:{port}");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tandem")).args(["token", "create", "--data-dir"]).arg(&data).env_remove("TANDEM_TOKEN").output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args(["token", "create", "--data-dir"])
+        .arg(&data)
+        .env_remove("TANDEM_TOKEN")
+        .output()
+        .unwrap();
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let api = Client::new(&url, Some(token.clone())).unwrap();
     let src = crate::fixtures::git_repo();
-    let repo = api.create_repo(&CreateRepo { name: "acme/restart".into(), url: src.path().to_string_lossy().into(), default_branch: None, warm_pool: None }).await.unwrap();
-    let id = api.create_session(&CreateSession { repo_id: repo.id, prompt: String::new(), branch: None, agent: Some(AgentSpec::None) }).await.unwrap().session.id;
+    let repo = api
+        .create_repo(&CreateRepo {
+            name: "acme/restart".into(),
+            url: src.path().to_string_lossy().into(),
+            default_branch: None,
+            warm_pool: None,
+        })
+        .await
+        .unwrap();
+    let id = api
+        .create_session(&CreateSession {
+            repo_id: repo.id,
+            prompt: String::new(),
+            branch: None,
+            agent: Some(AgentSpec::None),
+        })
+        .await
+        .unwrap()
+        .session
+        .id;
 
     let a = Browser::start("reconnect").await;
-    a.client.goto(&format!("{url}/login#code={}", code.expect("first start prints a login link"))).await.unwrap();
+    a.client
+        .goto(&format!(
+            "{url}/login#code={}",
+            code.expect("first start prints a login link")
+        ))
+        .await
+        .unwrap();
     a.wait_path(|p| p == "/").await;
-    a.client.goto(&format!("{url}/sessions/{id}")).await.unwrap();
+    a.client
+        .goto(&format!("{url}/sessions/{id}"))
+        .await
+        .unwrap();
     a.wait_text("#timeline", "boot: ready").await;
-    api.exec(id, &ExecRequest { command: "echo before-restart".into(), cwd: None, timeout_secs: None }).await.unwrap();
+    api.exec(
+        id,
+        &ExecRequest {
+            command: "echo before-restart".into(),
+            cwd: None,
+            timeout_secs: None,
+        },
+    )
+    .await
+    .unwrap();
     a.wait_text("#timeline", "echo before-restart").await;
 
     // The server goes away: the page says so.
@@ -78,11 +135,23 @@ async fn the_session_page_reconnects_after_the_server_restarts() {
     // It comes back on the same address: the page catches up by itself.
     let (_server, _) = serve(&data, port, &web, &images).await;
     let api = Client::new(&url, Some(token)).unwrap();
-    api.exec(id, &ExecRequest { command: "echo after-restart".into(), cwd: None, timeout_secs: None }).await.unwrap();
+    api.exec(
+        id,
+        &ExecRequest {
+            command: "echo after-restart".into(),
+            cwd: None,
+            timeout_secs: None,
+        },
+    )
+    .await
+    .unwrap();
     a.wait_text("#timeline", "echo after-restart").await;
     let deadline = std::time::Instant::now() + crate::browser::WAIT;
     while a.client.find(Locator::Css("#conn-status")).await.is_ok() {
-        assert!(std::time::Instant::now() < deadline, "still not reconnected");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still not reconnected"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Exactly one of each event: nothing missed, nothing shown twice.
@@ -99,7 +168,10 @@ async fn the_session_page_reconnects_after_the_server_restarts() {
     let mut sorted = seqs.clone();
     sorted.dedup();
     assert_eq!(seqs, sorted, "no event shown twice");
-    assert_eq!(seqs.last().copied(), Some(api.session(id).await.unwrap().session.last_seq));
+    assert_eq!(
+        seqs.last().copied(),
+        Some(api.session(id).await.unwrap().session.last_seq)
+    );
     a.screenshot("02-reconnected").await;
     a.close().await;
     api.session_action(id, "stop").await.unwrap();

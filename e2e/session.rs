@@ -30,7 +30,11 @@ async fn server(web: std::path::PathBuf, model: &ScriptedModel) -> Option<TestSe
 
 /// The text of the visible terminal.
 async fn terminal_text(b: &Browser) -> String {
-    match b.client.find(Locator::Css(".pane:not(.hidden) .xterm-rows")).await {
+    match b
+        .client
+        .find(Locator::Css(".pane:not(.hidden) .xterm-rows"))
+        .await
+    {
         Ok(el) => el.text().await.unwrap_or_default(),
         Err(_) => String::new(),
     }
@@ -43,15 +47,30 @@ async fn wait_terminal(b: &Browser, needle: &str) -> String {
         if t.contains(needle) {
             return t;
         }
-        assert!(Instant::now() < deadline, "the terminal never showed {needle:?}; it shows {t:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the terminal never showed {needle:?}; it shows {t:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 /// Types into the visible terminal (xterm.js listens on its hidden textarea).
 async fn type_in_terminal(b: &Browser, keys: &str) {
-    b.client.find(Locator::Css(".pane:not(.hidden) .xterm")).await.unwrap().click().await.unwrap();
-    b.client.find(Locator::Css(".pane:not(.hidden) .xterm-helper-textarea")).await.unwrap().send_keys(keys).await.unwrap();
+    b.client
+        .find(Locator::Css(".pane:not(.hidden) .xterm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.client
+        .find(Locator::Css(".pane:not(.hidden) .xterm-helper-textarea"))
+        .await
+        .unwrap()
+        .send_keys(keys)
+        .await
+        .unwrap();
 }
 
 async fn share_link(b: &Browser, role: &str) -> String {
@@ -62,7 +81,13 @@ async fn share_link(b: &Browser, role: &str) -> String {
         Some(el) => el.prop("value").await.unwrap().unwrap_or_default(),
         None => String::new(),
     };
-    b.client.find(Locator::Css("#share-create")).await.unwrap().click().await.unwrap();
+    b.client
+        .find(Locator::Css("#share-create"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let deadline = Instant::now() + WAIT;
     loop {
         if let Ok(el) = b.client.find(Locator::Css("#share-url")).await
@@ -79,8 +104,21 @@ async fn share_link(b: &Browser, role: &str) -> String {
 
 async fn join_as_guest(b: &Browser, url: &str, name: &str) {
     b.client.goto(url).await.unwrap();
-    b.client.wait().for_element(Locator::Css("#guest-name")).await.unwrap().send_keys(name).await.unwrap();
-    b.client.find(Locator::Css("#guest-join")).await.unwrap().click().await.unwrap();
+    b.client
+        .wait()
+        .for_element(Locator::Css("#guest-name"))
+        .await
+        .unwrap()
+        .send_keys(name)
+        .await
+        .unwrap();
+    b.client
+        .find(Locator::Css("#guest-join"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     b.wait_path(|p| p.starts_with("/sessions/")).await;
 }
 
@@ -88,26 +126,64 @@ async fn join_as_guest(b: &Browser, url: &str, name: &str) {
 async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
     let Some(web) = web_dir() else { return };
     let model = ScriptedModel::start(vec![
-        Reply::tool("run_command", json!({ "command": "echo 'written by the agent' > NOTE.md" })).for_prompt("Add a note").at_step(0).saying("Adding the note."),
-        Reply::text("I added **NOTE.md**.").for_prompt("Add a note").at_step(1),
-        Reply::tool("run_command", json!({ "command": "sleep 300" })).for_last_prompt("Run forever"),
+        Reply::tool(
+            "run_command",
+            json!({ "command": "echo 'written by the agent' > NOTE.md" }),
+        )
+        .for_prompt("Add a note")
+        .at_step(0)
+        .saying("Adding the note."),
+        Reply::text("I added **NOTE.md**.")
+            .for_prompt("Add a note")
+            .at_step(1),
+        Reply::tool("run_command", json!({ "command": "sleep 300" }))
+            .for_last_prompt("Run forever"),
     ])
     .await;
     model.fallback(Reply::text("Noted."));
-    let Some(s) = server(web, &model).await else { return };
+    let Some(s) = server(web, &model).await else {
+        return;
+    };
     let api = Client::new(&s.url, Some(s.admin_token.clone())).unwrap();
-    api.set_secret("model_api_key", "sk-e2e".into()).await.unwrap();
+    api.set_secret("model_api_key", "sk-e2e".into())
+        .await
+        .unwrap();
     let src = crate::fixtures::git_repo();
-    let repo = api.create_repo(&CreateRepo { name: "acme/live".into(), url: src.path().to_string_lossy().into(), default_branch: None, warm_pool: None }).await.unwrap();
+    let repo = api
+        .create_repo(&CreateRepo {
+            name: "acme/live".into(),
+            url: src.path().to_string_lossy().into(),
+            default_branch: None,
+            warm_pool: None,
+        })
+        .await
+        .unwrap();
 
     // A: the owner, signed in, starts a session with the agent.
     let a = Browser::start("session-owner").await;
-    a.client.goto(&format!("{}/login#code={}", s.url, s.first_login_code)).await.unwrap();
+    a.client
+        .goto(&format!("{}/login#code={}", s.url, s.first_login_code))
+        .await
+        .unwrap();
     a.wait_path(|p| p == "/").await;
-    let id = api.create_session(&CreateSession { repo_id: repo.id, prompt: "Add a note".into(), branch: None, agent: None }).await.unwrap().session.id;
-    a.client.goto(&format!("{}/sessions/{id}", s.url)).await.unwrap();
+    let id = api
+        .create_session(&CreateSession {
+            repo_id: repo.id,
+            prompt: "Add a note".into(),
+            branch: None,
+            agent: None,
+        })
+        .await
+        .unwrap()
+        .session
+        .id;
+    a.client
+        .goto(&format!("{}/sessions/{id}", s.url))
+        .await
+        .unwrap();
     a.wait_text("#timeline", "I added NOTE.md.").await;
-    a.wait_text("#timeline", "echo 'written by the agent' > NOTE.md").await;
+    a.wait_text("#timeline", "echo 'written by the agent' > NOTE.md")
+        .await;
     wait_terminal(&a, "/workspace#").await;
 
     // A shares a driver link; B (no account) joins through it as a guest.
@@ -127,37 +203,89 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
     b.screenshot("02-guest-driver").await;
 
     // The diff view shows the agent's change.
-    a.client.find(Locator::Css("#tab-diff")).await.unwrap().click().await.unwrap();
+    a.client
+        .find(Locator::Css("#tab-diff"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     a.wait_text("#diff-files", "NOTE.md").await;
     a.wait_text("#diff", "+written by the agent").await;
     a.screenshot("03-diff").await;
 
     // B queues a prompt from the prompt box; it runs; A stops it from A's prompt box.
-    b.client.find(Locator::Css("#prompt-text")).await.unwrap().send_keys("Run forever").await.unwrap();
-    b.client.find(Locator::Css("#prompt-queue")).await.unwrap().click().await.unwrap();
+    b.client
+        .find(Locator::Css("#prompt-text"))
+        .await
+        .unwrap()
+        .send_keys("Run forever")
+        .await
+        .unwrap();
+    b.client
+        .find(Locator::Css("#prompt-queue"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     a.wait_text("#timeline", "$ sleep 300").await;
     // While it runs, B steers it.
-    b.client.find(Locator::Css("#prompt-text")).await.unwrap().send_keys("Also say hi").await.unwrap();
-    b.client.find(Locator::Css("#prompt-steer")).await.unwrap().click().await.unwrap();
+    b.client
+        .find(Locator::Css("#prompt-text"))
+        .await
+        .unwrap()
+        .send_keys("Also say hi")
+        .await
+        .unwrap();
+    b.client
+        .find(Locator::Css("#prompt-steer"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     a.wait_text("#timeline", "Also say hi").await;
-    a.client.find(Locator::Css("#turn-stop")).await.unwrap().click().await.unwrap();
+    a.client
+        .find(Locator::Css("#turn-stop"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     a.wait_text("#timeline", "turn stopped").await;
     let detail = api.session(id).await.unwrap();
-    let by_bea: Vec<&Prompt> = detail.prompts.iter().filter(|p| p.author.name == "Bea (guest)").collect();
+    let by_bea: Vec<&Prompt> = detail
+        .prompts
+        .iter()
+        .filter(|p| p.author.name == "Bea (guest)")
+        .collect();
     assert_eq!(by_bea.len(), 2, "{:?}", detail.prompts);
     assert_eq!(by_bea[0].state, PromptState::Stopped);
     assert_eq!(by_bea[1].mode, PromptMode::Steer);
 
     // A viewer link: the page says so, the prompt box is disabled, keys never reach the shell.
-    a.client.find(Locator::Css(".tabs button[role=tab]")).await.unwrap().click().await.unwrap();
+    a.client
+        .find(Locator::Css(".tabs button[role=tab]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let viewer_url = share_link(&a, "viewer").await;
     let v = Browser::start("session-viewer").await;
     join_as_guest(&v, &viewer_url, "Vic").await;
     v.wait_text("#viewer-badge", "viewer").await;
     wait_terminal(&v, "from-bea-42").await;
     let prompt_box = v.client.find(Locator::Css("#prompt-text")).await.unwrap();
-    assert!(prompt_box.attr("disabled").await.unwrap().is_some(), "the viewer's prompt box is disabled");
-    assert!(v.client.find(Locator::Css("#share")).await.is_err(), "only the owner sees the share dialog");
+    assert!(
+        prompt_box.attr("disabled").await.unwrap().is_some(),
+        "the viewer's prompt box is disabled"
+    );
+    assert!(
+        v.client.find(Locator::Css("#share")).await.is_err(),
+        "only the owner sees the share dialog"
+    );
     type_in_terminal(&v, "echo viewer-typed\n").await;
     // The page sends nothing for a viewer; a hand-made frame with the viewer's own link is
     // refused by the server.
@@ -187,15 +315,28 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
     type_in_terminal(&a, "echo after-viewer-$((1+1))\n").await;
     wait_terminal(&v, "after-viewer-2").await;
     let screen = terminal_text(&a).await;
-    assert!(!screen.contains("viewer-typed") && !screen.contains("probe-typed"), "the viewer's keys reached the terminal");
+    assert!(
+        !screen.contains("viewer-typed") && !screen.contains("probe-typed"),
+        "the viewer's keys reached the terminal"
+    );
     v.screenshot("04-viewer").await;
     a.wait_text("#participants", "Vic (guest)").await;
     a.screenshot("05-owner-with-two-guests").await;
     // A phone-sized screen: one column, nothing cut off sideways.
     v.client.set_window_size(390, 844).await.unwrap();
     v.wait_text("#timeline", "I added NOTE.md.").await;
-    let overflow = v.client.execute("return document.documentElement.scrollWidth - document.documentElement.clientWidth", vec![]).await.unwrap();
-    assert!(overflow.as_i64().unwrap_or(0) <= 0, "the page scrolls sideways on a phone: {overflow}");
+    let overflow = v
+        .client
+        .execute(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(
+        overflow.as_i64().unwrap_or(0) <= 0,
+        "the page scrolls sideways on a phone: {overflow}"
+    );
     v.screenshot("06-viewer-phone").await;
 
     a.close().await;

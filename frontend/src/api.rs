@@ -9,12 +9,18 @@ use tandem_protocol::ApiError;
 pub type ApiResult<T> = Result<T, ApiError>;
 
 fn network(e: gloo_net::Error) -> ApiError {
-    ApiError { code: "network".into(), message: format!("cannot reach the server: {e}") }
+    ApiError {
+        code: "network".into(),
+        message: format!("cannot reach the server: {e}"),
+    }
 }
 
 async fn read<T: DeserializeOwned>(res: Response) -> ApiResult<T> {
     if res.ok() {
-        return res.json::<T>().await.map_err(|e| ApiError { code: "decode".into(), message: e.to_string() });
+        return res.json::<T>().await.map_err(|e| ApiError {
+            code: "decode".into(),
+            message: e.to_string(),
+        });
     }
     let status = res.status();
     Err(res.json::<ApiError>().await.unwrap_or_else(|_| ApiError {
@@ -30,13 +36,19 @@ pub async fn get<T: DeserializeOwned>(path: &str) -> ApiResult<T> {
 
 /// `POST path` with a JSON body.
 pub async fn post<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> ApiResult<T> {
-    let req = Request::post(path).json(body).map_err(|e| ApiError { code: "encode".into(), message: e.to_string() })?;
+    let req = Request::post(path).json(body).map_err(|e| ApiError {
+        code: "encode".into(),
+        message: e.to_string(),
+    })?;
     read(req.send().await.map_err(network)?).await
 }
 
 /// `PATCH path` with a JSON body.
 pub async fn patch<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> ApiResult<T> {
-    let req = Request::patch(path).json(body).map_err(|e| ApiError { code: "encode".into(), message: e.to_string() })?;
+    let req = Request::patch(path).json(body).map_err(|e| ApiError {
+        code: "encode".into(),
+        message: e.to_string(),
+    })?;
     read(req.send().await.map_err(network)?).await
 }
 
@@ -47,7 +59,10 @@ pub async fn delete(path: &str) -> ApiResult<()> {
         return Ok(());
     }
     let status = res.status();
-    Err(res.json::<ApiError>().await.unwrap_or_else(|_| ApiError { code: "http".into(), message: format!("the server answered {status}") }))
+    Err(res.json::<ApiError>().await.unwrap_or_else(|_| ApiError {
+        code: "http".into(),
+        message: format!("the server answered {status}"),
+    }))
 }
 
 /// True when the error means "sign in first".

@@ -4,7 +4,10 @@ use leptos::prelude::*;
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
 
-use crate::pages::{dashboard::Dashboard, embed::Embed, join::Join, login::Login, not_found::NotFound, session::SessionPage};
+use crate::pages::{
+    dashboard::Dashboard, embed::Embed, join::Join, login::Login, not_found::NotFound,
+    session::SessionPage,
+};
 
 #[component]
 pub fn App() -> impl IntoView {

@@ -8,11 +8,11 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use leptos::prelude::*;
+use send_wrapper::SendWrapper;
 use tandem_protocol::live::*;
 use tandem_protocol::{Event, Session, SessionId};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
-use send_wrapper::SendWrapper;
 use web_sys::{BinaryType, CloseEvent, MessageEvent, WebSocket};
 
 use crate::xterm::XTerm;
@@ -74,7 +74,11 @@ pub struct Live {
 fn url(session: SessionId, guest: &Guest) -> String {
     let loc = web_sys::window().map(|w| w.location());
     let host = loc.as_ref().and_then(|l| l.host().ok()).unwrap_or_default();
-    let scheme = if loc.and_then(|l| l.protocol().ok()).as_deref() == Some("https:") { "wss" } else { "ws" };
+    let scheme = if loc.and_then(|l| l.protocol().ok()).as_deref() == Some("https:") {
+        "wss"
+    } else {
+        "ws"
+    };
     let mut u = format!("{scheme}://{host}/api/sessions/{session}/live");
     let mut q = Vec::new();
     if let Some(s) = &guest.share {
@@ -113,7 +117,10 @@ impl Live {
             closures: Vec::new(),
             stopped: false,
         }));
-        let live = Live { state, inner: SendWrapper::new(inner) };
+        let live = Live {
+            state,
+            inner: SendWrapper::new(inner),
+        };
         live.connect();
         live
     }
@@ -124,7 +131,9 @@ impl Live {
             (i.session, i.guest.clone())
         };
         let Ok(ws) = WebSocket::new(&url(session, &guest)) else {
-            self.state.status.set(Status::Closed("the browser refused the connection".into()));
+            self.state
+                .status
+                .set(Status::Closed("the browser refused the connection".into()));
             return;
         };
         ws.set_binary_type(BinaryType::Arraybuffer);
@@ -132,13 +141,19 @@ impl Live {
         let on_open = Closure::<dyn FnMut()>::new(move || {
             me.inner.borrow_mut().backoff_ms = 500;
             me.state.status.set(Status::Open);
-            let after = me.state.events.with_untracked(|e| e.last().map_or(0, |e| e.seq));
+            let after = me
+                .state
+                .events
+                .with_untracked(|e| e.last().map_or(0, |e| e.seq));
             me.send(&WsClient::Subscribe { after });
         });
         let me = self.clone();
-        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e: MessageEvent| me.receive(e));
+        let on_message =
+            Closure::<dyn FnMut(MessageEvent)>::new(move |e: MessageEvent| me.receive(e));
         let me = self.clone();
-        let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |e: CloseEvent| me.closed(e.code(), e.reason()));
+        let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |e: CloseEvent| {
+            me.closed(e.code(), e.reason())
+        });
         ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
         ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
@@ -158,7 +173,11 @@ impl Live {
             _ => None,
         };
         if let Some(why) = fatal {
-            let text = if reason.is_empty() { why.to_string() } else { format!("{why}: {reason}") };
+            let text = if reason.is_empty() {
+                why.to_string()
+            } else {
+                format!("{why}: {reason}")
+            };
             self.state.status.set(Status::Closed(text));
             return;
         }
@@ -170,7 +189,10 @@ impl Live {
             d
         };
         let me = self.clone();
-        set_timeout(move || me.connect(), std::time::Duration::from_millis(delay as u64));
+        set_timeout(
+            move || me.connect(),
+            std::time::Duration::from_millis(delay as u64),
+        );
     }
 
     fn receive(&self, e: MessageEvent) {
@@ -201,7 +223,13 @@ impl Live {
     fn handle(&self, m: WsServer) {
         let s = self.state;
         match m {
-            WsServer::Hello { you, session, terminals, participants, controller } => {
+            WsServer::Hello {
+                you,
+                session,
+                terminals,
+                participants,
+                controller,
+            } => {
                 // A (re)join replays every terminal's scrollback: start the screens over.
                 let mut i = self.inner.borrow_mut();
                 for x in i.xterms.values() {
@@ -220,12 +248,17 @@ impl Live {
                 have.extend(events.into_iter().filter(|e| e.seq > last));
             }),
             WsServer::Terminals { terminals } => s.terminals.set(terminals),
-            WsServer::Participants { participants, controller } => {
+            WsServer::Participants {
+                participants,
+                controller,
+            } => {
                 s.participants.set(participants);
                 s.controller.set(controller);
             }
             WsServer::ControlRequested { by } => s.control_asked.set(Some(by)),
-            WsServer::Refused { request, reason } => s.refused.set(Some(format!("{request}: {reason}"))),
+            WsServer::Refused { request, reason } => {
+                s.refused.set(Some(format!("{request}: {reason}")))
+            }
         }
     }
 

@@ -46,9 +46,17 @@ pub struct FileEntry {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum FileView {
-    Dir { path: String, entries: Vec<FileEntry> },
+    Dir {
+        path: String,
+        entries: Vec<FileEntry>,
+    },
     /// `content` is the file as UTF-8; `binary` files come back lossily decoded.
-    File { path: String, size: u64, content: String, binary: bool },
+    File {
+        path: String,
+        size: u64,
+        content: String,
+        binary: bool,
+    },
 }
 
 /// `PUT /files?path=…`.
@@ -122,10 +130,17 @@ pub struct ExecStart {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExecFrame {
-    Stdout { data: String },
-    Stderr { data: String },
+    Stdout {
+        data: String,
+    },
+    Stderr {
+        data: String,
+    },
     /// The last frame. `code` is `None` when the command was killed (timeout: `timed_out`).
-    Exit { code: Option<i32>, timed_out: bool },
+    Exit {
+        code: Option<i32>,
+        timed_out: bool,
+    },
 }
 
 /// One changed path of `GET /git/status`.
@@ -204,10 +219,24 @@ pub enum TurnFrame {
     Delta { text: String },
     /// A whole reply.
     Message { text: String },
-    ToolCall { call_id: String, name: String, arguments: serde_json::Value },
+    ToolCall {
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
     /// `output` is at most [`MAX_TOOL_OUTPUT_BYTES`].
-    ToolResult { call_id: String, name: String, output: String, is_error: bool, exit_code: Option<i32>, duration_ms: i64 },
-    FileChanged { path: String, change: crate::FileChange },
+    ToolResult {
+        call_id: String,
+        name: String,
+        output: String,
+        is_error: bool,
+        exit_code: Option<i32>,
+        duration_ms: i64,
+    },
+    FileChanged {
+        path: String,
+        change: crate::FileChange,
+    },
     /// A steering prompt joined the conversation.
     Steered { prompt_id: crate::PromptId },
     /// The agent's state to keep for the next turn.
@@ -220,4 +249,48 @@ pub enum TurnFrame {
         #[serde(default)]
         undelivered: Vec<crate::PromptId>,
     },
+}
+
+/// The gateway path the git credential helper asks for the session's GitHub credential.
+pub const GIT_CREDENTIAL_PATH: &str = "/tandem/git/credential";
+/// The gateway path prefix that relays git's smart HTTP to the session's GitHub repository:
+/// `http://127.0.0.1:4100/git/<owner>/<name>.git`, which the workspace's git config puts in place
+/// of the repository's GitHub URL.
+pub const GIT_RELAY_PREFIX: &str = "/git/";
+/// The gateway path of the agent's `attach_image` tool: an [`Attachment`] becomes an artifact
+/// of the session and an `attachment` event.
+pub const ATTACHMENT_PATH: &str = "/tandem/attachments";
+/// Largest attachment.
+pub const MAX_ATTACHMENT_BYTES: usize = 5 * 1024 * 1024;
+
+/// `POST` [`ATTACHMENT_PATH`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Attachment {
+    pub name: String,
+    pub content_type: String,
+    /// The bytes, base64.
+    pub data: String,
+}
+
+/// The gateway path of the agent's `open_pull_request` tool.
+pub const PULL_REQUEST_PATH: &str = "/tandem/pr";
+
+/// What the credential helper gets: an installation token for the session's repository only,
+/// expiring with the session (or within the hour, whichever comes first; asking again renews it).
+#[derive(Clone, Serialize, Deserialize)]
+pub struct GitCredential {
+    pub username: String,
+    pub password: String,
+    /// Unix seconds.
+    pub expires_at: i64,
+}
+
+impl std::fmt::Debug for GitCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitCredential")
+            .field("username", &self.username)
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
 }

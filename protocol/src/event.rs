@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::api::{Author, PromptMode, SessionState};
-use crate::turn::{FileChange, TurnOutcome, Usage};
 use crate::ids::*;
+use crate::turn::{FileChange, TurnOutcome, Usage};
 
 /// One entry of a session's log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -23,13 +23,30 @@ pub struct Event {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
     /// The session was accepted.
-    SessionCreated { repo_id: RepoId, branch: String, author: Author },
+    SessionCreated {
+        repo_id: RepoId,
+        branch: String,
+        author: Author,
+    },
     /// The session moved from one state to another.
-    StateChanged { from: SessionState, to: SessionState, reason: Option<String> },
+    StateChanged {
+        from: SessionState,
+        to: SessionState,
+        reason: Option<String>,
+    },
     /// A prompt joined the queue.
-    PromptQueued { prompt_id: PromptId, author: Author, mode: PromptMode, text: String },
+    PromptQueued {
+        prompt_id: PromptId,
+        author: Author,
+        mode: PromptMode,
+        text: String,
+    },
     /// The workspace reached a boot phase; `elapsed_ms` counts from the start of the boot.
-    BootPhase { phase: BootPhase, elapsed_ms: i64, detail: Option<String> },
+    BootPhase {
+        phase: BootPhase,
+        elapsed_ms: i64,
+        detail: Option<String>,
+    },
     /// Someone (or something) ran a command in the workspace.
     CommandRun {
         author: Author,
@@ -45,19 +62,36 @@ pub enum EventKind {
     /// Something failed; `message` says what and what to do.
     Error { message: String },
     /// A queued prompt's author changed its text.
-    PromptEdited { prompt_id: PromptId, author: Author, text: String },
+    PromptEdited {
+        prompt_id: PromptId,
+        author: Author,
+        text: String,
+    },
     /// A queued prompt's author took it back.
     PromptWithdrawn { prompt_id: PromptId, author: Author },
     /// A prompt whose turn was interrupted is queued again (`first`: ahead of the others).
-    PromptRequeued { prompt_id: PromptId, first: bool, reason: String },
+    PromptRequeued {
+        prompt_id: PromptId,
+        first: bool,
+        reason: String,
+    },
     /// The agent started working on a prompt.
-    TurnStarted { prompt_id: PromptId, author: Author, agent: String },
+    TurnStarted {
+        prompt_id: PromptId,
+        author: Author,
+        agent: String,
+    },
     /// A piece of the agent's reply as it streams (the whole reply follows as `agent_message`).
     AgentDelta { prompt_id: PromptId, text: String },
     /// The agent's reply (one per model response that had text).
     AgentMessage { prompt_id: PromptId, text: String },
     /// The agent called a tool.
-    ToolCall { prompt_id: PromptId, call_id: String, name: String, arguments: serde_json::Value },
+    ToolCall {
+        prompt_id: PromptId,
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
     /// A tool's result. `exit_code` is set for commands; a cut `output` is whole in `artifact`.
     ToolResult {
         prompt_id: PromptId,
@@ -71,9 +105,17 @@ pub enum EventKind {
         artifact: Option<ArtifactId>,
     },
     /// A file in the checkout changed during a turn.
-    FileChanged { prompt_id: PromptId, path: String, change: FileChange },
+    FileChanged {
+        prompt_id: PromptId,
+        path: String,
+        change: FileChange,
+    },
     /// A steering prompt reached the running turn.
-    SteerDelivered { prompt_id: PromptId, turn: PromptId, author: Author },
+    SteerDelivered {
+        prompt_id: PromptId,
+        turn: PromptId,
+        author: Author,
+    },
     /// The turn ended.
     TurnEnded {
         prompt_id: PromptId,
@@ -84,7 +126,63 @@ pub enum EventKind {
         error: Option<String>,
     },
     /// A child session was spawned from this one.
-    ChildSpawned { child_id: SessionId, title: String, author: Author },
+    ChildSpawned {
+        child_id: SessionId,
+        title: String,
+        author: Author,
+    },
+    /// A file (a screenshot, a report) kept as an artifact of the session, shown in the timeline
+    /// and linked from the pull request.
+    Attachment {
+        prompt_id: Option<PromptId>,
+        artifact: ArtifactId,
+        name: String,
+        content_type: String,
+        size: i64,
+    },
+    /// The session's changes were committed in the workspace, as `author` (the prompting person).
+    Committed {
+        commit: String,
+        author: Author,
+        message: String,
+    },
+    /// The session's pull request was opened on GitHub.
+    PrOpened {
+        number: i64,
+        url: String,
+        branch: String,
+        opened_by: String,
+    },
+    /// New commits were pushed to the pull request's branch.
+    PrUpdated { number: i64, head_sha: String },
+    /// GitHub says the pull request is now open, closed or merged.
+    PrState {
+        number: i64,
+        state: crate::github::PrState,
+        by: Option<String>,
+    },
+    /// A review was submitted (`state`: approved, changes_requested, commented).
+    PrReview {
+        number: i64,
+        reviewer: String,
+        state: String,
+        body: Option<String>,
+    },
+    /// A CI check on the pull request's head finished (or changed status).
+    PrCheck {
+        number: i64,
+        name: String,
+        status: String,
+        conclusion: Option<String>,
+    },
+    /// Someone commented on the pull request mentioning the app; `prompt_id` is the follow-up
+    /// prompt it became, or `ignored` says why it did not.
+    PrComment {
+        number: i64,
+        author: String,
+        prompt_id: Option<PromptId>,
+        ignored: Option<String>,
+    },
 }
 
 /// The steps of starting a session's workspace, in order.
@@ -139,42 +237,88 @@ impl EventKind {
             Self::SteerDelivered { .. } => "steer_delivered",
             Self::TurnEnded { .. } => "turn_ended",
             Self::ChildSpawned { .. } => "child_spawned",
+            Self::Attachment { .. } => "attachment",
+            Self::Committed { .. } => "committed",
+            Self::PrOpened { .. } => "pr_opened",
+            Self::PrUpdated { .. } => "pr_updated",
+            Self::PrState { .. } => "pr_state",
+            Self::PrReview { .. } => "pr_review",
+            Self::PrCheck { .. } => "pr_check",
+            Self::PrComment { .. } => "pr_comment",
         }
     }
 
     /// One line for people (the CLI and the web app's timeline).
     pub fn summary(&self) -> String {
         match self {
-            Self::SessionCreated { author, branch, .. } => format!("{} started the session on {branch}", author.name),
+            Self::SessionCreated { author, branch, .. } => {
+                format!("{} started the session on {branch}", author.name)
+            }
             Self::StateChanged { from, to, reason } => format!(
                 "state {} → {}{}",
                 from.as_str(),
                 to.as_str(),
-                reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
             ),
-            Self::PromptQueued { author, text, .. } => format!("{} queued a prompt: {text}", author.name),
-            Self::BootPhase { phase, elapsed_ms, detail } => format!(
+            Self::PromptQueued { author, text, .. } => {
+                format!("{} queued a prompt: {text}", author.name)
+            }
+            Self::BootPhase {
+                phase,
+                elapsed_ms,
+                detail,
+            } => format!(
                 "boot: {} at {elapsed_ms} ms{}",
                 phase.as_str(),
-                detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
+                detail
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
             ),
-            Self::CommandRun { author, command, exit_code, .. } => format!(
+            Self::CommandRun {
+                author,
+                command,
+                exit_code,
+                ..
+            } => format!(
                 "{} ran `{command}` → {}",
                 author.name,
                 exit_code.map_or("killed".to_string(), |c| format!("exit {c}"))
             ),
-            Self::WorkspaceStopped { diff_bytes } => format!("workspace stopped; diff kept ({diff_bytes} bytes)"),
-            Self::Error { message } => format!("error: {message}"),
-            Self::PromptEdited { author, text, .. } => format!("{} edited a queued prompt: {text}", author.name),
-            Self::PromptWithdrawn { author, .. } => format!("{} withdrew a queued prompt", author.name),
-            Self::PromptRequeued { reason, first, .. } => {
-                format!("prompt queued again{}: {reason}", if *first { " (next)" } else { "" })
+            Self::WorkspaceStopped { diff_bytes } => {
+                format!("workspace stopped; diff kept ({diff_bytes} bytes)")
             }
-            Self::TurnStarted { author, agent, .. } => format!("{agent} agent started on {}'s prompt", author.name),
+            Self::Error { message } => format!("error: {message}"),
+            Self::PromptEdited { author, text, .. } => {
+                format!("{} edited a queued prompt: {text}", author.name)
+            }
+            Self::PromptWithdrawn { author, .. } => {
+                format!("{} withdrew a queued prompt", author.name)
+            }
+            Self::PromptRequeued { reason, first, .. } => {
+                format!(
+                    "prompt queued again{}: {reason}",
+                    if *first { " (next)" } else { "" }
+                )
+            }
+            Self::TurnStarted { author, agent, .. } => {
+                format!("{agent} agent started on {}'s prompt", author.name)
+            }
             Self::AgentDelta { text, .. } => text.clone(),
             Self::AgentMessage { text, .. } => format!("agent: {text}"),
-            Self::ToolCall { name, arguments, .. } => format!("tool {name} {arguments}"),
-            Self::ToolResult { name, exit_code, is_error, duration_ms, .. } => format!(
+            Self::ToolCall {
+                name, arguments, ..
+            } => format!("tool {name} {arguments}"),
+            Self::ToolResult {
+                name,
+                exit_code,
+                is_error,
+                duration_ms,
+                ..
+            } => format!(
                 "tool {name} {} in {duration_ms} ms",
                 match (exit_code, is_error) {
                     (Some(c), _) => format!("→ exit {c}"),
@@ -182,16 +326,94 @@ impl EventKind {
                     (None, false) => "done".to_string(),
                 }
             ),
-            Self::FileChanged { path, change, .. } => format!("{path} {}", format!("{change:?}").to_lowercase()),
-            Self::SteerDelivered { author, .. } => format!("{}'s steering reached the agent", author.name),
-            Self::TurnEnded { outcome, usage, duration_ms, error, .. } => format!(
+            Self::FileChanged { path, change, .. } => {
+                format!("{path} {}", format!("{change:?}").to_lowercase())
+            }
+            Self::SteerDelivered { author, .. } => {
+                format!("{}'s steering reached the agent", author.name)
+            }
+            Self::TurnEnded {
+                outcome,
+                usage,
+                duration_ms,
+                error,
+                ..
+            } => format!(
                 "turn {} in {duration_ms} ms ({} + {} tokens){}",
                 outcome.as_str(),
                 usage.prompt_tokens,
                 usage.completion_tokens,
-                error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+                error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
             ),
-            Self::ChildSpawned { title, author, .. } => format!("{} spawned a child session: {title}", author.name),
+            Self::ChildSpawned { title, author, .. } => {
+                format!("{} spawned a child session: {title}", author.name)
+            }
+            Self::Attachment { name, size, .. } => format!("attached {name} ({size} bytes)"),
+            Self::Committed {
+                commit,
+                author,
+                message,
+            } => {
+                format!(
+                    "committed {} as {}: {}",
+                    commit.get(..8).unwrap_or(commit),
+                    author.name,
+                    message.lines().next().unwrap_or("")
+                )
+            }
+            Self::PrOpened {
+                number,
+                url,
+                opened_by,
+                ..
+            } => format!("pull request #{number} opened by {opened_by}: {url}"),
+            Self::PrUpdated { number, head_sha } => format!(
+                "pull request #{number} updated to {}",
+                head_sha.get(..8).unwrap_or(head_sha)
+            ),
+            Self::PrState { number, state, by } => {
+                format!(
+                    "pull request #{number} {}{}",
+                    state.as_str(),
+                    by.as_deref()
+                        .map(|b| format!(" by {b}"))
+                        .unwrap_or_default()
+                )
+            }
+            Self::PrReview {
+                number,
+                reviewer,
+                state,
+                ..
+            } => format!(
+                "{reviewer} reviewed pull request #{number}: {}",
+                state.replace('_', " ")
+            ),
+            Self::PrCheck {
+                name,
+                status,
+                conclusion,
+                ..
+            } => {
+                format!("check {name}: {}", conclusion.as_deref().unwrap_or(status))
+            }
+            Self::PrComment {
+                number,
+                author,
+                prompt_id,
+                ignored,
+            } => match (prompt_id, ignored) {
+                (Some(_), _) => {
+                    format!("{author} commented on #{number}; it became a follow-up prompt")
+                }
+                (None, reason) => format!(
+                    "{author} commented on #{number} (not a prompt: {})",
+                    reason.as_deref().unwrap_or("no mention")
+                ),
+            },
         }
     }
 }

@@ -108,7 +108,11 @@ pub enum WsClient {
     /// Take control (the owner).
     TakeControl,
     /// Queue or steer a prompt (drivers).
-    Prompt { text: String, #[serde(default)] mode: PromptMode },
+    Prompt {
+        text: String,
+        #[serde(default)]
+        mode: PromptMode,
+    },
 }
 
 /// Server → client.
@@ -116,13 +120,22 @@ pub enum WsClient {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum WsServer {
     /// The first frame: who you are and the session as it is.
-    Hello { you: Participant, session: Session, terminals: Vec<Terminal>, participants: Vec<Participant>, controller: Option<u32> },
+    Hello {
+        you: Participant,
+        session: Session,
+        terminals: Vec<Terminal>,
+        participants: Vec<Participant>,
+        controller: Option<u32>,
+    },
     /// Events in order, without gaps, after what was last sent.
     Events { events: Vec<Event> },
     /// The terminals changed (opened, resized, ended).
     Terminals { terminals: Vec<Terminal> },
     /// Someone joined, left, changed what they look at, or control moved.
-    Participants { participants: Vec<Participant>, controller: Option<u32> },
+    Participants {
+        participants: Vec<Participant>,
+        controller: Option<u32>,
+    },
     /// Someone asks for control (sent to the holder and the owner).
     ControlRequested { by: u32 },
     /// Something this client asked for was not done, and why.

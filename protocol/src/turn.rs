@@ -136,6 +136,12 @@ pub struct ChildSession {
     pub files_changed: i64,
 }
 
+/// Whether an artifact of this content type is stored base64-encoded (images and other
+/// non-text files) and served decoded.
+pub fn is_binary_artifact(content_type: &str) -> bool {
+    !(content_type.starts_with("text/") || content_type.starts_with("application/json"))
+}
+
 /// A large output kept whole, referenced from a truncated event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArtifactInfo {

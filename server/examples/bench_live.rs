@@ -29,7 +29,12 @@ struct Args {
 }
 
 fn args() -> Result<Args> {
-    let mut a = Args { keys: 200, viewers: 500, seconds: 30, rate_kib: 1024 };
+    let mut a = Args {
+        keys: 200,
+        viewers: 500,
+        seconds: 30,
+        rate_kib: 1024,
+    };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut it = v.iter();
     while let Some(flag) = it.next() {
@@ -47,16 +52,34 @@ fn args() -> Result<Args> {
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() { f64::NAN } else { v[((v.len() - 1) as f64 * p).round() as usize] }
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[((v.len() - 1) as f64 * p).round() as usize]
+    }
 }
 
 /// utime+stime (clock ticks) and peak RSS (KiB) of a process.
 fn usage(pid: u32) -> (u64, u64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, r)| r.split(' ').collect()).unwrap_or_default();
-    let ticks = fields.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0) + fields.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    let fields: Vec<&str> = stat
+        .rsplit_once(") ")
+        .map(|(_, r)| r.split(' ').collect())
+        .unwrap_or_default();
+    let ticks = fields
+        .get(11)
+        .and_then(|u| u.parse::<u64>().ok())
+        .unwrap_or(0)
+        + fields
+            .get(12)
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm = status.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0);
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
     (ticks, hwm)
 }
 
@@ -78,11 +101,19 @@ async fn screen_until(c: &mut LiveClient, needle: &[u8], buf: &mut Vec<u8>) -> R
 #[tokio::main]
 async fn main() -> Result<()> {
     let a = args()?;
-    ensure!(nix::unistd::geteuid().is_root(), "the benchmark starts a real workspace: run it as root");
-    let target = PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into()));
+    ensure!(
+        nix::unistd::geteuid().is_root(),
+        "the benchmark starts a real workspace: run it as root"
+    );
+    let target = PathBuf::from(
+        std::env::var("CARGO_TARGET_DIR")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into()),
+    );
     let images_dir = target.join("tandem-test-images");
     tandem_server::images::build(&images_dir, TEST_RECIPE, |_| {}).await?;
-    let work = tempfile::Builder::new().prefix("tandem-bench-live-").tempdir()?;
+    let work = tempfile::Builder::new()
+        .prefix("tandem-bench-live-")
+        .tempdir()?;
     let recipe = work.path().join("image.toml");
     std::fs::write(&recipe, TEST_RECIPE)?;
     let data = work.path().join("data");
@@ -107,24 +138,63 @@ async fn main() -> Result<()> {
         }
     };
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let out = std::process::Command::new(&bin).args(["token", "create", "--data-dir"]).arg(&data).env_remove("TANDEM_TOKEN").output()?;
+    let out = std::process::Command::new(&bin)
+        .args(["token", "create", "--data-dir"])
+        .arg(&data)
+        .env_remove("TANDEM_TOKEN")
+        .output()?;
     let token = String::from_utf8(out.stdout)?.trim().to_string();
     let c = Client::new(&url, Some(token.clone()))?;
     let src = work.path().join("src");
     std::fs::create_dir_all(&src)?;
-    let git = |args: &[&str]| std::process::Command::new("git").args(["-c", "user.name=B", "-c", "user.email=b@example.invalid", "-c", "init.defaultBranch=main"]).args(args).current_dir(&src).status();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=B",
+                "-c",
+                "user.email=b@example.invalid",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(&src)
+            .status()
+    };
     git(&["init", "-q"])?;
     std::fs::write(src.join("README.md"), "bench\n")?;
     git(&["add", "-A"])?;
     git(&["commit", "-qm", "init"])?;
-    let repo = c.create_repo(&CreateRepo { name: "bench/live".into(), url: src.to_string_lossy().into(), default_branch: None, warm_pool: None }).await?;
-    let id = c.create_session(&CreateSession { repo_id: repo.id, prompt: String::new(), branch: None, agent: Some(AgentSpec::None) }).await?.session.id;
+    let repo = c
+        .create_repo(&CreateRepo {
+            name: "bench/live".into(),
+            url: src.to_string_lossy().into(),
+            default_branch: None,
+            warm_pool: None,
+        })
+        .await?;
+    let id = c
+        .create_session(&CreateSession {
+            repo_id: repo.id,
+            prompt: String::new(),
+            branch: None,
+            agent: Some(AgentSpec::None),
+        })
+        .await?
+        .session
+        .id;
     let t0 = Instant::now();
     while c.session(id).await?.session.state != SessionState::Ready {
-        ensure!(t0.elapsed() < Duration::from_secs(300), "the session did not start");
+        ensure!(
+            t0.elapsed() < Duration::from_secs(300),
+            "the session did not start"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let creds = Credentials { token: Some(token.clone()), ..Default::default() };
+    let creds = Credentials {
+        token: Some(token.clone()),
+        ..Default::default()
+    };
     eprintln!("session {id} ready; (a) {} keystrokes…", a.keys);
 
     // (a) Keystroke → echo at a second client, and on a direct attachment to the agent's PTY.
@@ -133,7 +203,11 @@ async fn main() -> Result<()> {
     let term = loop {
         match typist.next().await {
             Some(Incoming::Message(m)) => match *m {
-                WsServer::Hello { terminals, .. } | WsServer::Terminals { terminals } if !terminals.is_empty() => break terminals[0].id,
+                WsServer::Hello { terminals, .. } | WsServer::Terminals { terminals }
+                    if !terminals.is_empty() =>
+                {
+                    break terminals[0].id;
+                }
                 _ => {}
             },
             Some(_) => {}
@@ -161,18 +235,33 @@ async fn main() -> Result<()> {
         agent_bin: Some(target.join("release/tandem-workspace-agent")),
         ..Default::default()
     })?;
-    let ws = tandem_server::serve::workspaces(&config).map_err(anyhow::Error::msg)?;
+    let ws = tandem_server::serve::workspaces(&config, None).map_err(anyhow::Error::msg)?;
     let db = tandem_server::db::Db::connect(&config.database_url).await?;
-    let row = tandem_server::db::sessions::workspace(db.pool(), id).await?.context("session row")?;
-    let mut direct = tandem_server::agent::attach_pty(&ws, row.workspace_id.as_deref().context("wid")?, row.workspace_pid.context("pid")? as i32, term).await?;
+    let row = tandem_server::db::sessions::workspace(db.pool(), id)
+        .await?
+        .context("session row")?;
+    let mut direct = tandem_server::agent::attach_pty(
+        &ws,
+        row.workspace_id.as_deref().context("wid")?,
+        row.workspace_pid.context("pid")? as i32,
+        term,
+    )
+    .await?;
     let mut base = Vec::new();
     for i in 0..a.keys {
         let key = format!("d{i:05}\r");
         let t = Instant::now();
-        direct.send(tokio_tungstenite::tungstenite::Message::Binary(key.clone().into_bytes().into())).await?;
+        direct
+            .send(tokio_tungstenite::tungstenite::Message::Binary(
+                key.clone().into_bytes().into(),
+            ))
+            .await?;
         let mut seen = Vec::new();
         while !seen.windows(6).any(|w| w == &key.as_bytes()[..6]) {
-            match tokio::time::timeout(Duration::from_secs(30), direct.next()).await?.context("agent closed")?? {
+            match tokio::time::timeout(Duration::from_secs(30), direct.next())
+                .await?
+                .context("agent closed")??
+            {
                 tokio_tungstenite::tungstenite::Message::Binary(b) => seen.extend_from_slice(&b),
                 _ => {}
             }
@@ -181,9 +270,16 @@ async fn main() -> Result<()> {
     }
     drop(direct);
     typist.input(term, &[3]).await?; // Ctrl-C ends cat
-    let (h50, h99, b50, b99) = (pct(&mut hub.clone(), 0.5), pct(&mut hub, 0.99), pct(&mut base.clone(), 0.5), pct(&mut base, 0.99));
+    let (h50, h99, b50, b99) = (
+        pct(&mut hub.clone(), 0.5),
+        pct(&mut hub, 0.99),
+        pct(&mut base.clone(), 0.5),
+        pct(&mut base, 0.99),
+    );
 
-    eprintln!("(a) through the hub: median {h50:.2} ms, p99 {h99:.2} ms; direct: median {b50:.2} ms, p99 {b99:.2} ms");
+    eprintln!(
+        "(a) through the hub: median {h50:.2} ms, p99 {h99:.2} ms; direct: median {b50:.2} ms, p99 {b99:.2} ms"
+    );
     // (b) N viewers, R KiB/s for S seconds with a timestamped marker line every 100 ms.
     eprintln!("(b) connecting {} viewers…", a.viewers);
     let mut viewers = Vec::new();
@@ -203,7 +299,12 @@ async fn main() -> Result<()> {
             // The loop takes a bit longer than its sleeps; a viewer still waiting after this lost data.
             let end = Instant::now() + Duration::from_secs(a_seconds * 2 + 30);
             loop {
-                let m = match tokio::time::timeout(end.saturating_duration_since(Instant::now()), v.next()).await {
+                let m = match tokio::time::timeout(
+                    end.saturating_duration_since(Instant::now()),
+                    v.next(),
+                )
+                .await
+                {
                     Ok(Some(m)) => m,
                     _ => break,
                 };
@@ -213,19 +314,30 @@ async fn main() -> Result<()> {
                         buf.extend(b);
                         // Markers: "@M<micros since start>@".
                         while let Some(at) = buf.windows(2).position(|w| w == b"@M") {
-                            let Some(len) = buf[at + 2..].iter().position(|c| *c == b'@') else { break };
-                            let us: u64 = std::str::from_utf8(&buf[at + 2..at + 2 + len]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+                            let Some(len) = buf[at + 2..].iter().position(|c| *c == b'@') else {
+                                break;
+                            };
+                            let us: u64 = std::str::from_utf8(&buf[at + 2..at + 2 + len])
+                                .ok()
+                                .and_then(|s| s.parse().ok())
+                                .unwrap_or(0);
                             let now = epoch.elapsed().map(|d| d.as_micros() as u64).unwrap_or(0);
                             if us > 0 {
                                 lags.push(now.saturating_sub(us) as f64 / 1000.0);
                             }
                             buf.drain(..at + 3 + len);
                         }
-                        if buf.windows(9).any(|w| w == b"@DONE@@@\r") || buf.windows(9).any(|w| w == b"@DONE@@@\n") {
+                        if buf.windows(9).any(|w| w == b"@DONE@@@\r")
+                            || buf.windows(9).any(|w| w == b"@DONE@@@\n")
+                        {
                             break;
                         }
                         let keep = buf.len().saturating_sub(64);
-                        if buf.iter().rposition(|c| *c == b'@').is_none_or(|p| p < keep) {
+                        if buf
+                            .iter()
+                            .rposition(|c| *c == b'@')
+                            .is_none_or(|p| p < keep)
+                        {
                             buf.drain(..keep);
                         }
                     }
@@ -245,7 +357,13 @@ async fn main() -> Result<()> {
     let rounds = a.seconds * 10;
     let sent = slice * rounds as usize;
     let mut loader = LiveClient::connect(&url, id, &creds).await?;
-    loader.send(&WsClient::Resize { terminal: term, cols: 200, rows: 50 }).await?;
+    loader
+        .send(&WsClient::Resize {
+            terminal: term,
+            cols: 200,
+            rows: 50,
+        })
+        .await?;
     // bash builtins only inside the loop (printf, $EPOCHREALTIME) plus one `sleep`: the
     // producer must not be what limits the rate.
     let script = format!(
@@ -278,18 +396,31 @@ async fn main() -> Result<()> {
     let full = bytes.iter().filter(|b| **b >= sent as f64).count();
     let mut got = bytes.clone();
     let got_median = pct(&mut got, 0.5) / sent as f64 * 100.0;
-    eprintln!("(b) sent {} MiB per viewer; median viewer received {got_median:.0}% of it", sent >> 20);
+    eprintln!(
+        "(b) sent {} MiB per viewer; median viewer received {got_median:.0}% of it",
+        sent >> 20
+    );
     let (l50, l99) = (pct(&mut lags.clone(), 0.5), pct(&mut lags, 0.99));
     println!();
     println!("| case | median | p99 | baseline median | baseline p99 | added (median) |");
     println!("|---|---:|---:|---:|---:|---:|");
-    println!("| keystroke → echo at a 2nd client ({} keys) | {h50:.2} ms | {h99:.2} ms | {b50:.2} ms | {b99:.2} ms | {:.2} ms |", a.keys, h50 - b50);
+    println!(
+        "| keystroke → echo at a 2nd client ({} keys) | {h50:.2} ms | {h99:.2} ms | {b50:.2} ms | {b99:.2} ms | {:.2} ms |",
+        a.keys,
+        h50 - b50
+    );
     println!();
-    println!("| viewers | rate | seconds | got everything | dropped (4408) | marker lag p50 | p99 | server CPU | server peak RSS |");
+    println!(
+        "| viewers | rate | seconds | got everything | dropped (4408) | marker lag p50 | p99 | server CPU | server peak RSS |"
+    );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     println!(
         "| {} | {} KiB/s | {} | {full}/{} | {dropped} | {l50:.1} ms | {l99:.1} ms | {cpu:.0}% of a core | {} MiB |",
-        a.viewers, a.rate_kib, a.seconds, a.viewers, rss / 1024
+        a.viewers,
+        a.rate_kib,
+        a.seconds,
+        a.viewers,
+        rss / 1024
     );
     let _ = c.session_action(id, "stop").await;
     server.kill().await?;

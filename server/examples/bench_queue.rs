@@ -20,7 +20,11 @@ struct Args {
 }
 
 fn args() -> Result<Args> {
-    let mut a = Args { sessions: 50, prompts: 40, workers: 4 };
+    let mut a = Args {
+        sessions: 50,
+        prompts: 40,
+        workers: 4,
+    };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut it = v.iter();
     while let Some(flag) = it.next() {
@@ -55,18 +59,55 @@ struct Report {
 
 async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
     db.migrate().await?;
-    let admin = User { id: UserId(uuid::Uuid::new_v4()), name: "bench".into(), is_admin: true, created_at: Timestamp(0) };
+    let admin = User {
+        id: UserId(uuid::Uuid::new_v4()),
+        name: "bench".into(),
+        is_admin: true,
+        created_at: Timestamp(0),
+    };
     db::users::insert(db.pool(), &admin).await?;
-    let author = Author { kind: AuthorKind::User, user_id: Some(admin.id), name: "bench".into() };
-    let repo = tandem_server::repos::create(&db, &tandem_server::auth::CurrentUser(admin.clone()), CreateRepo { name: "bench/queue".into(), url: "/nonexistent".into(), default_branch: None, warm_pool: None }).await?;
+    let author = Author {
+        kind: AuthorKind::User,
+        user_id: Some(admin.id),
+        name: "bench".into(),
+    };
+    let repo = tandem_server::repos::create(
+        &db,
+        &tandem_server::auth::CurrentUser(admin.clone()),
+        CreateRepo {
+            name: "bench/queue".into(),
+            url: "/nonexistent".into(),
+            default_branch: None,
+            warm_pool: None,
+        },
+    )
+    .await?;
     let mut sessions = Vec::new();
     for _ in 0..a.sessions {
-        let create = CreateSession { repo_id: repo.id, prompt: String::new(), branch: None, agent: Some(AgentSpec::None) };
-        let s = tandem_server::sessions::create(&db, author.clone(), create, &AgentSpec::None).await?.session;
+        let create = CreateSession {
+            repo_id: repo.id,
+            prompt: String::new(),
+            branch: None,
+            agent: Some(AgentSpec::None),
+        };
+        let s = tandem_server::sessions::create(&db, author.clone(), create, &AgentSpec::None)
+            .await?
+            .session;
         // Prompts need an agent; the session is live (as if its workspace were up).
-        sqlx::query("UPDATE sessions SET agent = $1 WHERE id = $2").bind(r#"{"kind":"builtin"}"#).bind(s.id.to_string()).execute(db.pool()).await?;
+        sqlx::query("UPDATE sessions SET agent = $1 WHERE id = $2")
+            .bind(r#"{"kind":"builtin"}"#)
+            .bind(s.id.to_string())
+            .execute(db.pool())
+            .await?;
         let mut tx = db.begin().await?;
-        db::sessions::transition(&mut tx, s.id, SessionState::Ready, None, tandem_server::now_ms()).await?;
+        db::sessions::transition(
+            &mut tx,
+            s.id,
+            SessionState::Ready,
+            None,
+            tandem_server::now_ms(),
+        )
+        .await?;
         tx.commit().await?;
         sessions.push(s.id);
     }
@@ -75,12 +116,25 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
     let t0 = Instant::now();
     let mut handles = Vec::new();
     for w in 0..a.workers {
-        let (db, author, mine): (Db, Author, Vec<SessionId>) = (db.clone(), author.clone(), sessions.iter().copied().skip(w).step_by(a.workers).collect());
+        let (db, author, mine): (Db, Author, Vec<SessionId>) = (
+            db.clone(),
+            author.clone(),
+            sessions
+                .iter()
+                .copied()
+                .skip(w)
+                .step_by(a.workers)
+                .collect(),
+        );
         let n = a.prompts;
         handles.push(tokio::spawn(async move {
             for i in 0..n {
                 for s in &mine {
-                    let req = CreatePrompt { text: format!("prompt {i}"), mode: PromptMode::Queue, agent: None };
+                    let req = CreatePrompt {
+                        text: format!("prompt {i}"),
+                        mode: PromptMode::Queue,
+                        agent: None,
+                    };
                     tandem_server::sessions::prompts::submit(&db, *s, author.clone(), req).await?;
                 }
             }
@@ -98,7 +152,15 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
     let t0 = Instant::now();
     let mut handles = Vec::new();
     for w in 0..a.workers {
-        let (db, mine): (Db, Vec<SessionId>) = (db.clone(), sessions.iter().copied().skip(w).step_by(a.workers).collect());
+        let (db, mine): (Db, Vec<SessionId>) = (
+            db.clone(),
+            sessions
+                .iter()
+                .copied()
+                .skip(w)
+                .step_by(a.workers)
+                .collect(),
+        );
         handles.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             let runner = format!("bench-{w}");
@@ -111,7 +173,15 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
                     if let Claim::Turn(p, _) = c {
                         claimed += 1;
                         let mut tx = db.begin().await?;
-                        db::prompts::finish(&mut tx, p.id, Some(&runner), PromptState::Done, Usage::default(), tandem_server::now_ms()).await?;
+                        db::prompts::finish(
+                            &mut tx,
+                            p.id,
+                            Some(&runner),
+                            PromptState::Done,
+                            Usage::default(),
+                            tandem_server::now_ms(),
+                        )
+                        .await?;
                         tx.commit().await?;
                     }
                 }
@@ -126,14 +196,24 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
         lat.extend(h.await??);
     }
     let elapsed = t0.elapsed();
-    let done: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM prompts WHERE state = 'done'").fetch_one(db.pool()).await?;
+    let done: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM prompts WHERE state = 'done'")
+        .fetch_one(db.pool())
+        .await?;
     anyhow::ensure!(done.0 as usize == total, "claimed {} of {total}", done.0);
     lat.sort();
 
     // Baseline: a one-row update in its own transaction, same workers, same database.
     let mut handles = Vec::new();
     for w in 0..a.workers {
-        let (db, mine): (Db, Vec<SessionId>) = (db.clone(), sessions.iter().copied().skip(w).step_by(a.workers).collect());
+        let (db, mine): (Db, Vec<SessionId>) = (
+            db.clone(),
+            sessions
+                .iter()
+                .copied()
+                .skip(w)
+                .step_by(a.workers)
+                .collect(),
+        );
         let n = total / a.workers / mine.len().max(1);
         handles.push(tokio::spawn(async move {
             let mut lat = Vec::new();
@@ -141,7 +221,11 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
                 for s in &mine {
                     let t = Instant::now();
                     let mut tx = db.begin().await?;
-                    sqlx::query("UPDATE sessions SET updated_at = $1 WHERE id = $2").bind(tandem_server::now_ms()).bind(s.to_string()).execute(&mut *tx).await?;
+                    sqlx::query("UPDATE sessions SET updated_at = $1 WHERE id = $2")
+                        .bind(tandem_server::now_ms())
+                        .bind(s.to_string())
+                        .execute(&mut *tx)
+                        .await?;
                     tx.commit().await?;
                     lat.push(t.elapsed());
                 }
@@ -170,18 +254,28 @@ async fn main() -> Result<()> {
     let a = args()?;
     let mut reports = Vec::new();
     let dir = tempfile::tempdir()?;
-    eprintln!("SQLite: {} sessions × {} prompts, {} workers…", a.sessions, a.prompts, a.workers);
-    let sqlite = Db::connect(&tandem_server::config::sqlite_url(&dir.path().join("bench.db"))).await?;
+    eprintln!(
+        "SQLite: {} sessions × {} prompts, {} workers…",
+        a.sessions, a.prompts, a.workers
+    );
+    let sqlite = Db::connect(&tandem_server::config::sqlite_url(
+        &dir.path().join("bench.db"),
+    ))
+    .await?;
     reports.push(bench(sqlite, "sqlite", &a).await?);
     match std::env::var("TANDEM_BENCH_POSTGRES_URL") {
         Ok(url) => {
             eprintln!("PostgreSQL…");
             reports.push(bench(Db::connect(&url).await?, "postgres", &a).await?);
         }
-        Err(_) => eprintln!("PostgreSQL skipped: TANDEM_BENCH_POSTGRES_URL is not set (`cargo xtask bench queue` sets it)"),
+        Err(_) => eprintln!(
+            "PostgreSQL skipped: TANDEM_BENCH_POSTGRES_URL is not set (`cargo xtask bench queue` sets it)"
+        ),
     }
     println!();
-    println!("| database | enqueue/s | claims/s | claim p50 | claim p99 | baseline p50 | baseline p99 | p50 ratio |");
+    println!(
+        "| database | enqueue/s | claims/s | claim p50 | claim p99 | baseline p50 | baseline p99 | p50 ratio |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for r in &reports {
         println!(
@@ -198,7 +292,10 @@ async fn main() -> Result<()> {
     }
     if let Some(s) = reports.iter().find(|r| r.backend == "sqlite") {
         let ok = s.claims_per_s >= 1000.0 && s.claim_p99 <= Duration::from_millis(5);
-        println!("\nSQLite target (≥1,000 claims/s, p99 ≤ 5 ms): {}", if ok { "met" } else { "NOT met" });
+        println!(
+            "\nSQLite target (≥1,000 claims/s, p99 ≤ 5 ms): {}",
+            if ok { "met" } else { "NOT met" }
+        );
     }
     Ok(())
 }

@@ -25,7 +25,12 @@ struct Args {
 }
 
 fn args() -> Result<Args> {
-    let mut a = Args { runs: 10, large_files: 100_000, large_mib: 2048, cp_runs_large: 1 };
+    let mut a = Args {
+        runs: 10,
+        large_files: 100_000,
+        large_mib: 2048,
+        cp_runs_large: 1,
+    };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut it = v.iter();
     while let Some(flag) = it.next() {
@@ -43,12 +48,23 @@ fn args() -> Result<Args> {
 
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new("git")
-        .args(["-c", "user.name=Bench", "-c", "user.email=bench@example.invalid", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.name=Bench",
+            "-c",
+            "user.email=bench@example.invalid",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(["-c", "core.compression=0", "-c", "core.looseCompression=0"])
         .args(args)
         .current_dir(dir)
         .output()?;
-    ensure!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
@@ -81,7 +97,11 @@ fn make_repo(dir: &Path, files: usize, bytes: usize) -> Result<()> {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 fn cp_a(from: &Path, scratch: &Path, runs: usize) -> Result<Vec<f64>> {
@@ -118,24 +138,47 @@ async fn start_once(c: &Client, repo: RepoId) -> Result<(f64, SessionId)> {
 }
 
 async fn start_with_phases(c: &Client, repo: RepoId) -> Result<(f64, SessionId, String)> {
-    let d = c.create_session(&CreateSession { repo_id: repo, prompt: String::new(), branch: None, agent: Some(tandem_protocol::AgentSpec::None) }).await?;
+    let d = c
+        .create_session(&CreateSession {
+            repo_id: repo,
+            prompt: String::new(),
+            branch: None,
+            agent: Some(tandem_protocol::AgentSpec::None),
+        })
+        .await?;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let page = c.events(d.session.id, 0).await?;
         for e in &page.events {
             match &e.kind {
-                EventKind::BootPhase { phase: BootPhase::Ready, .. } => {
+                EventKind::BootPhase {
+                    phase: BootPhase::Ready,
+                    ..
+                } => {
                     let phases: Vec<String> = page
                         .events
                         .iter()
                         .filter_map(|e| match &e.kind {
-                            EventKind::BootPhase { phase, elapsed_ms, detail } => {
-                                Some(format!("{}@{elapsed_ms}{}", phase.as_str(), detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()))
-                            }
+                            EventKind::BootPhase {
+                                phase,
+                                elapsed_ms,
+                                detail,
+                            } => Some(format!(
+                                "{}@{elapsed_ms}{}",
+                                phase.as_str(),
+                                detail
+                                    .as_deref()
+                                    .map(|d| format!(" ({d})"))
+                                    .unwrap_or_default()
+                            )),
                             _ => None,
                         })
                         .collect();
-                    return Ok(((e.at.0 - d.session.created_at.0) as f64, d.session.id, phases.join(" ")));
+                    return Ok((
+                        (e.at.0 - d.session.created_at.0) as f64,
+                        d.session.id,
+                        phases.join(" "),
+                    ));
                 }
                 EventKind::Error { message } => bail!("session failed: {message}"),
                 _ => {}
@@ -147,7 +190,10 @@ async fn start_with_phases(c: &Client, repo: RepoId) -> Result<(f64, SessionId, 
 }
 
 async fn stop(c: &Client, id: SessionId) -> Result<()> {
-    let res = c.request(reqwest::Method::POST, &format!("/api/sessions/{id}/stop")).send().await?;
+    let res = c
+        .request(reqwest::Method::POST, &format!("/api/sessions/{id}/stop"))
+        .send()
+        .await?;
     ensure!(res.status().is_success(), "stop: {}", res.text().await?);
     Ok(())
 }
@@ -163,18 +209,36 @@ struct Row {
 fn row(case: &str, mut v: Vec<f64>) -> Row {
     let min = v.iter().copied().fold(f64::MAX, f64::min);
     let max = v.iter().copied().fold(0.0, f64::max);
-    Row { case: case.into(), runs: v.len(), median: median(&mut v), min, max }
+    Row {
+        case: case.into(),
+        runs: v.len(),
+        median: median(&mut v),
+        min,
+        max,
+    }
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let a = args()?;
-    ensure!(nix::unistd::geteuid().is_root(), "the benchmark starts real workspaces: run it as root");
-    let target = PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into()));
+    ensure!(
+        nix::unistd::geteuid().is_root(),
+        "the benchmark starts real workspaces: run it as root"
+    );
+    let target = PathBuf::from(
+        std::env::var("CARGO_TARGET_DIR")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into()),
+    );
     let images_dir = target.join("tandem-test-images");
     eprintln!("building/finding the test image…");
     let image = tandem_server::images::build(&images_dir, TEST_RECIPE, |_| {}).await?;
-    let work = tempfile::Builder::new().prefix("tandem-bench-").tempdir_in(std::env::var("TANDEM_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| std::env::temp_dir()))?;
+    let work = tempfile::Builder::new()
+        .prefix("tandem-bench-")
+        .tempdir_in(
+            std::env::var("TANDEM_BENCH_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|_| std::env::temp_dir()),
+        )?;
     let recipe = work.path().join("image.toml");
     std::fs::write(&recipe, TEST_RECIPE)?;
     let data = work.path().join("data");
@@ -197,30 +261,63 @@ async fn main() -> Result<()> {
     let url = server.url();
     let state = server.state().clone();
     let admin = tandem_server::auth::local_admin(&state.db).await?;
-    let token = tandem_server::auth::create_api_token(&state.db, &admin, "bench", None).await?.token;
+    let token = tandem_server::auth::create_api_token(&state.db, &admin, "bench", None)
+        .await?
+        .token;
     tokio::spawn(server.run(std::future::pending()));
     let c = Client::new(&url, Some(token))?;
-    eprintln!("image {} ({} MiB), runtime {}", image.digest, image.size_bytes >> 20, state.workspaces()?.runtime.name());
+    eprintln!(
+        "image {} ({} MiB), runtime {}",
+        image.digest,
+        image.size_bytes >> 20,
+        state.workspaces()?.runtime.name()
+    );
 
-    let cases = [("10 MB / 1k files", 1000usize, 10usize << 20, a.runs), ("large", a.large_files, a.large_mib << 20, a.cp_runs_large)];
+    let cases = [
+        ("10 MB / 1k files", 1000usize, 10usize << 20, a.runs),
+        ("large", a.large_files, a.large_mib << 20, a.cp_runs_large),
+    ];
     let mut rows = Vec::new();
     let mut medians = Vec::new();
     let mut small_repo = None;
     for (label, files, bytes, cp_runs) in cases {
-        let label = if label == "large" { format!("{} MiB / {}k files", a.large_mib, a.large_files / 1000) } else { label.to_string() };
+        let label = if label == "large" {
+            format!("{} MiB / {}k files", a.large_mib, a.large_files / 1000)
+        } else {
+            label.to_string()
+        };
         eprintln!("[{label}] generating the repo…");
         let src = work.path().join(format!("src-{files}"));
         let t = Instant::now();
         make_repo(&src, files, bytes)?;
-        eprintln!("[{label}] generated in {:.1}s; building the snapshot…", t.elapsed().as_secs_f64());
+        eprintln!(
+            "[{label}] generated in {:.1}s; building the snapshot…",
+            t.elapsed().as_secs_f64()
+        );
         let repo = c
-            .create_repo(&CreateRepo { name: format!("bench/{files}"), url: src.to_string_lossy().into(), default_branch: None, warm_pool: None })
+            .create_repo(&CreateRepo {
+                name: format!("bench/{files}"),
+                url: src.to_string_lossy().into(),
+                default_branch: None,
+                warm_pool: None,
+            })
             .await?;
         let snap = c.build_snapshot(repo.id).await?;
         let snap = wait_snapshot(&c, snap.id).await?;
-        ensure!(snap.state == SnapshotState::Ready, "snapshot failed: {}", snap.log);
-        eprintln!("[{label}] snapshot built in {} ms ({} MiB layer)", snap.build_ms.unwrap_or(0), snap.size_bytes.unwrap_or(0) >> 20);
-        let tree = data.join("snapshots").join(snap.id.to_string()).join("layer/workspace");
+        ensure!(
+            snap.state == SnapshotState::Ready,
+            "snapshot failed: {}",
+            snap.log
+        );
+        eprintln!(
+            "[{label}] snapshot built in {} ms ({} MiB layer)",
+            snap.build_ms.unwrap_or(0),
+            snap.size_bytes.unwrap_or(0) >> 20
+        );
+        let tree = data
+            .join("snapshots")
+            .join(snap.id.to_string())
+            .join("layer/workspace");
         // Writing gigabytes leaves the disk busy with writeback for a while; flush it first so
         // the starts measure starting, not this benchmark's own setup.
         Command::new("sync").status()?;
@@ -238,7 +335,10 @@ async fn main() -> Result<()> {
         let r = row(&format!("session start, {label}"), starts);
         medians.push(r.median);
         let cpr = row(&format!("cp -a of the same tree, {label}"), cp);
-        eprintln!("[{label}] start median {:.0} ms vs cp -a median {:.0} ms", r.median, cpr.median);
+        eprintln!(
+            "[{label}] start median {:.0} ms vs cp -a median {:.0} ms",
+            r.median, cpr.median
+        );
         rows.push(r);
         rows.push(cpr);
         if small_repo.is_none() {
@@ -249,7 +349,14 @@ async fn main() -> Result<()> {
 
     // Warm pool on the small repo.
     let repo = small_repo.context("small repo")?;
-    let res = c.request(reqwest::Method::PUT, &format!("/api/repos/{repo}/warm-pool")).json(&SetWarmPool { size: 1 }).send().await?;
+    let res = c
+        .request(
+            reqwest::Method::PUT,
+            &format!("/api/repos/{repo}/warm-pool"),
+        )
+        .json(&SetWarmPool { size: 1 })
+        .send()
+        .await?;
     ensure!(res.status().is_success(), "set warm pool");
     let mut warm = Vec::new();
     for i in 0..a.runs {
@@ -266,22 +373,41 @@ async fn main() -> Result<()> {
     let w = row("session start from the warm pool, 10 MB", warm);
     let warm_median = w.median;
     rows.push(w);
-    let res = c.request(reqwest::Method::PUT, &format!("/api/repos/{repo}/warm-pool")).json(&SetWarmPool { size: 0 }).send().await?;
+    let res = c
+        .request(
+            reqwest::Method::PUT,
+            &format!("/api/repos/{repo}/warm-pool"),
+        )
+        .json(&SetWarmPool { size: 0 })
+        .send()
+        .await?;
     ensure!(res.status().is_success(), "reset warm pool");
 
     println!("\n| case | runs | median ms | min ms | max ms |\n|---|---|---|---|---|");
     for r in &rows {
-        println!("| {} | {} | {:.0} | {:.0} | {:.0} |", r.case, r.runs, r.median, r.min, r.max);
+        println!(
+            "| {} | {} | {:.0} | {:.0} | {:.0} |",
+            r.case, r.runs, r.median, r.min, r.max
+        );
     }
     let ratio = medians[1] / medians[0];
     let cp_ratio_large = rows[3].median / rows[2].median;
     println!("\nlarge/small session start median ratio: {ratio:.2} (target ≤ 1.2)");
-    println!("cp -a / session start, large repo: {cp_ratio_large:.1}× (session start is that much faster than copying the tree)");
-    println!("small-repo cold start median: {:.0} ms (target ≤ 250); warm pool median: {warm_median:.0} ms (target ≤ 50)", medians[0]);
+    println!(
+        "cp -a / session start, large repo: {cp_ratio_large:.1}× (session start is that much faster than copying the tree)"
+    );
+    println!(
+        "small-repo cold start median: {:.0} ms (target ≤ 250); warm pool median: {warm_median:.0} ms (target ≤ 50)",
+        medians[0]
+    );
     // Let the pool drain before the data dir goes away.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     for id in state.workspaces()?.runtime.list().await? {
-        let _ = state.workspaces()?.runtime.stop(&id, tandem_server::runtime::Keep::Nothing).await;
+        let _ = state
+            .workspaces()?
+            .runtime
+            .stop(&id, tandem_server::runtime::Keep::Nothing)
+            .await;
     }
     Ok(())
 }

@@ -56,7 +56,11 @@ pub fn load_or_create_key(path: &Path) -> Result<Vec<u8>> {
 pub fn token(key: &[u8], wid: &str) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
     mac.update(wid.as_bytes());
-    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The host directory bound at the agent's socket directory.
@@ -65,24 +69,49 @@ pub fn host_dir(ws: &Workspaces, wid: &str) -> PathBuf {
 }
 
 /// What a workspace spec needs to run the agent: its init, env and binds.
-pub fn spec_parts(ws: &Workspaces, wid: &str) -> Result<(Vec<String>, Vec<(String, String)>, Vec<Bind>)> {
+pub fn spec_parts(
+    ws: &Workspaces,
+    wid: &str,
+) -> Result<(Vec<String>, Vec<(String, String)>, Vec<Bind>)> {
     let dir = host_dir(ws, wid);
     std::fs::create_dir_all(&dir)?;
     let init = vec![agent::BINARY.to_string(), "serve".into()];
     let env = vec![(agent::TOKEN_ENV.to_string(), token(&ws.agent_key, wid))];
-    let socket_dir = Path::new(agent::SOCKET).parent().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
+    let socket_dir = Path::new(agent::SOCKET)
+        .parent()
+        .map(|p| p.to_string_lossy().to_string())
+        .unwrap_or_default();
     let gateway = crate::gateway::host_dir(ws, wid);
     std::fs::create_dir_all(&gateway)?;
-    let gateway_dir = Path::new(agent::GATEWAY_SOCKET).parent().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
+    let gateway_dir = Path::new(agent::GATEWAY_SOCKET)
+        .parent()
+        .map(|p| p.to_string_lossy().to_string())
+        .unwrap_or_default();
     let binds = vec![
-        Bind { host: dir, container: socket_dir, readonly: false },
+        Bind {
+            host: dir,
+            container: socket_dir,
+            readonly: false,
+        },
         // Read-only: the workspace can use the gateway's socket but not replace it.
-        Bind { host: gateway, container: gateway_dir, readonly: true },
-        Bind { host: ws.agent_bin.clone(), container: agent::BINARY.into(), readonly: true },
+        Bind {
+            host: gateway,
+            container: gateway_dir,
+            readonly: true,
+        },
+        Bind {
+            host: ws.agent_bin.clone(),
+            container: agent::BINARY.into(),
+            readonly: true,
+        },
     ];
     let mut binds = binds;
     if let Some(bin) = &ws.opencode_bin {
-        binds.push(Bind { host: bin.clone(), container: agent::OPENCODE_BINARY.into(), readonly: true });
+        binds.push(Bind {
+            host: bin.clone(),
+            container: agent::OPENCODE_BINARY.into(),
+            readonly: true,
+        });
     }
     Ok((init, env, binds))
 }
@@ -99,14 +128,22 @@ fn unreachable(e: &dyn std::fmt::Display) -> Error {
 /// lead into that workspace.
 async fn connect(ws: &Workspaces, wid: &str, init_pid: i32) -> Result<tokio::net::UnixStream> {
     let socket = host_dir(ws, wid).join(Path::new(agent::SOCKET).file_name().unwrap_or_default());
-    let stream = tokio::net::UnixStream::connect(&socket).await.map_err(|e| unreachable(&e))?;
+    let stream = tokio::net::UnixStream::connect(&socket)
+        .await
+        .map_err(|e| unreachable(&e))?;
     // The peer must live in this workspace's PID namespace (see the module comment).
-    let peer = stream.peer_cred().map_err(|e| unreachable(&e))?.pid().unwrap_or(0);
+    let peer = stream
+        .peer_cred()
+        .map_err(|e| unreachable(&e))?
+        .pid()
+        .unwrap_or(0);
     let (Some(theirs), Some(ours)) = (pid_namespace(peer), pid_namespace(init_pid)) else {
         return Err(unreachable(&"cannot identify the agent process"));
     };
     if theirs != ours {
-        return Err(Error::Forbidden(format!("the agent socket of {wid} does not lead into the workspace")));
+        return Err(Error::Forbidden(format!(
+            "the agent socket of {wid} does not lead into the workspace"
+        )));
     }
     Ok(stream)
 }
@@ -122,13 +159,18 @@ async fn send(
 ) -> Result<hyper::Response<hyper::body::Incoming>> {
     let stream = connect(ws, wid, init_pid).await?;
     let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.map_err(|e| unreachable(&e))?;
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| unreachable(&e))?;
     tokio::spawn(conn);
     let req = Request::builder()
         .method(method)
         .uri(path_and_query)
         .header("host", "agent")
-        .header("authorization", format!("Bearer {}", token(&ws.agent_key, wid)))
+        .header(
+            "authorization",
+            format!("Bearer {}", token(&ws.agent_key, wid)),
+        )
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body.unwrap_or_default())))
         .map_err(|e| Error::Internal(e.to_string()))?;
@@ -154,7 +196,9 @@ pub async fn call(
             .to_bytes();
         Ok((status, body))
     };
-    tokio::time::timeout(CALL_TIMEOUT, fut).await.map_err(|_| Error::Unavailable("the workspace agent did not answer in time".into()))?
+    tokio::time::timeout(CALL_TIMEOUT, fut)
+        .await
+        .map_err(|_| Error::Unavailable("the workspace agent did not answer in time".into()))?
 }
 
 /// Runs a command through the agent, handing each output frame to `on_frame` as it arrives;
@@ -170,19 +214,29 @@ pub async fn exec_stream(
     let res = send(ws, wid, init_pid, Method::POST, "/exec", Some(body)).await?;
     if res.status() != StatusCode::OK {
         let status = res.status();
-        let b = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        return Err(Error::BadRequest(format!("the agent refused the command ({status}): {}", String::from_utf8_lossy(&b))));
+        let b = res
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        return Err(Error::BadRequest(format!(
+            "the agent refused the command ({status}): {}",
+            String::from_utf8_lossy(&b)
+        )));
     }
     let mut body = res.into_body();
     let mut pending: Vec<u8> = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| unreachable(&e))?;
-        let Ok(data) = frame.into_data() else { continue };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
         pending.extend_from_slice(&data);
         while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=nl).collect();
-            let f: agent::ExecFrame =
-                serde_json::from_slice(&line).map_err(|e| Error::Internal(format!("a malformed frame from the agent: {e}")))?;
+            let f: agent::ExecFrame = serde_json::from_slice(&line)
+                .map_err(|e| Error::Internal(format!("a malformed frame from the agent: {e}")))?;
             if matches!(f, agent::ExecFrame::Exit { .. }) {
                 return Ok(f);
             }
@@ -192,17 +246,28 @@ pub async fn exec_stream(
             return Err(Error::Internal("the agent sent an oversized frame".into()));
         }
     }
-    Err(unreachable(&"the agent closed the stream before the command ended"))
+    Err(unreachable(
+        &"the agent closed the stream before the command ended",
+    ))
 }
 
 /// Opens a terminal in the workspace.
-pub async fn open_pty(ws: &Workspaces, wid: &str, init_pid: i32, req: &agent::PtyOpen) -> Result<agent::PtyInfo> {
+pub async fn open_pty(
+    ws: &Workspaces,
+    wid: &str,
+    init_pid: i32,
+    req: &agent::PtyOpen,
+) -> Result<agent::PtyInfo> {
     let body = serde_json::to_vec(req).map_err(|e| Error::Internal(e.to_string()))?;
     let (status, answer) = call(ws, wid, init_pid, Method::POST, "/ptys", Some(body)).await?;
     if status != StatusCode::CREATED {
-        return Err(Error::BadRequest(format!("the agent refused the terminal: {}", String::from_utf8_lossy(&answer))));
+        return Err(Error::BadRequest(format!(
+            "the agent refused the terminal: {}",
+            String::from_utf8_lossy(&answer)
+        )));
     }
-    serde_json::from_slice(&answer).map_err(|e| Error::Internal(format!("the agent's terminal answer: {e}")))
+    serde_json::from_slice(&answer)
+        .map_err(|e| Error::Internal(format!("the agent's terminal answer: {e}")))
 }
 
 /// A WebSocket attached to terminal `pty`: binary frames are terminal bytes both ways, text
@@ -215,28 +280,42 @@ pub async fn attach_pty(
 ) -> Result<tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let stream = connect(ws, wid, init_pid).await?;
-    let mut req = format!("ws://agent/ptys/{pty}/attach").into_client_request().map_err(|e| Error::Internal(e.to_string()))?;
+    let mut req = format!("ws://agent/ptys/{pty}/attach")
+        .into_client_request()
+        .map_err(|e| Error::Internal(e.to_string()))?;
     req.headers_mut().insert(
         "authorization",
-        format!("Bearer {}", token(&ws.agent_key, wid)).parse().map_err(|_| Error::Internal("token header".into()))?,
+        format!("Bearer {}", token(&ws.agent_key, wid))
+            .parse()
+            .map_err(|_| Error::Internal("token header".into()))?,
     );
-    let (socket, _) = tokio_tungstenite::client_async(req, stream).await.map_err(|e| match e {
-        tokio_tungstenite::tungstenite::Error::Http(r) if r.status() == StatusCode::NOT_FOUND => {
-            Error::NotFound(format!("no terminal {pty}"))
-        }
-        e => unreachable(&e),
-    })?;
+    let (socket, _) = tokio_tungstenite::client_async(req, stream)
+        .await
+        .map_err(|e| match e {
+            tokio_tungstenite::tungstenite::Error::Http(r)
+                if r.status() == StatusCode::NOT_FOUND =>
+            {
+                Error::NotFound(format!("no terminal {pty}"))
+            }
+            e => unreachable(&e),
+        })?;
     Ok(socket)
 }
 
 /// Waits until the agent answers `/health`.
-pub async fn wait_ready(ws: &Workspaces, wid: &str, init_pid: i32, within: Duration) -> Result<AgentHealth> {
+pub async fn wait_ready(
+    ws: &Workspaces,
+    wid: &str,
+    init_pid: i32,
+    within: Duration,
+) -> Result<AgentHealth> {
     let deadline = Instant::now() + within;
     let mut last = String::new();
     while Instant::now() < deadline {
         match call(ws, wid, init_pid, Method::GET, "/health", None).await {
             Ok((StatusCode::OK, body)) => {
-                return serde_json::from_slice(&body).map_err(|e| Error::Internal(format!("agent health: {e}")));
+                return serde_json::from_slice(&body)
+                    .map_err(|e| Error::Internal(format!("agent health: {e}")));
             }
             Ok((status, _)) => last = format!("answered {status}"),
             Err(e) => last = e.to_string(),
@@ -244,7 +323,9 @@ pub async fn wait_ready(ws: &Workspaces, wid: &str, init_pid: i32, within: Durat
         // The socket appears when the agent has started; the next try is an event away.
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    Err(Error::Internal(format!("the workspace agent did not come up: {last}")))
+    Err(Error::Internal(format!(
+        "the workspace agent did not come up: {last}"
+    )))
 }
 
 /// Frames of a running turn, read as they come; the channel is bounded so a slow store slows
@@ -252,15 +333,32 @@ pub async fn wait_ready(ws: &Workspaces, wid: &str, init_pid: i32, within: Durat
 pub type TurnFrames = tokio::sync::mpsc::Receiver<Result<agent::TurnFrame>>;
 
 /// Starts a turn in the workspace; dropping the receiver closes the stream, which stops it.
-pub async fn start_turn(ws: &Workspaces, wid: &str, init_pid: i32, req: &agent::TurnStart) -> Result<TurnFrames> {
+pub async fn start_turn(
+    ws: &Workspaces,
+    wid: &str,
+    init_pid: i32,
+    req: &agent::TurnStart,
+) -> Result<TurnFrames> {
     let body = serde_json::to_vec(req).map_err(|e| Error::Internal(e.to_string()))?;
     let res = send(ws, wid, init_pid, Method::POST, "/turns", Some(body)).await?;
     if res.status() != StatusCode::OK {
         let status = res.status();
-        let b = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        let why = format!("the agent refused the turn ({status}): {}", String::from_utf8_lossy(&b));
+        let b = res
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let why = format!(
+            "the agent refused the turn ({status}): {}",
+            String::from_utf8_lossy(&b)
+        );
         // 409: still busy with the turn before; anything else is a broken agent.
-        return Err(if status == StatusCode::CONFLICT { Error::Conflict(why) } else { Error::Unavailable(why) });
+        return Err(if status == StatusCode::CONFLICT {
+            Error::Conflict(why)
+        } else {
+            Error::Unavailable(why)
+        });
     }
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let mut body = res.into_body();
@@ -285,19 +383,28 @@ pub async fn start_turn(ws: &Workspaces, wid: &str, init_pid: i32, req: &agent::
             pending.extend_from_slice(&data);
             while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = pending.drain(..=nl).collect();
-                let item = serde_json::from_slice::<agent::TurnFrame>(&line)
-                    .map_err(|e| Error::Internal(format!("a malformed turn frame from the agent: {e}")));
+                let item = serde_json::from_slice::<agent::TurnFrame>(&line).map_err(|e| {
+                    Error::Internal(format!("a malformed turn frame from the agent: {e}"))
+                });
                 let end = matches!(item, Ok(agent::TurnFrame::End { .. }) | Err(_));
                 if tx.send(item).await.is_err() || end {
                     return;
                 }
             }
             if pending.len() > MAX_ANSWER_BYTES {
-                let _ = tx.send(Err(Error::Internal("the agent sent an oversized turn frame".into()))).await;
+                let _ = tx
+                    .send(Err(Error::Internal(
+                        "the agent sent an oversized turn frame".into(),
+                    )))
+                    .await;
                 return;
             }
         }
-        let _ = tx.send(Err(unreachable(&"the agent closed the turn before it ended"))).await;
+        let _ = tx
+            .send(Err(unreachable(
+                &"the agent closed the turn before it ended",
+            )))
+            .await;
     });
     Ok(rx)
 }
@@ -312,7 +419,10 @@ pub async fn control_turn(
     steer: Option<&agent::TurnSteer>,
 ) -> Result<bool> {
     let (path, body) = match steer {
-        Some(s) => (format!("/turns/{turn}/steer"), Some(serde_json::to_vec(s).map_err(|e| Error::Internal(e.to_string()))?)),
+        Some(s) => (
+            format!("/turns/{turn}/steer"),
+            Some(serde_json::to_vec(s).map_err(|e| Error::Internal(e.to_string()))?),
+        ),
         None => (format!("/turns/{turn}/stop"), None),
     };
     let (status, _) = call(ws, wid, init_pid, Method::POST, &path, body).await?;

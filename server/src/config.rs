@@ -45,6 +45,53 @@ pub struct Config {
     pub snapshot_keep: usize,
     /// Agents and the model they use (`[agents]` in the file).
     pub agents: AgentsConfig,
+    /// The GitHub App (`[github]` in the file); none turns GitHub off.
+    pub github: Option<GithubConfig>,
+}
+
+/// `[github]`: the GitHub App Tandem acts as. Its private key, webhook secret and OAuth client
+/// secret live in the secret store (`tandem secret set NAME < file`), under the names below.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GithubConfig {
+    /// The App's id (its settings page, "App ID").
+    pub app_id: u64,
+    /// The App's slug (`github.com/apps/<slug>`): `@<slug>` in a PR comment makes a prompt.
+    pub app_slug: String,
+    /// The App's OAuth client id, for "Sign in with GitHub"; none turns sign-in off.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// REST API root.
+    #[serde(default = "default_github_api")]
+    pub api_url: String,
+    /// Web root: OAuth pages and git remotes (`<web_url>/<owner>/<name>.git`).
+    #[serde(default = "default_github_web")]
+    pub web_url: String,
+    /// Secret holding the App's private key (PEM).
+    #[serde(default = "default_private_key_secret")]
+    pub private_key_secret: String,
+    /// Secret holding the webhook secret.
+    #[serde(default = "default_webhook_secret")]
+    pub webhook_secret: String,
+    /// Secret holding the OAuth client secret.
+    #[serde(default = "default_client_secret")]
+    pub client_secret: String,
+}
+
+fn default_github_api() -> String {
+    "https://api.github.com".into()
+}
+fn default_github_web() -> String {
+    "https://github.com".into()
+}
+fn default_private_key_secret() -> String {
+    "github_private_key".into()
+}
+fn default_webhook_secret() -> String {
+    "github_webhook_secret".into()
+}
+fn default_client_secret() -> String {
+    "github_client_secret".into()
 }
 
 /// `[agents]`: the model endpoint, the default agent, what happens to interrupted turns.
@@ -119,6 +166,7 @@ pub struct FileConfig {
     pub web_dir: Option<PathBuf>,
     #[serde(default)]
     pub agents: AgentsConfig,
+    pub github: Option<GithubConfig>,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -164,7 +212,9 @@ impl Config {
         let file = read_file_config(&data_dir)?;
         let listen = match over.listen.or(file.listen) {
             Some(a) => a,
-            None => DEFAULT_LISTEN.parse().map_err(|e| Error::Config(format!("{e}")))?,
+            None => DEFAULT_LISTEN
+                .parse()
+                .map_err(|e| Error::Config(format!("{e}")))?,
         };
         let database_url = over
             .database_url
@@ -173,16 +223,32 @@ impl Config {
         Ok(Self {
             listen,
             database_url,
-            public_url: over.public_url.or(file.public_url).map(|u| u.trim_end_matches('/').to_string()),
+            public_url: over
+                .public_url
+                .or(file.public_url)
+                .map(|u| u.trim_end_matches('/').to_string()),
             web_dir: over.web_dir.or(file.web_dir).or_else(default_web_dir),
-            images_dir: over.images_dir.or(file.images_dir).unwrap_or_else(|| data_dir.join("images")),
+            images_dir: over
+                .images_dir
+                .or(file.images_dir)
+                .unwrap_or_else(|| data_dir.join("images")),
             image_recipe: over.image_recipe.or(file.image_recipe),
             runtime: over.runtime.or(file.runtime),
             agent_bin: over.agent_bin.or(file.agent_bin),
             egress_hosts: file.egress_hosts,
-            snapshot_interval_secs: file.snapshot_interval_secs.unwrap_or(DEFAULT_SNAPSHOT_INTERVAL_SECS),
+            snapshot_interval_secs: file
+                .snapshot_interval_secs
+                .unwrap_or(DEFAULT_SNAPSHOT_INTERVAL_SECS),
             snapshot_keep: file.snapshot_keep.unwrap_or(DEFAULT_SNAPSHOT_KEEP),
-            agents: crate::config::AgentsConfig { opencode_bin: over.opencode_bin.or(file.agents.opencode_bin.clone()), ..file.agents },
+            agents: crate::config::AgentsConfig {
+                opencode_bin: over.opencode_bin.or(file.agents.opencode_bin.clone()),
+                ..file.agents
+            },
+            github: file.github.map(|g| GithubConfig {
+                api_url: g.api_url.trim_end_matches('/').to_string(),
+                web_url: g.web_url.trim_end_matches('/').to_string(),
+                ..g
+            }),
             data_dir,
         })
     }
@@ -192,7 +258,9 @@ impl Config {
 pub fn read_file_config(data_dir: &Path) -> Result<FileConfig> {
     let path = data_dir.join(CONFIG_FILE);
     match std::fs::read_to_string(&path) {
-        Ok(text) => toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display()))),
+        Ok(text) => {
+            toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
         Err(e) => Err(Error::Config(format!("{}: {e}", path.display()))),
     }
@@ -222,15 +290,26 @@ mod tests {
         })
         .unwrap();
         assert_eq!(cfg.listen.port(), 1234, "flag beats file");
-        assert_eq!(cfg.public_url.as_deref(), Some("https://tandem.example"), "file fills the gap");
-        assert!(cfg.database_url.starts_with("sqlite://"), "embedded default is SQLite");
+        assert_eq!(
+            cfg.public_url.as_deref(),
+            Some("https://tandem.example"),
+            "file fills the gap"
+        );
+        assert!(
+            cfg.database_url.starts_with("sqlite://"),
+            "embedded default is SQLite"
+        );
     }
 
     #[test]
     fn unknown_keys_in_the_file_are_an_error() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(CONFIG_FILE), "lisen = \"x\"\n").unwrap();
-        let err = Config::resolve(Overrides { data_dir: Some(dir.path().into()), ..Default::default() }).unwrap_err();
+        let err = Config::resolve(Overrides {
+            data_dir: Some(dir.path().into()),
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(err.to_string().contains("lisen"), "{err}");
     }
 }

@@ -29,6 +29,13 @@ pub enum Error {
     /// It conflicts with what is stored (duplicate name, …).
     #[error("{0}")]
     Conflict(String),
+    /// Refused for a reason with its own stable code (`app_not_installed`, `push_rejected`,
+    /// `stale_base`, …), answered 409.
+    #[error("{message}")]
+    Refused { code: &'static str, message: String },
+    /// A service the server depends on (GitHub, a model endpoint) failed; answered 502.
+    #[error("{0}")]
+    BadGateway(String),
     /// A capability this server cannot offer right now (e.g. workspaces on a host without a runtime).
     #[error("{0}")]
     Unavailable(String),
@@ -58,11 +65,15 @@ impl Error {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::Refused { code, .. } => (StatusCode::CONFLICT, code),
+            Self::BadGateway(_) => (StatusCode::BAD_GATEWAY, "bad_gateway"),
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            Self::Config(_) | Self::Sqlx(_) | Self::Migrate(_) | Self::Io(_) | Self::Internal(_) => {
-                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
-            }
+            Self::Config(_)
+            | Self::Sqlx(_)
+            | Self::Migrate(_)
+            | Self::Io(_)
+            | Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
 }
@@ -77,14 +88,23 @@ impl IntoResponse for Error {
         } else {
             self.to_string()
         };
-        (status, Json(ApiError { code: code.to_string(), message })).into_response()
+        (
+            status,
+            Json(ApiError {
+                code: code.to_string(),
+                message,
+            }),
+        )
+            .into_response()
     }
 }
 
 /// Maps a unique-constraint violation to 409 with `what` in the message; other errors pass through.
 pub fn conflict_on_unique(err: sqlx::Error, what: &str) -> Error {
     match &err {
-        sqlx::Error::Database(db) if db.is_unique_violation() => Error::Conflict(format!("{what} already exists")),
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            Error::Conflict(format!("{what} already exists"))
+        }
         _ => Error::Sqlx(err),
     }
 }

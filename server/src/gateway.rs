@@ -37,8 +37,14 @@ pub struct Gateways {
 impl Default for Gateways {
     fn default() -> Self {
         // No overall timeout: a streamed answer takes as long as the model writes.
-        let http = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10)).build().unwrap_or_default();
-        Self { http, listening: Mutex::new(HashMap::new()) }
+        let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .build()
+            .unwrap_or_default();
+        Self {
+            http,
+            listening: Mutex::new(HashMap::new()),
+        }
     }
 }
 
@@ -53,7 +59,11 @@ impl Gateways {
     pub async fn ensure(&self, app: &AppState, wid: &str) -> Result<()> {
         let ws = app.workspaces()?;
         let dir = host_dir(ws, wid);
-        let path = dir.join(std::path::Path::new(agent::GATEWAY_SOCKET).file_name().unwrap_or_default());
+        let path = dir.join(
+            std::path::Path::new(agent::GATEWAY_SOCKET)
+                .file_name()
+                .unwrap_or_default(),
+        );
         let mut listening = self.listening.lock().unwrap_or_else(|e| e.into_inner());
         // A restarted workspace (resume) gets a fresh directory: the old socket is gone.
         if listening.get(wid).is_some_and(|h| !h.is_finished()) && path.exists() {
@@ -65,7 +75,10 @@ impl Gateways {
         std::fs::create_dir_all(&dir)?;
         let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path)?;
-        let router = router().with_state(Gw { app: app.clone(), wid: wid.to_string() });
+        let router = router().with_state(Gw {
+            app: app.clone(),
+            wid: wid.to_string(),
+        });
         let wid_owned = wid.to_string();
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
@@ -78,13 +91,16 @@ impl Gateways {
 
     /// Stops the listeners of workspaces not in `live`.
     pub fn retain(&self, live: &std::collections::HashSet<String>) {
-        self.listening.lock().unwrap_or_else(|e| e.into_inner()).retain(|wid, task| {
-            let keep = live.contains(wid) && !task.is_finished();
-            if !keep {
-                task.abort();
-            }
-            keep
-        });
+        self.listening
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|wid, task| {
+                let keep = live.contains(wid) && !task.is_finished();
+                if !keep {
+                    task.abort();
+                }
+                keep
+            });
     }
 }
 
@@ -96,7 +112,15 @@ fn router() -> Router<Gw> {
         .route("/tandem/children/{id}", get(child_status))
         .route("/tandem/children/{id}/prompts", post(child_prompt))
         .route("/tandem/children/{id}/cancel", post(child_cancel))
+        .route(agent::GIT_CREDENTIAL_PATH, post(git_credential))
+        .route(agent::PULL_REQUEST_PATH, post(pull_request))
+        .route(agent::ATTACHMENT_PATH, post(attachment))
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
+        // A push can be far larger than any model request: streamed through, never buffered.
+        .route(
+            &format!("{}{{owner}}/{{repo}}/{{*rest}}", agent::GIT_RELAY_PREFIX),
+            axum::routing::any(git_relay).layer(DefaultBodyLimit::disable()),
+        )
 }
 
 impl Gw {
@@ -117,32 +141,59 @@ impl Gw {
                 (s.author.user_id, s.author.name)
             }
         };
-        Ok(Author { kind: AuthorKind::Automation, user_id, name: format!("agent for {name}") })
+        Ok(Author {
+            kind: AuthorKind::Automation,
+            user_id,
+            name: format!("agent for {name}"),
+        })
     }
 }
 
 async fn upstream(g: &Gw, path: &str, body: Option<Bytes>) -> Result<Response> {
     g.session().await?;
     let agents = &g.app.config.agents;
-    let base = agents
-        .model_base_url
-        .as_deref()
-        .ok_or_else(|| Error::Unavailable("no model is configured: set model_base_url under [agents] in the server's tandem.toml".into()))?;
+    let base = agents.model_base_url.as_deref().ok_or_else(|| {
+        Error::Unavailable(
+            "no model is configured: set model_base_url under [agents] in the server's tandem.toml"
+                .into(),
+        )
+    })?;
     let key = g.app.secrets.get(&g.app.db, &agents.api_key_secret).await?;
     let url = format!("{}/{path}", base.trim_end_matches('/'));
     let mut req = match body {
-        Some(b) => g.app.gateways.http.post(&url).header("content-type", "application/json").body(b),
+        Some(b) => g
+            .app
+            .gateways
+            .http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(b),
         None => g.app.gateways.http.get(&url),
     };
     if let Some(k) = key {
         req = req.bearer_auth(k);
     }
     // The error names the endpoint, never the request (which carries the key).
-    let res = req.send().await.map_err(|e| Error::Unavailable(format!("the model endpoint {base} is not reachable: {}", e.without_url())))?;
+    let res = req.send().await.map_err(|e| {
+        Error::Unavailable(format!(
+            "the model endpoint {base} is not reachable: {}",
+            e.without_url()
+        ))
+    })?;
     let status = StatusCode::from_u16(res.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    let content_type = res.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+    let content_type = res
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
     let stream = futures::StreamExt::map(res.bytes_stream(), |r| r.map_err(std::io::Error::other));
-    Ok((status, [("content-type", content_type)], Body::from_stream(stream)).into_response())
+    Ok((
+        status,
+        [("content-type", content_type)],
+        Body::from_stream(stream),
+    )
+        .into_response())
 }
 
 async fn chat(State(g): State<Gw>, body: Bytes) -> Result<Response> {
@@ -153,20 +204,36 @@ async fn models(State(g): State<Gw>) -> Result<Response> {
     upstream(&g, "models", None).await
 }
 
-async fn spawn_children(State(g): State<Gw>, Json(req): Json<CreateChildren>) -> Result<(StatusCode, Json<Vec<Session>>)> {
+async fn spawn_children(
+    State(g): State<Gw>,
+    Json(req): Json<CreateChildren>,
+) -> Result<(StatusCode, Json<Vec<Session>>)> {
     let session = g.session().await?;
     let author = g.author(session).await?;
-    Ok((StatusCode::CREATED, Json(sessions::children::spawn(&g.app, session, author, req).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(sessions::children::spawn(&g.app, session, author, req).await?),
+    ))
 }
 
-async fn child_status(State(g): State<Gw>, Path(id): Path<SessionId>) -> Result<Json<ChildSession>> {
+async fn child_status(
+    State(g): State<Gw>,
+    Path(id): Path<SessionId>,
+) -> Result<Json<ChildSession>> {
     let session = g.session().await?;
     sessions::children::child_of(&g.app, session, id).await?;
     let all = sessions::children::list(&g.app, session).await?;
-    all.into_iter().find(|c| c.session.id == id).map(Json).ok_or_else(|| Error::NotFound("no such child".into()))
+    all.into_iter()
+        .find(|c| c.session.id == id)
+        .map(Json)
+        .ok_or_else(|| Error::NotFound("no such child".into()))
 }
 
-async fn child_prompt(State(g): State<Gw>, Path(id): Path<SessionId>, Json(req): Json<CreatePrompt>) -> Result<(StatusCode, Json<Prompt>)> {
+async fn child_prompt(
+    State(g): State<Gw>,
+    Path(id): Path<SessionId>,
+    Json(req): Json<CreatePrompt>,
+) -> Result<(StatusCode, Json<Prompt>)> {
     let session = g.session().await?;
     sessions::children::child_of(&g.app, session, id).await?;
     let author = g.author(session).await?;
@@ -179,6 +246,182 @@ async fn child_cancel(State(g): State<Gw>, Path(id): Path<SessionId>) -> Result<
     let session = g.session().await?;
     sessions::children::child_of(&g.app, session, id).await?;
     let author = g.author(session).await?;
-    sessions::workspace::stop(&g.app.db, g.app.workspaces()?, id, Some(format!("cancelled by its parent's {}", author.name))).await?;
+    sessions::workspace::stop(
+        &g.app.db,
+        g.app.workspaces()?,
+        id,
+        Some(format!("cancelled by its parent's {}", author.name)),
+    )
+    .await?;
     Ok(Json(sessions::get(&g.app.db, id).await?.session))
+}
+
+/// The session's GitHub credential, for its git credential helper (an installation token for
+/// the session's repository only; asking again renews it near expiry).
+async fn git_credential(State(g): State<Gw>) -> Result<Json<agent::GitCredential>> {
+    let session = g.session().await?;
+    let gh = crate::github::pr::github(&g.app)?;
+    let (_, token) = crate::github::credentials::for_session(gh, session).await?;
+    Ok(Json(agent::GitCredential {
+        username: "x-access-token".into(),
+        password: token.token,
+        expires_at: token.expires_at / 1000,
+    }))
+}
+
+/// The agent's `open_pull_request` tool: as the running prompt's author.
+async fn pull_request(
+    State(g): State<Gw>,
+    Json(req): Json<tandem_protocol::github::CreatePr>,
+) -> Result<Json<tandem_protocol::github::PullRequest>> {
+    let session = g.session().await?;
+    let running = db::prompts::running(g.app.db.pool(), session).await?;
+    let author = match running {
+        Some(p) => p.author,
+        None => sessions::get(&g.app.db, session).await?.session.author,
+    };
+    Ok(Json(
+        crate::github::pr::open(&g.app, session, &author, req).await?,
+    ))
+}
+
+/// git's smart HTTP to the session's own GitHub repository and nowhere else: the workspace has
+/// no network, so its git reaches GitHub through here. The credential git sends (from its
+/// helper) passes through untouched; the server adds nothing.
+async fn git_relay(
+    State(g): State<Gw>,
+    Path((owner, repo, rest)): Path<(String, String, String)>,
+    req: axum::extract::Request,
+) -> Result<Response> {
+    let session = g.session().await?;
+    let gh = crate::github::pr::github(&g.app)?;
+    let linked = crate::github::credentials::linked(gh, session).await?;
+    let name = repo.strip_suffix(".git").unwrap_or(&repo);
+    if !owner.eq_ignore_ascii_case(&linked.owner) || !name.eq_ignore_ascii_case(&linked.name) {
+        return Err(Error::Forbidden(format!(
+            "this workspace may reach {} only",
+            linked.full_name()
+        )));
+    }
+    if !matches!(
+        rest.as_str(),
+        "info/refs" | "git-upload-pack" | "git-receive-pack" | "HEAD"
+    ) {
+        return Err(Error::NotFound("not a git smart HTTP path".into()));
+    }
+    let query = req
+        .uri()
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    let url = format!(
+        "{}/{}/{}.git/{rest}{query}",
+        gh.config.web_url, linked.owner, linked.name
+    );
+    let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
+        .map_err(|_| Error::BadRequest("method".into()))?;
+    let mut up = g.app.gateways.http.request(method, &url);
+    for h in [
+        "authorization",
+        "content-type",
+        "content-encoding",
+        "accept",
+        "git-protocol",
+        "user-agent",
+    ] {
+        if let Some(v) = req.headers().get(h) {
+            up = up.header(h, v.as_bytes());
+        }
+    }
+    let body = futures::StreamExt::map(req.into_body().into_data_stream(), |r| {
+        r.map_err(std::io::Error::other)
+    });
+    let res = up
+        .body(reqwest::Body::wrap_stream(body))
+        .send()
+        .await
+        .map_err(|e| {
+            Error::BadGateway(format!(
+                "GitHub is not reachable for git: {}",
+                e.without_url()
+            ))
+        })?;
+    let status = StatusCode::from_u16(res.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut out = Response::builder().status(status);
+    for h in [
+        "content-type",
+        "www-authenticate",
+        "cache-control",
+        "expires",
+        "pragma",
+    ] {
+        if let Some(v) = res.headers().get(h) {
+            out = out.header(h, v.as_bytes());
+        }
+    }
+    let stream = futures::StreamExt::map(res.bytes_stream(), |r| r.map_err(std::io::Error::other));
+    out.body(Body::from_stream(stream))
+        .map_err(|e| Error::Internal(e.to_string()))
+}
+
+/// The agent's `attach_image` tool: the image becomes an artifact of the session (shown in the
+/// timeline, linked from the pull request).
+async fn attachment(
+    State(g): State<Gw>,
+    Json(req): Json<agent::Attachment>,
+) -> Result<(StatusCode, Json<ArtifactInfo>)> {
+    use base64::Engine;
+    let session = g.session().await?;
+    if !matches!(
+        req.content_type.as_str(),
+        "image/png" | "image/jpeg" | "image/gif" | "image/webp"
+    ) {
+        return Err(Error::Invalid(
+            "only PNG, JPEG, GIF and WebP images can be attached".into(),
+        ));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(req.data.as_bytes())
+        .map_err(|_| Error::Invalid("data is not base64".into()))?;
+    if bytes.len() > agent::MAX_ATTACHMENT_BYTES {
+        return Err(Error::TooLarge(format!(
+            "an attachment is at most {} bytes",
+            agent::MAX_ATTACHMENT_BYTES
+        )));
+    }
+    let name: String = req
+        .name
+        .chars()
+        .filter(|c| !c.is_control() && !matches!(c, '/' | '\\'))
+        .take(200)
+        .collect();
+    let name = if name.trim().is_empty() {
+        "image".to_string()
+    } else {
+        name
+    };
+    let running = db::prompts::running(g.app.db.pool(), session)
+        .await?
+        .map(|p| p.id);
+    let now = crate::now_ms();
+    let info = ArtifactInfo {
+        id: ArtifactId(uuid::Uuid::new_v4()),
+        session_id: session,
+        name: name.clone(),
+        content_type: req.content_type.clone(),
+        size: bytes.len() as i64,
+        created_at: Timestamp(now),
+    };
+    let mut tx = g.app.db.begin().await?;
+    db::artifacts::insert(&mut tx, &info, &req.data).await?;
+    let kind = EventKind::Attachment {
+        prompt_id: running,
+        artifact: info.id,
+        name,
+        content_type: req.content_type,
+        size: info.size,
+    };
+    db::events::append(&mut tx, session, now, kind).await?;
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, Json(info)))
 }

@@ -49,10 +49,17 @@ pub struct Image {
 impl Recipe {
     /// Parses a recipe.
     pub fn parse(text: &str) -> Result<Self> {
-        let r: Recipe = toml::from_str(text).map_err(|e| Error::Invalid(format!("image recipe: {e}")))?;
-        let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "+-.:_".contains(c));
+        let r: Recipe =
+            toml::from_str(text).map_err(|e| Error::Invalid(format!("image recipe: {e}")))?;
+        let ok = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.:_".contains(c))
+        };
         if !ok(&r.suite) || !ok(&r.variant) || !r.packages.iter().all(|p| ok(p)) {
-            return Err(Error::Invalid("image recipe: suite, variant and packages must be plain Debian names".into()));
+            return Err(Error::Invalid(
+                "image recipe: suite, variant and packages must be plain Debian names".into(),
+            ));
         }
         Ok(r)
     }
@@ -67,7 +74,13 @@ pub fn digest(recipe_text: &str) -> String {
 }
 
 fn dir_for(images_dir: &Path, digest: &str) -> PathBuf {
-    images_dir.join(digest.trim_start_matches("sha256:").chars().take(24).collect::<String>())
+    images_dir.join(
+        digest
+            .trim_start_matches("sha256:")
+            .chars()
+            .take(24)
+            .collect::<String>(),
+    )
 }
 
 /// The built image for `recipe_text`, if it exists.
@@ -78,7 +91,11 @@ pub fn find(images_dir: &Path, recipe_text: &str) -> Option<Image> {
 
 /// Builds the image unless it exists; `progress` gets each line mmdebstrap prints. Safe to call
 /// from several processes at once: each builds in a private directory and the first rename wins.
-pub async fn build(images_dir: &Path, recipe_text: &str, mut progress: impl FnMut(&str)) -> Result<Image> {
+pub async fn build(
+    images_dir: &Path,
+    recipe_text: &str,
+    mut progress: impl FnMut(&str),
+) -> Result<Image> {
     if let Some(img) = find(images_dir, recipe_text) {
         return Ok(img);
     }
@@ -107,7 +124,11 @@ pub async fn build(images_dir: &Path, recipe_text: &str, mut progress: impl FnMu
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| Error::Config(format!("cannot run mmdebstrap (apt-get install mmdebstrap): {e}")))?;
+        .map_err(|e| {
+            Error::Config(format!(
+                "cannot run mmdebstrap (apt-get install mmdebstrap): {e}"
+            ))
+        })?;
     let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
     let mut tail: Vec<String> = Vec::new();
     while let Some(line) = lines.next_line().await? {
@@ -120,7 +141,10 @@ pub async fn build(images_dir: &Path, recipe_text: &str, mut progress: impl FnMu
     let status = child.wait().await?;
     if !status.success() {
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(Error::Internal(format!("mmdebstrap failed ({status}):\n{}", tail.join("\n"))));
+        return Err(Error::Internal(format!(
+            "mmdebstrap failed ({status}):\n{}",
+            tail.join("\n")
+        )));
     }
     let image = Image {
         name: recipe.name.clone(),
@@ -130,7 +154,10 @@ pub async fn build(images_dir: &Path, recipe_text: &str, mut progress: impl FnMu
         build_ms: start.elapsed().as_millis() as u64,
     };
     std::fs::write(tmp.join("recipe.toml"), recipe_text)?;
-    std::fs::write(tmp.join("image.json"), serde_json::to_vec_pretty(&image).map_err(|e| Error::Internal(e.to_string()))?)?;
+    std::fs::write(
+        tmp.join("image.json"),
+        serde_json::to_vec_pretty(&image).map_err(|e| Error::Internal(e.to_string()))?,
+    )?;
     match std::fs::rename(&tmp, &final_dir) {
         Ok(()) => Ok(image),
         // Someone else finished first: theirs is identical.
@@ -144,9 +171,14 @@ pub async fn build(images_dir: &Path, recipe_text: &str, mut progress: impl FnMu
 
 /// Bytes used by a tree (apparent sizes, hard links counted once per name).
 pub fn du(p: &Path) -> u64 {
-    let Ok(meta) = std::fs::symlink_metadata(p) else { return 0 };
+    let Ok(meta) = std::fs::symlink_metadata(p) else {
+        return 0;
+    };
     if meta.is_dir() {
-        std::fs::read_dir(p).map(|rd| rd.flatten().map(|e| du(&e.path())).sum()).unwrap_or(0) + meta.len()
+        std::fs::read_dir(p)
+            .map(|rd| rd.flatten().map(|e| du(&e.path())).sum())
+            .unwrap_or(0)
+            + meta.len()
     } else {
         meta.len()
     }
@@ -159,7 +191,10 @@ mod tests {
     #[test]
     fn recipes_parse_and_hash_by_content() {
         let r = Recipe::parse(BASE_RECIPE).unwrap();
-        assert!(r.packages.contains(&"tini".to_string()), "the runtime's init comes from the image");
+        assert!(
+            r.packages.contains(&"tini".to_string()),
+            "the runtime's init comes from the image"
+        );
         assert_ne!(digest(BASE_RECIPE), digest(&format!("{BASE_RECIPE}\n")));
         assert!(Recipe::parse("name='x'\nsuite='bookworm'\npackages=['git; rm -rf /']").is_err());
         assert!(Recipe::parse("name='x'\nsuite='bookworm'\npackages=[]\nfoo=1").is_err());

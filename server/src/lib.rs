@@ -9,6 +9,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod gateway;
+pub mod github;
 pub mod http;
 pub mod images;
 pub mod live;

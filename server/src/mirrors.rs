@@ -20,49 +20,119 @@ pub fn path(data_dir: &Path, repo: &Repo) -> PathBuf {
 }
 
 async fn git(args: &[&str], cwd: Option<&Path>) -> Result<String> {
+    git_with(args, cwd, None).await
+}
+
+/// `auth` is an `Authorization` header for the remote (a GitHub App token), given to git through
+/// its environment so it is never written into the mirror's config.
+async fn git_with(args: &[&str], cwd: Option<&Path>, auth: Option<&str>) -> Result<String> {
     let mut c = Command::new("git");
     // No prompts, no system/global config surprises.
-    c.env("GIT_TERMINAL_PROMPT", "0").env("GIT_CONFIG_NOSYSTEM", "1").env("GIT_CONFIG_GLOBAL", "/dev/null");
+    c.env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null");
+    if let Some(header) = auth {
+        c.env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+            .env("GIT_CONFIG_VALUE_0", header);
+    }
     if let Some(d) = cwd {
         c.arg("-C").arg(d);
     }
-    let out = c.args(args).kill_on_drop(true).output().await.map_err(|e| Error::Config(format!("cannot run git: {e}")))?;
+    let out = c
+        .args(args)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| Error::Config(format!("cannot run git: {e}")))?;
     if !out.status.success() {
-        return Err(Error::Invalid(format!("git {}: {}", args.first().unwrap_or(&""), String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(Error::Invalid(format!(
+            "git {}: {}",
+            args.first().unwrap_or(&""),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// Creates or updates the mirror; returns its path and the commit of `branch`.
-pub async fn update(data_dir: &Path, repo: &Repo, branch: &str) -> Result<(PathBuf, String)> {
+/// Creates or updates the mirror; returns its path and the commit of `branch`. `auth`: see
+/// [`git_with`].
+pub async fn update(
+    data_dir: &Path,
+    repo: &Repo,
+    branch: &str,
+    auth: Option<&str>,
+) -> Result<(PathBuf, String)> {
     let dir = path(data_dir, repo);
     if dir.join("HEAD").exists() {
         // No automatic gc or maintenance on this hot path: with many loose objects git would
         // start repacking in the background at every session start. The snapshot refresh
         // packs mirrors instead.
-        git(&["-c", "gc.auto=0", "-c", "maintenance.auto=false", "fetch", "--prune", "--quiet", "--no-write-fetch-head", "origin"], Some(&dir))
-            .await?;
+        git_with(
+            &[
+                "-c",
+                "gc.auto=0",
+                "-c",
+                "maintenance.auto=false",
+                "fetch",
+                "--prune",
+                "--quiet",
+                "--no-write-fetch-head",
+                "origin",
+            ],
+            Some(&dir),
+            auth,
+        )
+        .await?;
     } else {
         std::fs::create_dir_all(dir.parent().unwrap_or(data_dir))?;
         let tmp = dir.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
         let tmp_s = tmp.to_string_lossy().to_string();
-        git(&["clone", "--mirror", "--quiet", "--", &repo.url, &tmp_s], None).await?;
+        git_with(
+            &["clone", "--mirror", "--quiet", "--", &repo.url, &tmp_s],
+            None,
+            auth,
+        )
+        .await?;
         if std::fs::rename(&tmp, &dir).is_err() {
             // Another build made it first.
             let _ = std::fs::remove_dir_all(&tmp);
         }
     }
-    let commit = git(&["rev-parse", "--verify", &format!("refs/heads/{branch}^{{commit}}")], Some(&dir))
-        .await
-        .map_err(|_| Error::Invalid(format!("branch {branch:?} does not exist in {}", repo.url)))?;
+    let commit = git(
+        &[
+            "rev-parse",
+            "--verify",
+            &format!("refs/heads/{branch}^{{commit}}"),
+        ],
+        Some(&dir),
+    )
+    .await
+    .map_err(|_| Error::Invalid(format!("branch {branch:?} does not exist in {}", repo.url)))?;
     Ok((dir, commit))
 }
 
 /// Clones `branch` of the mirror into `dest` (a fresh directory), with `origin` pointing at the
 /// real remote.
 pub async fn checkout(mirror: &Path, repo: &Repo, branch: &str, dest: &Path) -> Result<()> {
-    let (m, d) = (mirror.to_string_lossy().to_string(), dest.to_string_lossy().to_string());
-    git(&["clone", "--quiet", "--single-branch", "--branch", branch, "--", &m, &d], None).await?;
+    let (m, d) = (
+        mirror.to_string_lossy().to_string(),
+        dest.to_string_lossy().to_string(),
+    );
+    git(
+        &[
+            "clone",
+            "--quiet",
+            "--single-branch",
+            "--branch",
+            branch,
+            "--",
+            &m,
+            &d,
+        ],
+        None,
+    )
+    .await?;
     git(&["remote", "set-url", "origin", &repo.url], Some(dest)).await?;
     Ok(())
 }

@@ -10,11 +10,25 @@ use crate::{Error, Result, now_ms};
 
 /// Registers a repo.
 pub async fn create(db: &Db, user: &CurrentUser, req: CreateRepo) -> Result<Repo> {
+    create_with(db, user, req, None).await
+}
+
+/// Registers a repo, linked to the GitHub repository `(owner, name, installation id)` when given,
+/// in the same transaction.
+pub async fn create_with(
+    db: &Db,
+    user: &CurrentUser,
+    req: CreateRepo,
+    github: Option<(String, String, i64)>,
+) -> Result<Repo> {
     let name = req.name.trim().to_string();
     validate_name(&name)?;
     let url = req.url.trim().to_string();
     validate_url(&url)?;
-    let default_branch = req.default_branch.map(|b| b.trim().to_string()).unwrap_or_else(|| "main".into());
+    let default_branch = req
+        .default_branch
+        .map(|b| b.trim().to_string())
+        .unwrap_or_else(|| "main".into());
     validate_branch(&default_branch)?;
     let warm_pool = req.warm_pool.unwrap_or(0);
     validate_warm_pool(warm_pool)?;
@@ -30,7 +44,18 @@ pub async fn create(db: &Db, user: &CurrentUser, req: CreateRepo) -> Result<Repo
         warm_ready: 0,
     };
     let mut tx = db.begin().await?;
-    db::repos::insert(&mut *tx, &repo).await.map_err(|e| conflict_on_unique(e, &format!("a repo named {:?}", repo.name)))?;
+    db::repos::insert(&mut *tx, &repo)
+        .await
+        .map_err(|e| conflict_on_unique(e, &format!("a repo named {:?}", repo.name)))?;
+    if let Some((owner, name, installation_id)) = github {
+        let linked = db::github::LinkedRepo {
+            repo_id: repo.id.to_string(),
+            owner,
+            name,
+            installation_id,
+        };
+        db::github::link_repo(&mut *tx, &linked).await?;
+    }
     db::audit::record(
         &mut *tx,
         now,
@@ -49,7 +74,9 @@ pub async fn create(db: &Db, user: &CurrentUser, req: CreateRepo) -> Result<Repo
 
 /// One repo.
 pub async fn get(db: &Db, id: RepoId) -> Result<Repo> {
-    db::repos::get(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no repo {id}")))
+    db::repos::get(db.pool(), id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no repo {id}")))
 }
 
 /// All repos by name.
@@ -62,17 +89,27 @@ pub fn validate_warm_pool(size: i64) -> Result<()> {
     if (0..=tandem_protocol::limits::MAX_WARM_POOL).contains(&size) {
         Ok(())
     } else {
-        Err(Error::Invalid(format!("warm pool size must be 0–{}", tandem_protocol::limits::MAX_WARM_POOL)))
+        Err(Error::Invalid(format!(
+            "warm pool size must be 0–{}",
+            tandem_protocol::limits::MAX_WARM_POOL
+        )))
     }
 }
 
 /// `owner/name`-style: letters, digits, `.`, `_`, `-`, `/`.
 pub fn validate_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_NAME_BYTES {
-        return Err(Error::Invalid(format!("repo name must be 1–{MAX_NAME_BYTES} bytes")));
+        return Err(Error::Invalid(format!(
+            "repo name must be 1–{MAX_NAME_BYTES} bytes"
+        )));
     }
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/')) {
-        return Err(Error::Invalid(format!("repo name {name:?} may only hold letters, digits, '.', '_', '-' and '/'")));
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'))
+    {
+        return Err(Error::Invalid(format!(
+            "repo name {name:?} may only hold letters, digits, '.', '_', '-' and '/'"
+        )));
     }
     Ok(())
 }
@@ -81,13 +118,20 @@ pub fn validate_name(name: &str) -> Result<()> {
 /// absolute path. Never an option-looking string (it reaches `git clone`).
 pub fn validate_url(url: &str) -> Result<()> {
     if url.is_empty() || url.len() > MAX_URL_BYTES {
-        return Err(Error::Invalid(format!("repo url must be 1–{MAX_URL_BYTES} bytes")));
+        return Err(Error::Invalid(format!(
+            "repo url must be 1–{MAX_URL_BYTES} bytes"
+        )));
     }
     if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(Error::Invalid("repo url must not contain spaces or control characters".into()));
+        return Err(Error::Invalid(
+            "repo url must not contain spaces or control characters".into(),
+        ));
     }
-    let scheme_ok = ["https://", "http://", "ssh://", "git://", "file://"].iter().any(|s| url.starts_with(s));
-    let scp_ok = !url.starts_with('-') && url.contains('@') && url.contains(':') && !url.contains("://");
+    let scheme_ok = ["https://", "http://", "ssh://", "git://", "file://"]
+        .iter()
+        .any(|s| url.starts_with(s));
+    let scp_ok =
+        !url.starts_with('-') && url.contains('@') && url.contains(':') && !url.contains("://");
     if scheme_ok || scp_ok || url.starts_with('/') {
         Ok(())
     } else {
@@ -109,8 +153,13 @@ pub fn validate_branch(b: &str) -> Result<()> {
         || b.contains("..")
         || b.contains("//")
         || b.contains("@{")
-        || b.chars().any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c));
-    if bad { Err(Error::Invalid(format!("{b:?} is not a valid branch name"))) } else { Ok(()) }
+        || b.chars()
+            .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c));
+    if bad {
+        Err(Error::Invalid(format!("{b:?} is not a valid branch name")))
+    } else {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -119,7 +168,12 @@ mod tests {
 
     #[test]
     fn urls_and_branches() {
-        for ok in ["https://github.com/a/b.git", "git@github.com:a/b.git", "/srv/git/x", "file:///tmp/x"] {
+        for ok in [
+            "https://github.com/a/b.git",
+            "git@github.com:a/b.git",
+            "/srv/git/x",
+            "file:///tmp/x",
+        ] {
             validate_url(ok).unwrap();
         }
         for bad in ["", "--upload-pack=evil", "ftp://x", "a b", "relative/path"] {

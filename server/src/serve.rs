@@ -10,7 +10,10 @@ use crate::auth::{self, JwtKeys};
 use crate::config::Config;
 use crate::db::Db;
 use crate::images;
-use crate::runtime::{self, oci::{Kind, OciRuntime}};
+use crate::runtime::{
+    self,
+    oci::{Kind, OciRuntime},
+};
 use crate::snapshots::Workspaces;
 use crate::state::AppState;
 use crate::{Error, Result};
@@ -28,8 +31,12 @@ pub struct Server {
 impl Server {
     /// Prepares the data dir and database, then binds the listener.
     pub async fn bind(mut config: Config) -> Result<Self> {
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|e| Error::Config(format!("cannot create data dir {}: {e}", config.data_dir.display())))?;
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+            Error::Config(format!(
+                "cannot create data dir {}: {e}",
+                config.data_dir.display()
+            ))
+        })?;
         let db = Db::connect(&config.database_url).await?;
         db.migrate().await?;
         let jwt = JwtKeys::load_or_create(&config.data_dir)?;
@@ -38,11 +45,17 @@ impl Server {
             .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", config.listen)))?;
         let addr = listener.local_addr()?;
         config.listen = addr;
-        let workspaces = workspaces(&config).map(Arc::new).map_err(Arc::<str>::from);
+        let secrets = Arc::new(crate::secrets::Secrets::load_or_create(&config.data_dir)?);
+        let github = config
+            .github
+            .clone()
+            .map(|g| Arc::new(crate::github::GitHub::new(g, db.clone(), secrets.clone())));
+        let workspaces = workspaces(&config, github.clone())
+            .map(Arc::new)
+            .map_err(Arc::<str>::from);
         if let Err(why) = &workspaces {
             tracing::warn!("workspaces unavailable: {why}");
         }
-        let secrets = Arc::new(crate::secrets::Secrets::load_or_create(&config.data_dir)?);
         let turns = Arc::new(crate::turns::Turns::load(&config.data_dir)?);
         let state = AppState {
             db,
@@ -55,9 +68,17 @@ impl Server {
             turns,
             gateways: Default::default(),
             hubs: Default::default(),
+            github,
         };
-        let first_login_url = auth::bootstrap_admin(&state.db).await?.map(|code| auth::login_url(&state.public_url(), &code));
-        Ok(Self { listener, state, addr, first_login_url })
+        let first_login_url = auth::bootstrap_admin(&state.db)
+            .await?
+            .map(|code| auth::login_url(&state.public_url(), &code));
+        Ok(Self {
+            listener,
+            state,
+            addr,
+            first_login_url,
+        })
     }
 
     /// The URL people open.
@@ -74,20 +95,29 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         let db = self.state.db.clone();
         crate::scheduler::start(&self.state).await?;
-        axum::serve(self.listener, crate::app(self.state)).with_graceful_shutdown(shutdown).await?;
+        axum::serve(self.listener, crate::app(self.state))
+            .with_graceful_shutdown(shutdown)
+            .await?;
         db.close().await;
         Ok(())
     }
 }
 
 /// The runtime and image this server runs workspaces with, or why it cannot.
-pub fn workspaces(config: &Config) -> std::result::Result<Workspaces, String> {
+pub fn workspaces(
+    config: &Config,
+    github: Option<Arc<crate::github::GitHub>>,
+) -> std::result::Result<Workspaces, String> {
     if !nix::unistd::geteuid().is_root() {
-        return Err("workspaces need root (mounts, cgroups, namespaces); see `tandem doctor`".into());
+        return Err(
+            "workspaces need root (mounts, cgroups, namespaces); see `tandem doctor`".into(),
+        );
     }
     let kind = match &config.runtime {
-        Some(name) => Kind::parse(name).ok_or_else(|| format!("unknown runtime {name:?} (runc, crun, runsc)"))?,
-        None => runtime::doctor::default_runtime().ok_or("no OCI runtime installed (apt-get install runc)")?,
+        Some(name) => Kind::parse(name)
+            .ok_or_else(|| format!("unknown runtime {name:?} (runc, crun, runsc)"))?,
+        None => runtime::doctor::default_runtime()
+            .ok_or("no OCI runtime installed (apt-get install runc)")?,
     };
     let recipe = match &config.image_recipe {
         Some(p) => std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?,
@@ -97,7 +127,9 @@ pub fn workspaces(config: &Config) -> std::result::Result<Workspaces, String> {
         .ok_or("the workspace image is not built yet; run `tandem image build`")?;
     let agent_bin = match &config.agent_bin {
         Some(p) => p.clone(),
-        None => std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("tandem-workspace-agent"),
+        None => std::env::current_exe()
+            .map_err(|e| e.to_string())?
+            .with_file_name("tandem-workspace-agent"),
     };
     if !agent_bin.is_file() {
         return Err(format!(
@@ -115,6 +147,7 @@ pub fn workspaces(config: &Config) -> std::result::Result<Workspaces, String> {
         agent_key,
         egress_hosts: config.egress_hosts.clone(),
         opencode_bin: config.agents.opencode_bin.clone().filter(|p| p.is_file()),
+        github,
     })
 }
 

@@ -27,14 +27,16 @@ pub struct AppState {
     pub gateways: Arc<crate::gateway::Gateways>,
     /// Live sessions (someone connected).
     pub hubs: Arc<crate::live::Hubs>,
+    /// The GitHub App, when configured.
+    pub github: Option<Arc<crate::github::GitHub>>,
 }
 
 impl AppState {
     /// The workspaces, or a 503 that says why there are none.
     pub fn workspaces(&self) -> crate::Result<&Arc<Workspaces>> {
-        self.workspaces
-            .as_ref()
-            .map_err(|why| crate::Error::Unavailable(format!("this server cannot run workspaces: {why}")))
+        self.workspaces.as_ref().map_err(|why| {
+            crate::Error::Unavailable(format!("this server cannot run workspaces: {why}"))
+        })
     }
 
     /// The URL people open (used in login links).

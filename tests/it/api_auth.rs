@@ -8,7 +8,13 @@ use crate::harness::TestServer;
 use crate::matrix;
 
 fn cookie_of(res: &crate::harness::Res) -> String {
-    let set = res.headers.get("set-cookie").expect("login sets a cookie").to_str().unwrap().to_string();
+    let set = res
+        .headers
+        .get("set-cookie")
+        .expect("login sets a cookie")
+        .to_str()
+        .unwrap()
+        .to_string();
     assert!(set.contains("HttpOnly"), "{set}");
     assert!(set.contains("SameSite=Strict"), "{set}");
     set.split(';').next().unwrap().to_string()
@@ -20,10 +26,19 @@ async fn login_code_signs_in_once(s: TestServer) {
         .json(&json!({ "credential": s.first_login_code }))
         .send()
         .await;
-    assert_eq!(res.status, StatusCode::OK, "{}", String::from_utf8_lossy(&res.body));
+    assert_eq!(
+        res.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
     assert_eq!(res.json()["name"], "admin");
     let cookie = cookie_of(&res);
-    let me = s.req(Method::GET, "/api/me").header("cookie", &cookie).send().await;
+    let me = s
+        .req(Method::GET, "/api/me")
+        .header("cookie", &cookie)
+        .send()
+        .await;
     assert_eq!(me.status, StatusCode::OK);
     assert_eq!(me.json()["name"], "admin");
     // The cookie authenticates writes too.
@@ -43,22 +58,52 @@ async fn login_code_signs_in_once(s: TestServer) {
     let msg = again.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
     assert!(msg.contains("already used"), "{msg}");
     // Logging out clears the cookie.
-    let out = s.req(Method::POST, "/api/auth/logout").header("cookie", &cookie).send().await;
-    assert!(out.headers.get("set-cookie").unwrap().to_str().unwrap().contains("Max-Age=0"));
+    let out = s
+        .req(Method::POST, "/api/auth/logout")
+        .header("cookie", &cookie)
+        .send()
+        .await;
+    assert!(
+        out.headers
+            .get("set-cookie")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
 }
 matrix!(login_code_signs_in_once);
 
 async fn api_token_signs_in_and_authenticates(s: TestServer) {
-    let res = s.req(Method::POST, "/api/auth/login").json(&json!({ "credential": s.admin_token })).send().await;
+    let res = s
+        .req(Method::POST, "/api/auth/login")
+        .json(&json!({ "credential": s.admin_token }))
+        .send()
+        .await;
     assert_eq!(res.status, StatusCode::OK);
     let cookie = cookie_of(&res);
-    assert_eq!(s.req(Method::GET, "/api/me").header("cookie", &cookie).send().await.status, StatusCode::OK);
+    assert_eq!(
+        s.req(Method::GET, "/api/me")
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .status,
+        StatusCode::OK
+    );
     let me = s.get("/api/me").send().await;
     assert_eq!(me.status, StatusCode::OK);
     assert_eq!(me.json()["is_admin"], true);
-    let bad = s.req(Method::POST, "/api/auth/login").json(&json!({ "credential": "hunter2" })).send().await;
+    let bad = s
+        .req(Method::POST, "/api/auth/login")
+        .json(&json!({ "credential": "hunter2" }))
+        .send()
+        .await;
     bad.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
-    let unknown = s.req(Method::POST, "/api/auth/login").json(&json!({ "credential": "tdm_nope" })).send().await;
+    let unknown = s
+        .req(Method::POST, "/api/auth/login")
+        .json(&json!({ "credential": "tdm_nope" }))
+        .send()
+        .await;
     unknown.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
 }
 matrix!(api_token_signs_in_and_authenticates);
@@ -98,17 +143,34 @@ matrix!(every_api_route_but_health_and_login_needs_auth);
 async fn forged_expired_and_malformed_jwts_get_401(s: TestServer) {
     let admin = tandem_server::auth::local_admin(&s.state.db).await.unwrap();
     let good = s.state.jwt.issue(admin.id, 60).unwrap();
-    assert_eq!(s.req(Method::GET, "/api/me").bearer(&good).send().await.status, StatusCode::OK);
+    assert_eq!(
+        s.req(Method::GET, "/api/me")
+            .bearer(&good)
+            .send()
+            .await
+            .status,
+        StatusCode::OK
+    );
 
-    let forged = JwtKeys::from_secret(&[42u8; 32]).unwrap().issue(admin.id, 60).unwrap();
+    let forged = JwtKeys::from_secret(&[42u8; 32])
+        .unwrap()
+        .issue(admin.id, 60)
+        .unwrap();
     let expired = s.state.jwt.issue(admin.id, -120).unwrap();
     // Same header and signature, payload swapped for another user's claims.
     let mut parts: Vec<&str> = good.split('.').collect();
-    let other = s.state.jwt.issue(tandem_protocol::UserId(uuid::Uuid::new_v4()), 60).unwrap();
+    let other = s
+        .state
+        .jwt
+        .issue(tandem_protocol::UserId(uuid::Uuid::new_v4()), 60)
+        .unwrap();
     let other_payload = other.split('.').nth(1).unwrap().to_string();
     parts[1] = &other_payload;
     let tampered = parts.join(".");
-    let alg_none = format!("eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.{}.", good.split('.').nth(1).unwrap());
+    let alg_none = format!(
+        "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.{}.",
+        good.split('.').nth(1).unwrap()
+    );
 
     for (what, token, needle) in [
         ("forged", forged.as_str(), "signature"),
@@ -119,22 +181,43 @@ async fn forged_expired_and_malformed_jwts_get_401(s: TestServer) {
     ] {
         for via_cookie in [false, true] {
             let req = s.req(Method::GET, "/api/me");
-            let req = if via_cookie { req.header("cookie", &format!("tandem_session={token}")) } else { req.bearer(token) };
-            let msg = req.send().await.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+            let req = if via_cookie {
+                req.header("cookie", &format!("tandem_session={token}"))
+            } else {
+                req.bearer(token)
+            };
+            let msg = req
+                .send()
+                .await
+                .assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
             assert!(msg.contains(needle), "{what} (cookie: {via_cookie}): {msg}");
         }
     }
-    let basic = s.req(Method::GET, "/api/me").header("authorization", "Basic YWRtaW46eA==").send().await;
+    let basic = s
+        .req(Method::GET, "/api/me")
+        .header("authorization", "Basic YWRtaW46eA==")
+        .send()
+        .await;
     basic.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
 }
 matrix!(forged_expired_and_malformed_jwts_get_401);
 
 async fn api_tokens_are_hashed_listed_expire_and_revoke(s: TestServer) {
-    let created = s.post("/api/tokens", json!({ "name": "laptop" })).send().await;
+    let created = s
+        .post("/api/tokens", json!({ "name": "laptop" }))
+        .send()
+        .await;
     assert_eq!(created.status, StatusCode::CREATED);
     let created: tandem_protocol::CreatedToken = created.parse();
     assert!(created.token.starts_with("tdm_"));
-    assert_eq!(s.req(Method::GET, "/api/me").bearer(&created.token).send().await.status, StatusCode::OK);
+    assert_eq!(
+        s.req(Method::GET, "/api/me")
+            .bearer(&created.token)
+            .send()
+            .await
+            .status,
+        StatusCode::OK
+    );
 
     // Stored hashed: the secret appears nowhere in the database.
     let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM api_tokens WHERE token_hash = $1")
@@ -145,25 +228,51 @@ async fn api_tokens_are_hashed_listed_expire_and_revoke(s: TestServer) {
     assert_eq!(n, 0, "a token is stored as its hash only");
 
     let list: Vec<tandem_protocol::TokenInfo> = s.get("/api/tokens").send().await.parse();
-    assert!(list.iter().any(|t| t.id == created.info.id && t.name == "laptop"));
+    assert!(
+        list.iter()
+            .any(|t| t.id == created.info.id && t.name == "laptop")
+    );
 
-    let del = s.req(Method::DELETE, &format!("/api/tokens/{}", created.info.id)).bearer(&s.admin_token).send().await;
+    let del = s
+        .req(Method::DELETE, &format!("/api/tokens/{}", created.info.id))
+        .bearer(&s.admin_token)
+        .send()
+        .await;
     assert_eq!(del.status, StatusCode::NO_CONTENT);
-    let msg = s.req(Method::GET, "/api/me").bearer(&created.token).send().await.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+    let msg = s
+        .req(Method::GET, "/api/me")
+        .bearer(&created.token)
+        .send()
+        .await
+        .assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
     assert!(msg.contains("revoked"), "{msg}");
 
     // An expired token: make one that lapses at once by moving its expiry into the past.
-    let short: tandem_protocol::CreatedToken =
-        s.post("/api/tokens", json!({ "name": "short", "expires_in_secs": 3600 })).send().await.parse();
+    let short: tandem_protocol::CreatedToken = s
+        .post(
+            "/api/tokens",
+            json!({ "name": "short", "expires_in_secs": 3600 }),
+        )
+        .send()
+        .await
+        .parse();
     sqlx::query("UPDATE api_tokens SET expires_at = 1 WHERE id = $1")
         .bind(short.info.id.to_string())
         .execute(s.state.db.pool())
         .await
         .unwrap();
-    let msg = s.req(Method::GET, "/api/me").bearer(&short.token).send().await.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+    let msg = s
+        .req(Method::GET, "/api/me")
+        .bearer(&short.token)
+        .send()
+        .await
+        .assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
     assert!(msg.contains("expired"), "{msg}");
 
-    let bad = s.post("/api/tokens", json!({ "name": "x", "expires_in_secs": -1 })).send().await;
+    let bad = s
+        .post("/api/tokens", json!({ "name": "x", "expires_in_secs": -1 }))
+        .send()
+        .await;
     bad.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
 }
 matrix!(api_tokens_are_hashed_listed_expire_and_revoke);

@@ -7,18 +7,45 @@ use crate::harness::TestServer;
 use crate::matrix;
 
 async fn malformed_and_oversized_bodies(s: TestServer) {
-    let broken = s.req(Method::POST, "/api/repos").bearer(&s.admin_token).raw_body("application/json", b"{\"name\": ".to_vec());
-    let msg = broken.send().await.assert_error(StatusCode::BAD_REQUEST, "bad_request");
+    let broken = s
+        .req(Method::POST, "/api/repos")
+        .bearer(&s.admin_token)
+        .raw_body("application/json", b"{\"name\": ".to_vec());
+    let msg = broken
+        .send()
+        .await
+        .assert_error(StatusCode::BAD_REQUEST, "bad_request");
     assert!(msg.to_lowercase().contains("json"), "{msg}");
 
-    let wrong_type = s.post("/api/repos", json!({ "name": 5, "url": "https://x.invalid/a.git" })).send().await;
+    let wrong_type = s
+        .post(
+            "/api/repos",
+            json!({ "name": 5, "url": "https://x.invalid/a.git" }),
+        )
+        .send()
+        .await;
     let msg = wrong_type.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert!(msg.contains("name"), "{msg}");
 
-    let unknown = s.post("/api/repos", json!({ "name": "a", "url": "https://x.invalid/a.git", "colour": "red" })).send().await;
-    assert!(unknown.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input").contains("colour"));
+    let unknown = s
+        .post(
+            "/api/repos",
+            json!({ "name": "a", "url": "https://x.invalid/a.git", "colour": "red" }),
+        )
+        .send()
+        .await;
+    assert!(
+        unknown
+            .assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input")
+            .contains("colour")
+    );
 
-    let no_type = s.req(Method::POST, "/api/repos").bearer(&s.admin_token).untyped_body(b"{}".to_vec()).send().await;
+    let no_type = s
+        .req(Method::POST, "/api/repos")
+        .bearer(&s.admin_token)
+        .untyped_body(b"{}".to_vec())
+        .send()
+        .await;
     no_type.assert_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
 
     // Just over 1 MiB, as valid JSON: refused for its size, not its content.
@@ -28,15 +55,26 @@ async fn malformed_and_oversized_bodies(s: TestServer) {
 
     let bad_id = s.get("/api/sessions/not-a-uuid").send().await;
     let msg = bad_id.assert_error(StatusCode::BAD_REQUEST, "bad_request");
-    assert!(msg.to_lowercase().contains("uuid") || msg.contains("parse"), "{msg}");
+    assert!(
+        msg.to_lowercase().contains("uuid") || msg.contains("parse"),
+        "{msg}"
+    );
 
     let bad_query = s.get("/api/sessions?after=5").send().await;
     bad_query.assert_error(StatusCode::BAD_REQUEST, "bad_request");
 
     let no_route = s.get("/api/nope").send().await;
-    assert!(no_route.assert_error(StatusCode::NOT_FOUND, "not_found").contains("/api/nope"));
+    assert!(
+        no_route
+            .assert_error(StatusCode::NOT_FOUND, "not_found")
+            .contains("/api/nope")
+    );
 
-    let wrong_method = s.req(Method::DELETE, "/api/repos").bearer(&s.admin_token).send().await;
+    let wrong_method = s
+        .req(Method::DELETE, "/api/repos")
+        .bearer(&s.admin_token)
+        .send()
+        .await;
     wrong_method.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
 
     // The server is still fine and stored nothing from the refused requests.

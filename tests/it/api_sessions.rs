@@ -9,8 +9,19 @@ use crate::matrix;
 
 async fn session_create_get_list_and_events(s: TestServer) {
     let repo = make_repo(&s, "acme/web").await;
-    let res = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "  Fix the login bug\nIt fails on Safari.  " })).send().await;
-    assert_eq!(res.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&res.body));
+    let res = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "prompt": "  Fix the login bug\nIt fails on Safari.  " }),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        res.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
     let created: SessionDetail = res.parse();
     let session = &created.session;
     assert_eq!(session.state, SessionState::Queued);
@@ -20,30 +31,62 @@ async fn session_create_get_list_and_events(s: TestServer) {
     assert_eq!(session.author.name, "admin");
     assert_eq!(session.last_seq, 2);
     assert_eq!(created.prompts.len(), 1);
-    assert_eq!(created.prompts[0].text, "Fix the login bug\nIt fails on Safari.");
+    assert_eq!(
+        created.prompts[0].text,
+        "Fix the login bug\nIt fails on Safari."
+    );
     assert_eq!(created.prompts[0].state, PromptState::Queued);
 
-    let got: SessionDetail = s.get(&format!("/api/sessions/{}", session.id)).send().await.parse();
+    let got: SessionDetail = s
+        .get(&format!("/api/sessions/{}", session.id))
+        .send()
+        .await
+        .parse();
     assert_eq!(got, created);
 
-    let second: SessionDetail =
-        s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "Add dark mode", "branch": "design/dark" })).send().await.parse();
+    let second: SessionDetail = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "prompt": "Add dark mode", "branch": "design/dark" }),
+        )
+        .send()
+        .await
+        .parse();
     assert_eq!(second.session.branch, "design/dark");
     let list: Vec<Session> = s.get("/api/sessions").send().await.parse();
     let ids: Vec<_> = list.iter().map(|x| x.id).collect();
     assert!(ids.contains(&session.id) && ids.contains(&second.session.id));
-    let queued: Vec<Session> = s.get("/api/sessions?state=queued&limit=1").send().await.parse();
+    let queued: Vec<Session> = s
+        .get("/api/sessions?state=queued&limit=1")
+        .send()
+        .await
+        .parse();
     assert_eq!(queued.len(), 1);
-    let by_repo: Vec<Session> = s.get(&format!("/api/sessions?repo_id={repo}")).send().await.parse();
+    let by_repo: Vec<Session> = s
+        .get(&format!("/api/sessions?repo_id={repo}"))
+        .send()
+        .await
+        .parse();
     assert_eq!(by_repo.len(), 2);
     let other_repo = make_repo(&s, "acme/empty").await;
-    let none: Vec<Session> = s.get(&format!("/api/sessions?repo_id={other_repo}")).send().await.parse();
+    let none: Vec<Session> = s
+        .get(&format!("/api/sessions?repo_id={other_repo}"))
+        .send()
+        .await
+        .parse();
     assert!(none.is_empty());
 
-    let all: EventsPage = s.get(&format!("/api/sessions/{}/events", session.id)).send().await.parse();
+    let all: EventsPage = s
+        .get(&format!("/api/sessions/{}/events", session.id))
+        .send()
+        .await
+        .parse();
     assert_eq!(all.events.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
     assert_eq!(all.last_seq, 2);
-    assert!(matches!(all.events[0].kind, EventKind::SessionCreated { .. }));
+    assert!(matches!(
+        all.events[0].kind,
+        EventKind::SessionCreated { .. }
+    ));
     match &all.events[1].kind {
         EventKind::PromptQueued { text, author, .. } => {
             assert_eq!(text, "Fix the login bug\nIt fails on Safari.");
@@ -51,9 +94,17 @@ async fn session_create_get_list_and_events(s: TestServer) {
         }
         other => panic!("expected prompt_queued, got {other:?}"),
     }
-    let after: EventsPage = s.get(&format!("/api/sessions/{}/events?after=1", session.id)).send().await.parse();
+    let after: EventsPage = s
+        .get(&format!("/api/sessions/{}/events?after=1", session.id))
+        .send()
+        .await
+        .parse();
     assert_eq!(after.events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2]);
-    let past_end: EventsPage = s.get(&format!("/api/sessions/{}/events?after=2", session.id)).send().await.parse();
+    let past_end: EventsPage = s
+        .get(&format!("/api/sessions/{}/events?after=2", session.id))
+        .send()
+        .await
+        .parse();
     assert!(past_end.events.is_empty());
     assert_eq!(past_end.last_seq, 2);
 }
@@ -61,25 +112,69 @@ matrix!(session_create_get_list_and_events);
 
 async fn session_bad_input_is_refused_and_stores_nothing(s: TestServer) {
     let repo = make_repo(&s, "acme/web").await;
-    let unknown = s.post("/api/sessions", json!({ "repo_id": uuid::Uuid::new_v4(), "prompt": "x" })).send().await;
+    let unknown = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": uuid::Uuid::new_v4(), "prompt": "x" }),
+        )
+        .send()
+        .await;
     let msg = unknown.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert!(msg.contains("unknown repo"), "{msg}");
-    let empty = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "   " })).send().await;
-    assert!(empty.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input").contains("empty"));
+    let empty = s
+        .post("/api/sessions", json!({ "repo_id": repo, "prompt": "   " }))
+        .send()
+        .await;
+    assert!(
+        empty
+            .assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input")
+            .contains("empty")
+    );
     let big = "x".repeat(tandem_protocol::limits::MAX_PROMPT_BYTES + 1);
-    let too_long = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": big })).send().await;
-    assert!(too_long.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input").contains("longer"));
-    let bad_branch = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "x", "branch": "-rf" })).send().await;
+    let too_long = s
+        .post("/api/sessions", json!({ "repo_id": repo, "prompt": big }))
+        .send()
+        .await;
+    assert!(
+        too_long
+            .assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input")
+            .contains("longer")
+    );
+    let bad_branch = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "prompt": "x", "branch": "-rf" }),
+        )
+        .send()
+        .await;
     bad_branch.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
-    let extra = s.post("/api/sessions", json!({ "repo_id": repo, "prompt": "x", "agnet": "builtin" })).send().await;
+    let extra = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "prompt": "x", "agnet": "builtin" }),
+        )
+        .send()
+        .await;
     let msg = extra.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert!(msg.contains("agnet"), "unknown fields are named: {msg}");
 
-    let missing = s.get(&format!("/api/sessions/{}", uuid::Uuid::new_v4())).send().await;
+    let missing = s
+        .get(&format!("/api/sessions/{}", uuid::Uuid::new_v4()))
+        .send()
+        .await;
     missing.assert_error(StatusCode::NOT_FOUND, "not_found");
-    let missing_events = s.get(&format!("/api/sessions/{}/events", uuid::Uuid::new_v4())).send().await;
+    let missing_events = s
+        .get(&format!("/api/sessions/{}/events", uuid::Uuid::new_v4()))
+        .send()
+        .await;
     missing_events.assert_error(StatusCode::NOT_FOUND, "not_found");
-    let bad_after = s.get(&format!("/api/sessions/{}/events?after=-1", uuid::Uuid::new_v4())).send().await;
+    let bad_after = s
+        .get(&format!(
+            "/api/sessions/{}/events?after=-1",
+            uuid::Uuid::new_v4()
+        ))
+        .send()
+        .await;
     bad_after.assert_error(StatusCode::BAD_REQUEST, "bad_request");
     let bad_limit = s.get("/api/sessions?limit=0").send().await;
     bad_limit.assert_error(StatusCode::BAD_REQUEST, "bad_request");

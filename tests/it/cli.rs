@@ -11,7 +11,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_tandem");
 
 fn tandem(url: &str, token: Option<&str>) -> Command {
     let mut c = Command::new(BIN);
-    for var in ["TANDEM_TOKEN", "TANDEM_URL", "TANDEM_DATA_DIR", "TANDEM_DATABASE_URL", "TANDEM_PUBLIC_URL"] {
+    for var in [
+        "TANDEM_TOKEN",
+        "TANDEM_URL",
+        "TANDEM_DATA_DIR",
+        "TANDEM_DATABASE_URL",
+        "TANDEM_PUBLIC_URL",
+    ] {
         c.env_remove(var);
     }
     c.env("TANDEM_URL", url);
@@ -24,69 +30,136 @@ fn tandem(url: &str, token: Option<&str>) -> Command {
 async fn ok(cmd: &mut Command) -> String {
     let out: Output = cmd.output().await.expect("tandem runs");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "tandem failed: {}\nstdout: {stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tandem failed: {}\nstdout: {stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     stdout
 }
 
 #[tokio::test]
 async fn repo_session_and_token_commands_work_against_a_running_server() {
-    let s = TestServer::start(Backend::Sqlite, Transport::Socket).await.unwrap();
+    let s = TestServer::start(Backend::Sqlite, Transport::Socket)
+        .await
+        .unwrap();
     let t = Some(s.admin_token.as_str());
 
-    let out = ok(tandem(&s.url, t).args(["repo", "add", "demo", "https://example.invalid/demo.git", "--branch", "trunk"])).await;
+    let out = ok(tandem(&s.url, t).args([
+        "repo",
+        "add",
+        "demo",
+        "https://example.invalid/demo.git",
+        "--branch",
+        "trunk",
+    ]))
+    .await;
     assert!(out.contains("demo") && out.contains("trunk"), "{out}");
     let out = ok(tandem(&s.url, t).args(["repo", "ls"])).await;
-    assert!(out.lines().next().unwrap().starts_with("ID"), "a table with a header: {out}");
+    assert!(
+        out.lines().next().unwrap().starts_with("ID"),
+        "a table with a header: {out}"
+    );
     assert!(out.contains("https://example.invalid/demo.git"), "{out}");
 
-    let out = ok(tandem(&s.url, t).args(["session", "new", "--repo", "demo", "Fix the flaky test\nin CI"])).await;
-    assert!(out.contains("queued") && out.contains("Fix the flaky test"), "{out}");
+    let out = ok(tandem(&s.url, t).args([
+        "session",
+        "new",
+        "--repo",
+        "demo",
+        "Fix the flaky test\nin CI",
+    ]))
+    .await;
+    assert!(
+        out.contains("queued") && out.contains("Fix the flaky test"),
+        "{out}"
+    );
 
     let out = ok(tandem(&s.url, t).args(["session", "ls"])).await;
-    assert!(out.contains("Fix the flaky test") && out.contains("queued") && out.contains("demo"), "{out}");
+    assert!(
+        out.contains("Fix the flaky test") && out.contains("queued") && out.contains("demo"),
+        "{out}"
+    );
     let json = ok(tandem(&s.url, t).args(["session", "ls", "--json", "--repo", "demo"])).await;
     let sessions: Vec<Session> = serde_json::from_str(&json).expect("--json prints JSON");
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].branch, "trunk");
 
     let out = ok(tandem(&s.url, t).args(["session", "show", &sessions[0].id.to_string()])).await;
-    assert!(out.contains("admin queued a prompt: Fix the flaky test"), "{out}");
+    assert!(
+        out.contains("admin queued a prompt: Fix the flaky test"),
+        "{out}"
+    );
     assert!(out.contains("#1") && out.contains("#2"), "{out}");
 
     // A token made through the API works for the next command.
-    let token = ok(tandem(&s.url, t).args(["token", "create", "--name", "ci"])).await.trim().to_string();
+    let token = ok(tandem(&s.url, t).args(["token", "create", "--name", "ci"]))
+        .await
+        .trim()
+        .to_string();
     assert!(token.starts_with("tdm_"), "{token}");
     let out = ok(tandem(&s.url, Some(&token)).args(["session", "ls"])).await;
     assert!(out.contains("Fix the flaky test"));
 
     // Without a token the server refuses, and the CLI says why.
-    let out = tandem(&s.url, None).args(["repo", "ls"]).output().await.unwrap();
+    let out = tandem(&s.url, None)
+        .args(["repo", "ls"])
+        .output()
+        .await
+        .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("sign in"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("sign in"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // Unknown repo name: a clear error, nothing created.
-    let out = tandem(&s.url, t).args(["session", "new", "--repo", "nope", "x"]).output().await.unwrap();
+    let out = tandem(&s.url, t)
+        .args(["session", "new", "--repo", "nope", "x"])
+        .output()
+        .await
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no repo named \"nope\""));
 }
 
 #[tokio::test]
 async fn local_admin_commands_mint_working_tokens_and_login_links() {
-    let s = TestServer::start(Backend::Sqlite, Transport::Socket).await.unwrap();
+    let s = TestServer::start(Backend::Sqlite, Transport::Socket)
+        .await
+        .unwrap();
     let data = s.dir.path().join("data");
     let db_url = s.state.config.database_url.clone();
     let local = |args: &[&str]| {
         let mut c = tandem(&s.url, None);
-        c.args(args).args(["--data-dir", data.to_str().unwrap(), "--database-url", &db_url, "--public-url", &s.url]);
+        c.args(args).args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--database-url",
+            &db_url,
+            "--public-url",
+            &s.url,
+        ]);
         c
     };
-    let token = ok(&mut local(&["token", "create", "--name", "bootstrap"])).await.trim().to_string();
+    let token = ok(&mut local(&["token", "create", "--name", "bootstrap"]))
+        .await
+        .trim()
+        .to_string();
     assert!(token.starts_with("tdm_"));
-    let me = tandem_server::client::Client::new(&s.url, Some(token)).unwrap().me().await.unwrap();
+    let me = tandem_server::client::Client::new(&s.url, Some(token))
+        .unwrap()
+        .me()
+        .await
+        .unwrap();
     assert_eq!(me.name, "admin");
 
     let link = ok(&mut local(&["login-link"])).await.trim().to_string();
-    assert!(link.starts_with(&format!("{}/login#code=tlc_", s.url)), "{link}");
+    assert!(
+        link.starts_with(&format!("{}/login#code=tlc_", s.url)),
+        "{link}"
+    );
     let code = link.split_once("#code=").unwrap().1;
     let res = reqwest::Client::new()
         .post(format!("{}/api/auth/login", s.url))

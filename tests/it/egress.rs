@@ -13,8 +13,15 @@ use crate::harness::TestServer;
 use crate::snapshots::git;
 
 fn ip(args: &[&str]) {
-    let out = std::process::Command::new("ip").args(args).output().expect("ip runs");
-    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .expect("ip runs");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A namespace standing in for the internet, linked to the host by a veth pair.
@@ -29,18 +36,30 @@ struct Outside {
 
 impl Drop for Outside {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("ip").args(["link", "del", &self.link]).status();
-        let _ = std::process::Command::new("ip").args(["netns", "del", &self.ns]).status();
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.link])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .status();
     }
 }
 
 async fn outside() -> Outside {
     let n: u8 = (uuid::Uuid::new_v4().as_u128() % 200) as u8 + 20;
     let (ns, link) = (format!("tdmtest{n}"), format!("tdmt{n}"));
-    let (host, allowed, blocked) = (Ipv4Addr::new(198, 19, n, 1), Ipv4Addr::new(198, 19, n, 2), Ipv4Addr::new(198, 19, n, 3));
-    let _ = std::process::Command::new("ip").args(["netns", "del", &ns]).status();
+    let (host, allowed, blocked) = (
+        Ipv4Addr::new(198, 19, n, 1),
+        Ipv4Addr::new(198, 19, n, 2),
+        Ipv4Addr::new(198, 19, n, 3),
+    );
+    let _ = std::process::Command::new("ip")
+        .args(["netns", "del", &ns])
+        .status();
     ip(&["netns", "add", &ns]);
-    ip(&["link", "add", &link, "type", "veth", "peer", "name", "eth0", "netns", &ns]);
+    ip(&[
+        "link", "add", &link, "type", "veth", "peer", "name", "eth0", "netns", &ns,
+    ]);
     ip(&["addr", "add", &format!("{host}/29"), "dev", &link]);
     ip(&["link", "set", &link, "up"]);
     for a in [allowed, blocked] {
@@ -51,7 +70,18 @@ async fn outside() -> Outside {
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join("index.html"), "hello from outside\n").unwrap();
     let web = tokio::process::Command::new("ip")
-        .args(["netns", "exec", &ns, "python3", "-m", "http.server", "8080", "--bind", "0.0.0.0", "--directory"])
+        .args([
+            "netns",
+            "exec",
+            &ns,
+            "python3",
+            "-m",
+            "http.server",
+            "8080",
+            "--bind",
+            "0.0.0.0",
+            "--directory",
+        ])
         .arg(root.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -60,17 +90,36 @@ async fn outside() -> Outside {
         .unwrap();
     // Ready when it accepts (from the host, through the link).
     let deadline = Instant::now() + Duration::from_secs(30);
-    while tokio::net::TcpStream::connect((allowed, 8080)).await.is_err() {
-        assert!(Instant::now() < deadline, "the outside web server never came up");
+    while tokio::net::TcpStream::connect((allowed, 8080))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the outside web server never came up"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Outside { ns, link, allowed, blocked, _web: web, _root: root }
+    Outside {
+        ns,
+        link,
+        allowed,
+        blocked,
+        _web: web,
+        _root: root,
+    }
 }
 
 /// Runs `command` with bash (for `/dev/tcp`).
 async fn exec(s: &TestServer, id: SessionId, command: &str) -> ExecResult {
     let quoted = format!("bash -c '{}'", command.replace('\'', "'\\''"));
-    s.post(&format!("/api/sessions/{id}/exec"), json!({ "command": quoted, "timeout_secs": 30 })).send().await.parse()
+    s.post(
+        &format!("/api/sessions/{id}/exec"),
+        json!({ "command": quoted, "timeout_secs": 30 }),
+    )
+    .send()
+    .await
+    .parse()
 }
 
 #[tokio::test]
@@ -81,28 +130,54 @@ async fn a_workspace_reaches_only_its_allow_listed_names() {
     let out = outside().await;
     let (allowed, blocked) = (out.allowed, out.blocked);
     let s = crate::workspaces::server(|c| {
-        c.egress_hosts.insert("allowed.test".into(), vec![IpAddr::V4(allowed)]);
-        c.egress_hosts.insert("blocked.test".into(), vec![IpAddr::V4(blocked)]);
+        c.egress_hosts
+            .insert("allowed.test".into(), vec![IpAddr::V4(allowed)]);
+        c.egress_hosts
+            .insert("blocked.test".into(), vec![IpAddr::V4(blocked)]);
     })
     .await
     .unwrap();
     let src = tempfile::tempdir().unwrap();
     git(src.path(), &["init", "-q"]);
-    std::fs::write(src.path().join("tandem.toml"), "[workspace]\negress = [\"allowed.test\"]\n").unwrap();
+    std::fs::write(
+        src.path().join("tandem.toml"),
+        "[workspace]\negress = [\"allowed.test\"]\n",
+    )
+    .unwrap();
     git(src.path(), &["add", "-A"]);
     git(src.path(), &["commit", "-qm", "egress"]);
-    let repo = s.post("/api/repos", json!({ "name": "acme/net", "url": src.path().to_str().unwrap() })).send().await.json()["id"]
+    let repo = s
+        .post(
+            "/api/repos",
+            json!({ "name": "acme/net", "url": src.path().to_str().unwrap() }),
+        )
+        .send()
+        .await
+        .json()["id"]
         .as_str()
         .unwrap()
         .to_string();
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
+    let created: SessionDetail = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "agent": { "kind": "none" } }),
+        )
+        .send()
+        .await
+        .parse();
     let id = created.session.id;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let d: SessionDetail = s.get(&format!("/api/sessions/{id}")).send().await.parse();
         match d.session.state {
             SessionState::Ready => break,
-            SessionState::Failed => panic!("{:#?}", s.get(&format!("/api/sessions/{id}/events")).send().await.json()),
+            SessionState::Failed => panic!(
+                "{:#?}",
+                s.get(&format!("/api/sessions/{id}/events"))
+                    .send()
+                    .await
+                    .json()
+            ),
             _ => {}
         }
         assert!(Instant::now() < deadline, "session never became ready");
@@ -111,26 +186,88 @@ async fn a_workspace_reaches_only_its_allow_listed_names() {
 
     let get = "exec 3<>/dev/tcp/allowed.test/8080 && printf 'GET / HTTP/1.0\\r\\nHost: allowed.test\\r\\n\\r\\n' >&3 && cat <&3";
     let r = exec(&s, id, get).await;
-    assert!(r.stdout.contains("hello from outside"), "the allow-listed name is reachable: {r:?}");
-    let r = exec(&s, id, &format!("timeout 2 bash -c 'exec 3<>/dev/tcp/{blocked}/8080' && echo OPEN || echo BLOCKED")).await;
-    assert_eq!(r.stdout.trim(), "BLOCKED", "another address of the same host is not: {r:?}");
+    assert!(
+        r.stdout.contains("hello from outside"),
+        "the allow-listed name is reachable: {r:?}"
+    );
+    let r = exec(
+        &s,
+        id,
+        &format!(
+            "timeout 2 bash -c 'exec 3<>/dev/tcp/{blocked}/8080' && echo OPEN || echo BLOCKED"
+        ),
+    )
+    .await;
+    assert_eq!(
+        r.stdout.trim(),
+        "BLOCKED",
+        "another address of the same host is not: {r:?}"
+    );
     let r = exec(&s, id, "getent hosts blocked.test || echo UNRESOLVED").await;
-    assert_eq!(r.stdout.trim(), "UNRESOLVED", "names off the list do not even resolve");
-    let wid = tandem_server::db::sessions::workspace(s.state.db.pool(), id).await.unwrap().unwrap().workspace_id.unwrap();
-    let net: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(s.dir.path().join("data/workspaces").join(&wid).join("net.json")).unwrap()).unwrap();
+    assert_eq!(
+        r.stdout.trim(),
+        "UNRESOLVED",
+        "names off the list do not even resolve"
+    );
+    let wid = tandem_server::db::sessions::workspace(s.state.db.pool(), id)
+        .await
+        .unwrap()
+        .unwrap()
+        .workspace_id
+        .unwrap();
+    let net: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            s.dir
+                .path()
+                .join("data/workspaces")
+                .join(&wid)
+                .join("net.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
     let host_ip = net["host_ip"].as_str().unwrap().to_string();
     let port = s.url.rsplit(':').next().unwrap();
-    let r = exec(&s, id, &format!("timeout 2 bash -c 'exec 3<>/dev/tcp/{host_ip}/{port}' && echo OPEN || echo BLOCKED")).await;
-    assert_eq!(r.stdout.trim(), "BLOCKED", "the host's own services are out of reach: {r:?}");
+    let r = exec(
+        &s,
+        id,
+        &format!(
+            "timeout 2 bash -c 'exec 3<>/dev/tcp/{host_ip}/{port}' && echo OPEN || echo BLOCKED"
+        ),
+    )
+    .await;
+    assert_eq!(
+        r.stdout.trim(),
+        "BLOCKED",
+        "the host's own services are out of reach: {r:?}"
+    );
 
-    let stopped = s.req(axum::http::Method::POST, &format!("/api/sessions/{id}/stop")).bearer(&s.admin_token).send().await;
+    let stopped = s
+        .req(
+            axum::http::Method::POST,
+            &format!("/api/sessions/{id}/stop"),
+        )
+        .bearer(&s.admin_token)
+        .send()
+        .await;
     assert_eq!(stopped.status, axum::http::StatusCode::OK);
     let ns = format!("tdm-{wid}");
-    assert!(!Path::new("/var/run/netns").join(&ns).exists(), "the network namespace is gone");
+    assert!(
+        !Path::new("/var/run/netns").join(&ns).exists(),
+        "the network namespace is gone"
+    );
     let host_if = net["host_if"].as_str().unwrap();
-    assert!(!Path::new("/sys/class/net").join(host_if).exists(), "the veth is gone");
-    let rules = std::process::Command::new("nft").args(["list", "ruleset"]).output().unwrap();
+    assert!(
+        !Path::new("/sys/class/net").join(host_if).exists(),
+        "the veth is gone"
+    );
+    let rules = std::process::Command::new("nft")
+        .args(["list", "ruleset"])
+        .output()
+        .unwrap();
     let tag = format!("\"tdm-{}\"", net["index"]);
-    assert!(!String::from_utf8_lossy(&rules.stdout).contains(&tag), "the firewall rules are gone");
+    assert!(
+        !String::from_utf8_lossy(&rules.stdout).contains(&tag),
+        "the firewall rules are gone"
+    );
 }

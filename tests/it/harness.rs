@@ -60,7 +60,9 @@ where
     F: FnOnce(TestServer) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let Some(server) = TestServer::start(backend, transport).await else { return };
+    let Some(server) = TestServer::start(backend, transport).await else {
+        return;
+    };
     body(server).await;
 }
 
@@ -72,9 +74,13 @@ pub async fn fresh_database(backend: Backend, dir: &std::path::Path) -> Option<S
         Backend::Postgres => {
             let Ok(admin) = std::env::var("TANDEM_TEST_POSTGRES_URL") else {
                 if std::env::var("TANDEM_TEST_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
-                    panic!("TANDEM_TEST_REQUIRE_POSTGRES=1 but TANDEM_TEST_POSTGRES_URL is not set");
+                    panic!(
+                        "TANDEM_TEST_REQUIRE_POSTGRES=1 but TANDEM_TEST_POSTGRES_URL is not set"
+                    );
                 }
-                eprintln!("SKIP (PostgreSQL): TANDEM_TEST_POSTGRES_URL is not set; `cargo xtask test` sets it");
+                eprintln!(
+                    "SKIP (PostgreSQL): TANDEM_TEST_POSTGRES_URL is not set; `cargo xtask test` sets it"
+                );
                 return None;
             };
             let name = format!("tandem_test_{}", uuid::Uuid::new_v4().simple());
@@ -82,8 +88,13 @@ pub async fn fresh_database(backend: Backend, dir: &std::path::Path) -> Option<S
             let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&admin)
                 .await
                 .expect("connect to the test PostgreSQL server");
-            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create test database");
-            let (base, query) = admin.split_once('?').map_or((admin.as_str(), None), |(b, q)| (b, Some(q)));
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&mut conn)
+                .await
+                .expect("create test database");
+            let (base, query) = admin
+                .split_once('?')
+                .map_or((admin.as_str(), None), |(b, q)| (b, Some(q)));
             let base = base.rsplit_once('/').map_or(base, |(b, _)| b);
             Some(match query {
                 Some(q) => format!("{base}/{name}?{q}"),
@@ -124,23 +135,41 @@ impl Drop for TestServer {
             // The same private-mount-namespace wrapper the driver uses for crun on hybrid cgroups.
             let runtime = |args: &[&str]| {
                 let mut c = std::process::Command::new("unshare");
-                c.args(["--mount", "sh", "-c", "umount /sys/fs/cgroup/unified 2>/dev/null; exec \"$0\" \"$@\"", kind]);
+                c.args([
+                    "--mount",
+                    "sh",
+                    "-c",
+                    "umount /sys/fs/cgroup/unified 2>/dev/null; exec \"$0\" \"$@\"",
+                    kind,
+                ]);
                 c.arg("--root").arg(&state).args(args);
                 c
             };
             let list = runtime(&["list", "-q"]).output();
-            for id in list.map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default().lines() {
+            for id in list
+                .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+                .unwrap_or_default()
+                .lines()
+            {
                 let _ = runtime(&["delete", "--force", id.trim()]).status();
             }
         }
-        let dirs: Vec<_> = std::fs::read_dir(data.join("workspaces")).into_iter().flatten().flatten().map(|e| e.path()).collect();
+        let dirs: Vec<_> = std::fs::read_dir(data.join("workspaces"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
         for dir in &dirs {
             let _ = nix::mount::umount2(&dir.join("rootfs"), nix::mount::MntFlags::MNT_DETACH);
         }
         // Egress networks (namespaces, veths, firewall rules) go too; on a thread of its own,
         // since this may run inside the test's runtime.
         let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
             for dir in dirs {
                 let _ = rt.block_on(tandem_server::runtime::network::teardown(&dir));
             }
@@ -156,12 +185,20 @@ impl TestServer {
     }
 
     /// Starts a server that also serves the built web app from `web_dir`.
-    pub async fn start_with_web(backend: Backend, transport: Transport, web_dir: Option<std::path::PathBuf>) -> Option<Self> {
+    pub async fn start_with_web(
+        backend: Backend,
+        transport: Transport,
+        web_dir: Option<std::path::PathBuf>,
+    ) -> Option<Self> {
         Self::start_with(backend, transport, move |c| c.web_dir = web_dir).await
     }
 
     /// Starts a server with its configuration adjusted by `tweak`.
-    pub async fn start_with(backend: Backend, transport: Transport, tweak: impl FnOnce(&mut Config)) -> Option<Self> {
+    pub async fn start_with(
+        backend: Backend,
+        transport: Transport,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Option<Self> {
         let dir = tempfile::tempdir().expect("temp dir");
         let database_url = fresh_database(backend, dir.path()).await?;
         let mut config = Config {
@@ -174,20 +211,34 @@ impl TestServer {
             image_recipe: None,
             runtime: None,
             // Built next to `tandem` by `cargo xtask test`.
-            agent_bin: Some(std::path::Path::new(env!("CARGO_BIN_EXE_tandem")).with_file_name("tandem-workspace-agent")),
+            agent_bin: Some(
+                std::path::Path::new(env!("CARGO_BIN_EXE_tandem"))
+                    .with_file_name("tandem-workspace-agent"),
+            ),
             egress_hosts: Default::default(),
             snapshot_interval_secs: 0,
             agents: Default::default(),
             snapshot_keep: 3,
+            github: None,
         };
         tweak(&mut config);
         let server = Server::bind(config).await.expect("server starts");
         let url = server.url();
         let state = server.state().clone();
-        let login = server.first_login_url.clone().expect("first start prints a login link");
-        let first_login_code = login.split_once("#code=").expect("link carries the code").1.to_string();
+        let login = server
+            .first_login_url
+            .clone()
+            .expect("first start prints a login link");
+        let first_login_code = login
+            .split_once("#code=")
+            .expect("link carries the code")
+            .1
+            .to_string();
         let admin = auth::local_admin(&state.db).await.expect("admin exists");
-        let admin_token = auth::create_api_token(&state.db, &admin, "tests", None).await.expect("token").token;
+        let admin_token = auth::create_api_token(&state.db, &admin, "tests", None)
+            .await
+            .expect("token")
+            .token;
         let (tx, rx) = tokio::sync::oneshot::channel();
         tokio::spawn(server.run(async move {
             let _ = rx.await;
@@ -206,7 +257,13 @@ impl TestServer {
 
     /// A request builder bound to this server and transport.
     pub fn req(&self, method: Method, path: &str) -> Req<'_> {
-        Req { server: self, method, path: path.to_string(), headers: Vec::new(), body: Vec::new() }
+        Req {
+            server: self,
+            method,
+            path: path.to_string(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
     }
 
     /// `GET path` as the admin.
@@ -216,7 +273,9 @@ impl TestServer {
 
     /// `POST path` with a JSON body as the admin.
     pub fn post(&self, path: &str, body: serde_json::Value) -> Req<'_> {
-        self.req(Method::POST, path).bearer(&self.admin_token).json(&body)
+        self.req(Method::POST, path)
+            .bearer(&self.admin_token)
+            .json(&body)
     }
 }
 
@@ -240,22 +299,42 @@ pub struct Res {
 impl Res {
     /// The body as JSON (panics with the body text when it is not).
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
     }
 
     /// The body as a typed value.
     pub fn parse<T: serde::de::DeserializeOwned>(&self) -> T {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("body does not parse ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body does not parse ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
     }
 
     /// Asserts the status and that the body is an `ApiError` with `code`; returns its message.
     #[track_caller]
     pub fn assert_error(&self, status: StatusCode, code: &str) -> String {
-        assert_eq!(self.status, status, "body: {}", String::from_utf8_lossy(&self.body));
-        let ct = self.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
-        assert!(ct.starts_with("application/json"), "error content-type is {ct:?}");
+        assert_eq!(
+            self.status,
+            status,
+            "body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        let ct = self
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        assert!(
+            ct.starts_with("application/json"),
+            "error content-type is {ct:?}"
+        );
         let err: tandem_protocol::ApiError = self.parse();
         assert_eq!(err.code, code, "message: {}", err.message);
         assert!(!err.message.is_empty());
@@ -279,7 +358,8 @@ impl Req<'_> {
 
     pub fn raw_body(mut self, content_type: &str, body: Vec<u8>) -> Self {
         self.headers.retain(|(k, _)| k != "content-type");
-        self.headers.push(("content-type".into(), content_type.into()));
+        self.headers
+            .push(("content-type".into(), content_type.into()));
         self.body = body;
         self
     }
@@ -304,7 +384,11 @@ impl Req<'_> {
                     .unwrap();
                 let (parts, body) = res.into_parts();
                 let body = body.collect().await.unwrap().to_bytes().to_vec();
-                Res { status: parts.status, headers: parts.headers, body }
+                Res {
+                    status: parts.status,
+                    headers: parts.headers,
+                    body,
+                }
             }
             Transport::Socket => {
                 let client = reqwest::Client::new();
@@ -313,7 +397,11 @@ impl Req<'_> {
                 for (k, v) in &self.headers {
                     b = b.header(k, v);
                 }
-                let res = b.body(self.body).send().await.expect("request reaches the server");
+                let res = b
+                    .body(self.body)
+                    .send()
+                    .await
+                    .expect("request reaches the server");
                 let status = StatusCode::from_u16(res.status().as_u16()).unwrap();
                 let mut headers = HeaderMap::new();
                 for (k, v) in res.headers() {
@@ -323,7 +411,11 @@ impl Req<'_> {
                     );
                 }
                 let body = res.bytes().await.unwrap().to_vec();
-                Res { status, headers, body }
+                Res {
+                    status,
+                    headers,
+                    body,
+                }
             }
         }
     }
@@ -331,7 +423,18 @@ impl Req<'_> {
 
 /// Creates a repo as the admin and returns its id.
 pub async fn make_repo(s: &TestServer, name: &str) -> String {
-    let res = s.post("/api/repos", serde_json::json!({ "name": name, "url": "https://example.invalid/r.git" })).send().await;
-    assert_eq!(res.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&res.body));
+    let res = s
+        .post(
+            "/api/repos",
+            serde_json::json!({ "name": name, "url": "https://example.invalid/r.git" }),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        res.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
     res.json()["id"].as_str().unwrap().to_string()
 }

@@ -28,14 +28,32 @@ struct Peer {
 
 impl Peer {
     async fn connect(s: &TestServer, id: SessionId, creds: Credentials) -> Peer {
-        let c = LiveClient::connect(&s.url, id, &creds).await.expect("connects");
-        Peer { c, me: None, terminals: vec![], screen: vec![], participants: vec![], controller: None, events: vec![], refused: vec![], closed: None }
+        let c = LiveClient::connect(&s.url, id, &creds)
+            .await
+            .expect("connects");
+        Peer {
+            c,
+            me: None,
+            terminals: vec![],
+            screen: vec![],
+            participants: vec![],
+            controller: None,
+            events: vec![],
+            refused: vec![],
+            closed: None,
+        }
     }
 
     fn fold(&mut self, m: Incoming) {
         match m {
             Incoming::Message(m) => match *m {
-                WsServer::Hello { you, terminals, participants, controller, .. } => {
+                WsServer::Hello {
+                    you,
+                    terminals,
+                    participants,
+                    controller,
+                    ..
+                } => {
                     self.me = Some(you);
                     self.terminals = terminals;
                     self.participants = participants;
@@ -43,7 +61,10 @@ impl Peer {
                 }
                 WsServer::Events { events } => self.events.extend(events),
                 WsServer::Terminals { terminals } => self.terminals = terminals,
-                WsServer::Participants { participants, controller } => {
+                WsServer::Participants {
+                    participants,
+                    controller,
+                } => {
                     self.participants = participants;
                     self.controller = controller;
                 }
@@ -67,11 +88,24 @@ impl Peer {
             let left = deadline.saturating_duration_since(Instant::now());
             match tokio::time::timeout(left, self.c.next()).await {
                 Ok(Some(m)) => self.fold(m),
-                Ok(None) => panic!("the channel ended while waiting for {what} (closed: {:?})", self.closed),
+                Ok(None) => panic!(
+                    "the channel ended while waiting for {what} (closed: {:?})",
+                    self.closed
+                ),
                 Err(_) => {
                     let screen = String::from_utf8_lossy(&self.screen);
-                    let tail: String = screen.chars().rev().take(300).collect::<Vec<_>>().into_iter().rev().collect();
-                    panic!("timed out waiting for {what}; refused: {:?}; screen ends: {tail:?}", self.refused.len())
+                    let tail: String = screen
+                        .chars()
+                        .rev()
+                        .take(300)
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect();
+                    panic!(
+                        "timed out waiting for {what}; refused: {:?}; screen ends: {tail:?}",
+                        self.refused.len()
+                    )
                 }
             }
         }
@@ -92,8 +126,16 @@ impl Peer {
     /// Waits for a refusal of `request`.
     async fn refused_for(&mut self, request: &str) -> String {
         let n = self.refused.len();
-        self.until(request, |p| p.refused[n..].iter().any(|(r, _)| r == request)).await;
-        self.refused[n..].iter().find(|(r, _)| r == request).unwrap().1.clone()
+        self.until(request, |p| {
+            p.refused[n..].iter().any(|(r, _)| r == request)
+        })
+        .await;
+        self.refused[n..]
+            .iter()
+            .find(|(r, _)| r == request)
+            .unwrap()
+            .1
+            .clone()
     }
 
     async fn closed_with(&mut self) -> Option<u16> {
@@ -105,8 +147,20 @@ impl Peer {
 /// A running session with no agent (a shared workspace).
 async fn shared_session(s: &TestServer) -> SessionId {
     let src = source_repo("[workspace]\nsetup = []\n");
-    let repo = add_repo(s, &format!("acme/live-{}", uuid::Uuid::new_v4().simple()), src.path()).await;
-    let created: SessionDetail = s.post("/api/sessions", json!({ "repo_id": repo, "agent": { "kind": "none" } })).send().await.parse();
+    let repo = add_repo(
+        s,
+        &format!("acme/live-{}", uuid::Uuid::new_v4().simple()),
+        src.path(),
+    )
+    .await;
+    let created: SessionDetail = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "agent": { "kind": "none" } }),
+        )
+        .send()
+        .await
+        .parse();
     wait_state(s, created.session.id, &[SessionState::Ready]).await;
     std::mem::forget(src);
     created.session.id
@@ -117,45 +171,86 @@ async fn user(s: &TestServer, name: &str) -> String {
 }
 
 async fn link(s: &TestServer, id: SessionId, body: serde_json::Value) -> ShareLink {
-    let res = s.post(&format!("/api/sessions/{id}/links"), body).send().await;
-    assert_eq!(res.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&res.body));
+    let res = s
+        .post(&format!("/api/sessions/{id}/links"), body)
+        .send()
+        .await;
+    assert_eq!(
+        res.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
     res.parse()
 }
 
 fn token(t: &str) -> Credentials {
-    Credentials { token: Some(t.into()), ..Default::default() }
+    Credentials {
+        token: Some(t.into()),
+        ..Default::default()
+    }
 }
 
 #[tokio::test]
 async fn two_drivers_and_a_viewer_share_one_terminal_and_control_is_handed_over() {
-    let Some(s) = crate::workspaces::server(|_| {}).await else { return };
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
     let id = shared_session(&s).await;
     let bob = user(&s, "bob").await;
     let driver = link(&s, id, json!({ "role": "driver" })).await;
     let viewer = link(&s, id, json!({ "role": "viewer", "allow_guests": true })).await;
     assert!(driver.url.as_deref().unwrap().contains("/join#token="));
-    let joined = s.req(Method::POST, "/api/links/join").bearer(&bob).json(&json!({ "token": driver.token.unwrap() })).send().await;
+    let joined = s
+        .req(Method::POST, "/api/links/join")
+        .bearer(&bob)
+        .json(&json!({ "token": driver.token.unwrap() }))
+        .send()
+        .await;
     assert_eq!(joined.parse::<Joined>().role, Role::Driver);
 
     let mut owner = Peer::connect(&s, id, token(&s.admin_token)).await;
-    owner.until("a terminal", |p| p.me.is_some() && !p.terminals.is_empty()).await;
+    owner
+        .until("a terminal", |p| p.me.is_some() && !p.terminals.is_empty())
+        .await;
     assert_eq!(owner.me.as_ref().unwrap().role, Role::Owner);
     let term = owner.terminals[0].id;
     let mut b = Peer::connect(&s, id, token(&bob)).await;
-    let mut g = Peer::connect(&s, id, Credentials { share: viewer.token.clone(), name: Some("Gina".into()), ..Default::default() }).await;
+    let mut g = Peer::connect(
+        &s,
+        id,
+        Credentials {
+            share: viewer.token.clone(),
+            name: Some("Gina".into()),
+            ..Default::default()
+        },
+    )
+    .await;
     b.until("hello", |p| p.me.is_some()).await;
     g.until("hello", |p| p.me.is_some()).await;
     assert_eq!(b.me.as_ref().unwrap().role, Role::Driver);
     assert_eq!(g.me.as_ref().unwrap().role, Role::Viewer);
     assert_eq!(g.me.as_ref().unwrap().name, "Gina (guest)");
-    owner.until("three participants", |p| p.participants.len() == 3).await;
+    owner
+        .until("three participants", |p| p.participants.len() == 3)
+        .await;
 
     // Everyone sees the same bytes, in the same order.
-    owner.c.input(term, b"echo START; echo from-owner-$((6*7))\r").await.unwrap();
-    b.until("the owner's command", |p| p.sees("from-owner-42")).await;
-    b.c.input(term, b"echo from-bob-$((7*6)); echo END\r").await.unwrap();
+    owner
+        .c
+        .input(term, b"echo START; echo from-owner-$((6*7))\r")
+        .await
+        .unwrap();
+    b.until("the owner's command", |p| p.sees("from-owner-42"))
+        .await;
+    b.c.input(term, b"echo from-bob-$((7*6)); echo END\r")
+        .await
+        .unwrap();
     for p in [&mut owner, &mut b, &mut g] {
-        p.until("bob's command and the end", |p| p.sees("from-bob-42") && p.sees("\r\nEND")).await;
+        p.until("bob's command and the end", |p| {
+            p.sees("from-bob-42") && p.sees("\r\nEND")
+        })
+        .await;
     }
     let window = |p: &Peer| {
         let text = String::from_utf8_lossy(&p.screen).to_string();
@@ -169,69 +264,149 @@ async fn two_drivers_and_a_viewer_share_one_terminal_and_control_is_handed_over(
     // The viewer cannot type, resize, take control or prompt: refused, reported, nothing typed.
     g.c.input(term, b"echo viewer-typed\r").await.unwrap();
     assert_eq!(g.refused_for("input").await, "viewers cannot type");
-    g.send(WsClient::Resize { terminal: term, cols: 20, rows: 5 }).await;
+    g.send(WsClient::Resize {
+        terminal: term,
+        cols: 20,
+        rows: 5,
+    })
+    .await;
     g.refused_for("resize").await;
     g.send(WsClient::RequestControl).await;
     g.refused_for("request_control").await;
-    g.send(WsClient::Prompt { text: "hi".into(), mode: PromptMode::Queue }).await;
+    g.send(WsClient::Prompt {
+        text: "hi".into(),
+        mode: PromptMode::Queue,
+    })
+    .await;
     assert_eq!(g.refused_for("prompt").await, "viewers cannot send prompts");
     owner.c.input(term, b"echo after-viewer\r").await.unwrap();
-    owner.until("the next command", |p| p.sees("after-viewer\r\n")).await;
-    assert!(!owner.sees("viewer-typed"), "the viewer's keystrokes reached the terminal");
+    owner
+        .until("the next command", |p| p.sees("after-viewer\r\n"))
+        .await;
+    assert!(
+        !owner.sees("viewer-typed"),
+        "the viewer's keystrokes reached the terminal"
+    );
 
     // Control: bob takes it (free), the owner's typing is refused, the owner takes it back and
     // hands it to bob, bob releases it.
     b.send(WsClient::RequestControl).await;
     let bob_id = b.id();
-    owner.until("bob holds control", |p| p.controller == Some(bob_id)).await;
-    g.until("everyone sees who holds control", |p| p.controller == Some(bob_id)).await;
+    owner
+        .until("bob holds control", |p| p.controller == Some(bob_id))
+        .await;
+    g.until("everyone sees who holds control", |p| {
+        p.controller == Some(bob_id)
+    })
+    .await;
     owner.c.input(term, b"echo blocked\r").await.unwrap();
-    assert!(owner.refused_for("input").await.contains("bob holds control"));
+    assert!(
+        owner
+            .refused_for("input")
+            .await
+            .contains("bob holds control")
+    );
     owner.send(WsClient::TakeControl).await;
     let owner_id = owner.id();
-    b.until("the owner took control", |p| p.controller == Some(owner_id)).await;
+    b.until("the owner took control", |p| p.controller == Some(owner_id))
+        .await;
     b.send(WsClient::GrantControl { to: bob_id }).await;
     b.refused_for("grant_control").await;
     owner.send(WsClient::GrantControl { to: g.id() }).await;
-    assert_eq!(owner.refused_for("grant_control").await, "viewers cannot hold control");
+    assert_eq!(
+        owner.refused_for("grant_control").await,
+        "viewers cannot hold control"
+    );
     owner.send(WsClient::GrantControl { to: bob_id }).await;
-    b.until("handed to bob", |p| p.controller == Some(bob_id)).await;
+    b.until("handed to bob", |p| p.controller == Some(bob_id))
+        .await;
     b.send(WsClient::ReleaseControl).await;
     g.until("control is free", |p| p.controller.is_none()).await;
 
     // Resize: the smallest size among drivers.
-    owner.send(WsClient::Resize { terminal: term, cols: 100, rows: 30 }).await;
-    b.send(WsClient::Resize { terminal: term, cols: 80, rows: 24 }).await;
-    g.until("the terminal is 80x24", |p| p.terminals.iter().any(|t| t.id == term && (t.cols, t.rows) == (80, 24))).await;
+    owner
+        .send(WsClient::Resize {
+            terminal: term,
+            cols: 100,
+            rows: 30,
+        })
+        .await;
+    b.send(WsClient::Resize {
+        terminal: term,
+        cols: 80,
+        rows: 24,
+    })
+    .await;
+    g.until("the terminal is 80x24", |p| {
+        p.terminals
+            .iter()
+            .any(|t| t.id == term && (t.cols, t.rows) == (80, 24))
+    })
+    .await;
 
     // Drivers open more terminals, up to the limit.
     for n in 2..=MAX_TERMINALS {
         b.send(WsClient::OpenTerminal { cols: 80, rows: 24 }).await;
-        b.until("another terminal", |p| p.terminals.len() >= n).await;
+        b.until("another terminal", |p| p.terminals.len() >= n)
+            .await;
     }
     b.send(WsClient::OpenTerminal { cols: 80, rows: 24 }).await;
-    assert_eq!(b.refused_for("open_terminal").await, format!("a session has at most {MAX_TERMINALS} terminals"));
-    owner.until("everyone sees them", |p| p.terminals.len() == MAX_TERMINALS).await;
+    assert_eq!(
+        b.refused_for("open_terminal").await,
+        format!("a session has at most {MAX_TERMINALS} terminals")
+    );
+    owner
+        .until("everyone sees them", |p| p.terminals.len() == MAX_TERMINALS)
+        .await;
 
     // Presence and leaving.
-    b.send(WsClient::Presence { looking_at: Some("diff".into()) }).await;
-    owner.until("bob looks at the diff", |p| p.participants.iter().any(|x| x.id == bob_id && x.looking_at.as_deref() == Some("diff"))).await;
+    b.send(WsClient::Presence {
+        looking_at: Some("diff".into()),
+    })
+    .await;
+    owner
+        .until("bob looks at the diff", |p| {
+            p.participants
+                .iter()
+                .any(|x| x.id == bob_id && x.looking_at.as_deref() == Some("diff"))
+        })
+        .await;
     b.c.close().await;
     owner.until("bob left", |p| p.participants.len() == 2).await;
     g.c.close().await;
     owner.c.close().await;
-    s.post(&format!("/api/sessions/{id}/stop"), json!({})).send().await;
+    s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
 }
 
 #[tokio::test]
 async fn share_links_expire_are_revoked_and_forged_or_missing_credentials_are_refused() {
-    let Some(s) = crate::workspaces::server(|_| {}).await else { return };
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
     let id = shared_session(&s).await;
-    let guest = |t: &Option<String>| Credentials { share: t.clone(), name: Some("Gus".into()), ..Default::default() };
+    let guest = |t: &Option<String>| Credentials {
+        share: t.clone(),
+        name: Some("Gus".into()),
+        ..Default::default()
+    };
 
     // No credential, an unknown session, a forged token, a link without guests.
-    assert_eq!(Peer::connect(&s, id, Credentials::default()).await.closed_with().await, Some(close::UNAUTHORIZED));
-    assert_eq!(Peer::connect(&s, SessionId(uuid::Uuid::new_v4()), token(&s.admin_token)).await.closed_with().await, Some(close::NOT_FOUND));
+    assert_eq!(
+        Peer::connect(&s, id, Credentials::default())
+            .await
+            .closed_with()
+            .await,
+        Some(close::UNAUTHORIZED)
+    );
+    assert_eq!(
+        Peer::connect(&s, SessionId(uuid::Uuid::new_v4()), token(&s.admin_token))
+            .await
+            .closed_with()
+            .await,
+        Some(close::NOT_FOUND)
+    );
     let forger = tandem_server::auth::JwtKeys::from_secret(&[7u8; 32]).unwrap();
     let claims = tandem_server::auth::jwt::ShareClaims {
         sub: id.to_string(),
@@ -243,83 +418,202 @@ async fn share_links_expire_are_revoked_and_forged_or_missing_credentials_are_re
         kind: "share".into(),
     };
     let forged = forger.issue_share(&claims).unwrap();
-    assert_eq!(Peer::connect(&s, id, guest(&Some(forged))).await.closed_with().await, Some(close::UNAUTHORIZED));
+    assert_eq!(
+        Peer::connect(&s, id, guest(&Some(forged)))
+            .await
+            .closed_with()
+            .await,
+        Some(close::UNAUTHORIZED)
+    );
     let members_only = link(&s, id, json!({ "role": "driver" })).await;
-    assert_eq!(Peer::connect(&s, id, guest(&members_only.token)).await.closed_with().await, Some(close::UNAUTHORIZED));
+    assert_eq!(
+        Peer::connect(&s, id, guest(&members_only.token))
+            .await
+            .closed_with()
+            .await,
+        Some(close::UNAUTHORIZED)
+    );
     // A guest needs a name.
     let open = link(&s, id, json!({ "role": "driver", "allow_guests": true })).await;
-    let nameless = Credentials { share: open.token.clone(), ..Default::default() };
-    assert_eq!(Peer::connect(&s, id, nameless).await.closed_with().await, Some(close::UNAUTHORIZED));
+    let nameless = Credentials {
+        share: open.token.clone(),
+        ..Default::default()
+    };
+    assert_eq!(
+        Peer::connect(&s, id, nameless).await.closed_with().await,
+        Some(close::UNAUTHORIZED)
+    );
 
     // Expired: a real link whose token has run out.
-    let expired = link(&s, id, json!({ "role": "driver", "allow_guests": true, "expires_in": 1 })).await;
-    let stale = tandem_server::auth::jwt::ShareClaims { sub: id.to_string(), jti: expired.jti.clone(), role: Role::Driver, guests: true, iat: 0, exp: 1, kind: "share".into() };
+    let expired = link(
+        &s,
+        id,
+        json!({ "role": "driver", "allow_guests": true, "expires_in": 1 }),
+    )
+    .await;
+    let stale = tandem_server::auth::jwt::ShareClaims {
+        sub: id.to_string(),
+        jti: expired.jti.clone(),
+        role: Role::Driver,
+        guests: true,
+        iat: 0,
+        exp: 1,
+        kind: "share".into(),
+    };
     let stale = s.state.jwt.issue_share(&stale).unwrap();
-    assert_eq!(Peer::connect(&s, id, guest(&Some(stale))).await.closed_with().await, Some(close::UNAUTHORIZED));
+    assert_eq!(
+        Peer::connect(&s, id, guest(&Some(stale)))
+            .await
+            .closed_with()
+            .await,
+        Some(close::UNAUTHORIZED)
+    );
     // A link token is not a login.
-    let res = s.req(Method::GET, "/api/me").bearer(open.token.as_deref().unwrap()).send().await;
+    let res = s
+        .req(Method::GET, "/api/me")
+        .bearer(open.token.as_deref().unwrap())
+        .send()
+        .await;
     res.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
 
     // Revoking disconnects its holders, and the link no longer opens.
     let mut g = Peer::connect(&s, id, guest(&open.token)).await;
     g.until("hello", |p| p.me.is_some()).await;
     let mut owner = Peer::connect(&s, id, token(&s.admin_token)).await;
-    owner.until("two participants", |p| p.participants.len() == 2).await;
+    owner
+        .until("two participants", |p| p.participants.len() == 2)
+        .await;
     let bob = user(&s, "bob").await;
-    s.req(Method::DELETE, &format!("/api/sessions/{id}/links/{}", open.jti)).bearer(&bob).send().await.assert_error(StatusCode::FORBIDDEN, "forbidden");
-    assert_eq!(s.req(Method::DELETE, &format!("/api/sessions/{id}/links/{}", open.jti)).bearer(&s.admin_token).send().await.status, StatusCode::NO_CONTENT);
+    s.req(
+        Method::DELETE,
+        &format!("/api/sessions/{id}/links/{}", open.jti),
+    )
+    .bearer(&bob)
+    .send()
+    .await
+    .assert_error(StatusCode::FORBIDDEN, "forbidden");
+    assert_eq!(
+        s.req(
+            Method::DELETE,
+            &format!("/api/sessions/{id}/links/{}", open.jti)
+        )
+        .bearer(&s.admin_token)
+        .send()
+        .await
+        .status,
+        StatusCode::NO_CONTENT
+    );
     assert_eq!(g.closed_with().await, Some(close::FORBIDDEN));
-    owner.until("the guest is gone", |p| p.participants.len() == 1).await;
-    assert_eq!(Peer::connect(&s, id, guest(&open.token)).await.closed_with().await, Some(close::FORBIDDEN));
-    let links: Vec<ShareLink> = s.get(&format!("/api/sessions/{id}/links")).send().await.parse();
-    assert!(links.iter().any(|l| l.jti == open.jti && l.revoked_at.is_some()));
-    assert!(links.iter().all(|l| l.token.is_none()), "tokens are shown once");
-    s.post(&format!("/api/sessions/{id}/links"), json!({ "role": "owner" })).send().await.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    owner
+        .until("the guest is gone", |p| p.participants.len() == 1)
+        .await;
+    assert_eq!(
+        Peer::connect(&s, id, guest(&open.token))
+            .await
+            .closed_with()
+            .await,
+        Some(close::FORBIDDEN)
+    );
+    let links: Vec<ShareLink> = s
+        .get(&format!("/api/sessions/{id}/links"))
+        .send()
+        .await
+        .parse();
+    assert!(
+        links
+            .iter()
+            .any(|l| l.jti == open.jti && l.revoked_at.is_some())
+    );
+    assert!(
+        links.iter().all(|l| l.token.is_none()),
+        "tokens are shown once"
+    );
+    s.post(
+        &format!("/api/sessions/{id}/links"),
+        json!({ "role": "owner" }),
+    )
+    .send()
+    .await
+    .assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     owner.c.close().await;
-    s.post(&format!("/api/sessions/{id}/stop"), json!({})).send().await;
+    s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
 }
 
 #[tokio::test]
 async fn a_reconnecting_client_gets_exactly_the_events_it_missed() {
-    let Some(s) = crate::workspaces::server(|_| {}).await else { return };
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
     let id = shared_session(&s).await;
     let mut a = Peer::connect(&s, id, token(&s.admin_token)).await;
     a.send(WsClient::Subscribe { after: 0 }).await;
-    let last = s.get(&format!("/api/sessions/{id}")).send().await.parse::<SessionDetail>().session.last_seq;
-    a.until("the log so far", |p| p.events.last().is_some_and(|e| e.seq >= last)).await;
+    let last = s
+        .get(&format!("/api/sessions/{id}"))
+        .send()
+        .await
+        .parse::<SessionDetail>()
+        .session
+        .last_seq;
+    a.until("the log so far", |p| {
+        p.events.last().is_some_and(|e| e.seq >= last)
+    })
+    .await;
     let seen = a.events.last().unwrap().seq;
     a.c.close().await;
     for i in 0..3 {
-        s.post(&format!("/api/sessions/{id}/exec"), json!({ "command": format!("echo missed-{i}") })).send().await;
+        s.post(
+            &format!("/api/sessions/{id}/exec"),
+            json!({ "command": format!("echo missed-{i}") }),
+        )
+        .send()
+        .await;
     }
     let mut a = Peer::connect(&s, id, token(&s.admin_token)).await;
     a.send(WsClient::Subscribe { after: seen }).await;
     a.until("the missed events", |p| p.events.len() >= 3).await;
     let seqs: Vec<i64> = a.events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, [seen + 1, seen + 2, seen + 3]);
-    assert!(a.events.iter().all(|e| matches!(e.kind, EventKind::CommandRun { .. })));
+    assert!(
+        a.events
+            .iter()
+            .all(|e| matches!(e.kind, EventKind::CommandRun { .. }))
+    );
     // And new ones as they happen, pushed (the exec answers before we look).
-    s.post(&format!("/api/sessions/{id}/exec"), json!({ "command": "echo live" })).send().await;
+    s.post(
+        &format!("/api/sessions/{id}/exec"),
+        json!({ "command": "echo live" }),
+    )
+    .send()
+    .await;
     a.until("the live event", |p| p.events.len() == 4).await;
     assert_eq!(a.events[3].seq, seen + 4);
     a.c.close().await;
-    s.post(&format!("/api/sessions/{id}/stop"), json!({})).send().await;
+    s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
 }
 
 #[tokio::test]
 async fn a_client_that_stops_reading_is_dropped_with_4408_while_the_others_keep_receiving() {
-    let Some(s) = crate::workspaces::server(|_| {}).await else { return };
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
     let id = shared_session(&s).await;
     let mut fast = Peer::connect(&s, id, token(&s.admin_token)).await;
     fast.until("a terminal", |p| !p.terminals.is_empty()).await;
     let term = fast.terminals[0].id;
     let mut slow = Peer::connect(&s, id, token(&s.admin_token)).await;
     slow.until("hello", |p| p.me.is_some()).await;
-    fast.until("two participants", |p| p.participants.len() == 2).await;
+    fast.until("two participants", |p| p.participants.len() == 2)
+        .await;
     // Floods of 16 MiB until the slow client, which reads nothing, is dropped (its socket
     // buffers take some first); the fast one reads everything.
     for round in 0..40 {
-        let cmd = format!("head -c 16777216 /dev/zero | tr '\\0' x; echo; echo ROUND-$(({round}+1000))-DONE\r");
+        let cmd = format!(
+            "head -c 16777216 /dev/zero | tr '\\0' x; echo; echo ROUND-$(({round}+1000))-DONE\r"
+        );
         fast.c.input(term, cmd.as_bytes()).await.unwrap();
         let marker = format!("ROUND-{}-DONE", round + 1000);
         fast.until("the end of a flood", |p| p.sees(&marker)).await;
@@ -327,22 +621,37 @@ async fn a_client_that_stops_reading_is_dropped_with_4408_while_the_others_keep_
             break;
         }
     }
-    fast.until("the slow one is gone", |p| p.participants.len() == 1).await;
+    fast.until("the slow one is gone", |p| p.participants.len() == 1)
+        .await;
     assert_eq!(slow.closed_with().await, Some(close::TOO_SLOW));
     fast.c.input(term, b"echo still-here\r").await.unwrap();
-    fast.until("more output", |p| p.sees("still-here\r\n")).await;
+    fast.until("more output", |p| p.sees("still-here\r\n"))
+        .await;
     fast.c.close().await;
-    s.post(&format!("/api/sessions/{id}/stop"), json!({})).send().await;
+    s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
 }
 
 #[tokio::test]
 async fn a_thousand_hostile_frames_cause_no_panic_and_no_leak() {
-    let Some(s) = crate::workspaces::server(|_| {}).await else { return };
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
     let id = shared_session(&s).await;
     let viewer = link(&s, id, json!({ "role": "viewer", "allow_guests": true })).await;
     let mut owner = Peer::connect(&s, id, token(&s.admin_token)).await;
     owner.until("a terminal", |p| !p.terminals.is_empty()).await;
-    let mut v = Peer::connect(&s, id, Credentials { share: viewer.token.clone(), name: Some("Vic".into()), ..Default::default() }).await;
+    let mut v = Peer::connect(
+        &s,
+        id,
+        Credentials {
+            share: viewer.token.clone(),
+            name: Some("Vic".into()),
+            ..Default::default()
+        },
+    )
+    .await;
     v.until("hello", |p| p.me.is_some()).await;
     let frames: Vec<Message> = vec![
         Message::Text("not json".into()),
@@ -362,23 +671,41 @@ async fn a_thousand_hostile_frames_cause_no_panic_and_no_leak() {
             sent += 2;
         }
         // Wrong role: the viewer types and opens a terminal.
-        v.c.input(owner.terminals[0].id, b"rm -rf /\r").await.unwrap();
+        v.c.input(owner.terminals[0].id, b"rm -rf /\r")
+            .await
+            .unwrap();
         v.send(WsClient::OpenTerminal { cols: 80, rows: 24 }).await;
         sent += 2;
         rounds += 1;
     }
     // Every hostile frame is answered with a refusal; none closes the channel.
     let (fo, fv) = (frames.len() * rounds, (frames.len() + 2) * rounds);
-    owner.until("a refusal for each hostile frame", |p| p.refused.len() >= fo).await;
-    v.until("a refusal for each hostile frame", |p| p.refused.len() >= fv).await;
+    owner
+        .until("a refusal for each hostile frame", |p| {
+            p.refused.len() >= fo
+        })
+        .await;
+    v.until("a refusal for each hostile frame", |p| {
+        p.refused.len() >= fv
+    })
+    .await;
     assert!(owner.closed.is_none() && v.closed.is_none());
     // An oversized frame closes that channel (4413) and only that one.
     let mut big = Peer::connect(&s, id, token(&s.admin_token)).await;
     big.until("hello", |p| p.me.is_some()).await;
-    let _ = big.c.raw(Message::Text("x".repeat(MAX_FRAME_BYTES + 1).into())).await;
+    let _ = big
+        .c
+        .raw(Message::Text("x".repeat(MAX_FRAME_BYTES + 1).into()))
+        .await;
     assert_eq!(big.closed_with().await, Some(close::TOO_BIG));
-    owner.c.input(owner.terminals[0].id, b"echo alive\r").await.unwrap();
-    owner.until("the terminal still works", |p| p.sees("alive\r\n")).await;
+    owner
+        .c
+        .input(owner.terminals[0].id, b"echo alive\r")
+        .await
+        .unwrap();
+    owner
+        .until("the terminal still works", |p| p.sees("alive\r\n"))
+        .await;
     assert_eq!(s.get("/api/health").send().await.status, StatusCode::OK);
     // Everyone leaves: nothing stays behind.
     owner.c.close().await;
@@ -388,17 +715,29 @@ async fn a_thousand_hostile_frames_cause_no_panic_and_no_leak() {
         assert!(Instant::now() < deadline, "the hub outlived its members");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    s.post(&format!("/api/sessions/{id}/stop"), json!({})).send().await;
+    s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
 }
 
 #[tokio::test]
 async fn tandem_attach_drives_the_terminal_and_events_follow_tails_the_log() {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-    let Some(s) = crate::workspaces::server(|_| {}).await else { return };
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
     let id = shared_session(&s).await;
     let bin = env!("CARGO_BIN_EXE_tandem");
     let mut follow = tokio::process::Command::new(bin)
-        .args(["events", &id.to_string(), "--follow", "--url", &s.url, "--token", &s.admin_token])
+        .args([
+            "events",
+            &id.to_string(),
+            "--follow",
+            "--url",
+            &s.url,
+            "--token",
+            &s.admin_token,
+        ])
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -406,14 +745,27 @@ async fn tandem_attach_drives_the_terminal_and_events_follow_tails_the_log() {
     let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
     // The log so far, then what happens next.
     loop {
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await.unwrap().unwrap().unwrap();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         if line.contains("boot: ready") {
             break;
         }
     }
-    s.post(&format!("/api/sessions/{id}/exec"), json!({ "command": "echo followed" })).send().await;
+    s.post(
+        &format!("/api/sessions/{id}/exec"),
+        json!({ "command": "echo followed" }),
+    )
+    .send()
+    .await;
     loop {
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await.unwrap().unwrap().unwrap();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         if line.contains("ran `echo followed`") {
             break;
         }
@@ -422,7 +774,14 @@ async fn tandem_attach_drives_the_terminal_and_events_follow_tails_the_log() {
 
     // Attach with a pipe for a keyboard: keys go in, the screen comes out; Ctrl-] detaches.
     let mut attach = tokio::process::Command::new(bin)
-        .args(["attach", &id.to_string(), "--url", &s.url, "--token", &s.admin_token])
+        .args([
+            "attach",
+            &id.to_string(),
+            "--url",
+            &s.url,
+            "--token",
+            &s.admin_token,
+        ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -431,22 +790,40 @@ async fn tandem_attach_drives_the_terminal_and_events_follow_tails_the_log() {
         .unwrap();
     let mut stdin = attach.stdin.take().unwrap();
     let mut stdout = attach.stdout.take().unwrap();
-    stdin.write_all(b"echo via-attach-$((2+3))\r").await.unwrap();
+    stdin
+        .write_all(b"echo via-attach-$((2+3))\r")
+        .await
+        .unwrap();
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
     while !String::from_utf8_lossy(&seen).contains("via-attach-5") {
-        let n = tokio::time::timeout(Duration::from_secs(30), stdout.read(&mut buf)).await.unwrap().unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(30), stdout.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(n > 0, "attach ended early");
         seen.extend_from_slice(&buf[..n]);
     }
     stdin.write_all(&[0x1d]).await.unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(10), attach.wait()).await.unwrap().unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), attach.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(status.success());
 
     // A viewer's keys are not sent.
     let viewer = link(&s, id, json!({ "role": "viewer", "allow_guests": true })).await;
     let mut watch = tokio::process::Command::new(bin)
-        .args(["attach", &id.to_string(), "--url", &s.url, "--share", viewer.token.as_deref().unwrap(), "--name", "Val"])
+        .args([
+            "attach",
+            &id.to_string(),
+            "--url",
+            &s.url,
+            "--share",
+            viewer.token.as_deref().unwrap(),
+            "--name",
+            "Val",
+        ])
         .env_remove("TANDEM_TOKEN")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
@@ -456,15 +833,25 @@ async fn tandem_attach_drives_the_terminal_and_events_follow_tails_the_log() {
         .unwrap();
     let mut wstdin = watch.stdin.take().unwrap();
     let mut err = BufReader::new(watch.stderr.take().unwrap()).lines();
-    let first = tokio::time::timeout(Duration::from_secs(30), err.next_line()).await.unwrap().unwrap().unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(30), err.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(first.contains("as viewer (read-only)"), "{first}");
     wstdin.write_all(b"echo not-sent\r").await.unwrap();
     loop {
-        let line = tokio::time::timeout(Duration::from_secs(30), err.next_line()).await.unwrap().unwrap().unwrap();
+        let line = tokio::time::timeout(Duration::from_secs(30), err.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         if line.contains("you are a viewer here") {
             break;
         }
     }
     watch.kill().await.unwrap();
-    s.post(&format!("/api/sessions/{id}/stop"), json!({})).send().await;
+    s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
 }

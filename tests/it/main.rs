@@ -8,13 +8,14 @@
 mod harness;
 mod live;
 
+mod agent_runs;
 mod api_auth;
 mod api_input;
 mod api_repos;
-mod agent_runs;
 mod api_sessions;
 mod cli;
 mod egress;
+mod github;
 mod restart;
 mod session_workspaces;
 mod snapshots;

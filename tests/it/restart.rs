@@ -16,10 +16,23 @@ async fn serve(data: &std::path::Path) -> (Child, String, bool) {
 }
 
 /// [`serve`] with more flags. The log (debug level) is appended to `<data>.log`.
-pub async fn serve_with(data: &std::path::Path, extra: &[&std::ffi::OsStr]) -> (Child, String, bool) {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(data.with_extension("log")).unwrap();
+pub async fn serve_with(
+    data: &std::path::Path,
+    extra: &[&std::ffi::OsStr],
+) -> (Child, String, bool) {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(data.with_extension("log"))
+        .unwrap();
     let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", data.to_str().unwrap()])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ])
         .args(extra)
         .env_remove("TANDEM_DATABASE_URL")
         .env_remove("TANDEM_WEB_DIR")
@@ -54,19 +67,49 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
     let data = dir.path().join("data");
     let (mut child, url, first) = serve(&data).await;
     assert!(first, "first start prints a login link");
-    assert!(data.join("tandem.db").is_file(), "the embedded default is a SQLite file in the data dir");
+    assert!(
+        data.join("tandem.db").is_file(),
+        "the embedded default is a SQLite file in the data dir"
+    );
 
-    let out = Command::new(BIN).args(["token", "create", "--data-dir", data.to_str().unwrap()]).env_remove("TANDEM_TOKEN").output().await.unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(BIN)
+        .args(["token", "create", "--data-dir", data.to_str().unwrap()])
+        .env_remove("TANDEM_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
 
     let c = Client::new(&url, Some(token.clone())).unwrap();
-    let repo = c.create_repo(&CreateRepo { name: "acme/web".into(), url: "https://x.invalid/w.git".into(), default_branch: None, warm_pool: None }).await.unwrap();
+    let repo = c
+        .create_repo(&CreateRepo {
+            name: "acme/web".into(),
+            url: "https://x.invalid/w.git".into(),
+            default_branch: None,
+            warm_pool: None,
+        })
+        .await
+        .unwrap();
     let mut ids = Vec::new();
     for i in 0..5 {
-        ids.push(c.create_session(&CreateSession { repo_id: repo.id, prompt: format!("task {i}"), branch: None, agent: None }).await.unwrap());
+        ids.push(
+            c.create_session(&CreateSession {
+                repo_id: repo.id,
+                prompt: format!("task {i}"),
+                branch: None,
+                agent: None,
+            })
+            .await
+            .unwrap(),
+        );
     }
-    let before: Vec<_> = futures::future::join_all(ids.iter().map(|d| c.events(d.session.id, 0))).await;
+    let before: Vec<_> =
+        futures::future::join_all(ids.iter().map(|d| c.events(d.session.id, 0))).await;
     let jwt = tandem_server::auth::JwtKeys::load_or_create(&data).unwrap();
 
     // SIGKILL: no graceful shutdown, no chance to flush anything more.
@@ -88,37 +131,64 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
     // The JWT key persisted too: a browser login from before the restart still works.
     let admin = c.me().await.unwrap();
     let cookie_jwt = jwt.issue(admin.id, 60).unwrap();
-    let res = reqwest::Client::new().get(format!("{url2}/api/me")).bearer_auth(cookie_jwt).send().await.unwrap();
+    let res = reqwest::Client::new()
+        .get(format!("{url2}/api/me"))
+        .bearer_auth(cookie_jwt)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 200);
 }
 
 /// `tandem serve` with workspaces on the test image.
-pub async fn serve_with_workspaces(data: &std::path::Path, images: &std::path::Path) -> (Child, String) {
+pub async fn serve_with_workspaces(
+    data: &std::path::Path,
+    images: &std::path::Path,
+) -> (Child, String) {
     let recipe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
-    let flags = ["--images-dir".as_ref(), images.as_os_str(), "--image-recipe".as_ref(), recipe.as_os_str()];
+    let flags = [
+        "--images-dir".as_ref(),
+        images.as_os_str(),
+        "--image-recipe".as_ref(),
+        recipe.as_os_str(),
+    ];
     let (child, url, _) = serve_with(data, &flags).await;
     (child, url)
 }
 
-pub async fn wait_for_state(c: &Client, id: tandem_protocol::SessionId, want: tandem_protocol::SessionState) {
+pub async fn wait_for_state(
+    c: &Client,
+    id: tandem_protocol::SessionId,
+    want: tandem_protocol::SessionState,
+) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         if c.session(id).await.is_ok_and(|d| d.session.state == want) {
             return;
         }
-        assert!(std::time::Instant::now() < deadline, "session never reached {want:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "session never reached {want:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
 
 #[tokio::test]
 async fn a_session_workspace_survives_a_server_crash_and_is_supervised_again() {
-    let Some(image) = crate::workspaces::image().await else { return };
+    let Some(image) = crate::workspaces::image().await else {
+        return;
+    };
     let images = image.parent().unwrap().parent().unwrap().to_path_buf();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let (mut server, url) = serve_with_workspaces(&data, &images).await;
-    let out = Command::new(BIN).args(["token", "create", "--data-dir", data.to_str().unwrap()]).env_remove("TANDEM_TOKEN").output().await.unwrap();
+    let out = Command::new(BIN)
+        .args(["token", "create", "--data-dir", data.to_str().unwrap()])
+        .env_remove("TANDEM_TOKEN")
+        .output()
+        .await
+        .unwrap();
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let src = tempfile::tempdir().unwrap();
     crate::snapshots::git(src.path(), &["init", "-q"]);
@@ -126,31 +196,76 @@ async fn a_session_workspace_survives_a_server_crash_and_is_supervised_again() {
 
     let c = Client::new(&url, Some(token.clone())).unwrap();
     let repo = c
-        .create_repo(&CreateRepo { name: "acme/durable".into(), url: src.path().to_string_lossy().into(), default_branch: None, warm_pool: None })
+        .create_repo(&CreateRepo {
+            name: "acme/durable".into(),
+            url: src.path().to_string_lossy().into(),
+            default_branch: None,
+            warm_pool: None,
+        })
         .await
         .unwrap();
-    let id = c.create_session(&CreateSession { repo_id: repo.id, prompt: String::new(), branch: None, agent: Some(tandem_protocol::AgentSpec::None) }).await.unwrap().session.id;
+    let id = c
+        .create_session(&CreateSession {
+            repo_id: repo.id,
+            prompt: String::new(),
+            branch: None,
+            agent: Some(tandem_protocol::AgentSpec::None),
+        })
+        .await
+        .unwrap()
+        .session
+        .id;
     wait_for_state(&c, id, tandem_protocol::SessionState::Ready).await;
     let run = |c: Client, cmd: &str| {
-        let req = tandem_protocol::ExecRequest { command: cmd.into(), cwd: None, timeout_secs: None };
+        let req = tandem_protocol::ExecRequest {
+            command: cmd.into(),
+            cwd: None,
+            timeout_secs: None,
+        };
         async move { c.exec(id, &req).await }
     };
-    run(c.clone(), "echo kept > /workspace/note.txt").await.unwrap();
+    run(c.clone(), "echo kept > /workspace/note.txt")
+        .await
+        .unwrap();
 
     server.kill().await.unwrap();
     let (mut server, url) = serve_with_workspaces(&data, &images).await;
     let c = Client::new(&url, Some(token)).unwrap();
-    assert_eq!(c.session(id).await.unwrap().session.state, tandem_protocol::SessionState::Ready);
-    assert_eq!(run(c.clone(), "cat /workspace/note.txt").await.unwrap().stdout, "kept\n", "the workspace kept running");
+    assert_eq!(
+        c.session(id).await.unwrap().session.state,
+        tandem_protocol::SessionState::Ready
+    );
+    assert_eq!(
+        run(c.clone(), "cat /workspace/note.txt")
+            .await
+            .unwrap()
+            .stdout,
+        "kept\n",
+        "the workspace kept running"
+    );
 
     // The new server supervises it: its death is noticed.
     let row = {
-        let db = tandem_server::db::Db::connect(&tandem_server::config::sqlite_url(&data.join("tandem.db"))).await.unwrap();
-        tandem_server::db::sessions::workspace(db.pool(), id).await.unwrap().unwrap()
+        let db = tandem_server::db::Db::connect(&tandem_server::config::sqlite_url(
+            &data.join("tandem.db"),
+        ))
+        .await
+        .unwrap();
+        tandem_server::db::sessions::workspace(db.pool(), id)
+            .await
+            .unwrap()
+            .unwrap()
     };
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(row.workspace_pid.unwrap() as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(row.workspace_pid.unwrap() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     wait_for_state(&c, id, tandem_protocol::SessionState::Failed).await;
     server.kill().await.unwrap();
     let left = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(!left.contains(data.to_str().unwrap()), "no mount of the data dir is left");
+    assert!(
+        !left.contains(data.to_str().unwrap()),
+        "no mount of the data dir is left"
+    );
 }

@@ -8,10 +8,24 @@ use crate::matrix;
 
 async fn events_are_append_only_and_gap_free_under_concurrency(s: TestServer) {
     let repo: RepoId = make_repo(&s, "acme/web").await.parse().unwrap();
-    let author = Author { kind: AuthorKind::Automation, user_id: None, name: "test".into() };
-    let detail = sessions::create(&s.state.db, author, CreateSession { repo_id: repo, prompt: "go".into(), branch: None, agent: None }, &tandem_protocol::AgentSpec::Builtin)
-        .await
-        .unwrap();
+    let author = Author {
+        kind: AuthorKind::Automation,
+        user_id: None,
+        name: "test".into(),
+    };
+    let detail = sessions::create(
+        &s.state.db,
+        author,
+        CreateSession {
+            repo_id: repo,
+            prompt: "go".into(),
+            branch: None,
+            agent: None,
+        },
+        &tandem_protocol::AgentSpec::Builtin,
+    )
+    .await
+    .unwrap();
     let id = detail.session.id;
     // 40 concurrent appenders, each in its own transaction.
     let mut tasks = Vec::new();
@@ -23,7 +37,11 @@ async fn events_are_append_only_and_gap_free_under_concurrency(s: TestServer) {
                 &mut tx,
                 id,
                 now_ms(),
-                EventKind::StateChanged { from: SessionState::Queued, to: SessionState::Queued, reason: Some(format!("n{i}")) },
+                EventKind::StateChanged {
+                    from: SessionState::Queued,
+                    to: SessionState::Queued,
+                    reason: Some(format!("n{i}")),
+                },
             )
             .await
             .unwrap();
@@ -36,13 +54,28 @@ async fn events_are_append_only_and_gap_free_under_concurrency(s: TestServer) {
         seqs.push(t.await.unwrap());
     }
     seqs.sort();
-    assert_eq!(seqs, (3..=42).collect::<Vec<_>>(), "sequence numbers are unique and gap-free");
-    let page = sessions::events(&s.state.db, id, Default::default()).await.unwrap();
-    assert_eq!(page.events.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=42).collect::<Vec<_>>());
+    assert_eq!(
+        seqs,
+        (3..=42).collect::<Vec<_>>(),
+        "sequence numbers are unique and gap-free"
+    );
+    let page = sessions::events(&s.state.db, id, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        page.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=42).collect::<Vec<_>>()
+    );
 
-    let upd = sqlx::query("UPDATE events SET payload = '{}' WHERE session_id = $1").bind(id.to_string()).execute(s.state.db.pool()).await;
+    let upd = sqlx::query("UPDATE events SET payload = '{}' WHERE session_id = $1")
+        .bind(id.to_string())
+        .execute(s.state.db.pool())
+        .await;
     assert!(upd.unwrap_err().to_string().contains("append-only"));
-    let del = sqlx::query("DELETE FROM events WHERE session_id = $1").bind(id.to_string()).execute(s.state.db.pool()).await;
+    let del = sqlx::query("DELETE FROM events WHERE session_id = $1")
+        .bind(id.to_string())
+        .execute(s.state.db.pool())
+        .await;
     assert!(del.unwrap_err().to_string().contains("append-only"));
 }
 matrix!(events_are_append_only_and_gap_free_under_concurrency);
@@ -51,7 +84,10 @@ async fn actions_are_audited(s: TestServer) {
     make_repo(&s, "acme/web").await;
     let recent = db::audit::recent(s.state.db.pool(), 10).await.unwrap();
     assert!(recent.iter().any(|(a, _)| a == "repo.create"), "{recent:?}");
-    assert!(recent.iter().any(|(a, _)| a == "token.create"), "{recent:?}");
+    assert!(
+        recent.iter().any(|(a, _)| a == "token.create"),
+        "{recent:?}"
+    );
 }
 matrix!(actions_are_audited);
 
@@ -62,18 +98,50 @@ async fn one_turn_per_session_whichever_process_claims(s: TestServer) {
     use tandem_protocol::{AgentSpec, CreatePrompt, PromptMode, PromptState, Usage};
     use tandem_server::turns::{self, Claim};
     let repo: RepoId = make_repo(&s, "acme/lock").await.parse().unwrap();
-    let author = Author { kind: AuthorKind::Automation, user_id: None, name: "test".into() };
-    let create = CreateSession { repo_id: repo, prompt: "one".into(), branch: None, agent: None };
-    let id = sessions::create(&s.state.db, author.clone(), create, &AgentSpec::Builtin).await.unwrap().session.id;
-    sessions::prompts::submit(&s.state.db, id, author, CreatePrompt { text: "two".into(), mode: PromptMode::Queue, agent: None }).await.unwrap();
+    let author = Author {
+        kind: AuthorKind::Automation,
+        user_id: None,
+        name: "test".into(),
+    };
+    let create = CreateSession {
+        repo_id: repo,
+        prompt: "one".into(),
+        branch: None,
+        agent: None,
+    };
+    let id = sessions::create(&s.state.db, author.clone(), create, &AgentSpec::Builtin)
+        .await
+        .unwrap()
+        .session
+        .id;
+    sessions::prompts::submit(
+        &s.state.db,
+        id,
+        author,
+        CreatePrompt {
+            text: "two".into(),
+            mode: PromptMode::Queue,
+            agent: None,
+        },
+    )
+    .await
+    .unwrap();
     let mut tx = s.state.db.begin().await.unwrap();
-    db::sessions::transition(&mut tx, id, SessionState::Ready, None, now_ms()).await.unwrap();
+    db::sessions::transition(&mut tx, id, SessionState::Ready, None, now_ms())
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let other = db::Db::connect(&s.state.config.database_url).await.unwrap();
     let mut tasks = Vec::new();
     for i in 0..16 {
-        let (dbh, runner) = if i % 2 == 0 { (s.state.db.clone(), "process-a") } else { (other.clone(), "process-b") };
-        tasks.push(tokio::spawn(async move { turns::claim(&dbh, id, runner).await.unwrap() }));
+        let (dbh, runner) = if i % 2 == 0 {
+            (s.state.db.clone(), "process-a")
+        } else {
+            (other.clone(), "process-b")
+        };
+        tasks.push(tokio::spawn(async move {
+            turns::claim(&dbh, id, runner).await.unwrap()
+        }));
     }
     let mut won = Vec::new();
     for t in tasks {
@@ -83,21 +151,57 @@ async fn one_turn_per_session_whichever_process_claims(s: TestServer) {
     }
     assert_eq!(won.len(), 1, "exactly one claimer runs a turn");
     assert_eq!(won[0].text, "one", "the first prompt first");
-    assert!(matches!(turns::claim(&other, id, "process-b").await.unwrap(), Claim::Empty { was_running: true }));
+    assert!(matches!(
+        turns::claim(&other, id, "process-b").await.unwrap(),
+        Claim::Empty { was_running: true }
+    ));
     let mut tx = s.state.db.begin().await.unwrap();
     // Only the runner that claimed it can end it.
     let p = won[0].id;
-    let by_x = db::prompts::finish(&mut tx, p, Some("process-x"), PromptState::Done, Usage::default(), now_ms()).await.unwrap();
+    let by_x = db::prompts::finish(
+        &mut tx,
+        p,
+        Some("process-x"),
+        PromptState::Done,
+        Usage::default(),
+        now_ms(),
+    )
+    .await
+    .unwrap();
     assert!(!by_x, "a runner that did not claim the prompt ended it");
-    let by_a = db::prompts::finish(&mut tx, p, Some("process-a"), PromptState::Done, Usage::default(), now_ms()).await.unwrap();
-    let by_b = db::prompts::finish(&mut tx, p, Some("process-b"), PromptState::Done, Usage::default(), now_ms()).await.unwrap();
+    let by_a = db::prompts::finish(
+        &mut tx,
+        p,
+        Some("process-a"),
+        PromptState::Done,
+        Usage::default(),
+        now_ms(),
+    )
+    .await
+    .unwrap();
+    let by_b = db::prompts::finish(
+        &mut tx,
+        p,
+        Some("process-b"),
+        PromptState::Done,
+        Usage::default(),
+        now_ms(),
+    )
+    .await
+    .unwrap();
     assert!(by_a ^ by_b, "exactly the claiming runner ends its turn");
     tx.commit().await.unwrap();
     match turns::claim(&other, id, "process-b").await.unwrap() {
         Claim::Turn(p, _) => assert_eq!(p.text, "two"),
         _ => panic!("the next prompt is claimable once the turn ended"),
     }
-    let turns_started = sessions::events(&s.state.db, id, Default::default()).await.unwrap().events.iter().filter(|e| matches!(e.kind, EventKind::TurnStarted { .. })).count();
+    let turns_started = sessions::events(&s.state.db, id, Default::default())
+        .await
+        .unwrap()
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::TurnStarted { .. }))
+        .count();
     assert_eq!(turns_started, 2, "no losing claimer left an event behind");
 }
 matrix!(one_turn_per_session_whichever_process_claims);

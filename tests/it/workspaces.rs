@@ -24,18 +24,25 @@ pub async fn image() -> Option<PathBuf> {
             let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");
             let missing: Vec<String> = tandem_server::runtime::doctor::checks()
                 .into_iter()
-                .filter(|c| !c.ok && ["root", "overlayfs", "runc", "mmdebstrap"].contains(&c.name.as_str()))
+                .filter(|c| {
+                    !c.ok && ["root", "overlayfs", "runc", "mmdebstrap"].contains(&c.name.as_str())
+                })
                 .map(|c| c.name)
                 .collect();
             if !missing.is_empty() {
-                assert!(!required, "workspaces required but this host lacks {missing:?}");
+                assert!(
+                    !required,
+                    "workspaces required but this host lacks {missing:?}"
+                );
                 eprintln!("SKIP (workspaces): this host lacks {missing:?}");
                 return None;
             }
             let dir = std::env::var_os("TANDEM_TEST_IMAGES_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("images"));
-            let img = images::build(&dir, TEST_RECIPE, |_| {}).await.expect("test image builds");
+            let img = images::build(&dir, TEST_RECIPE, |_| {})
+                .await
+                .expect("test image builds");
             Some(img.rootfs)
         })
         .await
@@ -44,15 +51,21 @@ pub async fn image() -> Option<PathBuf> {
 
 /// A server that runs workspaces on the test image (its config adjusted by `tweak`), or `None`
 /// where this host cannot.
-pub async fn server(tweak: impl FnOnce(&mut tandem_server::config::Config)) -> Option<crate::harness::TestServer> {
+pub async fn server(
+    tweak: impl FnOnce(&mut tandem_server::config::Config),
+) -> Option<crate::harness::TestServer> {
     let image = image().await?;
     let images_dir = image.parent()?.parent()?.to_path_buf();
     let recipe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
-    crate::harness::TestServer::start_with(crate::harness::Backend::Sqlite, crate::harness::Transport::Socket, move |c| {
-        c.images_dir = images_dir;
-        c.image_recipe = Some(recipe);
-        tweak(c);
-    })
+    crate::harness::TestServer::start_with(
+        crate::harness::Backend::Sqlite,
+        crate::harness::Transport::Socket,
+        move |c| {
+            c.images_dir = images_dir;
+            c.image_recipe = Some(recipe);
+            tweak(c);
+        },
+    )
     .await
 }
 
@@ -67,7 +80,10 @@ async fn env(kind: Kind) -> Option<Env> {
     let image = image().await?;
     if kind == Kind::Crun && !tandem_server::runtime::doctor::crun_works() {
         let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");
-        assert!(!required, "crun required but it does not work on this host (`tandem doctor`)");
+        assert!(
+            !required,
+            "crun required but it does not work on this host (`tandem doctor`)"
+        );
         eprintln!("SKIP (crun): crun is missing or does not work on this host");
         return None;
     }
@@ -78,7 +94,12 @@ async fn env(kind: Kind) -> Option<Env> {
     }
     let dir = tempfile::tempdir().unwrap();
     let rt = OciRuntime::new(kind, &dir.path().join("data")).unwrap();
-    Some(Env { kind, rt, image, dir })
+    Some(Env {
+        kind,
+        rt,
+        image,
+        dir,
+    })
 }
 
 /// Runs a test body once per OCI runtime.
@@ -124,14 +145,24 @@ impl Env {
             env: vec![("TANDEM_TEST".into(), "1".into())],
             init: vec!["sleep".into(), "infinity".into()],
             binds: vec![],
-            limits: Limits { memory_bytes: 256 << 20, pids: 512, cpus: 1.0 },
+            limits: Limits {
+                memory_bytes: 256 << 20,
+                pids: 512,
+                cpus: 1.0,
+            },
             egress: None,
         }
     }
 
     async fn sh(&self, id: &str, script: &str) -> tandem_server::runtime::ExecOutput {
         self.rt
-            .exec(id, ExecRequest { argv: vec!["sh".into(), "-c".into(), script.into()], ..Default::default() })
+            .exec(
+                id,
+                ExecRequest {
+                    argv: vec!["sh".into(), "-c".into(), script.into()],
+                    ..Default::default()
+                },
+            )
             .await
             .unwrap()
     }
@@ -145,14 +176,34 @@ async fn a_workspace_runs_on_its_layers_and_writes_only_to_its_own_layer(env: En
     let out = env.sh(&ws.id, "cat /workspace/README.md && hostname && echo $TANDEM_TEST && echo new > /workspace/new.txt && rm /workspace/README.md").await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout, "from the snapshot\nworkspace\n1\n");
-    assert_eq!(std::fs::read_to_string(ws.upper.join("workspace/new.txt")).unwrap(), "new\n", "writes land in the workspace's layer");
-    assert!(layer.join("workspace/README.md").exists(), "the snapshot layer is never modified");
-    assert!(!env.image.join("workspace").exists(), "the image is never modified");
+    assert_eq!(
+        std::fs::read_to_string(ws.upper.join("workspace/new.txt")).unwrap(),
+        "new\n",
+        "writes land in the workspace's layer"
+    );
+    assert!(
+        layer.join("workspace/README.md").exists(),
+        "the snapshot layer is never modified"
+    );
+    assert!(
+        !env.image.join("workspace").exists(),
+        "the image is never modified"
+    );
     assert!(env.rt.is_running(&ws.id).await.unwrap());
     env.rt.stop(&ws.id, Keep::Upper).await.unwrap();
     assert!(!env.rt.is_running(&ws.id).await.unwrap());
-    assert_eq!(std::fs::read_to_string(ws.upper.join("workspace/new.txt")).unwrap(), "new\n", "stop can keep the diff");
-    assert!(env.rt.leftovers(&ws.id).iter().all(|l| l.starts_with("dir ")), "only the kept layer remains");
+    assert_eq!(
+        std::fs::read_to_string(ws.upper.join("workspace/new.txt")).unwrap(),
+        "new\n",
+        "stop can keep the diff"
+    );
+    assert!(
+        env.rt
+            .leftovers(&ws.id)
+            .iter()
+            .all(|l| l.starts_with("dir ")),
+        "only the kept layer remains"
+    );
 }
 runtimes!(a_workspace_runs_on_its_layers_and_writes_only_to_its_own_layer);
 
@@ -161,13 +212,32 @@ async fn workspaces_cannot_see_each_others_files_or_processes(env: Env) {
     let b = env.rt.start(env.spec(vec![])).await.unwrap();
     let out = env.sh(&a.id, "echo secret > /root/a.txt; setsid sleep 600 > /dev/null 2>&1 < /dev/null & echo started").await;
     assert_eq!(out.code, Some(0), "{out:?}");
-    let out = env.sh(&b.id, "cat /root/a.txt; cat /proc/[0-9]*/comm | sort -u | tr '\\n' ' '").await;
-    assert!(out.stderr.contains("No such file"), "b cannot read a's file: {out:?}");
-    assert!(out.stdout.contains("tini"), "b lists its own processes: {out:?}");
+    let out = env
+        .sh(
+            &b.id,
+            "cat /root/a.txt; cat /proc/[0-9]*/comm | sort -u | tr '\\n' ' '",
+        )
+        .await;
+    assert!(
+        out.stderr.contains("No such file"),
+        "b cannot read a's file: {out:?}"
+    );
+    assert!(
+        out.stdout.contains("tini"),
+        "b lists its own processes: {out:?}"
+    );
     // a's sleep is visible in a only; b's own init `sleep infinity` is its only sleep.
-    let a_procs = env.sh(&a.id, "grep -l '^sleep$' /proc/[0-9]*/comm | wc -l").await;
-    let b_procs = env.sh(&b.id, "grep -l '^sleep$' /proc/[0-9]*/comm | wc -l").await;
-    assert_eq!(a_procs.stdout.trim(), "2", "a: its init sleep + the background sleep");
+    let a_procs = env
+        .sh(&a.id, "grep -l '^sleep$' /proc/[0-9]*/comm | wc -l")
+        .await;
+    let b_procs = env
+        .sh(&b.id, "grep -l '^sleep$' /proc/[0-9]*/comm | wc -l")
+        .await;
+    assert_eq!(
+        a_procs.stdout.trim(),
+        "2",
+        "a: its init sleep + the background sleep"
+    );
     assert_eq!(b_procs.stdout.trim(), "1", "b sees only its own init sleep");
     // PID 1 is the workspace's init, not the host's.
     let pid1 = env.sh(&b.id, "cat /proc/1/comm").await;
@@ -182,12 +252,32 @@ async fn a_workspace_has_only_loopback_and_cannot_reach_host_services(env: Env) 
     let port = listener.local_addr().unwrap().port();
     let ws = env.rt.start(env.spec(vec![])).await.unwrap();
     // /proc/net/dev lists interfaces on every runtime (gVisor has no /sys/class/net).
-    let ifaces = env.sh(&ws.id, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '").await;
-    assert_eq!(ifaces.stdout.trim(), "lo", "no interface but loopback: {ifaces:?}");
-    let out = env.sh(&ws.id, &format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' && echo CONNECTED || echo REFUSED")).await;
+    let ifaces = env
+        .sh(
+            &ws.id,
+            "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '",
+        )
+        .await;
+    assert_eq!(
+        ifaces.stdout.trim(),
+        "lo",
+        "no interface but loopback: {ifaces:?}"
+    );
+    let out = env
+        .sh(
+            &ws.id,
+            &format!(
+                "bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' && echo CONNECTED || echo REFUSED"
+            ),
+        )
+        .await;
     assert!(out.stdout.contains("REFUSED"), "{out:?}");
-    let accepted = tokio::time::timeout(std::time::Duration::from_millis(200), listener.accept()).await;
-    assert!(accepted.is_err(), "the host's loopback service saw no connection");
+    let accepted =
+        tokio::time::timeout(std::time::Duration::from_millis(200), listener.accept()).await;
+    assert!(
+        accepted.is_err(),
+        "the host's loopback service saw no connection"
+    );
     env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
 }
 runtimes!(a_workspace_has_only_loopback_and_cannot_reach_host_services);
@@ -197,22 +287,41 @@ async fn the_memory_limit_is_enforced(env: Env) {
     spec.limits.memory_bytes = 64 << 20;
     let ws = env.rt.start(spec).await.unwrap();
     // `tail -n 1` must hold the whole newline-free stream in memory.
-    let out = env.sh(&ws.id, "head -c 300m /dev/zero | tail -n 1 > /dev/null; echo exit=$?").await;
-    assert!(!out.stdout.contains("exit=0"), "300 MiB fit in a 64 MiB workspace: {out:?}");
+    let out = env
+        .sh(
+            &ws.id,
+            "head -c 300m /dev/zero | tail -n 1 > /dev/null; echo exit=$?",
+        )
+        .await;
+    assert!(
+        !out.stdout.contains("exit=0"),
+        "300 MiB fit in a 64 MiB workspace: {out:?}"
+    );
     if env.kind == Kind::Runsc {
         // gVisor's memory limit applies to the whole sandbox: it may end the workspace itself.
         env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
         return;
     }
-    let small = env.sh(&ws.id, "head -c 16m /dev/zero | tail -n 1 | wc -c").await;
-    assert_eq!(small.stdout.trim(), "16777216", "work within the limit succeeds: {small:?}");
+    let small = env
+        .sh(&ws.id, "head -c 16m /dev/zero | tail -n 1 | wc -c")
+        .await;
+    assert_eq!(
+        small.stdout.trim(),
+        "16777216",
+        "work within the limit succeeds: {small:?}"
+    );
     env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
 }
 runtimes!(the_memory_limit_is_enforced);
 
 async fn exec_output_is_capped_and_timeouts_kill(env: Env) {
     let ws = env.rt.start(env.spec(vec![])).await.unwrap();
-    let big = env.sh(&ws.id, "head -c 3000000 /dev/zero | tr '\\0' a; echo done >&2").await;
+    let big = env
+        .sh(
+            &ws.id,
+            "head -c 3000000 /dev/zero | tr '\\0' a; echo done >&2",
+        )
+        .await;
     assert_eq!(big.code, Some(0));
     assert!(big.truncated);
     assert_eq!(big.stdout.len(), MAX_EXEC_OUTPUT);
@@ -220,15 +329,42 @@ async fn exec_output_is_capped_and_timeouts_kill(env: Env) {
     let t = Instant::now();
     let slow = env
         .rt
-        .exec(&ws.id, ExecRequest { argv: vec!["sleep".into(), "30".into()], timeout_secs: Some(1), ..Default::default() })
+        .exec(
+            &ws.id,
+            ExecRequest {
+                argv: vec!["sleep".into(), "30".into()],
+                timeout_secs: Some(1),
+                ..Default::default()
+            },
+        )
         .await
         .unwrap();
     assert_eq!(slow.code, Some(137), "{slow:?}");
     assert!(t.elapsed().as_secs() < 20);
-    let missing = env.rt.exec(&ws.id, ExecRequest { argv: vec!["no-such-command".into()], ..Default::default() }).await.unwrap();
+    let missing = env
+        .rt
+        .exec(
+            &ws.id,
+            ExecRequest {
+                argv: vec!["no-such-command".into()],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_ne!(missing.code, Some(0));
     env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
-    let gone = env.rt.exec(&ws.id, ExecRequest { argv: vec!["true".into()], ..Default::default() }).await.unwrap();
+    let gone = env
+        .rt
+        .exec(
+            &ws.id,
+            ExecRequest {
+                argv: vec!["true".into()],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_ne!(gone.code, Some(0), "exec in a stopped workspace fails");
     // Stopping twice is fine.
     env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
@@ -238,13 +374,23 @@ runtimes!(exec_output_is_capped_and_timeouts_kill);
 async fn bad_workspace_ids_are_refused(env: Env) {
     let mut spec = env.spec(vec![]);
     spec.id = "../../etc".into();
-    assert!(env.rt.start(spec).await.unwrap_err().to_string().contains("workspace id"));
+    assert!(
+        env.rt
+            .start(spec)
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("workspace id")
+    );
     assert!(env.rt.stop("a/b", Keep::Nothing).await.is_err());
 }
 runtimes!(bad_workspace_ids_are_refused);
 
 async fn fifty_start_stop_cycles_leave_nothing_behind(env: Env) {
-    let before = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().count();
+    let before = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .count();
     // gVisor starts take ~2 s here: fewer cycles there, the full fifty on runc and crun.
     let cycles = if env.kind == Kind::Runsc { 10 } else { 50 };
     for i in 0..cycles {
@@ -260,7 +406,10 @@ async fn fifty_start_stop_cycles_leave_nothing_behind(env: Env) {
         let pid_alive = stat.contains("(tini)") && state != Some('Z');
         assert!(!pid_alive, "cycle {i}: init {} still running", ws.pid);
     }
-    let after = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().count();
+    let after = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .count();
     // Other tests mount concurrently; ours must not have added one per cycle.
     assert!(after < before + 10, "mounts grew from {before} to {after}");
 }

@@ -19,7 +19,11 @@ async fn pump(mut pipe: impl AsyncRead + Unpin, stderr: bool, tx: mpsc::Sender<E
             Ok(0) | Err(_) => return,
             Ok(n) => {
                 let data = String::from_utf8_lossy(&buf[..n]).into_owned();
-                let frame = if stderr { ExecFrame::Stderr { data } } else { ExecFrame::Stdout { data } };
+                let frame = if stderr {
+                    ExecFrame::Stderr { data }
+                } else {
+                    ExecFrame::Stdout { data }
+                };
                 if tx.send(frame).await.is_err() {
                     return;
                 }
@@ -30,10 +34,16 @@ async fn pump(mut pipe: impl AsyncRead + Unpin, stderr: bool, tx: mpsc::Sender<E
 
 /// Starts the command; the body streams its frames.
 pub fn start(root: &std::path::Path, req: ExecStart) -> Result<Body, String> {
-    let Some((prog, args)) = req.argv.split_first() else { return Err("exec needs a command".into()) };
+    let Some((prog, args)) = req.argv.split_first() else {
+        return Err("exec needs a command".into());
+    };
     let mut cmd = tokio::process::Command::new(prog);
     cmd.args(args)
-        .current_dir(req.cwd.map(std::path::PathBuf::from).unwrap_or_else(|| root.to_path_buf()))
+        .current_dir(
+            req.cwd
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| root.to_path_buf()),
+        )
         .envs(req.env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -89,5 +99,7 @@ where
 {
     let (tx, rx) = mpsc::channel(FRAME_QUEUE);
     tokio::spawn(f(tx));
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
+    futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })
 }

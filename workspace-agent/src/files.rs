@@ -30,8 +30,16 @@ fn bad(msg: impl Into<String>) -> FileError {
 
 fn io(path: &str, e: std::io::Error) -> FileError {
     match e.kind() {
-        std::io::ErrorKind::NotFound => FileError(StatusCode::NOT_FOUND, "not_found", format!("{path:?} does not exist")),
-        _ => FileError(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("{path:?}: {e}")),
+        std::io::ErrorKind::NotFound => FileError(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{path:?} does not exist"),
+        ),
+        _ => FileError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("{path:?}: {e}"),
+        ),
     }
 }
 
@@ -46,9 +54,15 @@ fn lexical(rel: &str) -> Result<PathBuf, FileError> {
         match c {
             Component::Normal(n) => out.push(n),
             Component::CurDir => {}
-            Component::ParentDir => return Err(bad(format!("{rel:?} leaves the workspace: '..' is not allowed"))),
+            Component::ParentDir => {
+                return Err(bad(format!(
+                    "{rel:?} leaves the workspace: '..' is not allowed"
+                )));
+            }
             Component::RootDir | Component::Prefix(_) => {
-                return Err(bad(format!("{rel:?} is absolute: paths are relative to the workspace")));
+                return Err(bad(format!(
+                    "{rel:?} is absolute: paths are relative to the workspace"
+                )));
             }
         }
     }
@@ -61,7 +75,9 @@ pub fn confined(root: &Path, rel: &str) -> Result<PathBuf, FileError> {
     let real_root = root.canonicalize().map_err(|e| io("/", e))?;
     let real = path.canonicalize().map_err(|e| io(rel, e))?;
     if !real.starts_with(&real_root) {
-        return Err(bad(format!("{rel:?} leaves the workspace through a symlink")));
+        return Err(bad(format!(
+            "{rel:?} leaves the workspace through a symlink"
+        )));
     }
     Ok(real)
 }
@@ -84,16 +100,26 @@ pub fn read(root: &Path, rel: &str) -> Result<FileView, FileError> {
             } else {
                 FileKind::Other
             };
-            entries.push(FileEntry { name: e.file_name().to_string_lossy().into(), kind, size: m.len() });
+            entries.push(FileEntry {
+                name: e.file_name().to_string_lossy().into(),
+                kind,
+                size: m.len(),
+            });
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
-        return Ok(FileView::Dir { path: rel.into(), entries });
+        return Ok(FileView::Dir {
+            path: rel.into(),
+            entries,
+        });
     }
     if meta.len() > MAX_FILE_BYTES as u64 {
         return Err(FileError(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
-            format!("{rel:?} is {} bytes; the file API reads at most {MAX_FILE_BYTES}", meta.len()),
+            format!(
+                "{rel:?} is {} bytes; the file API reads at most {MAX_FILE_BYTES}",
+                meta.len()
+            ),
         ));
     }
     let bytes = std::fs::read(&path).map_err(|e| io(rel, e))?;
@@ -101,7 +127,12 @@ pub fn read(root: &Path, rel: &str) -> Result<FileView, FileError> {
         Ok(s) => (s, false),
         Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
     };
-    Ok(FileView::File { path: rel.into(), size: meta.len(), content, binary })
+    Ok(FileView::File {
+        path: rel.into(),
+        size: meta.len(),
+        content,
+        binary,
+    })
 }
 
 /// Writes a file, making missing parent directories; never through a symlink.
@@ -111,7 +142,11 @@ pub fn write(root: &Path, rel: &str, data: &[u8]) -> Result<(), FileError> {
         return Err(bad("a file path is needed"));
     }
     if data.len() > MAX_FILE_BYTES {
-        return Err(FileError(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", format!("at most {MAX_FILE_BYTES} bytes")));
+        return Err(FileError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("at most {MAX_FILE_BYTES} bytes"),
+        ));
     }
     let real_root = root.canonicalize().map_err(|e| io("/", e))?;
     // The deepest existing ancestor must be inside; what is created below it cannot be a link.
@@ -122,10 +157,14 @@ pub fn write(root: &Path, rel: &str, data: &[u8]) -> Result<(), FileError> {
     }
     let real = existing.canonicalize().map_err(|e| io(rel, e))?;
     if !real.starts_with(&real_root) {
-        return Err(bad(format!("{rel:?} leaves the workspace through a symlink")));
+        return Err(bad(format!(
+            "{rel:?} leaves the workspace through a symlink"
+        )));
     }
     if target.symlink_metadata().is_ok_and(|m| m.is_symlink()) {
-        return Err(bad(format!("{rel:?} is a symlink; write to its target instead")));
+        return Err(bad(format!(
+            "{rel:?} is a symlink; write to its target instead"
+        )));
     }
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent).map_err(|e| io(rel, e))?;
@@ -147,15 +186,37 @@ mod tests {
         std::os::unix::fs::symlink("src", root.join("inner")).unwrap();
 
         write(&root, "src/a.txt", b"hi").unwrap();
-        assert!(matches!(read(&root, "src/a.txt"), Ok(FileView::File { content, .. }) if content == "hi"));
-        assert!(matches!(read(&root, "inner/a.txt"), Ok(FileView::File { .. })), "links inside are fine");
+        assert!(
+            matches!(read(&root, "src/a.txt"), Ok(FileView::File { content, .. }) if content == "hi")
+        );
+        assert!(
+            matches!(read(&root, "inner/a.txt"), Ok(FileView::File { .. })),
+            "links inside are fine"
+        );
         assert!(matches!(read(&root, ""), Ok(FileView::Dir { .. })));
-        for bad_path in ["../secret", "/etc/passwd", "src/../../secret", "escape/secret"] {
-            let e = read(&root, bad_path).err().unwrap_or_else(|| panic!("{bad_path} was allowed"));
+        for bad_path in [
+            "../secret",
+            "/etc/passwd",
+            "src/../../secret",
+            "escape/secret",
+        ] {
+            let e = read(&root, bad_path)
+                .err()
+                .unwrap_or_else(|| panic!("{bad_path} was allowed"));
             assert_eq!(e.0, StatusCode::BAD_REQUEST, "{bad_path}: {}", e.2);
         }
-        for bad_path in ["../x", "/tmp/x", "escape/new.txt", "escape/deeper/new.txt", "inner", ""] {
-            assert!(write(&root, bad_path, b"x").is_err(), "{bad_path} was writable");
+        for bad_path in [
+            "../x",
+            "/tmp/x",
+            "escape/new.txt",
+            "escape/deeper/new.txt",
+            "inner",
+            "",
+        ] {
+            assert!(
+                write(&root, bad_path, b"x").is_err(),
+                "{bad_path} was writable"
+            );
         }
         assert!(!dir.path().join("new.txt").exists() && !dir.path().join("deeper").exists());
         assert_eq!(read(&root, "nope").err().unwrap().0, StatusCode::NOT_FOUND);

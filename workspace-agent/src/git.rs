@@ -16,18 +16,41 @@ async fn git(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String,
         .envs(env.iter().copied())
         .output()
         .await
-        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot run git: {e}")))?;
+        .map_err(|e| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot run git: {e}"),
+            )
+        })?;
     if !out.status.success() {
-        return Err((StatusCode::CONFLICT, format!("git {}: {}", args[0], String::from_utf8_lossy(&out.stderr).trim())));
+        return Err((
+            StatusCode::CONFLICT,
+            format!(
+                "git {}: {}",
+                args[0],
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).to_string())
 }
 
 /// Branch, HEAD and changed paths (porcelain v1, NUL-separated so any path name survives).
 pub async fn status(root: &Path) -> Result<GitStatus, GitError> {
-    let branch = git(root, &["rev-parse", "--abbrev-ref", "HEAD"], &[]).await?.trim().to_string();
-    let head = git(root, &["rev-parse", "HEAD"], &[]).await?.trim().to_string();
-    let raw = git(root, &["status", "--porcelain=v1", "-z", "--untracked-files=all"], &[]).await?;
+    let branch = git(root, &["rev-parse", "--abbrev-ref", "HEAD"], &[])
+        .await?
+        .trim()
+        .to_string();
+    let head = git(root, &["rev-parse", "HEAD"], &[])
+        .await?
+        .trim()
+        .to_string();
+    let raw = git(
+        root,
+        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        &[],
+    )
+    .await?;
     let mut changes = Vec::new();
     let mut parts = raw.split('\0').filter(|p| !p.is_empty());
     while let Some(entry) = parts.next() {
@@ -39,15 +62,25 @@ pub async fn status(root: &Path) -> Result<GitStatus, GitError> {
         if code.starts_with('R') || code.starts_with('C') {
             parts.next();
         }
-        changes.push(GitChange { code: code.to_string(), path: path[1..].to_string() });
+        changes.push(GitChange {
+            code: code.to_string(),
+            path: path[1..].to_string(),
+        });
     }
-    Ok(GitStatus { branch, head, changes })
+    Ok(GitStatus {
+        branch,
+        head,
+        changes,
+    })
 }
 
 /// Commits every change (new files too) as the given author.
 pub async fn commit(root: &Path, req: GitCommit) -> Result<GitCommitted, GitError> {
     if req.message.trim().is_empty() {
-        return Err((StatusCode::BAD_REQUEST, "the commit message is empty".into()));
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "the commit message is empty".into(),
+        ));
     }
     git(root, &["add", "-A"], &[]).await?;
     let env = [
@@ -56,7 +89,15 @@ pub async fn commit(root: &Path, req: GitCommit) -> Result<GitCommitted, GitErro
         ("GIT_COMMITTER_NAME", req.author_name.as_str()),
         ("GIT_COMMITTER_EMAIL", req.author_email.as_str()),
     ];
-    git(root, &["commit", "--quiet", "--no-verify", "-m", &req.message], &env).await?;
-    let commit = git(root, &["rev-parse", "HEAD"], &[]).await?.trim().to_string();
+    git(
+        root,
+        &["commit", "--quiet", "--no-verify", "-m", &req.message],
+        &env,
+    )
+    .await?;
+    let commit = git(root, &["rev-parse", "HEAD"], &[])
+        .await?
+        .trim()
+        .to_string();
     Ok(GitCommitted { commit })
 }

@@ -5,17 +5,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use axum::extract::Path;
+use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Query, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::extract::Path;
-use axum::extract::ws::WebSocketUpgrade;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use tandem_protocol::agent::{AgentHealth, ExecStart, FileQuery, GitCommit, MAX_FILE_BYTES, PtyInfo, PtyOpen, TurnStart, TurnSteer, WriteFile};
-use tandem_protocol::PromptId;
 use tandem_protocol::ApiError;
+use tandem_protocol::PromptId;
+use tandem_protocol::agent::{
+    AgentHealth, ExecStart, FileQuery, GitCommit, MAX_FILE_BYTES, PtyInfo, PtyOpen, TurnStart,
+    TurnSteer, WriteFile,
+};
 
 use crate::files;
 
@@ -29,7 +32,14 @@ struct Agent {
 
 /// An error answer.
 pub fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
-    (status, Json(ApiError { code: code.into(), message: message.into() })).into_response()
+    (
+        status,
+        Json(ApiError {
+            code: code.into(),
+            message: message.into(),
+        }),
+    )
+        .into_response()
 }
 
 /// Serves until the process is killed (the workspace's end).
@@ -38,8 +48,15 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
         std::fs::create_dir_all(dir)?;
     }
     let _ = std::fs::remove_file(&socket);
-    let listener = tokio::net::UnixListener::bind(&socket).with_context(|| format!("binding {}", socket.display()))?;
-    let state = Arc::new(Agent { root, token, started: Instant::now(), ptys: Default::default(), turns: Default::default() });
+    let listener = tokio::net::UnixListener::bind(&socket)
+        .with_context(|| format!("binding {}", socket.display()))?;
+    let state = Arc::new(Agent {
+        root,
+        token,
+        started: Instant::now(),
+        ptys: Default::default(),
+        turns: Default::default(),
+    });
     crate::forward::spawn();
     let app = Router::new()
         .route("/health", get(health))
@@ -66,11 +83,22 @@ async fn auth(State(a): State<Arc<Agent>>, req: Request, next: Next) -> Response
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .is_some_and(|t| t == a.token);
-    if ok { next.run(req).await } else { error(StatusCode::UNAUTHORIZED, "unauthorized", "wrong or missing agent token") }
+    if ok {
+        next.run(req).await
+    } else {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "wrong or missing agent token",
+        )
+    }
 }
 
 async fn health(State(a): State<Arc<Agent>>) -> Json<AgentHealth> {
-    Json(AgentHealth { version: env!("CARGO_PKG_VERSION").into(), uptime_secs: a.started.elapsed().as_secs() })
+    Json(AgentHealth {
+        version: env!("CARGO_PKG_VERSION").into(),
+        uptime_secs: a.started.elapsed().as_secs(),
+    })
 }
 
 async fn read(State(a): State<Arc<Agent>>, Query(q): Query<FileQuery>) -> Response {
@@ -80,7 +108,11 @@ async fn read(State(a): State<Arc<Agent>>, Query(q): Query<FileQuery>) -> Respon
     }
 }
 
-async fn write(State(a): State<Arc<Agent>>, Query(q): Query<FileQuery>, Json(body): Json<WriteFile>) -> Response {
+async fn write(
+    State(a): State<Arc<Agent>>,
+    Query(q): Query<FileQuery>,
+    Json(body): Json<WriteFile>,
+) -> Response {
     match files::write(&a.root, &q.path, body.content.as_bytes()) {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => e.into_response(),
@@ -105,10 +137,18 @@ async fn open_pty(State(a): State<Arc<Agent>>, Json(req): Json<PtyOpen>) -> Resp
     }
 }
 
-async fn attach_pty(State(a): State<Arc<Agent>>, Path(id): Path<u32>, ws: WebSocketUpgrade) -> Response {
+async fn attach_pty(
+    State(a): State<Arc<Agent>>,
+    Path(id): Path<u32>,
+    ws: WebSocketUpgrade,
+) -> Response {
     match a.ptys.get(id) {
         Some(pty) => ws.on_upgrade(move |socket| pty.attach(socket)),
-        None => error(StatusCode::NOT_FOUND, "not_found", format!("no terminal {id}")),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no terminal {id}"),
+        ),
     }
 }
 
@@ -129,10 +169,26 @@ async fn git_commit(State(a): State<Arc<Agent>>, Json(req): Json<GitCommit>) -> 
 fn refused(r: crate::turns::Refused) -> Response {
     use crate::turns::Refused;
     match r {
-        Refused::Busy(id) => error(StatusCode::CONFLICT, "busy", format!("turn {id} is running")),
-        Refused::NotRunning => error(StatusCode::NOT_FOUND, "not_found", "that turn is not running"),
-        Refused::CannotSteer => error(StatusCode::CONFLICT, "cannot_steer", "this agent cannot be steered mid-turn"),
-        Refused::QueueFull => error(StatusCode::TOO_MANY_REQUESTS, "queue_full", "too many steering prompts are waiting"),
+        Refused::Busy(id) => error(
+            StatusCode::CONFLICT,
+            "busy",
+            format!("turn {id} is running"),
+        ),
+        Refused::NotRunning => error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "that turn is not running",
+        ),
+        Refused::CannotSteer => error(
+            StatusCode::CONFLICT,
+            "cannot_steer",
+            "this agent cannot be steered mid-turn",
+        ),
+        Refused::QueueFull => error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "queue_full",
+            "too many steering prompts are waiting",
+        ),
     }
 }
 
@@ -143,7 +199,11 @@ async fn start_turn(State(a): State<Arc<Agent>>, Json(req): Json<TurnStart>) -> 
     }
 }
 
-async fn steer_turn(State(a): State<Arc<Agent>>, Path(id): Path<PromptId>, Json(req): Json<TurnSteer>) -> Response {
+async fn steer_turn(
+    State(a): State<Arc<Agent>>,
+    Path(id): Path<PromptId>,
+    Json(req): Json<TurnSteer>,
+) -> Response {
     match a.turns.steer(id, req) {
         Ok(()) => StatusCode::ACCEPTED.into_response(),
         Err(r) => refused(r),

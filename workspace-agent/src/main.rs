@@ -1,6 +1,7 @@
 //! The daemon inside every workspace: serves the server over the workspace's unix socket.
 //! `tandem-workspace-agent serve [--socket PATH] [--root DIR]`; the token comes from
-//! `TANDEM_AGENT_TOKEN`.
+//! `TANDEM_AGENT_TOKEN`. `tandem-workspace-agent git-credential get` is git's credential helper
+//! inside the workspace (`credential.rs`).
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use tandem_protocol::agent;
 
+mod credential;
 mod exec;
 mod files;
 mod forward;
@@ -23,11 +25,14 @@ fn main() -> Result<()> {
     let mut it = args.iter();
     match it.next().map(String::as_str) {
         Some("serve") => {}
+        Some("git-credential") => return credential::run(it.next().map(String::as_str)),
         Some("--version") => {
             println!("tandem-workspace-agent {}", env!("CARGO_PKG_VERSION"));
             return Ok(());
         }
-        _ => bail!("usage: tandem-workspace-agent serve [--socket PATH] [--root DIR]"),
+        _ => bail!(
+            "usage: tandem-workspace-agent serve [--socket PATH] [--root DIR] | git-credential get|store|erase"
+        ),
     }
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
@@ -37,6 +42,10 @@ fn main() -> Result<()> {
             other => bail!("unknown flag {other}"),
         }
     }
-    let token = std::env::var(agent::TOKEN_ENV).with_context(|| format!("{} is not set", agent::TOKEN_ENV))?;
-    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(http::serve(socket, root, token))
+    let token = std::env::var(agent::TOKEN_ENV)
+        .with_context(|| format!("{} is not set", agent::TOKEN_ENV))?;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(http::serve(socket, root, token))
 }

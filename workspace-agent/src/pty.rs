@@ -47,16 +47,34 @@ impl Ptys {
         if lock(&self.open).len() >= MAX_PTYS {
             return Err(format!("at most {MAX_PTYS} terminals per workspace"));
         }
-        let size = PtySize { rows: req.rows.max(1), cols: req.cols.max(1), pixel_width: 0, pixel_height: 0 };
-        let pair = native_pty_system().openpty(size).map_err(|e| format!("opening a PTY: {e}"))?;
+        let size = PtySize {
+            rows: req.rows.max(1),
+            cols: req.cols.max(1),
+            pixel_width: 0,
+            pixel_height: 0,
+        };
+        let pair = native_pty_system()
+            .openpty(size)
+            .map_err(|e| format!("opening a PTY: {e}"))?;
         let command = req.command.filter(|c| !c.is_empty()).unwrap_or_else(|| {
-            if std::path::Path::new("/bin/bash").exists() { vec!["/bin/bash".into(), "-l".into()] } else { vec!["/bin/sh".into()] }
+            if std::path::Path::new("/bin/bash").exists() {
+                vec!["/bin/bash".into(), "-l".into()]
+            } else {
+                vec!["/bin/sh".into()]
+            }
         });
         let mut cmd = CommandBuilder::new(&command[0]);
         cmd.args(&command[1..]);
-        cmd.cwd(req.cwd.map(std::path::PathBuf::from).unwrap_or_else(|| root.to_path_buf()));
+        cmd.cwd(
+            req.cwd
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| root.to_path_buf()),
+        );
         cmd.env("TERM", "xterm-256color");
-        let mut child = pair.slave.spawn_command(cmd).map_err(|e| format!("starting {}: {e}", command[0]))?;
+        let mut child = pair
+            .slave
+            .spawn_command(cmd)
+            .map_err(|e| format!("starting {}: {e}", command[0]))?;
         drop(pair.slave);
         let mut reader = pair.master.try_clone_reader().map_err(|e| e.to_string())?;
         let writer = pair.master.take_writer().map_err(|e| e.to_string())?;
@@ -65,7 +83,12 @@ impl Ptys {
             *n += 1;
             *n
         };
-        let info = PtyInfo { id, command, cols: size.cols, rows: size.rows };
+        let info = PtyInfo {
+            id,
+            command,
+            cols: size.cols,
+            rows: size.rows,
+        };
         let (tx, _) = broadcast::channel(CLIENT_QUEUE);
         let pty = Arc::new(Pty {
             info: Mutex::new(info.clone()),
@@ -104,7 +127,10 @@ impl Ptys {
     }
 
     pub fn list(&self) -> Vec<PtyInfo> {
-        let mut v: Vec<PtyInfo> = lock(&self.open).values().map(|p| lock(&p.info).clone()).collect();
+        let mut v: Vec<PtyInfo> = lock(&self.open)
+            .values()
+            .map(|p| lock(&p.info).clone())
+            .collect();
         v.sort_by_key(|p| p.id);
         v
     }
@@ -120,7 +146,12 @@ impl Pty {
     }
 
     fn resize(&self, cols: u16, rows: u16) {
-        let size = PtySize { rows: rows.max(1), cols: cols.max(1), pixel_width: 0, pixel_height: 0 };
+        let size = PtySize {
+            rows: rows.max(1),
+            cols: cols.max(1),
+            pixel_width: 0,
+            pixel_height: 0,
+        };
         let _ = lock(&self.master).resize(size);
         let mut info = lock(&self.info);
         info.cols = size.cols;
@@ -144,7 +175,11 @@ impl Pty {
         // Subscribe before reading the scrollback, so no output falls in between.
         let mut rx = self.output.subscribe();
         let (mut sink, mut stream) = socket.split();
-        if sink.send(Message::Binary(self.snapshot().into())).await.is_err() {
+        if sink
+            .send(Message::Binary(self.snapshot().into()))
+            .await
+            .is_err()
+        {
             return;
         }
         loop {

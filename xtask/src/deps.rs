@@ -27,7 +27,13 @@ pub fn ensure(needs: Needs) -> Result<()> {
     // Workspaces: OCI runtimes and the image builder (tests always; `up` as root, since
     // workspaces need root).
     if needs.test || run::is_root() {
-        for (bin, pkg) in [("runc", "runc"), ("crun", "crun"), ("mmdebstrap", "mmdebstrap"), ("nft", "nftables"), ("ip", "iproute2")] {
+        for (bin, pkg) in [
+            ("runc", "runc"),
+            ("crun", "crun"),
+            ("mmdebstrap", "mmdebstrap"),
+            ("nft", "nftables"),
+            ("ip", "iproute2"),
+        ] {
             if which(bin).is_none() && !std::path::Path::new("/usr/sbin").join(bin).exists() {
                 apt.push(pkg);
             }
@@ -69,10 +75,17 @@ fn apt_install(pkgs: &[&str]) -> Result<()> {
     eprintln!("    installing Debian packages: {}", pkgs.join(" "));
     let sudo = !run::is_root();
     if sudo && which("sudo").is_none() {
-        bail!("need Debian packages {} and neither root nor sudo is available", pkgs.join(" "));
+        bail!(
+            "need Debian packages {} and neither root nor sudo is available",
+            pkgs.join(" ")
+        );
     }
     let apt = |args: &[&str]| {
-        let mut c = if sudo { Command::new("sudo") } else { Command::new("apt-get") };
+        let mut c = if sudo {
+            Command::new("sudo")
+        } else {
+            Command::new("apt-get")
+        };
         if sudo {
             c.arg("apt-get");
         }
@@ -86,8 +99,12 @@ fn apt_install(pkgs: &[&str]) -> Result<()> {
 }
 
 fn wasm_target() -> Result<()> {
-    let installed = output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
-    if installed.lines().any(|l| l.trim() == "wasm32-unknown-unknown") {
+    let installed =
+        output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
+    if installed
+        .lines()
+        .any(|l| l.trim() == "wasm32-unknown-unknown")
+    {
         return Ok(());
     }
     eprintln!("    adding the wasm32-unknown-unknown target");
@@ -96,7 +113,8 @@ fn wasm_target() -> Result<()> {
 
 /// The wasm-bindgen version pinned in Cargo.lock.
 pub fn locked_wasm_bindgen() -> Result<String> {
-    let lock = std::fs::read_to_string(run::root().join("Cargo.lock")).context("reading Cargo.lock")?;
+    let lock =
+        std::fs::read_to_string(run::root().join("Cargo.lock")).context("reading Cargo.lock")?;
     let mut lines = lock.lines();
     while let Some(l) = lines.next() {
         if l == "name = \"wasm-bindgen\"" {
@@ -125,11 +143,17 @@ pub fn opencode_bin() -> std::path::PathBuf {
 }
 
 fn agent_clis() -> Result<()> {
-    npm_ci(&run::root().join("images/agents"), "CLI agents for workspaces (images/agents/package-lock.json)")
+    npm_ci(
+        &run::root().join("images/agents"),
+        "CLI agents for workspaces (images/agents/package-lock.json)",
+    )
 }
 
 fn npm() -> Result<()> {
-    npm_ci(&run::root().join("frontend"), "npm packages (frontend/package-lock.json)")
+    npm_ci(
+        &run::root().join("frontend"),
+        "npm packages (frontend/package-lock.json)",
+    )
 }
 
 fn npm_ci(dir: &std::path::Path, what: &str) -> Result<()> {
@@ -144,5 +168,7 @@ fn npm_ci(dir: &std::path::Path, what: &str) -> Result<()> {
         return Ok(());
     }
     eprintln!("    installing {what}");
-    cmd(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&dir))
+    cmd(Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&dir))
 }

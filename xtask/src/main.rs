@@ -24,51 +24,116 @@ mod up;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (cmd, rest) = args.split_first().map_or(("help", &[][..]), |(c, r)| (c.as_str(), r));
+    let (cmd, rest) = args
+        .split_first()
+        .map_or(("help", &[][..]), |(c, r)| (c.as_str(), r));
     match cmd {
         "up" => up::run(up::Options::parse(rest)?),
         "test" => test::run(test::Options::parse(rest)?),
         "site" => {
             deps::ensure(deps::Needs { test: false })?;
-            site::build(if rest.iter().any(|a| a == "--release") { site::Profile::Release } else { site::Profile::Debug })
-                .map(|_| ())
+            site::build(if rest.iter().any(|a| a == "--release") {
+                site::Profile::Release
+            } else {
+                site::Profile::Debug
+            })
+            .map(|_| ())
         }
-        "deps" => deps::ensure(deps::Needs { test: rest.iter().any(|a| a == "--test") }),
+        "deps" => deps::ensure(deps::Needs {
+            test: rest.iter().any(|a| a == "--test"),
+        }),
         "bench" => match rest.split_first() {
             Some((b, flags)) if b == "start" => {
                 deps::ensure(deps::Needs { test: true })?;
                 run::step("benchmark: session start (release build)");
-                run::cmd(run::cargo().args(["build", "--release", "-p", "tandem-workspace-agent"]).current_dir(run::root()))?;
-                run::cmd(run::cargo()
-                    .args(["run", "--release", "-p", "tandem-server", "--example", "bench_start", "--"])
-                    .args(flags)
-                    .current_dir(run::root()))
+                run::cmd(
+                    run::cargo()
+                        .args(["build", "--release", "-p", "tandem-workspace-agent"])
+                        .current_dir(run::root()),
+                )?;
+                run::cmd(
+                    run::cargo()
+                        .args([
+                            "run",
+                            "--release",
+                            "-p",
+                            "tandem-server",
+                            "--example",
+                            "bench_start",
+                            "--",
+                        ])
+                        .args(flags)
+                        .current_dir(run::root()),
+                )
             }
             Some((b, flags)) if b == "queue" => {
                 deps::ensure(deps::Needs { test: true })?;
                 run::step("benchmark: prompt queue on SQLite and PostgreSQL (release build)");
                 let pg = postgres::Postgres::start()?;
-                let res = run::cmd(run::cargo()
-                    .args(["run", "--release", "-p", "tandem-server", "--example", "bench_queue", "--"])
-                    .args(flags)
-                    .env("TANDEM_BENCH_POSTGRES_URL", &pg.url)
-                    .current_dir(run::root()));
+                let res = run::cmd(
+                    run::cargo()
+                        .args([
+                            "run",
+                            "--release",
+                            "-p",
+                            "tandem-server",
+                            "--example",
+                            "bench_queue",
+                            "--",
+                        ])
+                        .args(flags)
+                        .env("TANDEM_BENCH_POSTGRES_URL", &pg.url)
+                        .current_dir(run::root()),
+                );
                 drop(pg);
                 res
             }
             Some((b, flags)) if b == "live" => {
                 deps::ensure(deps::Needs { test: true })?;
                 run::step("benchmark: live channel (release build; root)");
-                run::cmd(run::cargo().args(["build", "--release", "-p", "tandem-workspace-agent", "-p", "tandem-server", "--bin", "tandem"]).current_dir(run::root()))?;
-                run::cmd(run::cargo()
-                    .args(["run", "--release", "-p", "tandem-server", "--example", "bench_live", "--"])
-                    .args(flags)
-                    .current_dir(run::root()))
+                run::cmd(
+                    run::cargo()
+                        .args([
+                            "build",
+                            "--release",
+                            "-p",
+                            "tandem-workspace-agent",
+                            "-p",
+                            "tandem-server",
+                            "--bin",
+                            "tandem",
+                        ])
+                        .current_dir(run::root()),
+                )?;
+                run::cmd(
+                    run::cargo()
+                        .args([
+                            "run",
+                            "--release",
+                            "-p",
+                            "tandem-server",
+                            "--example",
+                            "bench_live",
+                            "--",
+                        ])
+                        .args(flags)
+                        .current_dir(run::root()),
+                )
             }
-            _ => bail!("benchmarks: `cargo xtask bench start`, `cargo xtask bench queue` or `cargo xtask bench live`"),
+            _ => bail!(
+                "benchmarks: `cargo xtask bench start`, `cargo xtask bench queue` or `cargo xtask bench live`"
+            ),
         },
         "help" | "--help" | "-h" => {
-            println!("{}", include_str!("main.rs").lines().take_while(|l| l.starts_with("//!")).map(|l| l.trim_start_matches("//!").trim_start()).collect::<Vec<_>>().join("\n"));
+            println!(
+                "{}",
+                include_str!("main.rs")
+                    .lines()
+                    .take_while(|l| l.starts_with("//!"))
+                    .map(|l| l.trim_start_matches("//!").trim_start())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
             Ok(())
         }
         other => bail!("unknown xtask {other:?}; try `cargo xtask help`"),

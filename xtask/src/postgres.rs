@@ -18,7 +18,10 @@ pub fn bin_dir() -> Option<PathBuf> {
         .filter(|(_, p)| p.join("pg_ctl").is_file())
         .collect();
     versions.sort();
-    versions.pop().map(|(_, p)| p).or_else(|| run::which("pg_ctl").and_then(|p| p.parent().map(PathBuf::from)))
+    versions
+        .pop()
+        .map(|(_, p)| p)
+        .or_else(|| run::which("pg_ctl").and_then(|p| p.parent().map(PathBuf::from)))
 }
 
 /// A running cluster.
@@ -54,7 +57,16 @@ impl Postgres {
         }
         let data = dir.join("data");
         cmd(as_pg(&bin, "initdb")
-            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "-D"])
+            .args([
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "-D",
+            ])
             .arg(&data)
             .stdout(std::process::Stdio::null()))?;
         let port = run::free_port()?;

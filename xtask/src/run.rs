@@ -8,12 +8,17 @@ use anyhow::{Context, Result, bail};
 
 /// The repository root (the parent of `xtask/`).
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the repo").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the repo")
+        .to_path_buf()
 }
 
 /// The cargo target dir (`CARGO_TARGET_DIR` or `<root>/target`).
 pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
 }
 
 /// Prints a step header; returns a timer for [`done`].
@@ -40,19 +45,27 @@ pub fn cmd(c: &mut Command) -> Result<()> {
 /// Runs a command and returns its stdout, or `None` if it cannot run or fails.
 pub fn output(c: &mut Command) -> Option<String> {
     let out = c.output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).to_string())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).to_string())
 }
 
 /// The path of `name` on `PATH`.
 pub fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join(name)).find(|f| f.is_file()))
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(name))
+                .find(|f| f.is_file())
+        })
         .unwrap_or(None)
 }
 
 /// A free TCP port on loopback.
 pub fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// True when running as root.
@@ -77,7 +90,10 @@ pub struct TestCounts {
 pub fn cargo_test(c: &mut Command) -> Result<TestCounts> {
     use std::io::{BufRead, BufReader};
     let line = format!("{c:?}");
-    let mut child = c.stdout(std::process::Stdio::piped()).spawn().with_context(|| format!("cannot run {line}"))?;
+    let mut child = c
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {line}"))?;
     let mut counts = TestCounts::default();
     for l in BufReader::new(child.stdout.take().context("stdout")?).lines() {
         let l = l?;
@@ -85,7 +101,10 @@ pub fn cargo_test(c: &mut Command) -> Result<TestCounts> {
         if let Some(rest) = l.trim().strip_prefix("test result: ") {
             for part in rest.split(|c| c == ';' || c == '.') {
                 let mut words = part.split_whitespace();
-                if let (Some(n), Some(what)) = (words.next().and_then(|n| n.parse::<usize>().ok()), words.next()) {
+                if let (Some(n), Some(what)) = (
+                    words.next().and_then(|n| n.parse::<usize>().ok()),
+                    words.next(),
+                ) {
                     match what {
                         "passed" => counts.passed += n,
                         "failed" => counts.failed += n,
@@ -98,7 +117,11 @@ pub fn cargo_test(c: &mut Command) -> Result<TestCounts> {
     }
     let status = child.wait()?;
     if !status.success() {
-        bail!("{line} failed with {status} ({} passed, {} failed)", counts.passed, counts.failed);
+        bail!(
+            "{line} failed with {status} ({} passed, {} failed)",
+            counts.passed,
+            counts.failed
+        );
     }
     if counts.passed == 0 {
         bail!("{line} ran no test");

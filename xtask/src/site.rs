@@ -26,7 +26,15 @@ pub fn build(profile: Profile) -> Result<PathBuf> {
     let root = run::root();
     let target = run::target_dir();
     let mut build = run::cargo();
-    build.args(["build", "-p", "tandem-frontend", "--target", "wasm32-unknown-unknown"]).current_dir(&root);
+    build
+        .args([
+            "build",
+            "-p",
+            "tandem-frontend",
+            "--target",
+            "wasm32-unknown-unknown",
+        ])
+        .current_dir(&root);
     let out_profile = match profile {
         Profile::Debug => "debug",
         Profile::Release => {
@@ -35,7 +43,10 @@ pub fn build(profile: Profile) -> Result<PathBuf> {
         }
     };
     cmd(&mut build)?;
-    let wasm = target.join("wasm32-unknown-unknown").join(out_profile).join("tandem_frontend.wasm");
+    let wasm = target
+        .join("wasm32-unknown-unknown")
+        .join(out_profile)
+        .join("tandem_frontend.wasm");
     let site = target.join("site");
     let pkg = site.join("pkg");
     if site.exists() {
@@ -43,7 +54,14 @@ pub fn build(profile: Profile) -> Result<PathBuf> {
     }
     std::fs::create_dir_all(&pkg)?;
     cmd(Command::new("wasm-bindgen")
-        .args(["--target", "web", "--no-typescript", "--out-name", "tandem", "--out-dir"])
+        .args([
+            "--target",
+            "web",
+            "--no-typescript",
+            "--out-name",
+            "tandem",
+            "--out-dir",
+        ])
         .arg(&pkg)
         .arg(&wasm))?;
     let bundle = pkg.join("tandem_bg.wasm");
@@ -51,8 +69,17 @@ pub fn build(profile: Profile) -> Result<PathBuf> {
         let wasm_opt = root.join("frontend/node_modules/.bin/wasm-opt");
         // The features rustc's wasm32 target enables by default; wasm-opt must accept them.
         cmd(Command::new(&wasm_opt)
-            .args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext"])
-            .args(["--enable-mutable-globals", "--enable-reference-types", "--enable-multivalue"])
+            .args([
+                "-Oz",
+                "--enable-bulk-memory",
+                "--enable-nontrapping-float-to-int",
+                "--enable-sign-ext",
+            ])
+            .args([
+                "--enable-mutable-globals",
+                "--enable-reference-types",
+                "--enable-multivalue",
+            ])
             .arg(&bundle)
             .arg("-o")
             .arg(&bundle))?;
@@ -61,10 +88,15 @@ pub fn build(profile: Profile) -> Result<PathBuf> {
     // xterm.js from npm (frontend/package.json), served next to the app.
     let xterm = root.join("frontend/node_modules/@xterm/xterm");
     std::fs::create_dir_all(site.join("xterm"))?;
-    std::fs::copy(xterm.join("lib/xterm.js"), site.join("xterm/xterm.js")).context("xterm.js: run `cargo xtask deps`")?;
+    std::fs::copy(xterm.join("lib/xterm.js"), site.join("xterm/xterm.js"))
+        .context("xterm.js: run `cargo xtask deps`")?;
     std::fs::copy(xterm.join("css/xterm.css"), site.join("xterm/xterm.css"))?;
     let size = std::fs::metadata(&bundle)?.len();
-    eprintln!("    {} ({:.0} KiB wasm)", site.display(), size as f64 / 1024.0);
+    eprintln!(
+        "    {} ({:.0} KiB wasm)",
+        site.display(),
+        size as f64 / 1024.0
+    );
     run::done(t);
     Ok(site)
 }

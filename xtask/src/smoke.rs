@@ -17,7 +17,15 @@ pub fn up() -> Result<()> {
     let data = std::env::temp_dir().join(format!("tandem-up-smoke-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["up", "--debug", "--no-install", "--no-image", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .args([
+            "up",
+            "--debug",
+            "--no-install",
+            "--no-image",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
         .arg(&data)
         .stdout(Stdio::piped())
         .spawn()
@@ -48,16 +56,28 @@ fn check(child: &mut std::process::Child, port: u16) -> Result<()> {
         }
     }
     let url = url.context("`up` never said where it listens")?;
-    ensure!(url == format!("http://127.0.0.1:{port}"), "unexpected URL {url}");
+    ensure!(
+        url == format!("http://127.0.0.1:{port}"),
+        "unexpected URL {url}"
+    );
     ensure!(link.is_some(), "`up` printed no login link");
     let (head, body) = get(port, "/api/health")?;
     ensure!(head.starts_with("HTTP/1.1 200"), "health: {head}");
-    ensure!(body.contains("\"status\":\"ok\"") && body.contains("sqlite"), "health body: {body}");
+    ensure!(
+        body.contains("\"status\":\"ok\"") && body.contains("sqlite"),
+        "health body: {body}"
+    );
     let (head, body) = get(port, "/")?;
     ensure!(head.starts_with("HTTP/1.1 200"), "/: {head}");
-    ensure!(body.contains("/pkg/tandem.js"), "/ does not load the Leptos app: {body}");
+    ensure!(
+        body.contains("/pkg/tandem.js"),
+        "/ does not load the Leptos app: {body}"
+    );
     let (head, _) = get(port, "/pkg/tandem_bg.wasm")?;
-    ensure!(head.starts_with("HTTP/1.1 200") && head.to_lowercase().contains("application/wasm"), "wasm: {head}");
+    ensure!(
+        head.starts_with("HTTP/1.1 200") && head.to_lowercase().contains("application/wasm"),
+        "wasm: {head}"
+    );
     Ok(())
 }
 
@@ -65,10 +85,15 @@ fn check(child: &mut std::process::Child, port: u16) -> Result<()> {
 fn get(port: u16, path: &str) -> Result<(String, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)?;
     let text = String::from_utf8_lossy(&buf).to_string();
-    let Some((head, body)) = text.split_once("\r\n\r\n") else { bail!("malformed answer to GET {path}") };
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        bail!("malformed answer to GET {path}")
+    };
     Ok((head.to_string(), body.to_string()))
 }

@@ -14,13 +14,18 @@ pub struct Options {
 
 impl Options {
     pub fn parse(args: &[String]) -> Result<Self> {
-        let mut o = Options { install: true, filter: Vec::new() };
+        let mut o = Options {
+            install: true,
+            filter: Vec::new(),
+        };
         let mut it = args.iter();
         while let Some(a) = it.next() {
             match a.as_str() {
                 "--no-install" => o.install = false,
                 "--" => o.filter.extend(it.by_ref().cloned()),
-                other => bail!("unknown flag {other:?} for `cargo xtask test` (--no-install, -- <cargo test args>)"),
+                other => bail!(
+                    "unknown flag {other:?} for `cargo xtask test` (--no-install, -- <cargo test args>)"
+                ),
             }
         }
         Ok(o)
@@ -34,25 +39,39 @@ pub fn run(o: Options) -> Result<()> {
     }
     let site = site::build(site::Profile::Debug)?;
     // Workspaces run the agent binary from next to `tandem`.
-    run::cmd(run::cargo().args(["build", "-p", "tandem-workspace-agent"]).current_dir(run::root()))?;
+    run::cmd(
+        run::cargo()
+            .args(["build", "-p", "tandem-workspace-agent"])
+            .current_dir(run::root()),
+    )?;
     let pg = Postgres::start()?;
-    let t = run::step("cargo test (unit, integration on SQLite + PostgreSQL, e2e in headless Chromium)");
-    let counts = run::cargo_test(run::cargo()
-        .args(["test", "--workspace"])
-        .current_dir(run::root())
-        .env("TANDEM_TEST_POSTGRES_URL", &pg.url)
-        .env("TANDEM_TEST_REQUIRE_POSTGRES", "1")
-        .env("TANDEM_E2E_WEB_DIR", &site)
-        .env("TANDEM_E2E_REQUIRE", "1")
-        .env("TANDEM_TEST_REQUIRE_WORKSPACES", "1")
-        .env("TANDEM_TEST_IMAGES_DIR", run::target_dir().join("tandem-test-images"))
-        .env("TANDEM_TEST_OPENCODE", deps::opencode_bin())
-        .env_remove("TANDEM_TOKEN")
-        .env_remove("TANDEM_URL")
-        .arg("--")
-        .args(&o.filter))?;
+    let t = run::step(
+        "cargo test (unit, integration on SQLite + PostgreSQL, e2e in headless Chromium)",
+    );
+    let counts = run::cargo_test(
+        run::cargo()
+            .args(["test", "--workspace"])
+            .current_dir(run::root())
+            .env("TANDEM_TEST_POSTGRES_URL", &pg.url)
+            .env("TANDEM_TEST_REQUIRE_POSTGRES", "1")
+            .env("TANDEM_E2E_WEB_DIR", &site)
+            .env("TANDEM_E2E_REQUIRE", "1")
+            .env("TANDEM_TEST_REQUIRE_WORKSPACES", "1")
+            .env(
+                "TANDEM_TEST_IMAGES_DIR",
+                run::target_dir().join("tandem-test-images"),
+            )
+            .env("TANDEM_TEST_OPENCODE", deps::opencode_bin())
+            .env_remove("TANDEM_TOKEN")
+            .env_remove("TANDEM_URL")
+            .arg("--")
+            .args(&o.filter),
+    )?;
     run::done(t);
-    eprintln!("    {} passed, {} failed, {} ignored in cargo test", counts.passed, counts.failed, counts.ignored);
+    eprintln!(
+        "    {} passed, {} failed, {} ignored in cargo test",
+        counts.passed, counts.failed, counts.ignored
+    );
     drop(pg);
     if o.filter.is_empty() {
         smoke::up()?;

@@ -20,7 +20,12 @@ pub struct Options {
 
 impl Options {
     pub fn parse(args: &[String]) -> Result<Self> {
-        let mut o = Options { debug: false, install: true, image: true, serve_args: Vec::new() };
+        let mut o = Options {
+            debug: false,
+            install: true,
+            image: true,
+            serve_args: Vec::new(),
+        };
         let mut it = args.iter();
         while let Some(a) = it.next() {
             match a.as_str() {
@@ -28,10 +33,14 @@ impl Options {
                 "--no-install" => o.install = false,
                 "--no-image" => o.image = false,
                 "--listen" | "--data-dir" | "--database-url" | "--public-url" => {
-                    let Some(v) = it.next() else { bail!("{a} needs a value") };
+                    let Some(v) = it.next() else {
+                        bail!("{a} needs a value")
+                    };
                     o.serve_args.extend([a.clone(), v.clone()]);
                 }
-                other => bail!("unknown flag {other:?} for `cargo xtask up` (--debug, --no-install, --no-image, --listen, --data-dir, --database-url, --public-url)"),
+                other => bail!(
+                    "unknown flag {other:?} for `cargo xtask up` (--debug, --no-install, --no-image, --listen, --data-dir, --database-url, --public-url)"
+                ),
             }
         }
         Ok(o)
@@ -42,16 +51,36 @@ pub fn run(o: Options) -> Result<()> {
     if o.install {
         deps::ensure(deps::Needs { test: false })?;
     }
-    let site = site::build(if o.debug { site::Profile::Debug } else { site::Profile::Release })?;
-    let t = run::step(if o.debug { "building the server (debug)" } else { "building the server (release; ~10 min the first time)" });
+    let site = site::build(if o.debug {
+        site::Profile::Debug
+    } else {
+        site::Profile::Release
+    })?;
+    let t = run::step(if o.debug {
+        "building the server (debug)"
+    } else {
+        "building the server (release; ~10 min the first time)"
+    });
     let mut build = run::cargo();
-    build.args(["build", "-p", "tandem-server", "--bin", "tandem", "-p", "tandem-workspace-agent"]).current_dir(run::root());
+    build
+        .args([
+            "build",
+            "-p",
+            "tandem-server",
+            "--bin",
+            "tandem",
+            "-p",
+            "tandem-workspace-agent",
+        ])
+        .current_dir(run::root());
     if !o.debug {
         build.arg("--release");
     }
     cmd(&mut build)?;
     run::done(t);
-    let bin = run::target_dir().join(if o.debug { "debug" } else { "release" }).join("tandem");
+    let bin = run::target_dir()
+        .join(if o.debug { "debug" } else { "release" })
+        .join("tandem");
     if o.image {
         if run::is_root() && run::which("mmdebstrap").is_some() {
             // Once: an existing image of the same recipe is found by its digest and kept.
@@ -64,12 +93,19 @@ pub fn run(o: Options) -> Result<()> {
             cmd(&mut image)?;
             run::done(t);
         } else {
-            eprintln!("    skipping the workspace image: it needs root and mmdebstrap (sessions stay queued without it)");
+            eprintln!(
+                "    skipping the workspace image: it needs root and mmdebstrap (sessions stay queued without it)"
+            );
         }
     }
     run::step("starting Tandem (Ctrl-C stops it)");
     let mut serve = Command::new(bin);
-    serve.arg("serve").arg("--web-dir").arg(&site).arg("--print-login-link").args(&o.serve_args);
+    serve
+        .arg("serve")
+        .arg("--web-dir")
+        .arg(&site)
+        .arg("--print-login-link")
+        .args(&o.serve_args);
     if crate::deps::opencode_bin().is_file() {
         serve.env("TANDEM_OPENCODE_BIN", crate::deps::opencode_bin());
     }

@@ -7,7 +7,11 @@ use tandem_protocol::{Diff, SessionId};
 use crate::api;
 
 fn line_class(l: &str) -> &'static str {
-    if l.starts_with("+++") || l.starts_with("---") || l.starts_with("diff ") || l.starts_with("index ") {
+    if l.starts_with("+++")
+        || l.starts_with("---")
+        || l.starts_with("diff ")
+        || l.starts_with("index ")
+    {
         "dl meta"
     } else if l.starts_with('+') {
         "dl add"
@@ -24,9 +28,15 @@ fn line_class(l: &str) -> &'static str {
 fn side_by_side(patch: &str) -> Vec<(String, String, &'static str)> {
     let mut rows = Vec::new();
     let (mut dels, mut adds): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
-    let flush = |rows: &mut Vec<(String, String, &'static str)>, dels: &mut Vec<String>, adds: &mut Vec<String>| {
+    let flush = |rows: &mut Vec<(String, String, &'static str)>,
+                 dels: &mut Vec<String>,
+                 adds: &mut Vec<String>| {
         for i in 0..dels.len().max(adds.len()) {
-            rows.push((dels.get(i).cloned().unwrap_or_default(), adds.get(i).cloned().unwrap_or_default(), "change"));
+            rows.push((
+                dels.get(i).cloned().unwrap_or_default(),
+                adds.get(i).cloned().unwrap_or_default(),
+                "change",
+            ));
         }
         dels.clear();
         adds.clear();
@@ -40,7 +50,11 @@ fn side_by_side(patch: &str) -> Vec<(String, String, &'static str)> {
             dels.push(d.to_string());
         } else {
             flush(&mut rows, &mut dels, &mut adds);
-            let kind = if l.starts_with("diff ") || l.starts_with("@@") { "meta" } else { "same" };
+            let kind = if l.starts_with("diff ") || l.starts_with("@@") {
+                "meta"
+            } else {
+                "same"
+            };
             let text = l.strip_prefix(' ').unwrap_or(l).to_string();
             rows.push((text.clone(), text, kind));
         }
@@ -56,7 +70,11 @@ pub fn DiffView(session: SessionId, refresh: Signal<usize>) -> impl IntoView {
     Effect::new(move |_| {
         refresh.get();
         spawn_local(async move {
-            diff.set(Some(api::get::<Diff>(&format!("/api/sessions/{session}/diff")).await.map_err(|e| e.message)));
+            diff.set(Some(
+                api::get::<Diff>(&format!("/api/sessions/{session}/diff"))
+                    .await
+                    .map_err(|e| e.message),
+            ));
         });
     });
     view! {

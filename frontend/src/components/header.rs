@@ -10,7 +10,8 @@ use crate::api;
 pub fn Header(user: Signal<Option<User>>) -> impl IntoView {
     let sign_out = move |_| {
         spawn_local(async move {
-            let _ = api::post::<_, serde_json::Value>("/api/auth/logout", &serde_json::json!({})).await;
+            let _ =
+                api::post::<_, serde_json::Value>("/api/auth/logout", &serde_json::json!({})).await;
             if let Some(w) = web_sys::window() {
                 let _ = w.location().set_href("/login");
             }

@@ -23,7 +23,10 @@ pub fn NewSession(repos: Signal<Vec<Repo>>, on_created: Callback<SessionDetail>)
             .filter(|r| !r.is_empty())
             .or_else(|| repos.get_untracked().first().map(|r| r.id.to_string()));
         let Some(repo_id) = chosen.and_then(|r| r.parse::<RepoId>().ok()) else {
-            set_error.set(Some(ApiError { code: "invalid_input".into(), message: "add a repo first".into() }));
+            set_error.set(Some(ApiError {
+                code: "invalid_input".into(),
+                message: "add a repo first".into(),
+            }));
             return;
         };
         let branch = Some(branch.get_untracked()).filter(|b| !b.trim().is_empty());
@@ -31,10 +34,17 @@ pub fn NewSession(repos: Signal<Vec<Repo>>, on_created: Callback<SessionDetail>)
             "builtin" => Some(AgentSpec::Builtin),
             "opencode" => Some(AgentSpec::Opencode),
             "none" => Some(AgentSpec::None),
-            "command" => Some(AgentSpec::Command { template: template.get_untracked() }),
+            "command" => Some(AgentSpec::Command {
+                template: template.get_untracked(),
+            }),
             _ => None,
         };
-        let req = CreateSession { repo_id, prompt: prompt.get_untracked(), branch, agent };
+        let req = CreateSession {
+            repo_id,
+            prompt: prompt.get_untracked(),
+            branch,
+            agent,
+        };
         set_busy.set(true);
         spawn_local(async move {
             match api::post::<_, SessionDetail>("/api/sessions", &req).await {

@@ -10,7 +10,12 @@ use crate::api;
 use crate::live::Live;
 
 #[component]
-pub fn PromptBox(live: Live, session: SessionId, can_drive: Signal<bool>, signed_in: Signal<bool>) -> impl IntoView {
+pub fn PromptBox(
+    live: Live,
+    session: SessionId,
+    can_drive: Signal<bool>,
+    signed_in: Signal<bool>,
+) -> impl IntoView {
     let text = RwSignal::new(String::new());
     let send = {
         let live = live.clone();
@@ -26,7 +31,11 @@ pub fn PromptBox(live: Live, session: SessionId, can_drive: Signal<bool>, signed
     let (queue, steer) = (send.clone(), send);
     let stop = move |_| {
         spawn_local(async move {
-            if let Err(e) = api::post::<_, serde_json::Value>(&format!("/api/sessions/{session}/turn/stop"), &serde_json::json!({})).await
+            if let Err(e) = api::post::<_, serde_json::Value>(
+                &format!("/api/sessions/{session}/turn/stop"),
+                &serde_json::json!({}),
+            )
+            .await
                 && e.code != "decode"
             {
                 leptos::logging::warn!("stop: {}", e.message);
@@ -49,8 +58,23 @@ pub fn PromptBox(live: Live, session: SessionId, can_drive: Signal<bool>, signed
 
 /// The session's prompts still waiting, with edit and withdraw for their author.
 #[component]
-pub fn Queue(session: SessionId, detail: RwSignal<Option<SessionDetail>>, user: Signal<Option<User>>, reload: Callback<()>) -> impl IntoView {
-    let queued = move || detail.get().map(|d| d.prompts.into_iter().filter(|p| p.state == PromptState::Queued).collect::<Vec<Prompt>>()).unwrap_or_default();
+pub fn Queue(
+    session: SessionId,
+    detail: RwSignal<Option<SessionDetail>>,
+    user: Signal<Option<User>>,
+    reload: Callback<()>,
+) -> impl IntoView {
+    let queued = move || {
+        detail
+            .get()
+            .map(|d| {
+                d.prompts
+                    .into_iter()
+                    .filter(|p| p.state == PromptState::Queued)
+                    .collect::<Vec<Prompt>>()
+            })
+            .unwrap_or_default()
+    };
     view! {
         <ol class="queue" id="queue">
             <For each=queued key=|p| (p.id, p.text.clone()) let:p>

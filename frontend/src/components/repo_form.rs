@@ -16,7 +16,12 @@ pub fn RepoForm(on_added: Callback<Repo>) -> impl IntoView {
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         set_busy.set(true);
-        let req = CreateRepo { name: name.get_untracked(), url: url.get_untracked(), default_branch: None, warm_pool: None };
+        let req = CreateRepo {
+            name: name.get_untracked(),
+            url: url.get_untracked(),
+            default_branch: None,
+            warm_pool: None,
+        };
         spawn_local(async move {
             match api::post::<_, Repo>("/api/repos", &req).await {
                 Ok(repo) => {

@@ -15,16 +15,24 @@ pub fn ShareDialog(session: SessionId) -> impl IntoView {
     let made = RwSignal::new(None::<String>);
     let links = RwSignal::new(Vec::<ShareLink>::new());
     let error = RwSignal::new(None::<String>);
-    let reload = move || spawn_local(async move {
-        if let Ok(l) = api::get::<Vec<ShareLink>>(&format!("/api/sessions/{session}/links")).await {
-            links.set(l);
-        }
-    });
+    let reload = move || {
+        spawn_local(async move {
+            if let Ok(l) =
+                api::get::<Vec<ShareLink>>(&format!("/api/sessions/{session}/links")).await
+            {
+                links.set(l);
+            }
+        })
+    };
     reload();
     let create = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let req = CreateLink {
-            role: if role.get_untracked() == "viewer" { Role::Viewer } else { Role::Driver },
+            role: if role.get_untracked() == "viewer" {
+                Role::Viewer
+            } else {
+                Role::Driver
+            },
             expires_in: Some(hours.get_untracked() * 3600),
             allow_guests: guests.get_untracked(),
         };

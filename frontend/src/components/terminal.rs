@@ -9,14 +9,21 @@ use crate::live::Live;
 use crate::xterm::XTerm;
 
 #[component]
-pub fn TerminalPane(live: Live, id: u32, cols: u16, rows: u16, read_only: Signal<bool>) -> impl IntoView {
+pub fn TerminalPane(
+    live: Live,
+    id: u32,
+    cols: u16,
+    rows: u16,
+    read_only: Signal<bool>,
+) -> impl IntoView {
     let host = NodeRef::<Div>::new();
     let l = live.clone();
     host.on_load(move |el| {
         let x = XTerm::create(cols, rows, read_only.get_untracked());
         x.open(&el);
         let typing = l.clone();
-        let on_data = Closure::<dyn FnMut(String)>::new(move |s: String| typing.input(id, s.as_bytes()));
+        let on_data =
+            Closure::<dyn FnMut(String)>::new(move |s: String| typing.input(id, s.as_bytes()));
         x.on_data(&on_data);
         on_data.forget();
         l.attach(id, x);

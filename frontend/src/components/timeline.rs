@@ -8,10 +8,12 @@ use tandem_protocol::{Event, EventKind, TurnOutcome};
 /// Markdown to HTML, with raw HTML shown as text (never interpreted).
 pub fn markdown(src: &str) -> String {
     use pulldown_cmark::{Event as Md, Options, Parser, html};
-    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).map(|e| match e {
-        Md::Html(t) | Md::InlineHtml(t) => Md::Text(t),
-        e => e,
-    });
+    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).map(
+        |e| match e {
+            Md::Html(t) | Md::InlineHtml(t) => Md::Text(t),
+            e => e,
+        },
+    );
     let mut out = String::new();
     html::push_html(&mut out, parser);
     out
@@ -84,7 +86,9 @@ fn streaming(events: &[Event]) -> String {
     for e in events {
         match &e.kind {
             EventKind::AgentDelta { text: t, .. } => text.push_str(t),
-            EventKind::AgentMessage { .. } | EventKind::TurnEnded { .. } | EventKind::ToolCall { .. } => text.clear(),
+            EventKind::AgentMessage { .. }
+            | EventKind::TurnEnded { .. }
+            | EventKind::ToolCall { .. } => text.clear(),
             _ => {}
         }
     }

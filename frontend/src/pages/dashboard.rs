@@ -19,11 +19,19 @@ pub fn Dashboard() -> impl IntoView {
     every(REFRESH_MS, move || set_tick.update(|t| *t += 1));
     let repos = LocalResource::new(move || {
         tick.get();
-        async move { api::get::<Vec<Repo>>("/api/repos").await.unwrap_or_default() }
+        async move {
+            api::get::<Vec<Repo>>("/api/repos")
+                .await
+                .unwrap_or_default()
+        }
     });
     let sessions = LocalResource::new(move || {
         tick.get();
-        async move { api::get::<Vec<Session>>("/api/sessions").await.unwrap_or_default() }
+        async move {
+            api::get::<Vec<Session>>("/api/sessions")
+                .await
+                .unwrap_or_default()
+        }
     });
     let repo_list = Signal::derive(move || repos.get().unwrap_or_default());
     // Each repo's newest snapshot, re-read with the lists.
@@ -32,7 +40,8 @@ pub fn Dashboard() -> impl IntoView {
         async move {
             let mut out = std::collections::HashMap::new();
             for r in list {
-                if let Ok(s) = api::get::<Vec<Snapshot>>(&format!("/api/repos/{}/snapshots", r.id)).await
+                if let Ok(s) =
+                    api::get::<Vec<Snapshot>>(&format!("/api/repos/{}/snapshots", r.id)).await
                     && let Some(newest) = s.into_iter().next()
                 {
                     out.insert(r.id, newest);
@@ -45,7 +54,11 @@ pub fn Dashboard() -> impl IntoView {
     let repo_filter = RwSignal::new(String::from("all"));
     let rebuild = move |id: tandem_protocol::RepoId| {
         leptos::task::spawn_local(async move {
-            let _ = api::post::<_, Snapshot>(&format!("/api/repos/{id}/snapshots"), &serde_json::json!({})).await;
+            let _ = api::post::<_, Snapshot>(
+                &format!("/api/repos/{id}/snapshots"),
+                &serde_json::json!({}),
+            )
+            .await;
             set_tick.update(|t| *t += 1);
         });
     };

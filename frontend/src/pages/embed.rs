@@ -14,7 +14,11 @@ use crate::pages::session::guest_for;
 #[component]
 pub fn Embed() -> impl IntoView {
     let params = use_params_map();
-    let Some(id) = params.read_untracked().get("id").and_then(|s| s.parse::<SessionId>().ok()) else {
+    let Some(id) = params
+        .read_untracked()
+        .get("id")
+        .and_then(|s| s.parse::<SessionId>().ok())
+    else {
         return view! { <p class="error">"That is not a session address."</p> }.into_any();
     };
     let live = Live::open(id, guest_for(id));

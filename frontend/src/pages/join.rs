@@ -10,14 +10,19 @@ use crate::api;
 
 fn token_from_fragment() -> Option<String> {
     let hash = web_sys::window()?.location().hash().ok()?;
-    hash.trim_start_matches('#').split('&').find_map(|kv| kv.strip_prefix("token=")).map(String::from)
+    hash.trim_start_matches('#')
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("token="))
+        .map(String::from)
 }
 
 /// The session a share token is for (read, not verified: the server verifies it).
 fn session_of(token: &str) -> Option<SessionId> {
     use base64::Engine;
     let claims = token.split('.').nth(1)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(claims).ok()?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(claims)
+        .ok()?;
     let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     v["sub"].as_str()?.parse().ok()
 }
@@ -38,10 +43,12 @@ pub fn Join() -> impl IntoView {
     if let (Some(t), Some(_)) = (token.clone(), session) {
         spawn_local(async move {
             match api::get::<User>("/api/me").await {
-                Ok(_) => match api::post::<_, Joined>("/api/links/join", &JoinLink { token: t }).await {
-                    Ok(j) => go(&format!("/sessions/{}", j.session_id)),
-                    Err(e) => error.set(Some(e.message)),
-                },
+                Ok(_) => {
+                    match api::post::<_, Joined>("/api/links/join", &JoinLink { token: t }).await {
+                        Ok(j) => go(&format!("/sessions/{}", j.session_id)),
+                        Err(e) => error.set(Some(e.message)),
+                    }
+                }
                 Err(_) => ask_name.set(true),
             }
         });
@@ -50,7 +57,9 @@ pub fn Join() -> impl IntoView {
     }
     let enter = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let (Some(t), Some(id)) = (token.clone(), session) else { return };
+        let (Some(t), Some(id)) = (token.clone(), session) else {
+            return;
+        };
         let n = name.get_untracked();
         if n.trim().is_empty() {
             error.set(Some("Enter a name the others will see.".into()));

@@ -37,11 +37,16 @@ pub fn Login() -> impl IntoView {
     // A login link carries its code in the fragment; use it once and drop it from the address
     // bar. Also when the link is opened on an already open login page (only the hash changes).
     redeem_code_in_hash(set_error);
-    let listener = window_event_listener(leptos::ev::hashchange, move |_| redeem_code_in_hash(set_error));
+    let listener = window_event_listener(leptos::ev::hashchange, move |_| {
+        redeem_code_in_hash(set_error)
+    });
     on_cleanup(move || listener.remove());
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        spawn_local(sign_in(credential.get_untracked().trim().to_string(), set_error));
+        spawn_local(sign_in(
+            credential.get_untracked().trim().to_string(),
+            set_error,
+        ));
     };
     view! {
         <main class="login">

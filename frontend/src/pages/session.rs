@@ -22,8 +22,15 @@ use crate::live::{Guest, Live, Status};
 /// The share token and display name a guest joined with (kept for this tab only).
 pub fn guest_for(session: SessionId) -> Guest {
     let store = web_sys::window().and_then(|w| w.session_storage().ok().flatten());
-    let get = |k: &str| store.as_ref().and_then(|s| s.get_item(&format!("tandem.{k}.{session}")).ok().flatten());
-    Guest { share: get("share"), name: get("name") }
+    let get = |k: &str| {
+        store
+            .as_ref()
+            .and_then(|s| s.get_item(&format!("tandem.{k}.{session}")).ok().flatten())
+    };
+    Guest {
+        share: get("share"),
+        name: get("name"),
+    }
 }
 
 /// The signed-in user, if any (a guest is not signed in; no redirect).
@@ -40,7 +47,10 @@ fn maybe_user() -> RwSignal<Option<User>> {
 #[component]
 pub fn SessionPage() -> impl IntoView {
     let params = use_params_map();
-    let id = params.read_untracked().get("id").and_then(|s| s.parse::<SessionId>().ok());
+    let id = params
+        .read_untracked()
+        .get("id")
+        .and_then(|s| s.parse::<SessionId>().ok());
     let Some(id) = id else {
         return view! { <main class="page"><p class="error">"That is not a session address."</p></main> }.into_any();
     };
@@ -81,34 +91,71 @@ pub fn SessionPage() -> impl IntoView {
         prompt_events.get();
         reload.run(());
     });
-    let file_changes = Memo::new(move |_| s.events.with(|e| e.iter().filter(|e| matches!(e.kind, EventKind::FileChanged { .. } | EventKind::TurnEnded { .. })).count()));
+    let file_changes = Memo::new(move |_| {
+        s.events.with(|e| {
+            e.iter()
+                .filter(|e| {
+                    matches!(
+                        e.kind,
+                        EventKind::FileChanged { .. } | EventKind::TurnEnded { .. }
+                    )
+                })
+                .count()
+        })
+    });
     let role = Signal::derive(move || s.me.get().map(|m| m.role).unwrap_or(Role::Viewer));
     let can_drive = Signal::derive(move || role.get().can_drive());
     let signed_in = Signal::derive(move || user.get().is_some());
     // Typing is allowed to drivers while no one else holds control.
-    let read_only = Signal::derive(move || !can_drive.get() || s.controller.get().is_some_and(|c| Some(c) != s.me.get().map(|m| m.id)));
+    let read_only = Signal::derive(move || {
+        !can_drive.get()
+            || s.controller
+                .get()
+                .is_some_and(|c| Some(c) != s.me.get().map(|m| m.id))
+    });
     let tab = RwSignal::new(String::from("terminal"));
     let active_terminal = RwSignal::new(None::<u32>);
     Effect::new(move |_| {
         let ts = s.terminals.get();
-        if active_terminal.get_untracked().is_none_or(|a| !ts.iter().any(|t| t.id == a)) {
+        if active_terminal
+            .get_untracked()
+            .is_none_or(|a| !ts.iter().any(|t| t.id == a))
+        {
             active_terminal.set(ts.first().map(|t| t.id));
         }
     });
-    let state = Signal::derive(move || s.session.get().map(|x| x.state).or(detail.get().map(|d| d.session.state)));
+    let state = Signal::derive(move || {
+        s.session
+            .get()
+            .map(|x| x.state)
+            .or(detail.get().map(|d| d.session.state))
+    });
     let last_boot = Memo::new(move |_| {
         s.events.with(|e| {
             e.iter().rev().find_map(|e| match &e.kind {
-                EventKind::BootPhase { phase, elapsed_ms, .. } => Some(format!("{} at {elapsed_ms} ms", phase.as_str())),
+                EventKind::BootPhase {
+                    phase, elapsed_ms, ..
+                } => Some(format!("{} at {elapsed_ms} ms", phase.as_str())),
                 _ => None,
             })
         })
     });
-    let last_error = Memo::new(move |_| s.events.with(|e| e.iter().rev().find_map(|e| match &e.kind { EventKind::Error { message } => Some(message.clone()), _ => None })));
+    let last_error = Memo::new(move |_| {
+        s.events.with(|e| {
+            e.iter().rev().find_map(|e| match &e.kind {
+                EventKind::Error { message } => Some(message.clone()),
+                _ => None,
+            })
+        })
+    });
     let look = live.clone();
     Effect::new(move |_| {
         let t = tab.get();
-        let what = if t == "terminal" { active_terminal.get().map(|a| format!("terminal {a}")) } else { Some(t) };
+        let what = if t == "terminal" {
+            active_terminal.get().map(|a| format!("terminal {a}"))
+        } else {
+            Some(t)
+        };
         look.send(&WsClient::Presence { looking_at: what });
     });
     let live_for_panes = live.clone();

@@ -17,7 +17,11 @@ pub struct CurrentUser(pub User);
 impl CurrentUser {
     /// This user as the author of a prompt or action.
     pub fn author(&self) -> Author {
-        Author { kind: AuthorKind::User, user_id: Some(self.0.id), name: self.0.name.clone() }
+        Author {
+            kind: AuthorKind::User,
+            user_id: Some(self.0.id),
+            name: self.0.name.clone(),
+        }
     }
 }
 
@@ -26,20 +30,28 @@ impl FromRequestParts<AppState> for CurrentUser {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
         if let Some(value) = parts.headers.get(AUTHORIZATION) {
-            let value = value.to_str().map_err(|_| Error::Unauthorized("Authorization header is not ASCII".into()))?;
+            let value = value
+                .to_str()
+                .map_err(|_| Error::Unauthorized("Authorization header is not ASCII".into()))?;
             let token = value
                 .strip_prefix("Bearer ")
-                .ok_or_else(|| Error::Unauthorized("Authorization must be `Bearer <token>`".into()))?
+                .ok_or_else(|| {
+                    Error::Unauthorized("Authorization must be `Bearer <token>`".into())
+                })?
                 .trim();
             if token.starts_with(API_TOKEN_PREFIX) {
-                return crate::auth::user_for_api_token(&state.db, token).await.map(CurrentUser);
+                return crate::auth::user_for_api_token(&state.db, token)
+                    .await
+                    .map(CurrentUser);
             }
             return user_for_jwt(state, token).await.map(CurrentUser);
         }
         if let Some(jwt) = session_cookie(parts) {
             return user_for_jwt(state, &jwt).await.map(CurrentUser);
         }
-        Err(Error::Unauthorized("sign in first: no session cookie or Authorization header".into()))
+        Err(Error::Unauthorized(
+            "sign in first: no session cookie or Authorization header".into(),
+        ))
     }
 }
 
@@ -57,7 +69,10 @@ fn session_cookie(parts: &Parts) -> Option<String> {
 
 async fn user_for_jwt(state: &AppState, token: &str) -> Result<User> {
     let claims = state.jwt.verify(token)?;
-    let id: UserId = claims.sub.parse().map_err(|_| Error::Unauthorized("login token is not valid".into()))?;
+    let id: UserId = claims
+        .sub
+        .parse()
+        .map_err(|_| Error::Unauthorized("login token is not valid".into()))?;
     db::users::get(state.db.pool(), id)
         .await?
         .ok_or_else(|| Error::Unauthorized("the login's user no longer exists".into()))

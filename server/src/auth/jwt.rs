@@ -48,13 +48,46 @@ pub struct ShareClaims {
 pub struct JwtKeys {
     encoding: EncodingKey,
     decoding: DecodingKey,
+    /// For plain signatures of capability links ([`Self::sign`]).
+    mac_key: Vec<u8>,
 }
 
 impl JwtKeys {
     /// Keys from raw secret bytes.
     pub fn from_secret(secret: &[u8]) -> Result<Self> {
         let bad = |e: jsonwebtoken::errors::Error| Error::Config(format!("JWT key: {e}"));
-        Ok(Self { encoding: EncodingKey::from_secret(secret).map_err(bad)?, decoding: DecodingKey::from_secret(secret).map_err(bad)? })
+        Ok(Self {
+            encoding: EncodingKey::from_secret(secret).map_err(bad)?,
+            decoding: DecodingKey::from_secret(secret).map_err(bad)?,
+            mac_key: secret.to_vec(),
+        })
+    }
+
+    /// A signature of `what` (hex HMAC-SHA256 under a key derived for `purpose`), for links that
+    /// carry their own authority, such as a pull request's screenshots.
+    pub fn sign(&self, purpose: &str, what: &str) -> String {
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.mac_key)
+            .expect("HMAC takes any key length");
+        mac.update(purpose.as_bytes());
+        mac.update(b"\0");
+        mac.update(what.as_bytes());
+        mac.finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Whether `sig` is [`Self::sign`]'s signature of `what` (compared in constant time).
+    pub fn verify_sig(&self, purpose: &str, what: &str, sig: &str) -> bool {
+        let expected = self.sign(purpose, what);
+        expected.len() == sig.len()
+            && expected
+                .bytes()
+                .zip(sig.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
     }
 
     /// Loads `<dir>/jwt.key`, creating it with fresh random bytes if missing.
@@ -62,7 +95,12 @@ impl JwtKeys {
         let path = dir.join(KEY_FILE);
         match std::fs::read(&path) {
             Ok(bytes) if bytes.len() >= 32 => return Self::from_secret(&bytes),
-            Ok(_) => return Err(Error::Config(format!("{} is shorter than 32 bytes", path.display()))),
+            Ok(_) => {
+                return Err(Error::Config(format!(
+                    "{} is shorter than 32 bytes",
+                    path.display()
+                )));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::Config(format!("{}: {e}", path.display()))),
         }
@@ -79,7 +117,9 @@ impl JwtKeys {
                 Self::from_secret(&secret)
             }
             // Another process made it first: use theirs.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Self::from_secret(&std::fs::read(&path)?),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Self::from_secret(&std::fs::read(&path)?)
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -87,14 +127,20 @@ impl JwtKeys {
     /// A browser login for `user` valid for `ttl_secs` (negative makes an already-expired one).
     pub fn issue(&self, user: UserId, ttl_secs: i64) -> Result<String> {
         let now = now_ms() / 1000;
-        let claims = Claims { sub: user.to_string(), iat: now, exp: now + ttl_secs, kind: "browser".into() };
+        let claims = Claims {
+            sub: user.to_string(),
+            iat: now,
+            exp: now + ttl_secs,
+            kind: "browser".into(),
+        };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|e| Error::Internal(format!("signing JWT: {e}")))
     }
 
     /// A share-link token (expires at `exp_secs`, seconds since the epoch).
     pub fn issue_share(&self, claims: &ShareClaims) -> Result<String> {
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding).map_err(|e| Error::Internal(format!("signing JWT: {e}")))
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding)
+            .map_err(|e| Error::Internal(format!("signing JWT: {e}")))
     }
 
     /// Verifies a share-link token's signature, algorithm, expiry (no leeway) and kind.
@@ -102,13 +148,18 @@ impl JwtKeys {
         let mut validation = Validation::new(Algorithm::HS256);
         validation.leeway = 0;
         validation.set_required_spec_claims(&["exp", "sub", "jti"]);
-        let data = jsonwebtoken::decode::<ShareClaims>(token, &self.decoding, &validation).map_err(|e| {
-            Error::Unauthorized(match e.kind() {
-                ErrorKind::ExpiredSignature => "this share link has expired; ask for a new one".to_string(),
-                ErrorKind::InvalidSignature => "this share link's signature is not valid".to_string(),
-                _ => "this share link is not valid".to_string(),
-            })
-        })?;
+        let data = jsonwebtoken::decode::<ShareClaims>(token, &self.decoding, &validation)
+            .map_err(|e| {
+                Error::Unauthorized(match e.kind() {
+                    ErrorKind::ExpiredSignature => {
+                        "this share link has expired; ask for a new one".to_string()
+                    }
+                    ErrorKind::InvalidSignature => {
+                        "this share link's signature is not valid".to_string()
+                    }
+                    _ => "this share link is not valid".to_string(),
+                })
+            })?;
         if data.claims.kind != "share" {
             return Err(Error::Unauthorized("not a share link".into()));
         }
@@ -120,13 +171,14 @@ impl JwtKeys {
         let mut validation = Validation::new(Algorithm::HS256);
         validation.leeway = 0;
         validation.set_required_spec_claims(&["exp", "sub"]);
-        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation).map_err(|e| {
-            Error::Unauthorized(match e.kind() {
-                ErrorKind::ExpiredSignature => "login expired; sign in again".to_string(),
-                ErrorKind::InvalidSignature => "login token signature is not valid".to_string(),
-                _ => "login token is not valid".to_string(),
-            })
-        })?;
+        let data =
+            jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation).map_err(|e| {
+                Error::Unauthorized(match e.kind() {
+                    ErrorKind::ExpiredSignature => "login expired; sign in again".to_string(),
+                    ErrorKind::InvalidSignature => "login token signature is not valid".to_string(),
+                    _ => "login token is not valid".to_string(),
+                })
+            })?;
         if data.claims.kind != "browser" {
             return Err(Error::Unauthorized("token is not a browser login".into()));
         }
@@ -146,9 +198,19 @@ mod tests {
         let good = keys.issue(user, 60).unwrap();
         assert_eq!(keys.verify(&good).unwrap().sub, user.to_string());
         let forged = other.issue(user, 60).unwrap();
-        assert!(keys.verify(&forged).unwrap_err().to_string().contains("signature"));
+        assert!(
+            keys.verify(&forged)
+                .unwrap_err()
+                .to_string()
+                .contains("signature")
+        );
         let expired = keys.issue(user, -5).unwrap();
-        assert!(keys.verify(&expired).unwrap_err().to_string().contains("expired"));
+        assert!(
+            keys.verify(&expired)
+                .unwrap_err()
+                .to_string()
+                .contains("expired")
+        );
     }
 
     #[test]
@@ -157,11 +219,17 @@ mod tests {
         let a = JwtKeys::load_or_create(dir.path()).unwrap();
         let b = JwtKeys::load_or_create(dir.path()).unwrap();
         let user = UserId(uuid::Uuid::new_v4());
-        assert!(b.verify(&a.issue(user, 60).unwrap()).is_ok(), "second load reads the same key");
+        assert!(
+            b.verify(&a.issue(user, 60).unwrap()).is_ok(),
+            "second load reads the same key"
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
+            let mode = std::fs::metadata(dir.path().join(KEY_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
     }

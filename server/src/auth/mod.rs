@@ -17,7 +17,12 @@ use crate::db::{self, Db};
 use crate::{Error, Result, now_ms};
 
 /// Mints an API token for `user`; returns the secret once.
-pub async fn create_api_token(db: &Db, user: &User, name: &str, expires_in_secs: Option<i64>) -> Result<CreatedToken> {
+pub async fn create_api_token(
+    db: &Db,
+    user: &User,
+    name: &str,
+    expires_in_secs: Option<i64>,
+) -> Result<CreatedToken> {
     let name = name.trim();
     if name.is_empty() || name.len() > tandem_protocol::limits::MAX_NAME_BYTES {
         return Err(Error::Invalid("token name must be 1–200 bytes".into()));
@@ -58,7 +63,14 @@ pub async fn create_api_token(db: &Db, user: &User, name: &str, expires_in_secs:
 pub async fn create_login_code(db: &Db, user: UserId) -> Result<String> {
     let now = now_ms();
     let code = new_secret(LOGIN_CODE_PREFIX);
-    db::tokens::insert_login_code(db.pool(), user, &hash_secret(&code), now, now + LOGIN_LINK_TTL_SECS * 1000).await?;
+    db::tokens::insert_login_code(
+        db.pool(),
+        user,
+        &hash_secret(&code),
+        now,
+        now + LOGIN_LINK_TTL_SECS * 1000,
+    )
+    .await?;
     Ok(code)
 }
 
@@ -90,7 +102,11 @@ pub async fn user_for_api_token(db: &Db, token: &str) -> Result<User> {
 pub async fn user_for_login_code(db: &Db, code: &str) -> Result<User> {
     let user = db::tokens::redeem_login_code(db.pool(), &hash_secret(code), now_ms())
         .await?
-        .ok_or_else(|| Error::Unauthorized("login code unknown, already used or expired; ask for a new link".into()))?;
+        .ok_or_else(|| {
+            Error::Unauthorized(
+                "login code unknown, already used or expired; ask for a new link".into(),
+            )
+        })?;
     db::users::get(db.pool(), user)
         .await?
         .ok_or_else(|| Error::Unauthorized("the login code's user no longer exists".into()))
@@ -101,7 +117,12 @@ pub async fn bootstrap_admin(db: &Db) -> Result<Option<String>> {
     if db::users::count(db.pool()).await? > 0 {
         return Ok(None);
     }
-    let admin = User { id: UserId(uuid::Uuid::new_v4()), name: "admin".into(), is_admin: true, created_at: Timestamp(now_ms()) };
+    let admin = User {
+        id: UserId(uuid::Uuid::new_v4()),
+        name: "admin".into(),
+        is_admin: true,
+        created_at: Timestamp(now_ms()),
+    };
     db::users::insert(db.pool(), &admin).await?;
     Ok(Some(create_login_code(db, admin.id).await?))
 }

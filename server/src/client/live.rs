@@ -29,7 +29,8 @@ pub enum Incoming {
     Closed(Option<u16>, String),
 }
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 pub struct LiveClient {
     ws: Socket,
@@ -37,14 +38,23 @@ pub struct LiveClient {
 
 fn encode(s: &str) -> String {
     s.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
         .collect()
 }
 
 impl LiveClient {
     /// Opens the live channel of `session` on the server at `base` (`http(s)://host:port`).
     pub async fn connect(base: &str, session: SessionId, creds: &Credentials) -> Result<Self> {
-        let ws_base = base.trim_end_matches('/').replacen("http://", "ws://", 1).replacen("https://", "wss://", 1);
+        let ws_base = base
+            .trim_end_matches('/')
+            .replacen("http://", "ws://", 1)
+            .replacen("https://", "wss://", 1);
         let mut url = format!("{ws_base}/api/sessions/{session}/live");
         let mut q = Vec::new();
         if let Some(s) = &creds.share {
@@ -56,11 +66,20 @@ impl LiveClient {
         if !q.is_empty() {
             url = format!("{url}?{}", q.join("&"));
         }
-        let mut req = url.into_client_request().map_err(|e| Error::BadRequest(format!("live URL: {e}")))?;
+        let mut req = url
+            .into_client_request()
+            .map_err(|e| Error::BadRequest(format!("live URL: {e}")))?;
         if let Some(t) = &creds.token {
-            req.headers_mut().insert("authorization", format!("Bearer {t}").parse().map_err(|_| Error::BadRequest("token".into()))?);
+            req.headers_mut().insert(
+                "authorization",
+                format!("Bearer {t}")
+                    .parse()
+                    .map_err(|_| Error::BadRequest("token".into()))?,
+            );
         }
-        let (ws, _) = tokio_tungstenite::connect_async(req).await.map_err(|e| Error::Unavailable(format!("cannot open the live channel: {e}")))?;
+        let (ws, _) = tokio_tungstenite::connect_async(req)
+            .await
+            .map_err(|e| Error::Unavailable(format!("cannot open the live channel: {e}")))?;
         Ok(Self { ws })
     }
 
@@ -71,12 +90,16 @@ impl LiveClient {
 
     /// Types into a terminal.
     pub async fn input(&mut self, terminal: u32, bytes: &[u8]) -> Result<()> {
-        self.raw(Message::Binary(encode_terminal(terminal, bytes).into())).await
+        self.raw(Message::Binary(encode_terminal(terminal, bytes).into()))
+            .await
     }
 
     /// Sends any frame (tests send hostile ones).
     pub async fn raw(&mut self, m: Message) -> Result<()> {
-        self.ws.send(m).await.map_err(|e| Error::Unavailable(format!("the live channel: {e}")))
+        self.ws
+            .send(m)
+            .await
+            .map_err(|e| Error::Unavailable(format!("the live channel: {e}")))
     }
 
     /// The next thing that arrived; `None` once the socket is gone.
@@ -93,7 +116,10 @@ impl LiveClient {
                     }
                 }
                 Ok(Message::Close(frame)) => {
-                    return Some(Incoming::Closed(frame.as_ref().map(|f| u16::from(f.code)), frame.map(|f| f.reason.to_string()).unwrap_or_default()));
+                    return Some(Incoming::Closed(
+                        frame.as_ref().map(|f| u16::from(f.code)),
+                        frame.map(|f| f.reason.to_string()).unwrap_or_default(),
+                    ));
                 }
                 Ok(_) => continue,
                 Err(_) => return None,

@@ -24,7 +24,11 @@ impl Client {
             .user_agent(concat!("tandem-cli/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| Error::Internal(format!("HTTP client: {e}")))?;
-        Ok(Self { base: base.trim_end_matches('/').to_string(), token, http })
+        Ok(Self {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            http,
+        })
     }
 
     /// The server's base URL.
@@ -42,14 +46,24 @@ impl Client {
     }
 
     async fn send<T: DeserializeOwned>(&self, rb: RequestBuilder) -> Result<T> {
-        let res = rb.send().await.map_err(|e| Error::Internal(format!("cannot reach {}: {e}", self.base)))?;
+        let res = rb
+            .send()
+            .await
+            .map_err(|e| Error::Internal(format!("cannot reach {}: {e}", self.base)))?;
         let status = res.status();
-        let bytes = res.bytes().await.map_err(|e| Error::Internal(format!("reading answer: {e}")))?;
+        let bytes = res
+            .bytes()
+            .await
+            .map_err(|e| Error::Internal(format!("reading answer: {e}")))?;
         if status.is_success() {
             // No body (204, 202) reads as `null`, which `()` accepts.
             let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
-            return serde_json::from_slice(bytes)
-                .map_err(|e| Error::Internal(format!("unexpected answer from {} ({status}): {e}", self.base)));
+            return serde_json::from_slice(bytes).map_err(|e| {
+                Error::Internal(format!(
+                    "unexpected answer from {} ({status}): {e}",
+                    self.base
+                ))
+            });
         }
         let error = serde_json::from_slice::<ApiError>(&bytes).unwrap_or_else(|_| ApiError {
             code: "unknown".into(),
@@ -135,16 +149,19 @@ impl Client {
 
     /// `stop`, `suspend` or `resume`.
     pub async fn session_action(&self, id: SessionId, action: &str) -> Result<SessionDetail> {
-        self.send(self.request(Method::POST, &format!("/api/sessions/{id}/{action}"))).await
+        self.send(self.request(Method::POST, &format!("/api/sessions/{id}/{action}")))
+            .await
     }
 
     pub async fn fork(&self, id: SessionId, count: i64) -> Result<Vec<Session>> {
-        self.post(&format!("/api/sessions/{id}/fork"), &ForkRequest { count }).await
+        self.post(&format!("/api/sessions/{id}/fork"), &ForkRequest { count })
+            .await
     }
 
     /// Starts a snapshot build of a repo.
     pub async fn build_snapshot(&self, repo: RepoId) -> Result<Snapshot> {
-        self.send(self.request(Method::POST, &format!("/api/repos/{repo}/snapshots"))).await
+        self.send(self.request(Method::POST, &format!("/api/repos/{repo}/snapshots")))
+            .await
     }
 
     pub async fn snapshots(&self, repo: RepoId) -> Result<Vec<Snapshot>> {
@@ -156,7 +173,8 @@ impl Client {
     }
 
     pub async fn events(&self, id: SessionId, after: Seq) -> Result<EventsPage> {
-        self.get(&format!("/api/sessions/{id}/events?after={after}")).await
+        self.get(&format!("/api/sessions/{id}/events?after={after}"))
+            .await
     }
 
     pub async fn submit_prompt(&self, id: SessionId, req: &CreatePrompt) -> Result<Prompt> {
@@ -165,7 +183,8 @@ impl Client {
 
     /// Stops the running turn (a conflict when none runs).
     pub async fn stop_turn(&self, id: SessionId) -> Result<()> {
-        self.send(self.request(Method::POST, &format!("/api/sessions/{id}/turn/stop"))).await
+        self.send(self.request(Method::POST, &format!("/api/sessions/{id}/turn/stop")))
+            .await
     }
 
     pub async fn children(&self, id: SessionId) -> Result<Vec<ChildSession>> {
@@ -174,6 +193,10 @@ impl Client {
 
     /// Stores a secret (admins).
     pub async fn set_secret(&self, name: &str, value: String) -> Result<()> {
-        self.send(self.request(Method::PUT, &format!("/api/secrets/{name}")).json(&SetSecret { value })).await
+        self.send(
+            self.request(Method::PUT, &format!("/api/secrets/{name}"))
+                .json(&SetSecret { value }),
+        )
+        .await
     }
 }

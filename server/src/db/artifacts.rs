@@ -33,8 +33,28 @@ struct Row {
     body: String,
 }
 
+impl Row {
+    fn into_pair(self) -> Result<(ArtifactInfo, String)> {
+        Ok((
+            ArtifactInfo {
+                id: ArtifactId(super::uuid(&self.id)?),
+                session_id: SessionId(super::uuid(&self.session_id)?),
+                name: self.name,
+                content_type: self.content_type,
+                size: self.size,
+                created_at: Timestamp(self.created_at),
+            },
+            self.body,
+        ))
+    }
+}
+
 /// An artifact of `session` with its body.
-pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId, id: ArtifactId) -> Result<Option<(ArtifactInfo, String)>> {
+pub async fn get<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+    id: ArtifactId,
+) -> Result<Option<(ArtifactInfo, String)>> {
     let row: Option<Row> = sqlx::query_as(
         "SELECT id, session_id, name, content_type, size, created_at, body FROM artifacts WHERE id = $1 AND session_id = $2",
     )
@@ -42,33 +62,29 @@ pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId, 
     .bind(session.to_string())
     .fetch_optional(ex)
     .await?;
-    row.map(|r| {
-        Ok((
-            ArtifactInfo {
-                id: ArtifactId(super::uuid(&r.id)?),
-                session_id: SessionId(super::uuid(&r.session_id)?),
-                name: r.name,
-                content_type: r.content_type,
-                size: r.size,
-                created_at: Timestamp(r.created_at),
-            },
-            r.body,
-        ))
-    })
-    .transpose()
+    row.map(Row::into_pair).transpose()
 }
 
 /// The agent's kept state of `session` (JSON), if any.
-pub async fn agent_state<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Option<String>> {
-    let row: Option<(String,)> = sqlx::query_as("SELECT state FROM agent_states WHERE session_id = $1")
-        .bind(session.to_string())
-        .fetch_optional(ex)
-        .await?;
+pub async fn agent_state<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+) -> Result<Option<String>> {
+    let row: Option<(String,)> =
+        sqlx::query_as("SELECT state FROM agent_states WHERE session_id = $1")
+            .bind(session.to_string())
+            .fetch_optional(ex)
+            .await?;
     Ok(row.map(|(s,)| s))
 }
 
 /// Replaces the agent's kept state of `session`.
-pub async fn set_agent_state(conn: &mut AnyConnection, session: SessionId, state: &str, now: i64) -> Result<()> {
+pub async fn set_agent_state(
+    conn: &mut AnyConnection,
+    session: SessionId,
+    state: &str,
+    now: i64,
+) -> Result<()> {
     sqlx::query(
         "INSERT INTO agent_states (session_id, state, updated_at) VALUES ($1, $2, $3)
          ON CONFLICT (session_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
@@ -79,4 +95,16 @@ pub async fn set_agent_state(conn: &mut AnyConnection, session: SessionId, state
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// An artifact by id alone (signed links), with its body.
+pub async fn by_id<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: ArtifactId,
+) -> Result<Option<(ArtifactInfo, String)>> {
+    let row: Option<Row> = sqlx::query_as("SELECT id, session_id, name, content_type, size, created_at, body FROM artifacts WHERE id = $1")
+        .bind(id.to_string())
+        .fetch_optional(ex)
+        .await?;
+    row.map(Row::into_pair).transpose()
 }

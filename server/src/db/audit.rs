@@ -15,7 +15,11 @@ pub struct Entry<'a> {
 }
 
 /// Appends an entry.
-pub async fn record<'e>(ex: impl Executor<'e, Database = Any>, now: i64, entry: Entry<'_>) -> Result<()> {
+pub async fn record<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    now: i64,
+    entry: Entry<'_>,
+) -> Result<()> {
     sqlx::query(
         "INSERT INTO audit (at, actor_user_id, actor_name, action, target, detail) VALUES ($1, $2, $3, $4, $5, $6)",
     )
@@ -31,11 +35,16 @@ pub async fn record<'e>(ex: impl Executor<'e, Database = Any>, now: i64, entry: 
 }
 
 /// The newest `limit` entries' `(action, target)`, newest first.
-pub async fn recent<'e>(ex: impl Executor<'e, Database = Any>, limit: i64) -> Result<Vec<(String, String)>> {
-    Ok(sqlx::query_as("SELECT action, target FROM audit ORDER BY id DESC LIMIT $1")
-        .bind(limit)
-        .fetch_all(ex)
-        .await?)
+pub async fn recent<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    limit: i64,
+) -> Result<Vec<(String, String)>> {
+    Ok(
+        sqlx::query_as("SELECT action, target FROM audit ORDER BY id DESC LIMIT $1")
+            .bind(limit)
+            .fetch_all(ex)
+            .await?,
+    )
 }
 
 #[derive(sqlx::FromRow)]
@@ -70,11 +79,15 @@ pub async fn list<'e>(
             Ok(tandem_protocol::AuditEntry {
                 id: r.id,
                 at: tandem_protocol::Timestamp(r.at),
-                actor_user_id: r.actor_user_id.map(|u| super::uuid(&u).map(UserId)).transpose()?,
+                actor_user_id: r
+                    .actor_user_id
+                    .map(|u| super::uuid(&u).map(UserId))
+                    .transpose()?,
                 actor_name: r.actor_name,
                 action: r.action,
                 target: r.target,
-                detail: serde_json::from_str(&r.detail).unwrap_or(serde_json::Value::String(r.detail)),
+                detail: serde_json::from_str(&r.detail)
+                    .unwrap_or(serde_json::Value::String(r.detail)),
             })
         })
         .collect()

@@ -8,7 +8,12 @@ use crate::{Error, Result};
 
 /// Appends one event inside the caller's transaction and returns it with its sequence number.
 /// The first statement is a write, so SQLite takes its write lock up front.
-pub async fn append(tx: &mut super::Tx, session: SessionId, at: i64, kind: EventKind) -> Result<Event> {
+pub async fn append(
+    tx: &mut super::Tx,
+    session: SessionId,
+    at: i64,
+    kind: EventKind,
+) -> Result<Event> {
     let conn: &mut AnyConnection = tx;
     let (seq,): (i64,) =
         sqlx::query_as("UPDATE sessions SET last_seq = last_seq + 1, updated_at = $1 WHERE id = $2 RETURNING last_seq")
@@ -17,17 +22,25 @@ pub async fn append(tx: &mut super::Tx, session: SessionId, at: i64, kind: Event
             .fetch_optional(&mut *conn)
             .await?
             .ok_or_else(|| Error::NotFound(format!("no session {session}")))?;
-    let payload = serde_json::to_string(&kind).map_err(|e| Error::Internal(format!("encoding event: {e}")))?;
-    sqlx::query("INSERT INTO events (session_id, seq, at, type, payload) VALUES ($1, $2, $3, $4, $5)")
-        .bind(session.to_string())
-        .bind(seq)
-        .bind(at)
-        .bind(kind.type_name())
-        .bind(payload)
-        .execute(&mut *conn)
-        .await?;
+    let payload = serde_json::to_string(&kind)
+        .map_err(|e| Error::Internal(format!("encoding event: {e}")))?;
+    sqlx::query(
+        "INSERT INTO events (session_id, seq, at, type, payload) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(session.to_string())
+    .bind(seq)
+    .bind(at)
+    .bind(kind.type_name())
+    .bind(payload)
+    .execute(&mut *conn)
+    .await?;
     tx.appended(session, seq);
-    Ok(Event { session_id: session, seq, at: Timestamp(at), kind })
+    Ok(Event {
+        session_id: session,
+        seq,
+        at: Timestamp(at),
+        kind,
+    })
 }
 
 #[derive(FromRow)]
@@ -53,9 +66,15 @@ pub async fn list_after<'e>(
             .await?;
     rows.into_iter()
         .map(|r| {
-            let kind: EventKind = serde_json::from_str(&r.payload)
-                .map_err(|e| Error::Internal(format!("stored event {session}/{} unreadable: {e}", r.seq)))?;
-            Ok(Event { session_id: session, seq: r.seq, at: Timestamp(r.at), kind })
+            let kind: EventKind = serde_json::from_str(&r.payload).map_err(|e| {
+                Error::Internal(format!("stored event {session}/{} unreadable: {e}", r.seq))
+            })?;
+            Ok(Event {
+                session_id: session,
+                seq: r.seq,
+                at: Timestamp(r.at),
+                kind,
+            })
         })
         .collect()
 }

@@ -15,7 +15,8 @@ pub fn role_str(r: Role) -> &'static str {
 }
 
 pub fn parse_role(s: &str) -> Result<Role> {
-    serde_json::from_value(serde_json::Value::String(s.into())).map_err(|_| Error::Internal(format!("stored role {s:?} unknown")))
+    serde_json::from_value(serde_json::Value::String(s.into()))
+        .map_err(|_| Error::Internal(format!("stored role {s:?} unknown")))
 }
 
 #[derive(FromRow)]
@@ -47,7 +48,11 @@ impl Row {
 
 const COLUMNS: &str = "jti, session_id, role, allow_guests, created_at, expires_at, revoked_at";
 
-pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, link: &ShareLink, by: UserId) -> Result<()> {
+pub async fn insert<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    link: &ShareLink,
+    by: UserId,
+) -> Result<()> {
     sqlx::query(
         "INSERT INTO share_links (jti, session_id, role, allow_guests, created_by, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
@@ -63,16 +68,28 @@ pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, link: &ShareLink,
     Ok(())
 }
 
-pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, jti: &str) -> Result<Option<ShareLink>> {
-    let row: Option<Row> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM share_links WHERE jti = $1")).bind(jti).fetch_optional(ex).await?;
+pub async fn get<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    jti: &str,
+) -> Result<Option<ShareLink>> {
+    let row: Option<Row> =
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM share_links WHERE jti = $1"))
+            .bind(jti)
+            .fetch_optional(ex)
+            .await?;
     row.map(Row::into_link).transpose()
 }
 
-pub async fn list<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Vec<ShareLink>> {
-    let rows: Vec<Row> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM share_links WHERE session_id = $1 ORDER BY created_at DESC"))
-        .bind(session.to_string())
-        .fetch_all(ex)
-        .await?;
+pub async fn list<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+) -> Result<Vec<ShareLink>> {
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM share_links WHERE session_id = $1 ORDER BY created_at DESC"
+    ))
+    .bind(session.to_string())
+    .fetch_all(ex)
+    .await?;
     rows.into_iter().map(Row::into_link).collect()
 }
 
@@ -84,12 +101,22 @@ pub async fn revoke(tx: &mut super::Tx, session: SessionId, jti: &str, now: i64)
         .bind(session.to_string())
         .execute(&mut **tx)
         .await?;
-    sqlx::query("DELETE FROM session_members WHERE via_link = $1").bind(jti).execute(&mut **tx).await?;
+    sqlx::query("DELETE FROM session_members WHERE via_link = $1")
+        .bind(jti)
+        .execute(&mut **tx)
+        .await?;
     Ok(done.rows_affected() == 1)
 }
 
 /// Records (or upgrades) a signed-in user's membership.
-pub async fn join<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId, user: UserId, role: Role, jti: &str, now: i64) -> Result<()> {
+pub async fn join<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+    user: UserId,
+    role: Role,
+    jti: &str,
+    now: i64,
+) -> Result<()> {
     sqlx::query(
         "INSERT INTO session_members (session_id, user_id, role, via_link, joined_at) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (session_id, user_id) DO UPDATE SET role = excluded.role, via_link = excluded.via_link, joined_at = excluded.joined_at",
@@ -105,11 +132,17 @@ pub async fn join<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId,
 }
 
 /// A signed-in user's membership: role and the link it came through.
-pub async fn member<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId, user: UserId) -> Result<Option<(Role, Option<String>)>> {
-    let row: Option<(String, Option<String>)> = sqlx::query_as("SELECT role, via_link FROM session_members WHERE session_id = $1 AND user_id = $2")
-        .bind(session.to_string())
-        .bind(user.to_string())
-        .fetch_optional(ex)
-        .await?;
+pub async fn member<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+    user: UserId,
+) -> Result<Option<(Role, Option<String>)>> {
+    let row: Option<(String, Option<String>)> = sqlx::query_as(
+        "SELECT role, via_link FROM session_members WHERE session_id = $1 AND user_id = $2",
+    )
+    .bind(session.to_string())
+    .bind(user.to_string())
+    .fetch_optional(ex)
+    .await?;
     row.map(|(r, j)| Ok((parse_role(&r)?, j))).transpose()
 }

@@ -13,8 +13,9 @@ use crate::{Error, Result};
 pub mod artifacts;
 pub mod audit;
 pub mod events;
-pub mod prompts;
+pub mod github;
 pub mod links;
+pub mod prompts;
 pub mod repos;
 pub mod secrets;
 pub mod sessions;
@@ -58,16 +59,23 @@ pub struct Db {
 /// each change, so a notification can never carry or lose an event: it only says "look".
 #[derive(Debug, Default)]
 pub struct EventBus {
-    sessions: std::sync::Mutex<std::collections::HashMap<tandem_protocol::SessionId, tokio::sync::watch::Sender<i64>>>,
+    sessions: std::sync::Mutex<
+        std::collections::HashMap<tandem_protocol::SessionId, tokio::sync::watch::Sender<i64>>,
+    >,
 }
 
 impl EventBus {
     /// A watch of `session`'s newest committed sequence number (as far as this process knows).
-    pub fn subscribe(&self, session: tandem_protocol::SessionId) -> tokio::sync::watch::Receiver<i64> {
+    pub fn subscribe(
+        &self,
+        session: tandem_protocol::SessionId,
+    ) -> tokio::sync::watch::Receiver<i64> {
         let mut map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         // Forget sessions nobody watches any more.
         map.retain(|_, tx| tx.receiver_count() > 0);
-        map.entry(session).or_insert_with(|| tokio::sync::watch::channel(0).0).subscribe()
+        map.entry(session)
+            .or_insert_with(|| tokio::sync::watch::channel(0).0)
+            .subscribe()
     }
 
     fn publish(&self, session: tandem_protocol::SessionId, seq: i64) {
@@ -161,11 +169,17 @@ impl Db {
             pool = pool.max_connections(16);
         }
         let pool = pool.connect_with(options).await?;
-        let writer = (backend == Backend::Sqlite).then(|| std::sync::Arc::new(tokio::sync::Mutex::new(())));
+        let writer =
+            (backend == Backend::Sqlite).then(|| std::sync::Arc::new(tokio::sync::Mutex::new(())));
         if backend == Backend::Sqlite {
             tokio::spawn(checkpoints(pool.clone()));
         }
-        Ok(Self { pool, backend, writer, bus: Default::default() })
+        Ok(Self {
+            pool,
+            backend,
+            writer,
+            bus: Default::default(),
+        })
     }
 
     /// Applies the backend's pending migrations.
@@ -188,11 +202,19 @@ impl Db {
             Some(m) => Some(m.clone().lock_owned().await),
             None => None,
         };
-        Ok(Tx { tx: self.pool.begin().await?, _writer: writer, bus: self.bus.clone(), appended: Vec::new() })
+        Ok(Tx {
+            tx: self.pool.begin().await?,
+            _writer: writer,
+            bus: self.bus.clone(),
+            appended: Vec::new(),
+        })
     }
 
     /// Watches a session's newest committed event ([`EventBus`]).
-    pub fn subscribe(&self, session: tandem_protocol::SessionId) -> tokio::sync::watch::Receiver<i64> {
+    pub fn subscribe(
+        &self,
+        session: tandem_protocol::SessionId,
+    ) -> tokio::sync::watch::Receiver<i64> {
         self.bus.subscribe(session)
     }
 
@@ -226,7 +248,10 @@ async fn checkpoints(pool: AnyPool) {
         if pool.is_closed() {
             return;
         }
-        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await {
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .execute(&pool)
+            .await
+        {
             tracing::debug!(error = %e, "a WAL checkpoint failed");
         }
     }
@@ -234,5 +259,6 @@ async fn checkpoints(pool: AnyPool) {
 
 /// Parses a UUID column, reporting corruption as an internal error.
 pub(crate) fn uuid(s: &str) -> Result<uuid::Uuid> {
-    uuid::Uuid::parse_str(s).map_err(|e| Error::Internal(format!("stored id {s:?} is not a UUID: {e}")))
+    uuid::Uuid::parse_str(s)
+        .map_err(|e| Error::Internal(format!("stored id {s:?} is not a UUID: {e}")))
 }

@@ -9,18 +9,28 @@ use super::sessions::{PROMPT_COLUMNS, PromptRow};
 use crate::Result;
 
 /// A prompt by id, with the session it belongs to.
-pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: PromptId) -> Result<Option<Prompt>> {
-    let row: Option<PromptRow> = sqlx::query_as(&format!("SELECT {PROMPT_COLUMNS} FROM prompts WHERE id = $1"))
-        .bind(id.to_string())
-        .fetch_optional(ex)
-        .await?;
+pub async fn get<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: PromptId,
+) -> Result<Option<Prompt>> {
+    let row: Option<PromptRow> = sqlx::query_as(&format!(
+        "SELECT {PROMPT_COLUMNS} FROM prompts WHERE id = $1"
+    ))
+    .bind(id.to_string())
+    .fetch_optional(ex)
+    .await?;
     row.map(PromptRow::into_prompt).transpose()
 }
 
 /// Marks the session's first queued prompt `running` for `runner`, inside the caller's
 /// transaction. `None` when nothing is queued or a turn is already running (then the caller must
 /// roll back: on PostgreSQL the failed insert aborted the transaction).
-pub async fn claim_next(conn: &mut AnyConnection, session: SessionId, runner: &str, now: i64) -> Result<Option<Prompt>> {
+pub async fn claim_next(
+    conn: &mut AnyConnection,
+    session: SessionId,
+    runner: &str,
+    now: i64,
+) -> Result<Option<Prompt>> {
     let claimed: std::result::Result<Option<PromptRow>, sqlx::Error> = sqlx::query_as(&format!(
         "UPDATE prompts SET state = 'running', runner = $1, heartbeat_at = $2, started_at = $2
          WHERE state = 'queued' AND id = (SELECT id FROM prompts WHERE session_id = $3 AND state = 'queued' ORDER BY position LIMIT 1)
@@ -39,19 +49,30 @@ pub async fn claim_next(conn: &mut AnyConnection, session: SessionId, runner: &s
 }
 
 /// The prompt whose turn is running in `session`, if any.
-pub async fn running<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Option<Prompt>> {
-    let row: Option<PromptRow> =
-        sqlx::query_as(&format!("SELECT {PROMPT_COLUMNS} FROM prompts WHERE session_id = $1 AND state = 'running'"))
-            .bind(session.to_string())
-            .fetch_optional(ex)
-            .await?;
+pub async fn running<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+) -> Result<Option<Prompt>> {
+    let row: Option<PromptRow> = sqlx::query_as(&format!(
+        "SELECT {PROMPT_COLUMNS} FROM prompts WHERE session_id = $1 AND state = 'running'"
+    ))
+    .bind(session.to_string())
+    .fetch_optional(ex)
+    .await?;
     row.map(PromptRow::into_prompt).transpose()
 }
 
 /// Ends a running prompt's turn — only `runner`'s, when given (a runner whose lease lapsed and
 /// whose prompt another process took over cannot end that one's run). False if it was not
 /// running (for that runner).
-pub async fn finish(conn: &mut AnyConnection, id: PromptId, runner: Option<&str>, to: PromptState, usage: Usage, now: i64) -> Result<bool> {
+pub async fn finish(
+    conn: &mut AnyConnection,
+    id: PromptId,
+    runner: Option<&str>,
+    to: PromptState,
+    usage: Usage,
+    now: i64,
+) -> Result<bool> {
     let done = sqlx::query(
         "UPDATE prompts SET state = $1, finished_at = $2, prompt_tokens = $3, completion_tokens = $4, runner = NULL
          WHERE id = $5 AND state = 'running' AND ($6 IS NULL OR runner = $6)",
@@ -69,7 +90,12 @@ pub async fn finish(conn: &mut AnyConnection, id: PromptId, runner: Option<&str>
 
 /// Puts an interrupted prompt back in the queue: `first` keeps its place (it runs next),
 /// otherwise it goes to the back; `count` counts the attempt. False if it was not running.
-pub async fn requeue(conn: &mut AnyConnection, id: PromptId, first: bool, count: bool) -> Result<bool> {
+pub async fn requeue(
+    conn: &mut AnyConnection,
+    id: PromptId,
+    first: bool,
+    count: bool,
+) -> Result<bool> {
     let position = if first {
         "position"
     } else {
@@ -87,7 +113,12 @@ pub async fn requeue(conn: &mut AnyConnection, id: PromptId, first: bool, count:
 }
 
 /// Moves a prompt from `from` to `to`; false if it was not in `from`.
-pub async fn set_state(conn: &mut AnyConnection, id: PromptId, from: PromptState, to: PromptState) -> Result<bool> {
+pub async fn set_state(
+    conn: &mut AnyConnection,
+    id: PromptId,
+    from: PromptState,
+    to: PromptState,
+) -> Result<bool> {
     let done = sqlx::query("UPDATE prompts SET state = $1 WHERE id = $2 AND state = $3")
         .bind(to.as_str())
         .bind(id.to_string())
@@ -108,19 +139,30 @@ pub async fn edit(conn: &mut AnyConnection, id: PromptId, text: &str) -> Result<
 }
 
 /// Says `runner` still runs prompt `id`.
-pub async fn heartbeat<'e>(ex: impl Executor<'e, Database = Any>, id: PromptId, runner: &str, now: i64) -> Result<()> {
-    sqlx::query("UPDATE prompts SET heartbeat_at = $1 WHERE id = $2 AND runner = $3 AND state = 'running'")
-        .bind(now)
-        .bind(id.to_string())
-        .bind(runner)
-        .execute(ex)
-        .await?;
+pub async fn heartbeat<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: PromptId,
+    runner: &str,
+    now: i64,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE prompts SET heartbeat_at = $1 WHERE id = $2 AND runner = $3 AND state = 'running'",
+    )
+    .bind(now)
+    .bind(id.to_string())
+    .bind(runner)
+    .execute(ex)
+    .await?;
     Ok(())
 }
 
 /// Running prompts whose runner is gone: `runner` itself (it restarted), or any runner that has
 /// not sent a heartbeat since `stale_before`.
-pub async fn orphaned<'e>(ex: impl Executor<'e, Database = Any>, runner: Option<&str>, stale_before: i64) -> Result<Vec<Prompt>> {
+pub async fn orphaned<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    runner: Option<&str>,
+    stale_before: i64,
+) -> Result<Vec<Prompt>> {
     let rows: Vec<PromptRow> = sqlx::query_as(&format!(
         "SELECT {PROMPT_COLUMNS} FROM prompts WHERE state = 'running' AND (($1 IS NOT NULL AND runner = $1) OR heartbeat_at < $2)
          ORDER BY session_id"
@@ -133,7 +175,10 @@ pub async fn orphaned<'e>(ex: impl Executor<'e, Database = Any>, runner: Option<
 }
 
 /// Sessions with queued prompts in `live` states (to kick after a restart).
-pub async fn sessions_with_queue<'e>(ex: impl Executor<'e, Database = Any>, live: &[&str]) -> Result<Vec<SessionId>> {
+pub async fn sessions_with_queue<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    live: &[&str],
+) -> Result<Vec<SessionId>> {
     let states: Vec<String> = live.iter().map(|s| format!("'{s}'")).collect();
     let rows: Vec<(String,)> = sqlx::query_as(&format!(
         "SELECT DISTINCT p.session_id FROM prompts p JOIN sessions s ON s.id = p.session_id
@@ -142,5 +187,7 @@ pub async fn sessions_with_queue<'e>(ex: impl Executor<'e, Database = Any>, live
     ))
     .fetch_all(ex)
     .await?;
-    rows.into_iter().map(|(id,)| super::uuid(&id).map(SessionId)).collect()
+    rows.into_iter()
+        .map(|(id,)| super::uuid(&id).map(SessionId))
+        .collect()
 }

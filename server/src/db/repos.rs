@@ -34,7 +34,10 @@ impl RepoRow {
 const COLUMNS: &str = "id, name, url, default_branch, created_by, created_at, warm_pool";
 
 /// Inserts a repo; a duplicate name is a unique violation.
-pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, repo: &Repo) -> std::result::Result<(), sqlx::Error> {
+pub async fn insert<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    repo: &Repo,
+) -> std::result::Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO repos (id, name, url, default_branch, created_by, created_at, warm_pool) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
@@ -52,24 +55,35 @@ pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, repo: &Repo) -> s
 
 /// A repo by id.
 pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: RepoId) -> Result<Option<Repo>> {
-    let row: Option<RepoRow> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM repos WHERE id = $1"))
-        .bind(id.to_string())
-        .fetch_optional(ex)
-        .await?;
+    let row: Option<RepoRow> =
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM repos WHERE id = $1"))
+            .bind(id.to_string())
+            .fetch_optional(ex)
+            .await?;
     row.map(RepoRow::into_repo).transpose()
 }
 
 /// All repos by name.
 pub async fn list<'e>(ex: impl Executor<'e, Database = Any>, limit: i64) -> Result<Vec<Repo>> {
-    let rows: Vec<RepoRow> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM repos ORDER BY name LIMIT $1"))
-        .bind(limit)
-        .fetch_all(ex)
-        .await?;
+    let rows: Vec<RepoRow> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM repos ORDER BY name LIMIT $1"
+    ))
+    .bind(limit)
+    .fetch_all(ex)
+    .await?;
     rows.into_iter().map(RepoRow::into_repo).collect()
 }
 
 /// Sets a repo's warm pool size; false if there is no such repo.
-pub async fn set_warm_pool<'e>(ex: impl Executor<'e, Database = Any>, id: RepoId, size: i64) -> Result<bool> {
-    let done = sqlx::query("UPDATE repos SET warm_pool = $1 WHERE id = $2").bind(size).bind(id.to_string()).execute(ex).await?;
+pub async fn set_warm_pool<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: RepoId,
+    size: i64,
+) -> Result<bool> {
+    let done = sqlx::query("UPDATE repos SET warm_pool = $1 WHERE id = $2")
+        .bind(size)
+        .bind(id.to_string())
+        .execute(ex)
+        .await?;
     Ok(done.rows_affected() == 1)
 }

@@ -26,12 +26,17 @@ struct SessionRow {
 fn author(kind: &str, user: Option<String>, name: String) -> Result<Author> {
     let kind: AuthorKind = serde_json::from_value(serde_json::Value::String(kind.to_string()))
         .map_err(|_| Error::Internal(format!("stored author kind {kind:?} unknown")))?;
-    Ok(Author { kind, user_id: user.map(|u| super::uuid(&u).map(UserId)).transpose()?, name })
+    Ok(Author {
+        kind,
+        user_id: user.map(|u| super::uuid(&u).map(UserId)).transpose()?,
+        name,
+    })
 }
 
 /// A stored agent spec (JSON).
 pub fn agent_spec(json: &str) -> Result<AgentSpec> {
-    serde_json::from_str(json).map_err(|e| Error::Internal(format!("stored agent {json:?} unreadable: {e}")))
+    serde_json::from_str(json)
+        .map_err(|e| Error::Internal(format!("stored agent {json:?} unreadable: {e}")))
 }
 
 /// An agent spec as stored.
@@ -55,22 +60,27 @@ impl SessionRow {
             id: SessionId(super::uuid(&self.id)?),
             repo_id: RepoId(super::uuid(&self.repo_id)?),
             repo_name: self.repo_name,
-            state: SessionState::parse(&self.state)
-                .ok_or_else(|| Error::Internal(format!("stored session state {:?} unknown", self.state)))?,
+            state: SessionState::parse(&self.state).ok_or_else(|| {
+                Error::Internal(format!("stored session state {:?} unknown", self.state))
+            })?,
             title: self.title,
             branch: self.branch,
             author: author(&self.author_kind, self.author_user_id, self.author_name)?,
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
             last_seq: self.last_seq,
-            parent_id: self.parent_id.map(|p| super::uuid(&p).map(SessionId)).transpose()?,
+            parent_id: self
+                .parent_id
+                .map(|p| super::uuid(&p).map(SessionId))
+                .transpose()?,
             agent: agent_spec(&self.agent)?,
             participants: 0,
         })
     }
 }
 
-const SELECT: &str = "SELECT s.id, s.repo_id, r.name AS repo_name, s.state, s.title, s.branch, s.author_kind,
+const SELECT: &str =
+    "SELECT s.id, s.repo_id, r.name AS repo_name, s.state, s.title, s.branch, s.author_kind,
     s.author_user_id, s.author_name, s.created_at, s.updated_at, s.last_seq, s.parent_id, s.agent
     FROM sessions s JOIN repos r ON r.id = s.repo_id";
 
@@ -123,7 +133,10 @@ pub async fn insert_prompt(conn: &mut AnyConnection, p: &Prompt) -> Result<()> {
 }
 
 /// A session by id.
-pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: SessionId) -> Result<Option<Session>> {
+pub async fn get<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SessionId,
+) -> Result<Option<Session>> {
     let row: Option<SessionRow> = sqlx::query_as(&format!("{SELECT} WHERE s.id = $1"))
         .bind(id.to_string())
         .fetch_optional(ex)
@@ -166,15 +179,15 @@ pub(crate) struct PromptRow {
 }
 
 /// The prompt columns, for `SELECT {PROMPT_COLUMNS} FROM prompts`.
-pub(crate) const PROMPT_COLUMNS: &str =
-    "id, session_id, author_kind, author_user_id, author_name, text, mode, state, created_at, agent, attempts";
+pub(crate) const PROMPT_COLUMNS: &str = "id, session_id, author_kind, author_user_id, author_name, text, mode, state, created_at, agent, attempts";
 
 impl PromptRow {
     pub(crate) fn into_prompt(self) -> Result<Prompt> {
         let mode = serde_json::from_value(serde_json::Value::String(self.mode.clone()))
             .map_err(|_| Error::Internal(format!("stored prompt mode {:?} unknown", self.mode)))?;
-        let state = serde_json::from_value(serde_json::Value::String(self.state.clone()))
-            .map_err(|_| Error::Internal(format!("stored prompt state {:?} unknown", self.state)))?;
+        let state = serde_json::from_value(serde_json::Value::String(self.state.clone())).map_err(
+            |_| Error::Internal(format!("stored prompt state {:?} unknown", self.state)),
+        )?;
         Ok(Prompt {
             id: PromptId(super::uuid(&self.id)?),
             session_id: SessionId(super::uuid(&self.session_id)?),
@@ -190,11 +203,16 @@ impl PromptRow {
 }
 
 /// A session's prompts in queue order.
-pub async fn prompts<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Vec<Prompt>> {
-    let rows: Vec<PromptRow> = sqlx::query_as(&format!("SELECT {PROMPT_COLUMNS} FROM prompts WHERE session_id = $1 ORDER BY position"))
-        .bind(session.to_string())
-        .fetch_all(ex)
-        .await?;
+pub async fn prompts<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+) -> Result<Vec<Prompt>> {
+    let rows: Vec<PromptRow> = sqlx::query_as(&format!(
+        "SELECT {PROMPT_COLUMNS} FROM prompts WHERE session_id = $1 ORDER BY position"
+    ))
+    .bind(session.to_string())
+    .fetch_all(ex)
+    .await?;
     rows.into_iter().map(PromptRow::into_prompt).collect()
 }
 
@@ -226,7 +244,8 @@ pub async fn transition(
         .bind(id.to_string())
         .execute(&mut **conn)
         .await?;
-    let from = SessionState::parse(&from).ok_or_else(|| Error::Internal(format!("stored state {from:?} unknown")))?;
+    let from = SessionState::parse(&from)
+        .ok_or_else(|| Error::Internal(format!("stored state {from:?} unknown")))?;
     super::events::append(conn, id, now, EventKind::StateChanged { from, to, reason }).await?;
     Ok(Some(from))
 }
@@ -252,7 +271,8 @@ pub async fn transition_from(
     .fetch_optional(&mut **conn)
     .await?;
     let Some((was,)) = row else { return Ok(None) };
-    let was = SessionState::parse(&was).ok_or_else(|| Error::Internal(format!("stored state {was:?} unknown")))?;
+    let was = SessionState::parse(&was)
+        .ok_or_else(|| Error::Internal(format!("stored state {was:?} unknown")))?;
     if was == to {
         return Ok(Some(was));
     }
@@ -260,26 +280,42 @@ pub async fn transition_from(
 }
 
 /// The live session whose workspace is `wid`.
-pub async fn by_workspace<'e>(ex: impl Executor<'e, Database = Any>, wid: &str) -> Result<Option<SessionId>> {
-    let row: Option<(String,)> = sqlx::query_as("SELECT id FROM sessions WHERE workspace_id = $1 AND state IN ('ready', 'running', 'idle')")
-        .bind(wid)
-        .fetch_optional(ex)
-        .await?;
+pub async fn by_workspace<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    wid: &str,
+) -> Result<Option<SessionId>> {
+    let row: Option<(String,)> = sqlx::query_as(
+        "SELECT id FROM sessions WHERE workspace_id = $1 AND state IN ('ready', 'running', 'idle')",
+    )
+    .bind(wid)
+    .fetch_optional(ex)
+    .await?;
     row.map(|(id,)| super::uuid(&id).map(SessionId)).transpose()
 }
 
 /// A session's agent.
-pub async fn agent<'e>(ex: impl Executor<'e, Database = Any>, id: SessionId) -> Result<Option<AgentSpec>> {
-    let row: Option<(String,)> = sqlx::query_as("SELECT agent FROM sessions WHERE id = $1").bind(id.to_string()).fetch_optional(ex).await?;
+pub async fn agent<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SessionId,
+) -> Result<Option<AgentSpec>> {
+    let row: Option<(String,)> = sqlx::query_as("SELECT agent FROM sessions WHERE id = $1")
+        .bind(id.to_string())
+        .fetch_optional(ex)
+        .await?;
     row.map(|(a,)| agent_spec(&a)).transpose()
 }
 
 /// Sessions spawned from `parent`, oldest first.
-pub async fn children<'e>(ex: impl Executor<'e, Database = Any>, parent: SessionId) -> Result<Vec<Session>> {
-    let rows: Vec<SessionRow> = sqlx::query_as(&format!("{SELECT} WHERE s.parent_id = $1 ORDER BY s.created_at, s.id"))
-        .bind(parent.to_string())
-        .fetch_all(ex)
-        .await?;
+pub async fn children<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    parent: SessionId,
+) -> Result<Vec<Session>> {
+    let rows: Vec<SessionRow> = sqlx::query_as(&format!(
+        "{SELECT} WHERE s.parent_id = $1 ORDER BY s.created_at, s.id"
+    ))
+    .bind(parent.to_string())
+    .fetch_all(ex)
+    .await?;
     rows.into_iter().map(SessionRow::into_session).collect()
 }
 
@@ -314,8 +350,25 @@ pub async fn set_workspace<'e>(
     Ok(())
 }
 
+/// Moves the commit a session's changes are measured from (after a rebase onto a newer base).
+pub async fn set_base_commit<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SessionId,
+    base_commit: &str,
+) -> Result<()> {
+    sqlx::query("UPDATE sessions SET base_commit = $1 WHERE id = $2")
+        .bind(base_commit)
+        .bind(id.to_string())
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
 /// A session's workspace record.
-pub async fn workspace<'e>(ex: impl Executor<'e, Database = Any>, id: SessionId) -> Result<Option<WorkspaceRow>> {
+pub async fn workspace<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SessionId,
+) -> Result<Option<WorkspaceRow>> {
     Ok(sqlx::query_as(
         "SELECT id, state, workspace_id, base_commit, workspace_pid, snapshot_id FROM sessions WHERE id = $1",
     )
@@ -325,7 +378,10 @@ pub async fn workspace<'e>(ex: impl Executor<'e, Database = Any>, id: SessionId)
 }
 
 /// Sessions in `states`, oldest first (for recovery and supervision).
-pub async fn in_states<'e>(ex: impl Executor<'e, Database = Any>, states: &[SessionState]) -> Result<Vec<WorkspaceRow>> {
+pub async fn in_states<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    states: &[SessionState],
+) -> Result<Vec<WorkspaceRow>> {
     let list: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
     Ok(sqlx::query_as(&format!(
         "SELECT id, state, workspace_id, base_commit, workspace_pid, snapshot_id FROM sessions

@@ -23,7 +23,8 @@ struct Row {
     finished_at: Option<i64>,
 }
 
-const COLUMNS: &str = "id, repo_id, state, branch, commit_sha, image_digest, recipe_hash, agent_version, size_bytes,
+const COLUMNS: &str =
+    "id, repo_id, state, branch, commit_sha, image_digest, recipe_hash, agent_version, size_bytes,
     build_ms, error, log, created_at, finished_at";
 
 fn state_str(s: SnapshotState) -> &'static str {
@@ -45,7 +46,11 @@ impl Row {
                 "ready" => SnapshotState::Ready,
                 "failed" => SnapshotState::Failed,
                 "collected" => SnapshotState::Collected,
-                s => return Err(Error::Internal(format!("stored snapshot state {s:?} unknown"))),
+                s => {
+                    return Err(Error::Internal(format!(
+                        "stored snapshot state {s:?} unknown"
+                    )));
+                }
             },
             branch: self.branch,
             commit: self.commit_sha,
@@ -102,16 +107,23 @@ pub async fn finish<'e>(ex: impl Executor<'e, Database = Any>, s: &Snapshot) -> 
 }
 
 /// One snapshot.
-pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: SnapshotId) -> Result<Option<Snapshot>> {
-    let row: Option<Row> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM snapshots WHERE id = $1"))
-        .bind(id.to_string())
-        .fetch_optional(ex)
-        .await?;
+pub async fn get<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SnapshotId,
+) -> Result<Option<Snapshot>> {
+    let row: Option<Row> =
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM snapshots WHERE id = $1"))
+            .bind(id.to_string())
+            .fetch_optional(ex)
+            .await?;
     row.map(Row::into_snapshot).transpose()
 }
 
 /// A repo's snapshots, newest first.
-pub async fn list<'e>(ex: impl Executor<'e, Database = Any>, repo: RepoId) -> Result<Vec<Snapshot>> {
+pub async fn list<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    repo: RepoId,
+) -> Result<Vec<Snapshot>> {
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM snapshots WHERE repo_id = $1 ORDER BY created_at DESC, id LIMIT 100"
     ))
@@ -122,7 +134,10 @@ pub async fn list<'e>(ex: impl Executor<'e, Database = Any>, repo: RepoId) -> Re
 }
 
 /// The newest snapshot that built successfully.
-pub async fn latest_ready<'e>(ex: impl Executor<'e, Database = Any>, repo: RepoId) -> Result<Option<Snapshot>> {
+pub async fn latest_ready<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    repo: RepoId,
+) -> Result<Option<Snapshot>> {
     let row: Option<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM snapshots WHERE repo_id = $1 AND state = 'ready' ORDER BY created_at DESC, id LIMIT 1"
     ))
@@ -133,17 +148,24 @@ pub async fn latest_ready<'e>(ex: impl Executor<'e, Database = Any>, repo: RepoI
 }
 
 /// Marks a snapshot collected (its layer deleted).
-pub async fn mark_collected<'e>(ex: impl Executor<'e, Database = Any>, id: SnapshotId) -> Result<()> {
-    sqlx::query("UPDATE snapshots SET state = 'collected' WHERE id = $1").bind(id.to_string()).execute(ex).await?;
+pub async fn mark_collected<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SnapshotId,
+) -> Result<()> {
+    sqlx::query("UPDATE snapshots SET state = 'collected' WHERE id = $1")
+        .bind(id.to_string())
+        .execute(ex)
+        .await?;
     Ok(())
 }
 
 /// True while a build of `repo` is running.
 pub async fn building<'e>(ex: impl Executor<'e, Database = Any>, repo: RepoId) -> Result<bool> {
-    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM snapshots WHERE repo_id = $1 AND state = 'building'")
-        .bind(repo.to_string())
-        .fetch_one(ex)
-        .await?;
+    let (n,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM snapshots WHERE repo_id = $1 AND state = 'building'")
+            .bind(repo.to_string())
+            .fetch_one(ex)
+            .await?;
     Ok(n > 0)
 }
 
@@ -160,7 +182,15 @@ pub async fn fail_interrupted<'e>(ex: impl Executor<'e, Database = Any>, now: i6
 }
 
 /// Replaces a building snapshot's log (progress while it builds).
-pub async fn set_log<'e>(ex: impl Executor<'e, Database = Any>, id: SnapshotId, log: &str) -> Result<()> {
-    sqlx::query("UPDATE snapshots SET log = $1 WHERE id = $2").bind(log).bind(id.to_string()).execute(ex).await?;
+pub async fn set_log<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SnapshotId,
+    log: &str,
+) -> Result<()> {
+    sqlx::query("UPDATE snapshots SET log = $1 WHERE id = $2")
+        .bind(log)
+        .bind(id.to_string())
+        .execute(ex)
+        .await?;
     Ok(())
 }

@@ -56,12 +56,16 @@ pub struct TokenOwner {
 }
 
 /// Looks a token up by hash.
-pub async fn find_by_hash<'e>(ex: impl Executor<'e, Database = Any>, hash: &str) -> Result<Option<TokenOwner>> {
-    let row: Option<(String, String, Option<i64>, Option<i64>)> =
-        sqlx::query_as("SELECT id, user_id, expires_at, revoked_at FROM api_tokens WHERE token_hash = $1")
-            .bind(hash)
-            .fetch_optional(ex)
-            .await?;
+pub async fn find_by_hash<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    hash: &str,
+) -> Result<Option<TokenOwner>> {
+    let row: Option<(String, String, Option<i64>, Option<i64>)> = sqlx::query_as(
+        "SELECT id, user_id, expires_at, revoked_at FROM api_tokens WHERE token_hash = $1",
+    )
+    .bind(hash)
+    .fetch_optional(ex)
+    .await?;
     row.map(|(id, user, expires_at, revoked_at)| {
         Ok(TokenOwner {
             token_id: TokenId(super::uuid(&id)?),
@@ -84,7 +88,10 @@ pub async fn touch<'e>(ex: impl Executor<'e, Database = Any>, id: TokenId, now: 
 }
 
 /// A user's live (not revoked) tokens, newest first.
-pub async fn list<'e>(ex: impl Executor<'e, Database = Any>, user: UserId) -> Result<Vec<TokenInfo>> {
+pub async fn list<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    user: UserId,
+) -> Result<Vec<TokenInfo>> {
     let rows: Vec<TokenRow> = sqlx::query_as(
         "SELECT id, name, created_at, expires_at, last_used_at FROM api_tokens
          WHERE user_id = $1 AND revoked_at IS NULL ORDER BY created_at DESC",
@@ -96,7 +103,12 @@ pub async fn list<'e>(ex: impl Executor<'e, Database = Any>, user: UserId) -> Re
 }
 
 /// Revokes one of a user's tokens; false if there was no such live token.
-pub async fn revoke<'e>(ex: impl Executor<'e, Database = Any>, user: UserId, id: TokenId, now: i64) -> Result<bool> {
+pub async fn revoke<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    user: UserId,
+    id: TokenId,
+    now: i64,
+) -> Result<bool> {
     let done = sqlx::query("UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND user_id = $3 AND revoked_at IS NULL")
         .bind(now)
         .bind(id.to_string())

@@ -38,10 +38,11 @@ pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, user: &User) -> R
 
 /// A user by id.
 pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: UserId) -> Result<Option<User>> {
-    let row: Option<UserRow> = sqlx::query_as("SELECT id, name, is_admin, created_at FROM users WHERE id = $1")
-        .bind(id.to_string())
-        .fetch_optional(ex)
-        .await?;
+    let row: Option<UserRow> =
+        sqlx::query_as("SELECT id, name, is_admin, created_at FROM users WHERE id = $1")
+            .bind(id.to_string())
+            .fetch_optional(ex)
+            .await?;
     row.map(UserRow::into_user).transpose()
 }
 
@@ -57,6 +58,8 @@ pub async fn first_admin<'e>(ex: impl Executor<'e, Database = Any>) -> Result<Op
 
 /// How many users exist.
 pub async fn count<'e>(ex: impl Executor<'e, Database = Any>) -> Result<i64> {
-    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users").fetch_one(ex).await?;
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users")
+        .fetch_one(ex)
+        .await?;
     Ok(n)
 }

@@ -7,7 +7,9 @@ use axum::http::header::SET_COOKIE;
 use axum::response::{AppendHeaders, IntoResponse};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use tandem_protocol::limits::{API_TOKEN_PREFIX, BROWSER_LOGIN_TTL_SECS, LOGIN_CODE_PREFIX, SESSION_COOKIE};
+use tandem_protocol::limits::{
+    API_TOKEN_PREFIX, BROWSER_LOGIN_TTL_SECS, LOGIN_CODE_PREFIX, SESSION_COOKIE,
+};
 use tandem_protocol::{LoginRequest, User};
 
 use crate::auth::{self, CurrentUser};
@@ -21,12 +23,21 @@ pub fn router() -> Router<AppState> {
         .route("/me", get(me))
 }
 
-async fn login(State(state): State<AppState>, Json(req): Json<LoginRequest>) -> Result<impl IntoResponse> {
+async fn login(
+    State(state): State<AppState>,
+    Json(req): Json<LoginRequest>,
+) -> Result<impl IntoResponse> {
     let credential = req.credential.trim();
     let (user, via) = if credential.starts_with(LOGIN_CODE_PREFIX) {
-        (auth::user_for_login_code(&state.db, credential).await?, "login_code")
+        (
+            auth::user_for_login_code(&state.db, credential).await?,
+            "login_code",
+        )
     } else if credential.starts_with(API_TOKEN_PREFIX) {
-        (auth::user_for_api_token(&state.db, credential).await?, "api_token")
+        (
+            auth::user_for_api_token(&state.db, credential).await?,
+            "api_token",
+        )
     } else {
         return Err(Error::Unauthorized(format!(
             "expected a login code ({LOGIN_CODE_PREFIX}…) or an API token ({API_TOKEN_PREFIX}…)"
@@ -47,14 +58,21 @@ async fn login(State(state): State<AppState>, Json(req): Json<LoginRequest>) -> 
     .await?;
     let cookie = format!(
         "{SESSION_COOKIE}={jwt}; HttpOnly; SameSite=Strict; Path=/; Max-Age={BROWSER_LOGIN_TTL_SECS}{}",
-        if state.public_url().starts_with("https://") { "; Secure" } else { "" }
+        if state.public_url().starts_with("https://") {
+            "; Secure"
+        } else {
+            ""
+        }
     );
     Ok((AppendHeaders([(SET_COOKIE, cookie)]), Json(user)))
 }
 
 async fn logout() -> impl IntoResponse {
     (
-        AppendHeaders([(SET_COOKIE, format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"))]),
+        AppendHeaders([(
+            SET_COOKIE,
+            format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
+        )]),
         Json(serde_json::json!({})),
     )
 }

@@ -14,5 +14,9 @@ pub fn router() -> Router<AppState> {
 
 async fn health(State(state): State<AppState>) -> Result<Json<Health>> {
     state.db.ping().await?;
-    Ok(Json(Health { status: "ok".into(), version: VERSION.into(), database: state.db.backend().as_str().into() }))
+    Ok(Json(Health {
+        status: "ok".into(),
+        version: VERSION.into(),
+        database: state.db.backend().as_str().into(),
+    }))
 }

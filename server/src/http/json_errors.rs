@@ -30,12 +30,26 @@ pub async fn layer(req: Request, next: Next) -> Response {
         return res;
     }
     let (parts, body) = res.into_parts();
-    let text = match http_body_util::Limited::new(body, MAX_MESSAGE_BYTES).collect().await {
+    let text = match http_body_util::Limited::new(body, MAX_MESSAGE_BYTES)
+        .collect()
+        .await
+    {
         Ok(b) => String::from_utf8_lossy(&b.to_bytes()).trim().to_string(),
         Err(_) => String::new(),
     };
-    let message = if text.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
-    let mut out = (status, Json(ApiError { code: code_for(status).into(), message })).into_response();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        text
+    };
+    let mut out = (
+        status,
+        Json(ApiError {
+            code: code_for(status).into(),
+            message,
+        }),
+    )
+        .into_response();
     // Keep headers such as `Allow` on 405, but not the old body's type or length.
     for (name, value) in parts.headers.iter() {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
@@ -65,7 +79,10 @@ fn code_for(status: StatusCode) -> &'static str {
 pub async fn no_such_route(OriginalUri(uri): OriginalUri, req: Request<Body>) -> Response {
     (
         StatusCode::NOT_FOUND,
-        Json(ApiError { code: "not_found".into(), message: format!("no API route {} {}", req.method(), uri.path()) }),
+        Json(ApiError {
+            code: "not_found".into(),
+            message: format!("no API route {} {}", req.method(), uri.path()),
+        }),
     )
         .into_response()
 }

@@ -16,6 +16,7 @@ use crate::state::AppState;
 
 mod admin;
 mod auth;
+mod github;
 mod health;
 mod json_errors;
 mod links;
@@ -32,13 +33,17 @@ pub fn app(state: AppState) -> Router {
         .merge(health::router())
         .merge(admin::router())
         .merge(auth::router())
+        .merge(github::router())
         .merge(tokens::router())
         .merge(repos::router())
         .merge(links::router())
         .merge(sessions::router())
         .merge(snapshots::router())
         .fallback(json_errors::no_such_route)
-        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, Duration::from_secs(REQUEST_TIMEOUT_SECS)))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_secs(REQUEST_TIMEOUT_SECS),
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         // Outermost, so it also sees the answers of the layers above.

@@ -41,13 +41,26 @@ async fn create(
     user: CurrentUser,
     Json(req): Json<CreateRepo>,
 ) -> Result<(StatusCode, Json<Repo>)> {
-    Ok((StatusCode::CREATED, Json(repos::create(&state.db, &user, req).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(repos::create(&state.db, &user, req).await?),
+    ))
 }
 
 async fn list(State(state): State<AppState>, _user: CurrentUser) -> Result<Json<Vec<Repo>>> {
-    Ok(Json(repos::list(&state.db).await?.into_iter().map(|r| with_pool(&state, r)).collect()))
+    Ok(Json(
+        repos::list(&state.db)
+            .await?
+            .into_iter()
+            .map(|r| with_pool(&state, r))
+            .collect(),
+    ))
 }
 
-async fn show(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<RepoId>) -> Result<Json<Repo>> {
+async fn show(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path(id): Path<RepoId>,
+) -> Result<Json<Repo>> {
     Ok(Json(with_pool(&state, repos::get(&state.db, id).await?)))
 }

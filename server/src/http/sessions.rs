@@ -5,17 +5,18 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use tandem_protocol::{
-    ArtifactId, ChildSession, CreateChildren, CreatePrompt, EditPrompt, Prompt, PromptId, PromptMode,
-    CreateSession, Diff, EventsPage, ForkRequest, EventsQuery, ExecRequest, ExecResult, Session, SessionDetail, SessionFilter, SessionId,
+    ArtifactId, ChildSession, CreateChildren, CreatePrompt, CreateSession, Diff, EditPrompt,
+    EventsPage, EventsQuery, ExecRequest, ExecResult, ForkRequest, Prompt, PromptId, PromptMode,
+    Session, SessionDetail, SessionFilter, SessionId,
 };
 
 use tandem_protocol::agent::{FileQuery, FileView, GitCommitted, GitStatus, WriteFile};
 
 use crate::auth::CurrentUser;
-use tandem_protocol::live::Role;
-use crate::state::AppState;
 use crate::sessions::workspace;
+use crate::state::AppState;
 use crate::{Error, Result, scheduler, sessions};
+use tandem_protocol::live::Role;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -32,9 +33,15 @@ pub fn router() -> Router<AppState> {
         .route("/sessions/{id}/git/status", get(git_status))
         .route("/sessions/{id}/git/commit", post(git_commit))
         .route("/sessions/{id}/prompts", post(submit_prompt))
-        .route("/sessions/{id}/prompts/{prompt}", axum::routing::patch(edit_prompt).delete(withdraw_prompt))
+        .route(
+            "/sessions/{id}/prompts/{prompt}",
+            axum::routing::patch(edit_prompt).delete(withdraw_prompt),
+        )
         .route("/sessions/{id}/turn/stop", post(stop_turn))
-        .route("/sessions/{id}/children", get(children).post(spawn_children))
+        .route(
+            "/sessions/{id}/children",
+            get(children).post(spawn_children),
+        )
         .route("/sessions/{id}/artifacts/{artifact}", get(artifact))
 }
 
@@ -43,7 +50,8 @@ async fn create(
     user: CurrentUser,
     Json(req): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<SessionDetail>)> {
-    let detail = sessions::create(&state.db, user.author(), req, &state.config.agents.default).await?;
+    let detail =
+        sessions::create(&state.db, user.author(), req, &state.config.agents.default).await?;
     scheduler::spawn_boot(&state, detail.session.id);
     Ok((StatusCode::CREATED, Json(detail)))
 }
@@ -54,7 +62,9 @@ async fn require_owner(state: &AppState, user: &CurrentUser, id: SessionId) -> R
     if user.0.is_admin || s.author.user_id == Some(user.0.id) {
         Ok(())
     } else {
-        Err(Error::Forbidden("only the session's owner may do this".into()))
+        Err(Error::Forbidden(
+            "only the session's owner may do this".into(),
+        ))
     }
 }
 
@@ -66,18 +76,34 @@ async fn exec(
 ) -> Result<Json<ExecResult>> {
     require_owner(&state, &user, id).await?;
     let ws = state.workspaces()?;
-    Ok(Json(workspace::exec(&state.db, ws, id, &user.author(), req).await?))
+    Ok(Json(
+        workspace::exec(&state.db, ws, id, &user.author(), req).await?,
+    ))
 }
 
-async fn diff(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<Diff>> {
+async fn diff(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path(id): Path<SessionId>,
+) -> Result<Json<Diff>> {
     let ws = state.workspaces()?;
     Ok(Json(workspace::diff(&state.db, ws, id).await?))
 }
 
-async fn stop(State(state): State<AppState>, user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<SessionDetail>> {
+async fn stop(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+) -> Result<Json<SessionDetail>> {
     require_owner(&state, &user, id).await?;
     let ws = state.workspaces()?;
-    workspace::stop(&state.db, ws, id, Some(format!("stopped by {}", user.0.name))).await?;
+    workspace::stop(
+        &state.db,
+        ws,
+        id,
+        Some(format!("stopped by {}", user.0.name)),
+    )
+    .await?;
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
@@ -93,7 +119,11 @@ async fn list(
     Ok(Json(list))
 }
 
-async fn show(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<SessionDetail>> {
+async fn show(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path(id): Path<SessionId>,
+) -> Result<Json<SessionDetail>> {
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
@@ -106,13 +136,21 @@ async fn events(
     Ok(Json(sessions::events(&state.db, id, q).await?))
 }
 
-async fn suspend(State(state): State<AppState>, user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<SessionDetail>> {
+async fn suspend(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+) -> Result<Json<SessionDetail>> {
     require_owner(&state, &user, id).await?;
     workspace::suspend(&state.db, state.workspaces()?, id).await?;
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
-async fn resume(State(state): State<AppState>, user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<SessionDetail>> {
+async fn resume(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+) -> Result<Json<SessionDetail>> {
     require_owner(&state, &user, id).await?;
     workspace::resume(&state.db, state.workspaces()?, id).await?;
     crate::turns::kick(&state, id);
@@ -126,7 +164,15 @@ async fn fork(
     Path(id): Path<SessionId>,
     Json(req): Json<ForkRequest>,
 ) -> Result<(StatusCode, Json<Vec<Session>>)> {
-    let forks = workspace::fork(&state.db, state.workspaces()?, id, &user.author(), req.count, None).await?;
+    let forks = workspace::fork(
+        &state.db,
+        state.workspaces()?,
+        id,
+        &user.author(),
+        req.count,
+        None,
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(forks)))
 }
 
@@ -136,7 +182,9 @@ async fn read_file(
     Path(id): Path<SessionId>,
     Query(q): Query<FileQuery>,
 ) -> Result<Json<FileView>> {
-    Ok(Json(workspace::read_file(&state.db, state.workspaces()?, id, &q.path).await?))
+    Ok(Json(
+        workspace::read_file(&state.db, state.workspaces()?, id, &q.path).await?,
+    ))
 }
 
 async fn write_file(
@@ -147,12 +195,26 @@ async fn write_file(
     Json(body): Json<WriteFile>,
 ) -> Result<StatusCode> {
     require_owner(&state, &user, id).await?;
-    workspace::write_file(&state.db, state.workspaces()?, id, &user.author(), &q.path, body.content).await?;
+    workspace::write_file(
+        &state.db,
+        state.workspaces()?,
+        id,
+        &user.author(),
+        &q.path,
+        body.content,
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn git_status(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<GitStatus>> {
-    Ok(Json(workspace::git_status(&state.db, state.workspaces()?, id).await?))
+async fn git_status(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path(id): Path<SessionId>,
+) -> Result<Json<GitStatus>> {
+    Ok(Json(
+        workspace::git_status(&state.db, state.workspaces()?, id).await?,
+    ))
 }
 
 /// `{message}` → `{commit}`; owner only.
@@ -163,7 +225,14 @@ async fn git_commit(
     Json(req): Json<tandem_protocol::GitCommitRequest>,
 ) -> Result<(StatusCode, Json<GitCommitted>)> {
     require_owner(&state, &user, id).await?;
-    let commit = workspace::git_commit(&state.db, state.workspaces()?, id, &user.author(), &req.message).await?;
+    let commit = workspace::git_commit(
+        &state.db,
+        state.workspaces()?,
+        id,
+        &user.author(),
+        &req.message,
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(GitCommitted { commit })))
 }
 
@@ -190,26 +259,42 @@ async fn edit_prompt(
     Json(req): Json<EditPrompt>,
 ) -> Result<Json<Prompt>> {
     sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
-    Ok(Json(sessions::prompts::edit(&state.db, id, prompt, &user.author(), &req.text).await?))
+    Ok(Json(
+        sessions::prompts::edit(&state.db, id, prompt, &user.author(), &req.text).await?,
+    ))
 }
 
-async fn withdraw_prompt(State(state): State<AppState>, user: CurrentUser, Path((id, prompt)): Path<(SessionId, PromptId)>) -> Result<StatusCode> {
+async fn withdraw_prompt(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path((id, prompt)): Path<(SessionId, PromptId)>,
+) -> Result<StatusCode> {
     sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
     sessions::prompts::withdraw(&state.db, id, prompt, &user.author()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Stops the running turn: 202 while it ends, 409 when none runs.
-async fn stop_turn(State(state): State<AppState>, user: CurrentUser, Path(id): Path<SessionId>) -> Result<StatusCode> {
+async fn stop_turn(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+) -> Result<StatusCode> {
     sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
     if crate::turns::stop(&state, id, &user.author()).await? {
         Ok(StatusCode::ACCEPTED)
     } else {
-        Err(Error::Conflict("no turn of this session is running on this server".into()))
+        Err(Error::Conflict(
+            "no turn of this session is running on this server".into(),
+        ))
     }
 }
 
-async fn children(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<SessionId>) -> Result<Json<Vec<ChildSession>>> {
+async fn children(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path(id): Path<SessionId>,
+) -> Result<Json<Vec<ChildSession>>> {
     Ok(Json(sessions::children::list(&state, id).await?))
 }
 
@@ -220,7 +305,10 @@ async fn spawn_children(
     Json(req): Json<CreateChildren>,
 ) -> Result<(StatusCode, Json<Vec<Session>>)> {
     sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
-    Ok((StatusCode::CREATED, Json(sessions::children::spawn(&state, id, user.author(), req).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(sessions::children::spawn(&state, id, user.author(), req).await?),
+    ))
 }
 
 /// An artifact's whole content, with its content type.
@@ -229,9 +317,8 @@ async fn artifact(
     _user: CurrentUser,
     Path((id, artifact)): Path<(SessionId, ArtifactId)>,
 ) -> Result<axum::response::Response> {
-    use axum::response::IntoResponse;
     let (info, body) = crate::db::artifacts::get(state.db.pool(), id, artifact)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no artifact {artifact} in this session")))?;
-    Ok(([("content-type", info.content_type)], body).into_response())
+    Ok(super::github::artifact_response(info, body))
 }

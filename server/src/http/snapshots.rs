@@ -17,17 +17,35 @@ pub fn router() -> Router<AppState> {
 }
 
 /// Starts a build on demand; 202 with the snapshot in state `building`.
-async fn build(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<RepoId>) -> Result<(StatusCode, Json<Snapshot>)> {
+async fn build(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path(id): Path<RepoId>,
+) -> Result<(StatusCode, Json<Snapshot>)> {
     let repo = repos::get(&state.db, id).await?;
     let ws = state.workspaces()?;
-    Ok((StatusCode::ACCEPTED, Json(snapshots::start_build(&state.db, ws, &repo).await?)))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(snapshots::start_build(&state.db, ws, &repo).await?),
+    ))
 }
 
-async fn list(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<RepoId>) -> Result<Json<Vec<Snapshot>>> {
+async fn list(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path(id): Path<RepoId>,
+) -> Result<Json<Vec<Snapshot>>> {
     repos::get(&state.db, id).await?;
     Ok(Json(db::snapshots::list(state.db.pool(), id).await?))
 }
 
-async fn show(State(state): State<AppState>, _user: CurrentUser, Path(id): Path<SnapshotId>) -> Result<Json<Snapshot>> {
-    db::snapshots::get(state.db.pool(), id).await?.map(Json).ok_or_else(|| Error::NotFound(format!("no snapshot {id}")))
+async fn show(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path(id): Path<SnapshotId>,
+) -> Result<Json<Snapshot>> {
+    db::snapshots::get(state.db.pool(), id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| Error::NotFound(format!("no snapshot {id}")))
 }

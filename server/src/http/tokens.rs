@@ -11,7 +11,9 @@ use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/tokens", get(list).post(create)).route("/tokens/{id}", delete(revoke))
+    Router::new()
+        .route("/tokens", get(list).post(create))
+        .route("/tokens/{id}", delete(revoke))
 }
 
 async fn create(
@@ -19,7 +21,8 @@ async fn create(
     user: CurrentUser,
     Json(req): Json<CreateToken>,
 ) -> Result<(StatusCode, Json<CreatedToken>)> {
-    let created = auth::create_api_token(&state.db, &user.0, &req.name, req.expires_in_secs).await?;
+    let created =
+        auth::create_api_token(&state.db, &user.0, &req.name, req.expires_in_secs).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -27,7 +30,11 @@ async fn list(State(state): State<AppState>, user: CurrentUser) -> Result<Json<V
     Ok(Json(db::tokens::list(state.db.pool(), user.0.id).await?))
 }
 
-async fn revoke(State(state): State<AppState>, user: CurrentUser, Path(id): Path<TokenId>) -> Result<StatusCode> {
+async fn revoke(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<TokenId>,
+) -> Result<StatusCode> {
     if db::tokens::revoke(state.db.pool(), user.0.id, id, now_ms()).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {

@@ -76,7 +76,18 @@ pub fn outbox() -> (Outbox, Inbox) {
     let (tx, rx) = mpsc::unbounded_channel();
     let queued = Arc::new(AtomicUsize::new(0));
     let closing = Arc::new((AtomicU16::new(0), Notify::new()));
-    (Outbox { tx, queued: queued.clone(), closing: closing.clone() }, Inbox { rx, queued, closing })
+    (
+        Outbox {
+            tx,
+            queued: queued.clone(),
+            closing: closing.clone(),
+        },
+        Inbox {
+            rx,
+            queued,
+            closing,
+        },
+    )
 }
 
 impl Outbox {
@@ -103,7 +114,12 @@ impl Outbox {
 
     /// Closes the member's channel with `code` (the first code wins).
     pub fn close(&self, code: u16) {
-        if self.closing.0.compare_exchange(0, code, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        if self
+            .closing
+            .0
+            .compare_exchange(0, code, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
             self.closing.1.notify_waiters();
         }
     }
@@ -198,11 +214,22 @@ impl Hub {
         hello: impl FnOnce(&Participant, Vec<Participant>, Option<u32>, Vec<Terminal>) -> WsServer,
     ) -> (Participant, Watches) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let info = Participant { id, name, role, user_id, looking_at: None };
+        let info = Participant {
+            id,
+            name,
+            role,
+            user_id,
+            looking_at: None,
+        };
         let mut st = self.lock();
         let mut everyone: Vec<Participant> = st.members.values().map(|m| m.info.clone()).collect();
         everyone.push(info.clone());
-        out.send(&hello(&info, everyone, st.controller, st.terminals.values().map(|t| t.info.clone()).collect()));
+        out.send(&hello(
+            &info,
+            everyone,
+            st.controller,
+            st.terminals.values().map(|t| t.info.clone()).collect(),
+        ));
         // The scrollback of every terminal fits in half a fresh member's queue.
         let budget = MAX_QUEUED_BYTES / 2 / st.terminals.len().max(1);
         for t in st.terminals.values() {
@@ -215,9 +242,20 @@ impl Hub {
                 out.push(Out::Binary(encode_terminal(t.info.id, &bytes).into()));
             }
         }
-        st.members.insert(id, Member { info: info.clone(), jti, out, sizes: HashMap::new() });
+        st.members.insert(
+            id,
+            Member {
+                info: info.clone(),
+                jti,
+                out,
+                sizes: HashMap::new(),
+            },
+        );
         // Subscribed under the lock, after the hello: what it shows is already in the hello.
-        let watches = Watches { roster: self.roster.subscribe(), screens: self.screens.subscribe() };
+        let watches = Watches {
+            roster: self.roster.subscribe(),
+            screens: self.screens.subscribe(),
+        };
         self.publish_roster(&st);
         (info, watches)
     }
@@ -241,13 +279,24 @@ impl Hub {
     /// Who is here and who holds control.
     pub fn snapshot(&self) -> (Vec<Participant>, Option<u32>, Vec<Terminal>) {
         let st = self.lock();
-        (st.members.values().map(|m| m.info.clone()).collect(), st.controller, st.terminals.values().map(|t| t.info.clone()).collect())
+        (
+            st.members.values().map(|m| m.info.clone()).collect(),
+            st.controller,
+            st.terminals.values().map(|t| t.info.clone()).collect(),
+        )
     }
 
     /// A terminal whose output now flows through [`Hub::output`].
     pub fn add_terminal(&self, info: Terminal, upstream: mpsc::Sender<Upstream>) {
         let mut st = self.lock();
-        st.terminals.insert(info.id, TerminalState { info, ring: Default::default(), upstream });
+        st.terminals.insert(
+            info.id,
+            TerminalState {
+                info,
+                ring: Default::default(),
+                upstream,
+            },
+        );
         self.publish_screens(&st);
     }
 
@@ -267,7 +316,9 @@ impl Hub {
     /// is closed; nobody waits for it.
     pub fn output(&self, terminal: u32, bytes: &[u8]) {
         let mut st = self.lock();
-        let Some(t) = st.terminals.get_mut(&terminal) else { return };
+        let Some(t) = st.terminals.get_mut(&terminal) else {
+            return;
+        };
         t.ring.extend(bytes);
         let over = t.ring.len().saturating_sub(TERMINAL_SCROLLBACK_BYTES);
         t.ring.drain(..over);
@@ -290,11 +341,19 @@ impl Hub {
             return Err("viewers cannot type".into());
         }
         if let Some(c) = st.controller.filter(|c| *c != id) {
-            let who = st.members.get(&c).map_or("someone".to_string(), |m| m.info.name.clone());
+            let who = st
+                .members
+                .get(&c)
+                .map_or("someone".to_string(), |m| m.info.name.clone());
             return Err(format!("{who} holds control; request it first"));
         }
-        let t = st.terminals.get(&terminal).ok_or_else(|| format!("no terminal {terminal}"))?;
-        t.upstream.try_send(Upstream::Input(bytes)).map_err(|_| "the terminal is not keeping up; try again".to_string())
+        let t = st
+            .terminals
+            .get(&terminal)
+            .ok_or_else(|| format!("no terminal {terminal}"))?;
+        t.upstream
+            .try_send(Upstream::Input(bytes))
+            .map_err(|_| "the terminal is not keeping up; try again".to_string())
     }
 
     /// Member `id` sees terminal `terminal` at `cols`×`rows`; the terminal takes the smallest
@@ -344,7 +403,11 @@ impl Hub {
             Some(c) if c == id => {}
             Some(c) => {
                 let ask = WsServer::ControlRequested { by: id };
-                for m in st.members.values().filter(|m| m.info.id == c || m.info.role == Role::Owner) {
+                for m in st
+                    .members
+                    .values()
+                    .filter(|m| m.info.id == c || m.info.role == Role::Owner)
+                {
                     m.out.send(&ask);
                 }
             }
@@ -357,7 +420,9 @@ impl Hub {
         let mut st = self.lock();
         let role = Self::member_role(&st, id).ok_or("you left")?;
         if st.controller != Some(id) && role != Role::Owner {
-            return Err("only the participant holding control, or the owner, can hand it over".into());
+            return Err(
+                "only the participant holding control, or the owner, can hand it over".into(),
+            );
         }
         match Self::member_role(&st, to) {
             Some(r) if r.can_drive() => {}
@@ -394,7 +459,11 @@ impl Hub {
     /// Closes every member that came through share link `jti`.
     pub fn revoke(&self, jti: &str) {
         let st = self.lock();
-        for m in st.members.values().filter(|m| m.jti.as_deref() == Some(jti)) {
+        for m in st
+            .members
+            .values()
+            .filter(|m| m.jti.as_deref() == Some(jti))
+        {
             m.out.close(close::FORBIDDEN);
         }
     }
@@ -402,13 +471,20 @@ impl Hub {
 
 impl Hub {
     fn publish_roster(&self, st: &State) {
-        let msg = WsServer::Participants { participants: st.members.values().map(|m| m.info.clone()).collect(), controller: st.controller };
-        self.roster.send_replace(Arc::new(serde_json::to_string(&msg).unwrap_or_default()));
+        let msg = WsServer::Participants {
+            participants: st.members.values().map(|m| m.info.clone()).collect(),
+            controller: st.controller,
+        };
+        self.roster
+            .send_replace(Arc::new(serde_json::to_string(&msg).unwrap_or_default()));
     }
 
     fn publish_screens(&self, st: &State) {
-        let msg = WsServer::Terminals { terminals: st.terminals.values().map(|t| t.info.clone()).collect() };
-        self.screens.send_replace(Arc::new(serde_json::to_string(&msg).unwrap_or_default()));
+        let msg = WsServer::Terminals {
+            terminals: st.terminals.values().map(|t| t.info.clone()).collect(),
+        };
+        self.screens
+            .send_replace(Arc::new(serde_json::to_string(&msg).unwrap_or_default()));
     }
 }
 
@@ -422,7 +498,9 @@ fn recompute_sizes(st: &mut State) -> bool {
             .values()
             .filter(|m| m.info.role.can_drive())
             .filter_map(|m| m.sizes.get(&tid))
-            .fold(None, |acc: Option<(u16, u16)>, &(c, r)| Some(acc.map_or((c, r), |(ac, ar)| (ac.min(c), ar.min(r)))));
+            .fold(None, |acc: Option<(u16, u16)>, &(c, r)| {
+                Some(acc.map_or((c, r), |(ac, ar)| (ac.min(c), ar.min(r))))
+            });
         if let (Some((cols, rows)), Some(t)) = (min, st.terminals.get_mut(&tid))
             && (t.info.cols, t.info.rows) != (cols, rows)
         {

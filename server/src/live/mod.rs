@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::{SinkExt, StreamExt};
+use tandem_protocol::SessionId;
 use tandem_protocol::agent::{PtyControl, PtyInfo, PtyOpen};
 use tandem_protocol::live::Terminal;
-use tandem_protocol::SessionId;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -37,7 +37,12 @@ pub struct Live {
 
 impl Drop for Live {
     fn drop(&mut self) {
-        for t in self.upstreams.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        for t in self
+            .upstreams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             t.abort();
         }
     }
@@ -52,13 +57,22 @@ pub struct Hubs {
 impl Hubs {
     /// Joins the session's live hub (started, terminals attaching in the background, if
     /// needed): `join` runs under the registry's lock, so a hub being released cannot be joined.
-    pub fn join<R>(&self, state: &AppState, session: SessionId, join: impl FnOnce(&Live) -> R) -> (Arc<Live>, R) {
+    pub fn join<R>(
+        &self,
+        state: &AppState,
+        session: SessionId,
+        join: impl FnOnce(&Live) -> R,
+    ) -> (Arc<Live>, R) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(l) = map.get(&session) {
             let r = join(l);
             return (l.clone(), r);
         }
-        let live = Arc::new(Live { session, hub: Hub::default(), upstreams: Mutex::new(Vec::new()) });
+        let live = Arc::new(Live {
+            session,
+            hub: Hub::default(),
+            upstreams: Mutex::new(Vec::new()),
+        });
         map.insert(session, live.clone());
         let (state, weak) = (state.clone(), Arc::downgrade(&live));
         tokio::spawn(async move {
@@ -86,14 +100,20 @@ impl Hubs {
     /// Forgets the hub once its last member left (its upstreams stop; the PTYs keep running).
     pub fn release(&self, live: &Arc<Live>) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.get(&live.session).is_some_and(|l| Arc::ptr_eq(l, live)) && live.hub.snapshot().0.is_empty() {
+        if map.get(&live.session).is_some_and(|l| Arc::ptr_eq(l, live))
+            && live.hub.snapshot().0.is_empty()
+        {
             map.remove(&live.session);
         }
     }
 
     /// How many people are connected to `session`.
     pub fn participants(&self, session: SessionId) -> usize {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).get(&session).map_or(0, |l| l.hub.snapshot().0.len())
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&session)
+            .map_or(0, |l| l.hub.snapshot().0.len())
     }
 
     /// How many sessions are live (someone connected).
@@ -107,7 +127,12 @@ impl Hubs {
 
     /// Disconnects everyone who came through share link `jti`.
     pub fn revoke(&self, session: SessionId, jti: &str) {
-        if let Some(l) = self.map.lock().unwrap_or_else(|e| e.into_inner()).get(&session) {
+        if let Some(l) = self
+            .map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&session)
+        {
             l.hub.revoke(jti);
         }
     }
@@ -115,11 +140,18 @@ impl Hubs {
 
 /// The session's live workspace: `(workspace id, init pid)`.
 async fn workspace(state: &AppState, session: SessionId) -> Result<(String, i32)> {
-    let row = db::sessions::workspace(state.db.pool(), session).await?.ok_or_else(|| Error::NotFound(format!("no session {session}")))?;
-    let live = crate::sessions::workspace::LIVE.iter().any(|s| s.as_str() == row.state);
+    let row = db::sessions::workspace(state.db.pool(), session)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no session {session}")))?;
+    let live = crate::sessions::workspace::LIVE
+        .iter()
+        .any(|s| s.as_str() == row.state);
     match (live, row.workspace_id, row.workspace_pid) {
         (true, Some(w), Some(p)) => Ok((w, p as i32)),
-        _ => Err(Error::Conflict(format!("the session has no running workspace (it is {})", row.state))),
+        _ => Err(Error::Conflict(format!(
+            "the session has no running workspace (it is {})",
+            row.state
+        ))),
     }
 }
 
@@ -128,13 +160,30 @@ async fn workspace(state: &AppState, session: SessionId) -> Result<(String, i32)
 async fn attach_all(state: &AppState, live: &Arc<Live>, open_if_none: bool) -> Result<()> {
     let ws = state.workspaces()?.clone();
     let (wid, pid) = workspace(state, live.session).await?;
-    let (status, body) = crate::agent::call(&ws, &wid, pid, hyper::Method::GET, "/ptys", None).await?;
+    let (status, body) =
+        crate::agent::call(&ws, &wid, pid, hyper::Method::GET, "/ptys", None).await?;
     if !status.is_success() {
-        return Err(Error::Unavailable(format!("the agent's terminals: {status}")));
+        return Err(Error::Unavailable(format!(
+            "the agent's terminals: {status}"
+        )));
     }
-    let mut ptys: Vec<PtyInfo> = serde_json::from_slice(&body).map_err(|e| Error::Internal(format!("the agent's terminal list: {e}")))?;
+    let mut ptys: Vec<PtyInfo> = serde_json::from_slice(&body)
+        .map_err(|e| Error::Internal(format!("the agent's terminal list: {e}")))?;
     if ptys.is_empty() && open_if_none {
-        ptys.push(crate::agent::open_pty(&ws, &wid, pid, &PtyOpen { cols: DEFAULT_COLS, rows: DEFAULT_ROWS, command: None, cwd: None }).await?);
+        ptys.push(
+            crate::agent::open_pty(
+                &ws,
+                &wid,
+                pid,
+                &PtyOpen {
+                    cols: DEFAULT_COLS,
+                    rows: DEFAULT_ROWS,
+                    command: None,
+                    cwd: None,
+                },
+            )
+            .await?,
+        );
     }
     for p in ptys {
         if !live.hub.has_terminal(p.id) {
@@ -145,10 +194,26 @@ async fn attach_all(state: &AppState, live: &Arc<Live>, open_if_none: bool) -> R
 }
 
 /// Opens a new terminal in the workspace and attaches it.
-pub async fn open_terminal(state: &AppState, live: &Arc<Live>, cols: u16, rows: u16) -> Result<u32> {
+pub async fn open_terminal(
+    state: &AppState,
+    live: &Arc<Live>,
+    cols: u16,
+    rows: u16,
+) -> Result<u32> {
     let ws = state.workspaces()?.clone();
     let (wid, pid) = workspace(state, live.session).await?;
-    let info = crate::agent::open_pty(&ws, &wid, pid, &PtyOpen { cols, rows, command: None, cwd: None }).await?;
+    let info = crate::agent::open_pty(
+        &ws,
+        &wid,
+        pid,
+        &PtyOpen {
+            cols,
+            rows,
+            command: None,
+            cwd: None,
+        },
+    )
+    .await?;
     let id = info.id;
     attach(state, live, &wid, pid, info).await?;
     Ok(id)
@@ -156,12 +221,26 @@ pub async fn open_terminal(state: &AppState, live: &Arc<Live>, cols: u16, rows: 
 
 /// One upstream: the agent's PTY WebSocket, its output into the hub, the hub's input and
 /// resizes out to it.
-async fn attach(state: &AppState, live: &Arc<Live>, wid: &str, pid: i32, info: PtyInfo) -> Result<()> {
+async fn attach(
+    state: &AppState,
+    live: &Arc<Live>,
+    wid: &str,
+    pid: i32,
+    info: PtyInfo,
+) -> Result<()> {
     let ws = state.workspaces()?.clone();
     let socket = crate::agent::attach_pty(&ws, wid, pid, info.id).await?;
     let (tx, mut rx) = mpsc::channel::<Upstream>(UPSTREAM_QUEUE);
     let id = info.id;
-    live.hub.add_terminal(Terminal { id, cols: info.cols, rows: info.rows, command: info.command }, tx);
+    live.hub.add_terminal(
+        Terminal {
+            id,
+            cols: info.cols,
+            rows: info.rows,
+            command: info.command,
+        },
+        tx,
+    );
     let weak = Arc::downgrade(live);
     let task = tokio::spawn(async move {
         let (mut sink, mut stream) = socket.split();
@@ -198,6 +277,9 @@ async fn attach(state: &AppState, live: &Arc<Live>, wid: &str, pid: i32, info: P
             l.hub.remove_terminal(id);
         }
     });
-    live.upstreams.lock().unwrap_or_else(|e| e.into_inner()).push(task.abort_handle());
+    live.upstreams
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(task.abort_handle());
     Ok(())
 }

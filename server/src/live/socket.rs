@@ -45,12 +45,19 @@ pub async fn upgrade(
     ws: WebSocketUpgrade,
 ) -> Response {
     let user = user.ok().map(|u| u.0);
-    ws.max_message_size(MAX_FRAME_BYTES).max_frame_size(MAX_FRAME_BYTES).on_upgrade(move |socket| run(state, id, q, user, socket))
+    ws.max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket| run(state, id, q, user, socket))
 }
 
 async fn close_with(mut socket: WebSocket, code: u16, reason: &str) {
     let reason: String = reason.chars().take(120).collect();
-    let _ = socket.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+    let _ = socket
+        .send(Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        })))
+        .await;
 }
 
 fn close_code(e: &Error) -> u16 {
@@ -62,25 +69,58 @@ fn close_code(e: &Error) -> u16 {
     }
 }
 
-async fn run(state: AppState, id: SessionId, q: LiveQuery, user: Option<tandem_protocol::User>, socket: WebSocket) {
+async fn run(
+    state: AppState,
+    id: SessionId,
+    q: LiveQuery,
+    user: Option<tandem_protocol::User>,
+    socket: WebSocket,
+) {
     let session = match sessions::get(&state.db, id).await {
         Ok(d) => d.session,
         Err(e) => return close_with(socket, close_code(&e), &e.to_string()).await,
     };
-    let access = match sessions::access::resolve(&state.db, &state.jwt, &session, user.as_ref(), q.share.as_deref(), q.name.as_deref()).await {
+    let access = match sessions::access::resolve(
+        &state.db,
+        &state.jwt,
+        &session,
+        user.as_ref(),
+        q.share.as_deref(),
+        q.name.as_deref(),
+    )
+    .await
+    {
         Ok(a) => a,
         Err(e) => return close_with(socket, close_code(&e), &e.to_string()).await,
     };
     let (out, inbox) = outbox();
     let (live, (me, watches)) = state.hubs.join(&state, id, |live| {
-        live.hub.join(access.name.clone(), access.user_id, access.role, access.jti.clone(), out.clone(), |you, participants, controller, terminals| {
-            WsServer::Hello { you: you.clone(), session: session.clone(), terminals, participants, controller }
-        })
+        live.hub.join(
+            access.name.clone(),
+            access.user_id,
+            access.role,
+            access.jti.clone(),
+            out.clone(),
+            |you, participants, controller, terminals| WsServer::Hello {
+                you: you.clone(),
+                session: session.clone(),
+                terminals,
+                participants,
+                controller,
+            },
+        )
     });
     let (sink, stream) = socket.split();
     let signal = inbox.close_signal();
     let writer = tokio::spawn(write(sink, inbox, watches));
-    let mut member = Member { state: state.clone(), live: live.clone(), id: me.id, access, out: out.clone(), pump: None };
+    let mut member = Member {
+        state: state.clone(),
+        live: live.clone(),
+        id: me.id,
+        access,
+        out: out.clone(),
+        pump: None,
+    };
     member.read(stream, signal).await;
     if let Some(p) = member.pump.take() {
         p.abort();
@@ -93,7 +133,11 @@ async fn run(state: AppState, id: SessionId, q: LiveQuery, user: Option<tandem_p
 
 /// Writes queued frames and the newest participant and terminal lists, pings on the heartbeat,
 /// and closes when the hub says so.
-async fn write(mut sink: futures::stream::SplitSink<WebSocket, Message>, mut inbox: Inbox, mut watches: Watches) {
+async fn write(
+    mut sink: futures::stream::SplitSink<WebSocket, Message>,
+    mut inbox: Inbox,
+    mut watches: Watches,
+) {
     let mut beat = tokio::time::interval(Duration::from_secs(HEARTBEAT_SECS));
     beat.tick().await;
     let signal = inbox.close_signal();
@@ -154,10 +198,17 @@ struct Member {
 
 impl Member {
     fn refuse(&self, request: &str, reason: impl Into<String>) {
-        self.out.send(&WsServer::Refused { request: request.into(), reason: reason.into() });
+        self.out.send(&WsServer::Refused {
+            request: request.into(),
+            reason: reason.into(),
+        });
     }
 
-    async fn read(&mut self, mut stream: futures::stream::SplitStream<WebSocket>, signal: CloseSignal) {
+    async fn read(
+        &mut self,
+        mut stream: futures::stream::SplitStream<WebSocket>,
+        signal: CloseSignal,
+    ) {
         let idle = Duration::from_secs(IDLE_TIMEOUT_SECS);
         loop {
             if self.out.is_closed() {
@@ -188,7 +239,9 @@ impl Member {
                             self.refuse("input", why);
                         }
                     }
-                    None => self.refuse("input", "a terminal frame starts with a 4-byte terminal id"),
+                    None => {
+                        self.refuse("input", "a terminal frame starts with a 4-byte terminal id")
+                    }
                 },
                 Message::Close(_) => return,
                 Message::Ping(_) | Message::Pong(_) => {}
@@ -217,7 +270,12 @@ impl Member {
                     if let Some(p) = self.pump.take() {
                         p.abort();
                     }
-                    self.pump = Some(tokio::spawn(pump(self.state.db.clone(), self.live.session, after, self.out.clone())));
+                    self.pump = Some(tokio::spawn(pump(
+                        self.state.db.clone(),
+                        self.live.session,
+                        after,
+                        self.out.clone(),
+                    )));
                     Ok(())
                 }
             }
@@ -229,10 +287,17 @@ impl Member {
                 } else if self.live.hub.snapshot().2.len() >= MAX_TERMINALS {
                     Err(format!("a session has at most {MAX_TERMINALS} terminals"))
                 } else {
-                    super::open_terminal(&self.state, &self.live, cols, rows).await.map(|_| ()).map_err(|e| e.to_string())
+                    super::open_terminal(&self.state, &self.live, cols, rows)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
                 }
             }
-            WsClient::Resize { terminal, cols, rows } => hub.resize(self.id, terminal, cols, rows),
+            WsClient::Resize {
+                terminal,
+                cols,
+                rows,
+            } => hub.resize(self.id, terminal, cols, rows),
             WsClient::Presence { looking_at } => {
                 hub.presence(self.id, looking_at);
                 Ok(())
@@ -252,10 +317,29 @@ impl Member {
         if !self.access.role.can_drive() {
             return Err("viewers cannot send prompts".into());
         }
-        let kind = if self.access.user_id.is_some() { AuthorKind::User } else { AuthorKind::Guest };
-        let author = Author { kind, user_id: self.access.user_id, name: self.access.name.clone() };
+        let kind = if self.access.user_id.is_some() {
+            AuthorKind::User
+        } else {
+            AuthorKind::Guest
+        };
+        let author = Author {
+            kind,
+            user_id: self.access.user_id,
+            name: self.access.name.clone(),
+        };
         let session = self.live.session;
-        let p = sessions::prompts::submit(&self.state.db, session, author, CreatePrompt { text, mode, agent: None }).await.map_err(|e| e.to_string())?;
+        let p = sessions::prompts::submit(
+            &self.state.db,
+            session,
+            author,
+            CreatePrompt {
+                text,
+                mode,
+                agent: None,
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         match p.mode {
             PromptMode::Steer => turns::steer(&self.state, &p).await,
             PromptMode::Queue => turns::kick(&self.state, session),
@@ -271,14 +355,23 @@ async fn pump(db: db::Db, session: SessionId, after: i64, out: Outbox) {
     let mut last = after;
     loop {
         loop {
-            let page = match db::events::list_after(db.pool(), session, last, MAX_EVENTS_PER_FRAME as i64).await {
+            let page = match db::events::list_after(
+                db.pool(),
+                session,
+                last,
+                MAX_EVENTS_PER_FRAME as i64,
+            )
+            .await
+            {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(session = %session, error = %e, "reading events for a live channel failed");
                     break;
                 }
             };
-            let Some(newest) = page.last().map(|e| e.seq) else { break };
+            let Some(newest) = page.last().map(|e| e.seq) else {
+                break;
+            };
             last = newest;
             // A long history goes out at the client's pace: its queue never fills with replay.
             while out.queued() > MAX_QUEUED_BYTES / 4 && !out.is_closed() {

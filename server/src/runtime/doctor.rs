@@ -40,7 +40,13 @@ pub fn cgroups() -> Cgroups {
 
 fn version_of(bin: &str) -> Option<String> {
     let out = Command::new(bin).arg("--version").output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_string())
+    out.status.success().then(|| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    })
 }
 
 /// True when crun can run here: pure cgroup v2, or hybrid where a private mount namespace
@@ -52,7 +58,12 @@ pub fn crun_works() -> bool {
     match cgroups() {
         Cgroups::Unified | Cgroups::Legacy => true,
         Cgroups::Hybrid => Command::new("unshare")
-            .args(["--mount", "sh", "-c", "umount /sys/fs/cgroup/unified && crun --version"])
+            .args([
+                "--mount",
+                "sh",
+                "-c",
+                "umount /sys/fs/cgroup/unified && crun --version",
+            ])
             .output()
             .is_ok_and(|o| o.status.success()),
     }
@@ -80,20 +91,34 @@ pub fn checks() -> Vec<Check> {
     out.push(Check {
         name: "root".into(),
         ok: root,
-        detail: if root { "running as root".into() } else { "workspaces need root (mounts, cgroups, namespaces)".into() },
+        detail: if root {
+            "running as root".into()
+        } else {
+            "workspaces need root (mounts, cgroups, namespaces)".into()
+        },
     });
     let overlay = std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("overlay"));
     out.push(Check {
         name: "overlayfs".into(),
         ok: overlay,
-        detail: if overlay { "available".into() } else { "not in /proc/filesystems (modprobe overlay)".into() },
+        detail: if overlay {
+            "available".into()
+        } else {
+            "not in /proc/filesystems (modprobe overlay)".into()
+        },
     });
     let cg = cgroups();
-    out.push(Check { name: "cgroups".into(), ok: cg != Cgroups::Legacy || root, detail: format!("{cg:?}").to_lowercase() });
+    out.push(Check {
+        name: "cgroups".into(),
+        ok: cg != Cgroups::Legacy || root,
+        detail: format!("{cg:?}").to_lowercase(),
+    });
     for kind in [Kind::Runc, Kind::Crun, Kind::Runsc] {
         let v = version_of(kind.binary());
         let note = match (kind, cg) {
-            (Kind::Crun, Cgroups::Hybrid) if crun_works() => " (hybrid cgroups: run in a private mount namespace)",
+            (Kind::Crun, Cgroups::Hybrid) if crun_works() => {
+                " (hybrid cgroups: run in a private mount namespace)"
+            }
             (Kind::Crun, Cgroups::Hybrid) => " (refuses hybrid cgroups here)",
             (Kind::Runsc, _) => " (used with --platform=ptrace --network=none)",
             _ => "",
@@ -101,22 +126,31 @@ pub fn checks() -> Vec<Check> {
         out.push(Check {
             name: kind.binary().into(),
             ok: v.is_some(),
-            detail: v.map(|v| format!("{v}{note}")).unwrap_or_else(|| format!("not installed (apt-get install {})", match kind {
-                Kind::Runsc => "runsc",
-                k => k.binary(),
-            })),
+            detail: v.map(|v| format!("{v}{note}")).unwrap_or_else(|| {
+                format!(
+                    "not installed (apt-get install {})",
+                    match kind {
+                        Kind::Runsc => "runsc",
+                        k => k.binary(),
+                    }
+                )
+            }),
         });
     }
     let mm = version_of("mmdebstrap");
     out.push(Check {
         name: "mmdebstrap".into(),
         ok: mm.is_some(),
-        detail: mm.unwrap_or_else(|| "not installed: needed to build images (apt-get install mmdebstrap)".into()),
+        detail: mm.unwrap_or_else(|| {
+            "not installed: needed to build images (apt-get install mmdebstrap)".into()
+        }),
     });
     out.push(Check {
         name: "default runtime".into(),
         ok: default_runtime().is_some(),
-        detail: default_runtime().map(|k| k.binary().to_string()).unwrap_or_else(|| "none: install runc".into()),
+        detail: default_runtime()
+            .map(|k| k.binary().to_string())
+            .unwrap_or_else(|| "none: install runc".into()),
     });
     out
 }

@@ -64,7 +64,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { memory_bytes: 4 << 30, pids: 4096, cpus: 2.0 }
+        Self {
+            memory_bytes: 4 << 30,
+            pids: 4096,
+            cpus: 2.0,
+        }
     }
 }
 
@@ -135,8 +139,11 @@ pub trait Runtime: Send + Sync {
 
 /// Rejects ids that could escape a directory or confuse the runtime.
 pub fn validate_id(id: &str) -> Result<()> {
-    if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-        return Err(crate::Error::Invalid(format!("workspace id {id:?} must be 1–64 letters, digits or '-'")));
+    if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(crate::Error::Invalid(format!(
+            "workspace id {id:?} must be 1–64 letters, digits or '-'"
+        )));
     }
     Ok(())
 }

@@ -44,8 +44,15 @@ const SLOTS: u32 = 1 << 14;
 async fn run(prog: &str, args: &[&str], stdin: Option<&str>) -> Result<String> {
     use tokio::io::AsyncWriteExt;
     let mut c = Command::new(prog);
-    c.args(args).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    let mut child = c.spawn().map_err(|e| Error::Config(format!("cannot run {prog} (install iproute2 and nftables): {e}")))?;
+    c.args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().map_err(|e| {
+        Error::Config(format!(
+            "cannot run {prog} (install iproute2 and nftables): {e}"
+        ))
+    })?;
     if let Some(input) = stdin
         && let Some(mut pipe) = child.stdin.take()
     {
@@ -54,13 +61,23 @@ async fn run(prog: &str, args: &[&str], stdin: Option<&str>) -> Result<String> {
     drop(child.stdin.take());
     let out = child.wait_with_output().await?;
     if !out.status.success() {
-        return Err(Error::Internal(format!("{prog} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(Error::Internal(format!(
+            "{prog} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
     Ok(String::from_utf8_lossy(&out.stdout).to_string())
 }
 
 fn valid_name(n: &str) -> bool {
-    !n.is_empty() && n.len() <= 253 && n.split('.').all(|l| !l.is_empty() && l.len() <= 63 && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+    !n.is_empty()
+        && n.len() <= 253
+        && n.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
 }
 
 /// The IPv4 addresses of every allowed name.
@@ -68,14 +85,31 @@ async fn resolve(egress: &Egress) -> Result<BTreeMap<String, Vec<Ipv4Addr>>> {
     let mut out = BTreeMap::new();
     for name in &egress.allow {
         if !valid_name(name) {
-            return Err(Error::Invalid(format!("egress: {name:?} is not a domain name")));
+            return Err(Error::Invalid(format!(
+                "egress: {name:?} is not a domain name"
+            )));
         }
         let addrs: Vec<Ipv4Addr> = match egress.hosts.get(name) {
-            Some(a) => a.iter().filter_map(|a| if let IpAddr::V4(v4) = a { Some(*v4) } else { None }).collect(),
+            Some(a) => a
+                .iter()
+                .filter_map(|a| {
+                    if let IpAddr::V4(v4) = a {
+                        Some(*v4)
+                    } else {
+                        None
+                    }
+                })
+                .collect(),
             None => tokio::net::lookup_host((name.as_str(), 0))
                 .await
                 .map_err(|e| Error::Invalid(format!("egress: cannot resolve {name}: {e}")))?
-                .filter_map(|a| if let IpAddr::V4(v4) = a.ip() { Some(v4) } else { None })
+                .filter_map(|a| {
+                    if let IpAddr::V4(v4) = a.ip() {
+                        Some(v4)
+                    } else {
+                        None
+                    }
+                })
                 .collect(),
         };
         out.insert(name.clone(), addrs);
@@ -85,8 +119,14 @@ async fn resolve(egress: &Egress) -> Result<BTreeMap<String, Vec<Ipv4Addr>>> {
 
 /// Picks a free /30: the first index whose host interface does not exist.
 fn free_index(wid: &str) -> u32 {
-    let start = wid.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32)) % SLOTS;
-    (0..SLOTS).map(|i| (start + i) % SLOTS).find(|i| !Path::new(&format!("/sys/class/net/tdmv{i}")).exists()).unwrap_or(start)
+    let start = wid
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32))
+        % SLOTS;
+    (0..SLOTS)
+        .map(|i| (start + i) % SLOTS)
+        .find(|i| !Path::new(&format!("/sys/class/net/tdmv{i}")).exists())
+        .unwrap_or(start)
 }
 
 /// The tables and chains every workspace's rules live in (idempotent).
@@ -120,25 +160,48 @@ pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
         allowed,
     };
     // Recorded first, so a failure half-way is still undone by `teardown`.
-    std::fs::write(dir.join("net.json"), serde_json::to_vec(&net).map_err(|e| Error::Internal(e.to_string()))?)?;
+    std::fs::write(
+        dir.join("net.json"),
+        serde_json::to_vec(&net).map_err(|e| Error::Internal(e.to_string()))?,
+    )?;
     let (ns, hif) = (net.netns.as_str(), net.host_if.as_str());
     let (hip, wip) = (format!("{}/30", net.host_ip), format!("{}/30", net.ws_ip));
     let gw = net.host_ip.to_string();
     run("ip", &["netns", "add", ns], None).await?;
-    run("ip", &["link", "add", hif, "type", "veth", "peer", "name", "eth0", "netns", ns], None).await?;
+    run(
+        "ip",
+        &[
+            "link", "add", hif, "type", "veth", "peer", "name", "eth0", "netns", ns,
+        ],
+        None,
+    )
+    .await?;
     run("ip", &["addr", "add", &hip, "dev", hif], None).await?;
     run("ip", &["link", "set", hif, "up"], None).await?;
     run("ip", &["-n", ns, "addr", "add", &wip, "dev", "eth0"], None).await?;
     run("ip", &["-n", ns, "link", "set", "eth0", "up"], None).await?;
     run("ip", &["-n", ns, "link", "set", "lo", "up"], None).await?;
-    run("ip", &["-n", ns, "route", "add", "default", "via", &gw], None).await?;
+    run(
+        "ip",
+        &["-n", ns, "route", "add", "default", "via", &gw],
+        None,
+    )
+    .await?;
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")?;
     ensure_tables().await?;
-    let ips: Vec<String> = net.allowed.values().flatten().map(|a| a.to_string()).collect();
+    let ips: Vec<String> = net
+        .allowed
+        .values()
+        .flatten()
+        .map(|a| a.to_string())
+        .collect();
     let tag = format!("tdm-{index}");
     let mut script = format!("add set inet tandem a{index} {{ type ipv4_addr ; }}\n");
     if !ips.is_empty() {
-        script.push_str(&format!("add element inet tandem a{index} {{ {} }}\n", ips.join(", ")));
+        script.push_str(&format!(
+            "add element inet tandem a{index} {{ {} }}\n",
+            ips.join(", ")
+        ));
     }
     script.push_str(&format!(
         "add rule inet tandem forward iifname \"{hif}\" ip daddr @a{index} accept comment \"{tag}\"\n\
@@ -158,24 +221,53 @@ pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
     }
     std::fs::write(dir.join("hosts"), hosts)?;
     // No name server is reachable: fail other lookups at once rather than after timeouts.
-    std::fs::write(dir.join("resolv.conf"), "# names come from /etc/hosts (the egress allow-list)\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n")?;
+    std::fs::write(
+        dir.join("resolv.conf"),
+        "# names come from /etc/hosts (the egress allow-list)\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+    )?;
     Ok(net)
 }
 
 /// Undoes `setup` from `dir/net.json`; nothing recorded is nothing to do.
 pub async fn teardown(dir: &Path) -> Result<()> {
-    let Ok(bytes) = std::fs::read(dir.join("net.json")) else { return Ok(()) };
-    let net: Net = serde_json::from_slice(&bytes).map_err(|e| Error::Internal(format!("net.json: {e}")))?;
+    let Ok(bytes) = std::fs::read(dir.join("net.json")) else {
+        return Ok(());
+    };
+    let net: Net =
+        serde_json::from_slice(&bytes).map_err(|e| Error::Internal(format!("net.json: {e}")))?;
     let tag = format!("\"tdm-{}\"", net.index);
-    for (family, table, chain) in [("inet", "tandem", "forward"), ("inet", "tandem", "input"), ("ip", "tandem_nat", "post")] {
-        let Ok(listing) = run("nft", &["-a", "list", "chain", family, table, chain], None).await else { continue };
+    for (family, table, chain) in [
+        ("inet", "tandem", "forward"),
+        ("inet", "tandem", "input"),
+        ("ip", "tandem_nat", "post"),
+    ] {
+        let Ok(listing) = run("nft", &["-a", "list", "chain", family, table, chain], None).await
+        else {
+            continue;
+        };
         for line in listing.lines().filter(|l| l.contains(&tag)) {
             if let Some(handle) = line.rsplit("# handle ").next().map(str::trim) {
-                let _ = run("nft", &["delete", "rule", family, table, chain, "handle", handle], None).await;
+                let _ = run(
+                    "nft",
+                    &["delete", "rule", family, table, chain, "handle", handle],
+                    None,
+                )
+                .await;
             }
         }
     }
-    let _ = run("nft", &["delete", "set", "inet", "tandem", &format!("a{}", net.index)], None).await;
+    let _ = run(
+        "nft",
+        &[
+            "delete",
+            "set",
+            "inet",
+            "tandem",
+            &format!("a{}", net.index),
+        ],
+        None,
+    )
+    .await;
     let _ = run("ip", &["link", "del", &net.host_if], None).await;
     let _ = run("ip", &["netns", "del", &net.netns], None).await;
     let _ = std::fs::remove_file(dir.join("net.json"));

@@ -12,7 +12,10 @@ use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
-use super::{ExecOutput, ExecRequest, Keep, MAX_EXEC_OUTPUT, Runtime, Workspace, WorkspaceSpec, overlay, spec, validate_id};
+use super::{
+    ExecOutput, ExecRequest, Keep, MAX_EXEC_OUTPUT, Runtime, Workspace, WorkspaceSpec, overlay,
+    spec, validate_id,
+};
 use crate::{Error, Result};
 
 /// The smallest pids limit a gVisor workspace gets (its Sentry's threads count too).
@@ -60,7 +63,11 @@ impl OciRuntime {
         let workspaces_dir = data_dir.join("workspaces");
         std::fs::create_dir_all(&state_dir)?;
         std::fs::create_dir_all(&workspaces_dir)?;
-        Ok(Self { kind, state_dir, workspaces_dir })
+        Ok(Self {
+            kind,
+            state_dir,
+            workspaces_dir,
+        })
     }
 
     /// The directory of workspace `id`.
@@ -69,11 +76,19 @@ impl OciRuntime {
     }
 
     fn command(&self) -> Command {
-        let mut c = if self.kind == Kind::Crun && super::doctor::cgroups() == super::doctor::Cgroups::Hybrid {
+        let mut c = if self.kind == Kind::Crun
+            && super::doctor::cgroups() == super::doctor::Cgroups::Hybrid
+        {
             // crun refuses hybrid cgroup hierarchies; in a private mount namespace without the
             // v2 mount it sees plain v1 and works. Only crun's own view changes.
             let mut c = Command::new("unshare");
-            c.args(["--mount", "sh", "-c", "umount /sys/fs/cgroup/unified 2>/dev/null; exec crun \"$@\"", "crun"]);
+            c.args([
+                "--mount",
+                "sh",
+                "-c",
+                "umount /sys/fs/cgroup/unified 2>/dev/null; exec crun \"$@\"",
+                "crun",
+            ]);
             c
         } else {
             Command::new(self.kind.binary())
@@ -126,12 +141,23 @@ impl OciRuntime {
         let mut ws = ws.clone();
         let netns = match &ws.egress {
             Some(_) if self.kind == Kind::Runsc => {
-                return Err(Error::Invalid("egress allow-lists need runc or crun (gVisor runs here without a network)".into()));
+                return Err(Error::Invalid(
+                    "egress allow-lists need runc or crun (gVisor runs here without a network)"
+                        .into(),
+                ));
             }
             Some(egress) => {
                 let net = super::network::setup(&ws.id, dir, egress).await?;
-                ws.binds.push(super::Bind { host: dir.join("hosts"), container: "/etc/hosts".into(), readonly: true });
-                ws.binds.push(super::Bind { host: dir.join("resolv.conf"), container: "/etc/resolv.conf".into(), readonly: true });
+                ws.binds.push(super::Bind {
+                    host: dir.join("hosts"),
+                    container: "/etc/hosts".into(),
+                    readonly: true,
+                });
+                ws.binds.push(super::Bind {
+                    host: dir.join("resolv.conf"),
+                    container: "/etc/resolv.conf".into(),
+                    readonly: true,
+                });
                 Some(PathBuf::from("/var/run/netns").join(&net.netns))
             }
             None => None,
@@ -183,7 +209,12 @@ impl OciRuntime {
             .trim()
             .parse()
             .map_err(|e| Error::Internal(format!("{}: {e}", pid_file.display())))?;
-        Ok(Workspace { id: ws.id.clone(), rootfs, upper, pid })
+        Ok(Workspace {
+            id: ws.id.clone(),
+            rootfs,
+            upper,
+            pid,
+        })
     }
 
     async fn exec_inner(&self, id: &str, req: ExecRequest) -> Result<ExecOutput> {
@@ -224,8 +255,15 @@ impl OciRuntime {
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let ((out, t1), (err, t2)) = tokio::join!(read_capped(stdout), read_capped(stderr));
         let status = child.wait().await?;
-        let code = status.code().or_else(|| std::os::unix::process::ExitStatusExt::signal(&status).map(|s| 128 + s));
-        Ok(ExecOutput { code, stdout: out, stderr: err, truncated: t1 || t2 })
+        let code = status
+            .code()
+            .or_else(|| std::os::unix::process::ExitStatusExt::signal(&status).map(|s| 128 + s));
+        Ok(ExecOutput {
+            code,
+            stdout: out,
+            stderr: err,
+            truncated: t1 || t2,
+        })
     }
 
     async fn is_running_inner(&self, id: &str) -> Result<bool> {
@@ -244,7 +282,10 @@ impl OciRuntime {
         let _ = self.run(&["kill", id, "KILL"]).await;
         if let Err(e) = self.run(&["delete", "--force", id]).await {
             let msg = e.to_string();
-            if !(msg.contains("does not exist") || msg.contains("not exist") || msg.contains("no such")) {
+            if !(msg.contains("does not exist")
+                || msg.contains("not exist")
+                || msg.contains("no such"))
+            {
                 return Err(e);
             }
         }
@@ -257,7 +298,11 @@ impl OciRuntime {
                 continue;
             }
             let p = entry.path();
-            let _ = if p.is_dir() { remove_dir_all_writable(&p) } else { std::fs::remove_file(&p) };
+            let _ = if p.is_dir() {
+                remove_dir_all_writable(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
         }
         // Gone unless it still holds a kept layer.
         let _ = std::fs::remove_dir(&dir);
@@ -275,13 +320,25 @@ impl OciRuntime {
         if dir.exists() {
             found.push(format!("dir {}", dir.display()));
         }
-        if Path::new("/var/run/netns").join(format!("tdm-{id}")).exists() {
+        if Path::new("/var/run/netns")
+            .join(format!("tdm-{id}"))
+            .exists()
+        {
             found.push(format!("network namespace tdm-{id}"));
         }
         if self.state_dir.join(id).exists() {
-            found.push(format!("runtime state {}", self.state_dir.join(id).display()));
+            found.push(format!(
+                "runtime state {}",
+                self.state_dir.join(id).display()
+            ));
         }
-        for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/unified"] {
+        for root in [
+            "/sys/fs/cgroup",
+            "/sys/fs/cgroup/memory",
+            "/sys/fs/cgroup/pids",
+            "/sys/fs/cgroup/cpu",
+            "/sys/fs/cgroup/unified",
+        ] {
             let cg = Path::new(root).join("tandem").join(id);
             if cg.exists() {
                 found.push(format!("cgroup {}", cg.display()));
@@ -302,7 +359,9 @@ fn remove_dir_all_writable(p: &Path) -> std::io::Result<()> {
 
 /// Reads a pipe to the end, keeping the first [`MAX_EXEC_OUTPUT`] bytes.
 async fn read_capped(pipe: Option<impl AsyncRead + Unpin>) -> (String, bool) {
-    let Some(mut pipe) = pipe else { return (String::new(), false) };
+    let Some(mut pipe) = pipe else {
+        return (String::new(), false);
+    };
     let mut kept = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut truncated = false;
@@ -329,7 +388,10 @@ impl Runtime for OciRuntime {
             validate_id(&ws.id)?;
             let dir = self.dir(&ws.id);
             if dir.join("rootfs").exists() {
-                return Err(Error::Conflict(format!("workspace {} already exists", ws.id)));
+                return Err(Error::Conflict(format!(
+                    "workspace {} already exists",
+                    ws.id
+                )));
             }
             std::fs::create_dir_all(&dir)?;
             match tokio::time::timeout(Duration::from_secs(60), self.start_inner(&ws, &dir)).await {
@@ -341,7 +403,10 @@ impl Runtime for OciRuntime {
                 }
                 Err(_) => {
                     let _ = self.stop_inner(&ws.id, Keep::Nothing).await;
-                    Err(Error::Internal(format!("workspace {} did not start within 60 s", ws.id)))
+                    Err(Error::Internal(format!(
+                        "workspace {} did not start within 60 s",
+                        ws.id
+                    )))
                 }
             }
         })
@@ -376,7 +441,12 @@ impl Runtime for OciRuntime {
     fn list(&self) -> BoxFuture<'_, Result<Vec<String>>> {
         Box::pin(async move {
             let out = self.run(&["list", "--quiet"]).await?;
-            Ok(out.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect())
+            Ok(out
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect())
         })
     }
 

@@ -9,9 +9,13 @@ use crate::{Error, Result};
 
 /// Characters that would break overlayfs' option string.
 fn check_path(p: &Path) -> Result<String> {
-    let s = p.to_str().ok_or_else(|| Error::Config(format!("{} is not UTF-8", p.display())))?;
+    let s = p
+        .to_str()
+        .ok_or_else(|| Error::Config(format!("{} is not UTF-8", p.display())))?;
     if s.contains(',') || s.contains(':') || s.contains('\\') {
-        return Err(Error::Config(format!("overlay layer path {s:?} must not contain ',', ':' or '\\'")));
+        return Err(Error::Config(format!(
+            "overlay layer path {s:?} must not contain ',', ':' or '\\'"
+        )));
     }
     Ok(s.to_string())
 }
@@ -19,7 +23,9 @@ fn check_path(p: &Path) -> Result<String> {
 /// Mounts `lower` (topmost first) + `upper` at `target`.
 pub fn mount_overlay(lower: &[PathBuf], upper: &Path, work: &Path, target: &Path) -> Result<()> {
     if lower.is_empty() {
-        return Err(Error::Internal("an overlay needs at least one lower layer".into()));
+        return Err(Error::Internal(
+            "an overlay needs at least one lower layer".into(),
+        ));
     }
     let lower: Vec<String> = lower.iter().map(|p| check_path(p)).collect::<Result<_>>()?;
     let opts = format!(
@@ -28,8 +34,19 @@ pub fn mount_overlay(lower: &[PathBuf], upper: &Path, work: &Path, target: &Path
         check_path(upper)?,
         check_path(work)?
     );
-    mount(Some("overlay"), target, Some("overlay"), MsFlags::empty(), Some(opts.as_str()))
-        .map_err(|e| Error::Internal(format!("mounting the workspace overlay at {}: {e}", target.display())))
+    mount(
+        Some("overlay"),
+        target,
+        Some("overlay"),
+        MsFlags::empty(),
+        Some(opts.as_str()),
+    )
+    .map_err(|e| {
+        Error::Internal(format!(
+            "mounting the workspace overlay at {}: {e}",
+            target.display()
+        ))
+    })
 }
 
 /// Unmounts `target`; a target that is not mounted is fine.
@@ -39,13 +56,18 @@ pub fn unmount(target: &Path) -> Result<()> {
         // Still busy (a process of ours holds it): detach now, the kernel frees it when unused.
         Err(nix::errno::Errno::EBUSY) => umount2(target, MntFlags::MNT_DETACH)
             .map_err(|e| Error::Internal(format!("detaching {}: {e}", target.display()))),
-        Err(e) => Err(Error::Internal(format!("unmounting {}: {e}", target.display()))),
+        Err(e) => Err(Error::Internal(format!(
+            "unmounting {}: {e}",
+            target.display()
+        ))),
     }
 }
 
 /// True if `target` is a mount point (per /proc/self/mountinfo).
 pub fn is_mounted(target: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
     let t = target.to_string_lossy();
     info.lines().any(|l| l.split(' ').nth(4) == Some(&*t))
 }

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use oci_spec::runtime::{
-    LinuxCpu, LinuxMemory, LinuxPids, LinuxResources, Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType,
-    Process, Root, Spec,
+    LinuxCpu, LinuxMemory, LinuxPids, LinuxResources, Mount, MountBuilder, PosixRlimitBuilder,
+    PosixRlimitType, Process, Root, Spec,
 };
 
 use super::WorkspaceSpec;
@@ -47,10 +47,16 @@ pub fn build(ws: &WorkspaceSpec, rootfs: &Path, netns: Option<&Path>) -> Result<
     process.set_cwd("/".into());
     process.set_terminal(Some(false));
     // Builds and language servers open many files; a workspace may not exceed the host's hard limit.
-    let host_hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map_or(1024, |(_, h)| h);
+    let host_hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(_, h)| h);
     let nofile = host_hard.min(65_536);
     process.set_rlimits(Some(vec![
-        PosixRlimitBuilder::default().typ(PosixRlimitType::RlimitNofile).hard(nofile).soft(nofile).build().map_err(oci)?,
+        PosixRlimitBuilder::default()
+            .typ(PosixRlimitType::RlimitNofile)
+            .hard(nofile)
+            .soft(nofile)
+            .build()
+            .map_err(oci)?,
     ]));
     spec.set_process(Some(process));
 
@@ -74,13 +80,21 @@ pub fn build(ws: &WorkspaceSpec, rootfs: &Path, netns: Option<&Path>) -> Result<
             .destination("/tmp")
             .typ("tmpfs")
             .source("tmpfs")
-            .options(vec!["nosuid".to_string(), "nodev".into(), "mode=1777".into(), "size=1g".into()])
+            .options(vec![
+                "nosuid".to_string(),
+                "nodev".into(),
+                "mode=1777".into(),
+                "size=1g".into(),
+            ])
             .build()
             .map_err(oci)?,
     );
     spec.set_mounts(Some(mounts));
 
-    let linux = spec.linux_mut().as_mut().ok_or_else(|| Error::Internal("default spec has no linux section".into()))?;
+    let linux = spec
+        .linux_mut()
+        .as_mut()
+        .ok_or_else(|| Error::Internal("default spec has no linux section".into()))?;
     linux.set_cgroups_path(Some(format!("/tandem/{}", ws.id).into()));
     // With egress, the workspace joins the network namespace made for it instead of a new one.
     if let Some(path) = netns

@@ -27,11 +27,19 @@ pub fn boot_slots() -> Arc<Semaphore> {
 
 /// Boots `id` in the background, if this server runs workspaces; otherwise it stays queued.
 pub fn spawn_boot(state: &AppState, id: SessionId) {
-    let Ok(ws) = state.workspaces.clone() else { return };
-    let (db, slots, pool) = (state.db.clone(), state.boot_slots.clone(), state.pool.clone());
+    let Ok(ws) = state.workspaces.clone() else {
+        return;
+    };
+    let (db, slots, pool) = (
+        state.db.clone(),
+        state.boot_slots.clone(),
+        state.pool.clone(),
+    );
     let state = state.clone();
     tokio::spawn(async move {
-        let Ok(permit) = slots.acquire_owned().await else { return };
+        let Ok(permit) = slots.acquire_owned().await else {
+            return;
+        };
         if let Err(e) = workspace::boot(&db, &ws, &pool, id).await {
             tracing::error!(session = %id, error = %e, "booting a session failed");
         }
@@ -44,13 +52,27 @@ pub fn spawn_boot(state: &AppState, id: SessionId) {
 /// After a start: sessions caught mid-boot fail (their boot cannot resume), live sessions whose
 /// workspace survived keep running, queued sessions boot. Then supervision starts.
 pub async fn start(state: &AppState) -> Result<()> {
-    let Ok(ws) = state.workspaces.clone() else { return Ok(()) };
+    let Ok(ws) = state.workspaces.clone() else {
+        return Ok(());
+    };
     let db = state.db.clone();
     pool::remove_orphans(&ws).await?;
     for row in db::sessions::in_states(db.pool(), &[SessionState::Starting]).await? {
-        let id: SessionId = row.id.parse().map_err(|_| crate::Error::Internal("bad session id".into()))?;
+        let id: SessionId = row
+            .id
+            .parse()
+            .map_err(|_| crate::Error::Internal("bad session id".into()))?;
         let mut tx = db.begin().await?;
-        db::sessions::transition(&mut tx, id, SessionState::Failed, Some("the server restarted while the workspace was starting; start a new session".into()), now_ms()).await?;
+        db::sessions::transition(
+            &mut tx,
+            id,
+            SessionState::Failed,
+            Some(
+                "the server restarted while the workspace was starting; start a new session".into(),
+            ),
+            now_ms(),
+        )
+        .await?;
         tx.commit().await?;
         if let Some(wid) = row.workspace_id {
             let _ = ws.runtime.stop(&wid, crate::runtime::Keep::Upper).await;
@@ -63,18 +85,33 @@ pub async fn start(state: &AppState) -> Result<()> {
     }
     db::snapshots::fail_interrupted(db.pool(), now_ms()).await?;
     crate::turns::recover(state).await?;
-    tokio::spawn(supervise(state.clone(), db.clone(), ws.clone(), state.pool.clone()));
+    tokio::spawn(supervise(
+        state.clone(),
+        db.clone(),
+        ws.clone(),
+        state.pool.clone(),
+    ));
     if state.config.snapshot_interval_secs > 0 {
         let every = Duration::from_secs(state.config.snapshot_interval_secs);
-        tokio::spawn(refresh_snapshots(db, ws, state.pool.clone(), every, state.config.snapshot_keep));
+        tokio::spawn(refresh_snapshots(
+            db,
+            ws,
+            state.pool.clone(),
+            every,
+            state.config.snapshot_keep,
+        ));
     }
     Ok(())
 }
 
 /// True while `pid` is the live (not zombie) init of a workspace.
 fn init_alive(pid: i64) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-    let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next());
     stat.contains("(tini)") && state != Some('Z')
 }
 
@@ -87,6 +124,11 @@ async fn supervise(state: AppState, db: Db, ws: Arc<Workspaces>, pool: Arc<pool:
         if let Err(e) = crate::turns::sweep(&state, None).await {
             tracing::warn!(error = %e, "checking for abandoned turns failed");
         }
+        if let Some(gh) = &state.github
+            && let Err(e) = crate::github::credentials::revoke_ended(gh).await
+        {
+            tracing::warn!(error = %e, "revoking ended sessions' GitHub tokens failed");
+        }
         let rows = match db::sessions::in_states(db.pool(), &workspace::LIVE).await {
             Ok(r) => r,
             Err(e) => {
@@ -94,10 +136,15 @@ async fn supervise(state: AppState, db: Db, ws: Arc<Workspaces>, pool: Arc<pool:
                 continue;
             }
         };
-        let live: std::collections::HashSet<String> = rows.iter().filter_map(|r| r.workspace_id.clone()).collect();
+        let live: std::collections::HashSet<String> =
+            rows.iter().filter_map(|r| r.workspace_id.clone()).collect();
         state.gateways.retain(&live);
         for row in rows {
-            let (Some(pid), Some(wid), Ok(id)) = (row.workspace_pid, row.workspace_id.clone(), row.id.parse::<SessionId>()) else {
+            let (Some(pid), Some(wid), Ok(id)) = (
+                row.workspace_pid,
+                row.workspace_id.clone(),
+                row.id.parse::<SessionId>(),
+            ) else {
                 continue;
             };
             if !init_alive(pid) {
@@ -113,7 +160,9 @@ async fn supervise(state: AppState, db: Db, ws: Arc<Workspaces>, pool: Arc<pool:
 /// Starts a refill for every repo whose pool is not at its size (refills run in the background;
 /// one per repo at a time).
 async fn keep_pools_full(db: &Db, ws: &Arc<Workspaces>, pool: &Arc<pool::WarmPool>) {
-    let Ok(repos) = db::repos::list(db.pool(), tandem_protocol::limits::MAX_LIST).await else { return };
+    let Ok(repos) = db::repos::list(db.pool(), tandem_protocol::limits::MAX_LIST).await else {
+        return;
+    };
     for repo in repos {
         if pool.ready(repo.id) == repo.warm_pool.max(0) as usize {
             continue;
@@ -129,12 +178,20 @@ async fn keep_pools_full(db: &Db, ws: &Arc<Workspaces>, pool: &Arc<pool::WarmPoo
 
 /// Every `every`: rebuild stale snapshots (only when the branch moved or the image or recipe
 /// changed), then collect old ones.
-async fn refresh_snapshots(db: Db, ws: Arc<Workspaces>, pool: Arc<pool::WarmPool>, every: Duration, keep: usize) {
+async fn refresh_snapshots(
+    db: Db,
+    ws: Arc<Workspaces>,
+    pool: Arc<pool::WarmPool>,
+    every: Duration,
+    keep: usize,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Ok(repos) = db::repos::list(db.pool(), tandem_protocol::limits::MAX_LIST).await else { continue };
+        let Ok(repos) = db::repos::list(db.pool(), tandem_protocol::limits::MAX_LIST).await else {
+            continue;
+        };
         for repo in repos {
             if let Err(e) = crate::mirrors::pack(&ws.data_dir, &repo).await {
                 tracing::warn!(repo = %repo.name, error = %e, "packing the mirror failed");
@@ -143,7 +200,8 @@ async fn refresh_snapshots(db: Db, ws: Arc<Workspaces>, pool: Arc<pool::WarmPool
                 tracing::warn!(repo = %repo.name, error = %e, "checking the snapshot failed");
             }
             let pooled = pool.snapshots(repo.id);
-            if let Err(e) = crate::snapshots::collect_garbage(&db, &ws, &repo, keep, &pooled).await {
+            if let Err(e) = crate::snapshots::collect_garbage(&db, &ws, &repo, keep, &pooled).await
+            {
                 tracing::warn!(repo = %repo.name, error = %e, "collecting old snapshots failed");
             }
         }

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use tandem_protocol::{Repo, RepoId, SnapshotId};
 
+use crate::Result;
 use crate::db::{self, Db};
 use crate::runtime::Keep;
 use crate::snapshots::Workspaces;
-use crate::Result;
 
 /// Prefix of pool workspace ids.
 pub const PREFIX: &str = "w-";
@@ -44,23 +44,39 @@ impl WarmPool {
 
     /// The snapshots `repo`'s pooled workspaces run on.
     pub fn snapshots(&self, repo: RepoId) -> Vec<SnapshotId> {
-        self.ready.lock().unwrap_or_else(|p| p.into_inner()).get(&repo).map_or(vec![], |l| l.iter().map(|w| w.snapshot).collect())
+        self.ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&repo)
+            .map_or(vec![], |l| l.iter().map(|w| w.snapshot).collect())
     }
 
     /// How many are ready for `repo`.
     pub fn ready(&self, repo: RepoId) -> usize {
-        self.ready.lock().unwrap_or_else(|p| p.into_inner()).get(&repo).map_or(0, Vec::len)
+        self.ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&repo)
+            .map_or(0, Vec::len)
     }
 
     fn put(&self, repo: RepoId, w: Warm) {
-        self.ready.lock().unwrap_or_else(|p| p.into_inner()).entry(repo).or_default().push(w);
+        self.ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(repo)
+            .or_default()
+            .push(w);
     }
 
     /// Removes and returns everything of `repo` not on `snapshot` (or everything, with `None`).
     fn drain_stale(&self, repo: RepoId, keep: Option<SnapshotId>) -> Vec<Warm> {
         let mut ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(list) = ready.get_mut(&repo) else { return vec![] };
-        let (stale, fresh): (Vec<Warm>, Vec<Warm>) = list.drain(..).partition(|w| Some(w.snapshot) != keep);
+        let Some(list) = ready.get_mut(&repo) else {
+            return vec![];
+        };
+        let (stale, fresh): (Vec<Warm>, Vec<Warm>) =
+            list.drain(..).partition(|w| Some(w.snapshot) != keep);
         *list = fresh;
         stale
     }
@@ -75,14 +91,23 @@ impl WarmPool {
             }
         }
         let result = self.refill_inner(db, ws, repo).await;
-        self.filling.lock().unwrap_or_else(|p| p.into_inner()).remove(&repo.id);
+        self.filling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&repo.id);
         result
     }
 
     async fn refill_inner(&self, db: &Db, ws: &Workspaces, repo: &Repo) -> Result<()> {
-        let size = db::repos::get(db.pool(), repo.id).await?.map_or(0, |r| r.warm_pool.max(0) as usize);
+        let size = db::repos::get(db.pool(), repo.id)
+            .await?
+            .map_or(0, |r| r.warm_pool.max(0) as usize);
         let snap = db::snapshots::latest_ready(db.pool(), repo.id).await?;
-        let keep = if size > 0 { snap.as_ref().map(|s| s.id) } else { None };
+        let keep = if size > 0 {
+            snap.as_ref().map(|s| s.id)
+        } else {
+            None
+        };
         let mut stale = self.drain_stale(repo.id, keep);
         while self.ready(repo.id) > size {
             if let Some(w) = self.drain_stale(repo.id, None).pop() {
@@ -92,11 +117,31 @@ impl WarmPool {
         for w in stale {
             let _ = ws.runtime.stop(&w.workspace_id, Keep::Nothing).await;
         }
-        let Some(snap) = snap.filter(|_| size > 0) else { return Ok(()) };
+        let Some(snap) = snap.filter(|_| size > 0) else {
+            return Ok(());
+        };
         while self.ready(repo.id) < size {
-            let wid = format!("{PREFIX}{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
-            let pid = crate::sessions::workspace::start_on(ws, repo, snap.id, snap.commit.as_deref(), &wid, None).await?;
-            self.put(repo.id, Warm { workspace_id: wid, pid, snapshot: snap.id });
+            let wid = format!(
+                "{PREFIX}{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..16]
+            );
+            let pid = crate::sessions::workspace::start_on(
+                ws,
+                repo,
+                snap.id,
+                snap.commit.as_deref(),
+                &wid,
+                None,
+            )
+            .await?;
+            self.put(
+                repo.id,
+                Warm {
+                    workspace_id: wid,
+                    pid,
+                    snapshot: snap.id,
+                },
+            );
         }
         Ok(())
     }

@@ -24,9 +24,16 @@ pub async fn of_user(db: &Db, session: &Session, user: &User) -> Result<Access> 
     let (role, jti) = if user.is_admin || session.author.user_id == Some(user.id) {
         (Role::Owner, None)
     } else {
-        db::links::member(db.pool(), session.id, user.id).await?.unwrap_or((Role::Viewer, None))
+        db::links::member(db.pool(), session.id, user.id)
+            .await?
+            .unwrap_or((Role::Viewer, None))
     };
-    Ok(Access { name: user.name.clone(), user_id: Some(user.id), role, jti })
+    Ok(Access {
+        name: user.name.clone(),
+        user_id: Some(user.id),
+        role,
+        jti,
+    })
 }
 
 /// Requires at least `need` in `session` for `user`.
@@ -34,7 +41,11 @@ pub async fn require(db: &Db, session: SessionId, user: &User, need: Role) -> Re
     let s = super::get(db, session).await?.session;
     let a = of_user(db, &s, user).await?;
     if a.role < need {
-        return Err(Error::Forbidden(format!("you are a {} in this session; this needs a {}", name(a.role), name(need))));
+        return Err(Error::Forbidden(format!(
+            "you are a {} in this session; this needs a {}",
+            name(a.role),
+            name(need)
+        )));
     }
     Ok(a)
 }
@@ -47,21 +58,34 @@ fn name(r: Role) -> &'static str {
 pub async fn link(db: &Db, jwt: &JwtKeys, session: SessionId, token: &str) -> Result<ShareLink> {
     let claims = jwt.verify_share(token)?;
     if claims.sub != session.to_string() {
-        return Err(Error::Forbidden("this share link is for another session".into()));
+        return Err(Error::Forbidden(
+            "this share link is for another session".into(),
+        ));
     }
-    let link = db::links::get(db.pool(), &claims.jti).await?.ok_or_else(|| Error::Unauthorized("this share link does not exist".into()))?;
+    let link = db::links::get(db.pool(), &claims.jti)
+        .await?
+        .ok_or_else(|| Error::Unauthorized("this share link does not exist".into()))?;
     if link.revoked_at.is_some() {
         return Err(Error::Forbidden("this share link was revoked".into()));
     }
     if link.expires_at.0 <= now_ms() {
-        return Err(Error::Unauthorized("this share link has expired; ask for a new one".into()));
+        return Err(Error::Unauthorized(
+            "this share link has expired; ask for a new one".into(),
+        ));
     }
     Ok(link)
 }
 
 /// Who is on the other end of a live channel: a share token (a guest with `guest_name`, or a
 /// signed-in user), else a signed-in user.
-pub async fn resolve(db: &Db, jwt: &JwtKeys, session: &Session, user: Option<&User>, share: Option<&str>, guest_name: Option<&str>) -> Result<Access> {
+pub async fn resolve(
+    db: &Db,
+    jwt: &JwtKeys,
+    session: &Session,
+    user: Option<&User>,
+    share: Option<&str>,
+    guest_name: Option<&str>,
+) -> Result<Access> {
     if let Some(token) = share {
         let link = link(db, jwt, session.id, token).await?;
         if let Some(user) = user {
@@ -70,16 +94,33 @@ pub async fn resolve(db: &Db, jwt: &JwtKeys, session: &Session, user: Option<&Us
             if own.role >= link.role {
                 return Ok(own);
             }
-            return Ok(Access { name: user.name.clone(), user_id: Some(user.id), role: link.role, jti: Some(link.jti) });
+            return Ok(Access {
+                name: user.name.clone(),
+                user_id: Some(user.id),
+                role: link.role,
+                jti: Some(link.jti),
+            });
         }
         if !link.allow_guests {
-            return Err(Error::Unauthorized("this share link is for signed-in people; sign in first".into()));
+            return Err(Error::Unauthorized(
+                "this share link is for signed-in people; sign in first".into(),
+            ));
         }
-        let name = guest_name.map(str::trim).filter(|n| !n.is_empty()).ok_or_else(|| Error::Invalid("a guest needs a display name".into()))?;
+        let name = guest_name
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| Error::Invalid("a guest needs a display name".into()))?;
         if name.chars().count() > MAX_DISPLAY_NAME || name.chars().any(char::is_control) {
-            return Err(Error::Invalid(format!("a display name is 1 to {MAX_DISPLAY_NAME} printable characters")));
+            return Err(Error::Invalid(format!(
+                "a display name is 1 to {MAX_DISPLAY_NAME} printable characters"
+            )));
         }
-        return Ok(Access { name: format!("{name} (guest)"), user_id: None, role: link.role, jti: Some(link.jti) });
+        return Ok(Access {
+            name: format!("{name} (guest)"),
+            user_id: None,
+            role: link.role,
+            jti: Some(link.jti),
+        });
     }
     match user {
         Some(u) => of_user(db, session, u).await,

@@ -9,7 +9,12 @@ use crate::state::AppState;
 use crate::{Error, Result, now_ms, scheduler, turns};
 
 /// Spawns children of `parent` and records each in the parent's timeline.
-pub async fn spawn(state: &AppState, parent: SessionId, author: Author, req: CreateChildren) -> Result<Vec<Session>> {
+pub async fn spawn(
+    state: &AppState,
+    parent: SessionId,
+    author: Author,
+    req: CreateChildren,
+) -> Result<Vec<Session>> {
     let n = req.variants.unwrap_or(1);
     if !(1..=MAX_FORKS).contains(&n) {
         return Err(Error::Invalid(format!("variants must be 1–{MAX_FORKS}")));
@@ -21,7 +26,9 @@ pub async fn spawn(state: &AppState, parent: SessionId, author: Author, req: Cre
     let agent = req.agent.clone().unwrap_or_else(|| p.agent.clone());
     let children = if req.fork {
         let ws = state.workspaces()?;
-        let forks = super::workspace::fork(&state.db, ws, parent, &author, n, Some(req.prompt.clone())).await?;
+        let forks =
+            super::workspace::fork(&state.db, ws, parent, &author, n, Some(req.prompt.clone()))
+                .await?;
         for f in &forks {
             turns::kick(state, f.id);
         }
@@ -31,8 +38,22 @@ pub async fn spawn(state: &AppState, parent: SessionId, author: Author, req: Cre
         let branch = (repo_id == p.repo_id).then(|| p.branch.clone());
         let mut out = Vec::new();
         for _ in 0..n {
-            let create = CreateSession { repo_id, prompt: req.prompt.clone(), branch: branch.clone(), agent: Some(agent.clone()) };
-            let child = super::create_with_parent(&state.db, author.clone(), create, &agent, Some(parent), None).await?.session;
+            let create = CreateSession {
+                repo_id,
+                prompt: req.prompt.clone(),
+                branch: branch.clone(),
+                agent: Some(agent.clone()),
+            };
+            let child = super::create_with_parent(
+                &state.db,
+                author.clone(),
+                create,
+                &agent,
+                Some(parent),
+                None,
+            )
+            .await?
+            .session;
             scheduler::spawn_boot(state, child.id);
             out.push(child);
         }
@@ -40,8 +61,17 @@ pub async fn spawn(state: &AppState, parent: SessionId, author: Author, req: Cre
     };
     for child in &children {
         let mut tx = state.db.begin().await?;
-        db::events::append(&mut tx, parent, now_ms(), EventKind::ChildSpawned { child_id: child.id, title: child.title.clone(), author: author.clone() })
-            .await?;
+        db::events::append(
+            &mut tx,
+            parent,
+            now_ms(),
+            EventKind::ChildSpawned {
+                child_id: child.id,
+                title: child.title.clone(),
+                author: author.clone(),
+            },
+        )
+        .await?;
         db::audit::record(
             &mut *tx,
             now_ms(),
@@ -66,10 +96,17 @@ pub async fn list(state: &AppState, parent: SessionId) -> Result<Vec<ChildSessio
     for session in db::sessions::children(state.db.pool(), parent).await? {
         let prompts = db::sessions::prompts(state.db.pool(), session.id).await?;
         let files_changed = match state.workspaces() {
-            Ok(ws) => super::workspace::diff(&state.db, ws, session.id).await.map(|d| d.files.len() as i64).unwrap_or(0),
+            Ok(ws) => super::workspace::diff(&state.db, ws, session.id)
+                .await
+                .map(|d| d.files.len() as i64)
+                .unwrap_or(0),
             Err(_) => 0,
         };
-        out.push(ChildSession { prompt_state: prompts.first().map(|p| p.state), files_changed, session });
+        out.push(ChildSession {
+            prompt_state: prompts.first().map(|p| p.state),
+            files_changed,
+            session,
+        });
     }
     Ok(out)
 }
@@ -78,7 +115,9 @@ pub async fn list(state: &AppState, parent: SessionId) -> Result<Vec<ChildSessio
 pub async fn child_of(state: &AppState, parent: SessionId, child: SessionId) -> Result<Session> {
     let s = super::get(&state.db, child).await?.session;
     if s.parent_id != Some(parent) {
-        return Err(Error::NotFound(format!("session {child} is not a child of this session")));
+        return Err(Error::NotFound(format!(
+            "session {child} is not a child of this session"
+        )));
     }
     Ok(s)
 }

@@ -15,7 +15,12 @@ pub mod prompts;
 
 /// Accepts a new session: stored `queued` with its first prompt (if any) and the opening events,
 /// all in one transaction. `default_agent` works on it unless the request names one.
-pub async fn create(db: &Db, author: Author, req: CreateSession, default_agent: &AgentSpec) -> Result<SessionDetail> {
+pub async fn create(
+    db: &Db,
+    author: Author,
+    req: CreateSession,
+    default_agent: &AgentSpec,
+) -> Result<SessionDetail> {
     create_with_parent(db, author, req, default_agent, None, None).await
 }
 
@@ -33,18 +38,28 @@ pub async fn create_with_parent(
     let agent = req.agent.clone().unwrap_or_else(|| default_agent.clone());
     prompts::validate_agent(&agent)?;
     if prompt.is_empty() && agent != AgentSpec::None && title.is_none() {
-        return Err(Error::Invalid("prompt is empty (only a session with agent `none` may start without one)".into()));
+        return Err(Error::Invalid(
+            "prompt is empty (only a session with agent `none` may start without one)".into(),
+        ));
     }
     if !prompt.is_empty() && agent == AgentSpec::None {
-        return Err(Error::Invalid("a session with agent `none` takes no prompt".into()));
+        return Err(Error::Invalid(
+            "a session with agent `none` takes no prompt".into(),
+        ));
     }
     if prompt.len() > MAX_PROMPT_BYTES {
-        return Err(Error::Invalid(format!("prompt is longer than {MAX_PROMPT_BYTES} bytes")));
+        return Err(Error::Invalid(format!(
+            "prompt is longer than {MAX_PROMPT_BYTES} bytes"
+        )));
     }
     let repo = db::repos::get(db.pool(), req.repo_id)
         .await?
         .ok_or_else(|| Error::Invalid(format!("unknown repo {}", req.repo_id)))?;
-    let branch = match req.branch.map(|b| b.trim().to_string()).filter(|b| !b.is_empty()) {
+    let branch = match req
+        .branch
+        .map(|b| b.trim().to_string())
+        .filter(|b| !b.is_empty())
+    {
         Some(b) => {
             crate::repos::validate_branch(&b)?;
             b
@@ -57,7 +72,13 @@ pub async fn create_with_parent(
         repo_id: repo.id,
         repo_name: repo.name.clone(),
         state: SessionState::Queued,
-        title: title.unwrap_or_else(|| if prompt.is_empty() { format!("{} (shared workspace)", repo.name) } else { title_of(&prompt) }),
+        title: title.unwrap_or_else(|| {
+            if prompt.is_empty() {
+                format!("{} (shared workspace)", repo.name)
+            } else {
+                title_of(&prompt)
+            }
+        }),
         branch: branch.clone(),
         author: author.clone(),
         created_at: Timestamp(now),
@@ -80,15 +101,29 @@ pub async fn create_with_parent(
     });
     let mut tx = db.begin().await?;
     db::sessions::insert(&mut tx, &session).await?;
-    let mut last = db::events::append(&mut tx, session.id, now, EventKind::SessionCreated { repo_id: repo.id, branch, author: author.clone() })
-        .await?;
+    let mut last = db::events::append(
+        &mut tx,
+        session.id,
+        now,
+        EventKind::SessionCreated {
+            repo_id: repo.id,
+            branch,
+            author: author.clone(),
+        },
+    )
+    .await?;
     if let Some(first) = &first {
         db::sessions::insert_prompt(&mut tx, first).await?;
         last = db::events::append(
             &mut tx,
             session.id,
             now,
-            EventKind::PromptQueued { prompt_id: first.id, author: author.clone(), mode: first.mode, text: first.text.clone() },
+            EventKind::PromptQueued {
+                prompt_id: first.id,
+                author: author.clone(),
+                mode: first.mode,
+                text: first.text.clone(),
+            },
         )
         .await?;
     }
@@ -105,12 +140,20 @@ pub async fn create_with_parent(
     )
     .await?;
     tx.commit().await?;
-    Ok(SessionDetail { session: Session { last_seq: last.seq, ..session }, prompts: first.into_iter().collect() })
+    Ok(SessionDetail {
+        session: Session {
+            last_seq: last.seq,
+            ..session
+        },
+        prompts: first.into_iter().collect(),
+    })
 }
 
 /// One session with its prompts.
 pub async fn get(db: &Db, id: SessionId) -> Result<SessionDetail> {
-    let session = db::sessions::get(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    let session = db::sessions::get(db.pool(), id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     let prompts = db::sessions::prompts(db.pool(), id).await?;
     Ok(SessionDetail { session, prompts })
 }
@@ -129,9 +172,13 @@ pub async fn events(db: &Db, id: SessionId, q: EventsQuery) -> Result<EventsPage
     }
     let limit = clamp_limit(q.limit, MAX_EVENTS_PAGE)?;
     // Read the session first: events appended after this read are simply in the next page.
-    let session = db::sessions::get(db.pool(), id).await?.ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    let session = db::sessions::get(db.pool(), id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     let events = db::events::list_after(db.pool(), id, after, limit).await?;
-    let last_seq = events.last().map_or(session.last_seq, |e| e.seq.max(session.last_seq));
+    let last_seq = events
+        .last()
+        .map_or(session.last_seq, |e| e.seq.max(session.last_seq));
     Ok(EventsPage { events, last_seq })
 }
 
@@ -139,7 +186,9 @@ fn clamp_limit(limit: Option<i64>, max: i64) -> Result<i64> {
     match limit {
         None => Ok(max),
         Some(n) if (1..=max).contains(&n) => Ok(n),
-        Some(n) => Err(Error::BadRequest(format!("limit must be between 1 and {max}, got {n}"))),
+        Some(n) => Err(Error::BadRequest(format!(
+            "limit must be between 1 and {max}, got {n}"
+        ))),
     }
 }
 
@@ -157,7 +206,10 @@ pub fn title_of(prompt: &str) -> String {
 mod tests {
     #[test]
     fn title_is_first_line_shortened() {
-        assert_eq!(super::title_of("Fix the login bug\nmore"), "Fix the login bug");
+        assert_eq!(
+            super::title_of("Fix the login bug\nmore"),
+            "Fix the login bug"
+        );
         let long = "x".repeat(200);
         assert_eq!(super::title_of(&long).chars().count(), 80);
     }

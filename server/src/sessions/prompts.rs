@@ -14,10 +14,14 @@ pub const MAX_TEMPLATE_BYTES: usize = 4096;
 pub fn validate_agent(agent: &AgentSpec) -> Result<()> {
     if let AgentSpec::Command { template } = agent {
         if !template.contains("{prompt}") {
-            return Err(Error::Invalid("a command agent's template must contain {prompt}".into()));
+            return Err(Error::Invalid(
+                "a command agent's template must contain {prompt}".into(),
+            ));
         }
         if template.len() > MAX_TEMPLATE_BYTES {
-            return Err(Error::Invalid(format!("a command template is at most {MAX_TEMPLATE_BYTES} bytes")));
+            return Err(Error::Invalid(format!(
+                "a command template is at most {MAX_TEMPLATE_BYTES} bytes"
+            )));
         }
     }
     Ok(())
@@ -29,7 +33,9 @@ fn validate_text(text: &str) -> Result<String> {
         return Err(Error::Invalid("prompt is empty".into()));
     }
     if text.len() > MAX_PROMPT_BYTES {
-        return Err(Error::Invalid(format!("prompt is longer than {MAX_PROMPT_BYTES} bytes")));
+        return Err(Error::Invalid(format!(
+            "prompt is longer than {MAX_PROMPT_BYTES} bytes"
+        )));
     }
     Ok(text.to_string())
 }
@@ -39,12 +45,17 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
     let text = validate_text(&req.text)?;
     let session = super::get(db, id).await?.session;
     if matches!(session.state, SessionState::Stopped | SessionState::Failed) {
-        return Err(Error::Conflict(format!("the session has ended ({}); start a new one", session.state.as_str())));
+        return Err(Error::Conflict(format!(
+            "the session has ended ({}); start a new one",
+            session.state.as_str()
+        )));
     }
     let agent = req.agent.clone().unwrap_or_else(|| session.agent.clone());
     validate_agent(&agent)?;
     if agent == AgentSpec::None {
-        return Err(Error::Conflict("this session has no agent (agent `none`): it is a shared workspace for people".into()));
+        return Err(Error::Conflict(
+            "this session has no agent (agent `none`): it is a shared workspace for people".into(),
+        ));
     }
     let now = now_ms();
     let prompt = Prompt {
@@ -60,35 +71,71 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
     };
     let mut tx = db.begin().await?;
     db::sessions::insert_prompt(&mut tx, &prompt).await?;
-    db::events::append(&mut tx, id, now, EventKind::PromptQueued { prompt_id: prompt.id, author, mode: prompt.mode, text: prompt.text.clone() })
-        .await?;
+    db::events::append(
+        &mut tx,
+        id,
+        now,
+        EventKind::PromptQueued {
+            prompt_id: prompt.id,
+            author,
+            mode: prompt.mode,
+            text: prompt.text.clone(),
+        },
+    )
+    .await?;
     tx.commit().await?;
     Ok(prompt)
 }
 
 /// The prompt `pid` of session `id`, checked to be `author`'s and still queued.
 async fn own_queued(db: &Db, id: SessionId, pid: PromptId, author: &Author) -> Result<Prompt> {
-    let p = db::prompts::get(db.pool(), pid).await?.filter(|p| p.session_id == id).ok_or_else(|| Error::NotFound(format!("no prompt {pid} in this session")))?;
+    let p = db::prompts::get(db.pool(), pid)
+        .await?
+        .filter(|p| p.session_id == id)
+        .ok_or_else(|| Error::NotFound(format!("no prompt {pid} in this session")))?;
     if p.author.user_id.is_none() || p.author.user_id != author.user_id {
-        return Err(Error::Forbidden("only a prompt's author may change it".into()));
+        return Err(Error::Forbidden(
+            "only a prompt's author may change it".into(),
+        ));
     }
     if p.state != PromptState::Queued {
-        return Err(Error::Conflict(format!("the prompt is {} and can no longer change", p.state.as_str())));
+        return Err(Error::Conflict(format!(
+            "the prompt is {} and can no longer change",
+            p.state.as_str()
+        )));
     }
     Ok(p)
 }
 
 /// Changes the text of one's own queued prompt.
-pub async fn edit(db: &Db, id: SessionId, pid: PromptId, author: &Author, text: &str) -> Result<Prompt> {
+pub async fn edit(
+    db: &Db,
+    id: SessionId,
+    pid: PromptId,
+    author: &Author,
+    text: &str,
+) -> Result<Prompt> {
     let text = validate_text(text)?;
     own_queued(db, id, pid, author).await?;
     let mut tx = db.begin().await?;
     if !db::prompts::edit(&mut tx, pid, &text).await? {
         return Err(Error::Conflict("the prompt started meanwhile".into()));
     }
-    db::events::append(&mut tx, id, now_ms(), EventKind::PromptEdited { prompt_id: pid, author: author.clone(), text }).await?;
+    db::events::append(
+        &mut tx,
+        id,
+        now_ms(),
+        EventKind::PromptEdited {
+            prompt_id: pid,
+            author: author.clone(),
+            text,
+        },
+    )
+    .await?;
     tx.commit().await?;
-    db::prompts::get(db.pool(), pid).await?.ok_or_else(|| Error::NotFound("the prompt vanished".into()))
+    db::prompts::get(db.pool(), pid)
+        .await?
+        .ok_or_else(|| Error::NotFound("the prompt vanished".into()))
 }
 
 /// Takes back one's own queued prompt.
@@ -98,7 +145,16 @@ pub async fn withdraw(db: &Db, id: SessionId, pid: PromptId, author: &Author) ->
     if !db::prompts::set_state(&mut tx, pid, PromptState::Queued, PromptState::Withdrawn).await? {
         return Err(Error::Conflict("the prompt started meanwhile".into()));
     }
-    db::events::append(&mut tx, id, now_ms(), EventKind::PromptWithdrawn { prompt_id: pid, author: author.clone() }).await?;
+    db::events::append(
+        &mut tx,
+        id,
+        now_ms(),
+        EventKind::PromptWithdrawn {
+            prompt_id: pid,
+            author: author.clone(),
+        },
+    )
+    .await?;
     tx.commit().await?;
     Ok(())
 }

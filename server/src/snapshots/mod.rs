@@ -37,20 +37,35 @@ pub struct Workspaces {
     pub egress_hosts: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
     /// The `opencode` binary bound into workspaces for the opencode agent, if the host has one.
     pub opencode_bin: Option<PathBuf>,
+    /// The GitHub App, for fetching repos imported through it.
+    pub github: Option<Arc<crate::github::GitHub>>,
 }
 
 impl Workspaces {
     /// The network a recipe asks for: its allow-list, or none at all.
     pub fn egress(&self, recipe: &Recipe) -> Option<crate::runtime::network::Egress> {
-        (!recipe.egress.is_empty())
-            .then(|| crate::runtime::network::Egress { allow: recipe.egress.clone(), hosts: self.egress_hosts.clone() })
+        (!recipe.egress.is_empty()).then(|| crate::runtime::network::Egress {
+            allow: recipe.egress.clone(),
+            hosts: self.egress_hosts.clone(),
+        })
     }
 }
 
 impl Workspaces {
+    /// The credential header the server's git needs for `repo`'s remote, if any.
+    pub async fn remote_auth(&self, repo: &Repo) -> Result<Option<String>> {
+        match &self.github {
+            Some(gh) => gh.remote_auth(repo).await,
+            None => Ok(None),
+        }
+    }
+
     /// The layer directory of a snapshot.
     pub fn layer(&self, id: SnapshotId) -> PathBuf {
-        self.data_dir.join("snapshots").join(id.to_string()).join("layer")
+        self.data_dir
+            .join("snapshots")
+            .join(id.to_string())
+            .join("layer")
     }
 }
 
@@ -117,11 +132,27 @@ pub async fn build(db: &Db, ws: &Workspaces, repo: &Repo, mut snap: Snapshot) ->
     Ok(snap)
 }
 
-async fn run_build(db: &Db, ws: &Workspaces, repo: &Repo, snap: &Snapshot, layer: &Path, log: &mut String) -> Result<(String, String)> {
+async fn run_build(
+    db: &Db,
+    ws: &Workspaces,
+    repo: &Repo,
+    snap: &Snapshot,
+    layer: &Path,
+    log: &mut String,
+) -> Result<(String, String)> {
     let checkout = layer.join(REPO_DIR.trim_start_matches('/'));
     std::fs::create_dir_all(layer)?;
-    log.push_str(&format!("$ git fetch {} ({})\n", repo.url, repo.default_branch));
-    let (mirror, commit) = crate::mirrors::update(&ws.data_dir, repo, &repo.default_branch).await?;
+    log.push_str(&format!(
+        "$ git fetch {} ({})\n",
+        repo.url, repo.default_branch
+    ));
+    let (mirror, commit) = crate::mirrors::update(
+        &ws.data_dir,
+        repo,
+        &repo.default_branch,
+        ws.remote_auth(repo).await?.as_deref(),
+    )
+    .await?;
     crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
     log.push_str(&format!("at {commit}\n"));
     db::snapshots::set_log(db.pool(), snap.id, &tail(log, MAX_LOG_BYTES)).await?;
@@ -129,7 +160,11 @@ async fn run_build(db: &Db, ws: &Workspaces, repo: &Repo, snap: &Snapshot, layer
     let recipe = Recipe::parse(recipe_text.as_deref())?;
     if !recipe.setup.is_empty() {
         let id = format!("snap-{}", &snap.id.0.simple().to_string()[..16]);
-        let env: Vec<(String, String)> = recipe.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let env: Vec<(String, String)> = recipe
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         ws.runtime
             .start(WorkspaceSpec {
                 id: id.clone(),
@@ -206,14 +241,28 @@ pub async fn staleness(db: &Db, ws: &Workspaces, repo: &Repo) -> Result<Option<S
     let Some(latest) = db::snapshots::latest_ready(db.pool(), repo.id).await? else {
         return Ok(Some("there is no snapshot yet".into()));
     };
-    let (mirror, head) = crate::mirrors::update(&ws.data_dir, repo, &repo.default_branch).await?;
+    let (mirror, head) = crate::mirrors::update(
+        &ws.data_dir,
+        repo,
+        &repo.default_branch,
+        ws.remote_auth(repo).await?.as_deref(),
+    )
+    .await?;
     if latest.commit.as_deref() != Some(head.as_str()) {
-        return Ok(Some(format!("{} moved to {}", repo.default_branch, &head[..head.len().min(12)])));
+        return Ok(Some(format!(
+            "{} moved to {}",
+            repo.default_branch,
+            &head[..head.len().min(12)]
+        )));
     }
     if latest.image_digest.as_deref() != Some(ws.image.digest.as_str()) {
         return Ok(Some("the workspace image changed".into()));
     }
-    let recipe = Recipe::parse(crate::mirrors::read_file(&mirror, &head, recipe::FILE).await?.as_deref())?;
+    let recipe = Recipe::parse(
+        crate::mirrors::read_file(&mirror, &head, recipe::FILE)
+            .await?
+            .as_deref(),
+    )?;
     if latest.recipe_hash.as_deref() != Some(recipe.hash().as_str()) {
         return Ok(Some("the recipe changed".into()));
     }
@@ -221,7 +270,11 @@ pub async fn staleness(db: &Db, ws: &Workspaces, repo: &Repo) -> Result<Option<S
 }
 
 /// Starts a build when the newest snapshot is stale and none is running; returns it.
-pub async fn rebuild_if_stale(db: &Db, ws: &Arc<Workspaces>, repo: &Repo) -> Result<Option<Snapshot>> {
+pub async fn rebuild_if_stale(
+    db: &Db,
+    ws: &Arc<Workspaces>,
+    repo: &Repo,
+) -> Result<Option<Snapshot>> {
     if db::snapshots::building(db.pool(), repo.id).await? {
         return Ok(None);
     }
@@ -244,14 +297,20 @@ pub async fn collect_garbage(
     also_in_use: &[SnapshotId],
 ) -> Result<Vec<SnapshotId>> {
     use tandem_protocol::SessionState::*;
-    let in_use: std::collections::HashSet<String> = db::sessions::in_states(db.pool(), &[Queued, Starting, Ready, Running, Idle, Suspended])
+    let in_use: std::collections::HashSet<String> = db::sessions::in_states(
+        db.pool(),
+        &[Queued, Starting, Ready, Running, Idle, Suspended],
+    )
+    .await?
+    .into_iter()
+    .filter_map(|r| r.snapshot_id)
+    .chain(also_in_use.iter().map(|s| s.to_string()))
+    .collect();
+    let mut collected = Vec::new();
+    let ready = db::snapshots::list(db.pool(), repo.id)
         .await?
         .into_iter()
-        .filter_map(|r| r.snapshot_id)
-        .chain(also_in_use.iter().map(|s| s.to_string()))
-        .collect();
-    let mut collected = Vec::new();
-    let ready = db::snapshots::list(db.pool(), repo.id).await?.into_iter().filter(|s| s.state == SnapshotState::Ready);
+        .filter(|s| s.state == SnapshotState::Ready);
     for snap in ready.skip(keep.max(1)) {
         if in_use.contains(&snap.id.to_string()) {
             continue;

@@ -70,19 +70,25 @@ impl RecipeLimits {
         let mut l = base;
         if let Some(m) = self.memory_mb {
             if !(64..=262_144).contains(&m) {
-                return Err(Error::Invalid(format!("{FILE}: limits.memory_mb must be 64–262144, got {m}")));
+                return Err(Error::Invalid(format!(
+                    "{FILE}: limits.memory_mb must be 64–262144, got {m}"
+                )));
             }
             l.memory_bytes = m << 20;
         }
         if let Some(c) = self.cpus {
             if !(0.1..=64.0).contains(&c) {
-                return Err(Error::Invalid(format!("{FILE}: limits.cpus must be 0.1–64, got {c}")));
+                return Err(Error::Invalid(format!(
+                    "{FILE}: limits.cpus must be 0.1–64, got {c}"
+                )));
             }
             l.cpus = c;
         }
         if let Some(p) = self.pids {
             if !(64..=1_048_576).contains(&p) {
-                return Err(Error::Invalid(format!("{FILE}: limits.pids must be 64–1048576, got {p}")));
+                return Err(Error::Invalid(format!(
+                    "{FILE}: limits.pids must be 64–1048576, got {p}"
+                )));
             }
             l.pids = p;
         }
@@ -117,8 +123,14 @@ mod tests {
         assert_eq!(Recipe::parse(None).unwrap(), Recipe::default());
         let r = Recipe::parse(Some("[workspace]\nsetup = [\"make\"]\nports = [3000]\n")).unwrap();
         assert_eq!(r.setup, ["make"]);
-        let same = Recipe::parse(Some("[workspace]\nports = [3000]\nsetup = [ \"make\" ]\n")).unwrap();
+        let same =
+            Recipe::parse(Some("[workspace]\nports = [3000]\nsetup = [ \"make\" ]\n")).unwrap();
         assert_eq!(r.hash(), same.hash(), "formatting does not change the hash");
-        assert!(Recipe::parse(Some("[workspace]\nsetpu = []\n")).unwrap_err().to_string().contains("setpu"));
+        assert!(
+            Recipe::parse(Some("[workspace]\nsetpu = []\n"))
+                .unwrap_err()
+                .to_string()
+                .contains("setpu")
+        );
     }
 }

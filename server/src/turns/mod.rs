@@ -67,15 +67,27 @@ impl Turns {
                 id
             }
         };
-        Ok(Self { runner, active: Mutex::new(HashMap::new()) })
+        Ok(Self {
+            runner,
+            active: Mutex::new(HashMap::new()),
+        })
     }
 
     fn running(&self, session: SessionId) -> Option<Running> {
-        self.active.lock().unwrap_or_else(|e| e.into_inner()).get(&session).and_then(|a| a.turn.clone())
+        self.active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&session)
+            .and_then(|a| a.turn.clone())
     }
 
     fn set_running(&self, session: SessionId, turn: Option<Running>) {
-        if let Some(a) = self.active.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&session) {
+        if let Some(a) = self
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&session)
+        {
             a.turn = turn;
         }
     }
@@ -124,8 +136,12 @@ async fn drive(state: AppState, session: SessionId) {
 /// Claims and runs the next prompt; false when there is none (or the session is not live).
 async fn next(state: &AppState, session: SessionId) -> Result<bool> {
     let db = &state.db;
-    let Some(row) = db::sessions::workspace(db.pool(), session).await? else { return Ok(false) };
-    let (Some(wid), Some(pid)) = (row.workspace_id, row.workspace_pid) else { return Ok(false) };
+    let Some(row) = db::sessions::workspace(db.pool(), session).await? else {
+        return Ok(false);
+    };
+    let (Some(wid), Some(pid)) = (row.workspace_id, row.workspace_pid) else {
+        return Ok(false);
+    };
     match claim(db, session, &state.turns.runner).await? {
         Claim::Turn(prompt, agent) => {
             run(state, session, prompt, agent, wid, pid as i32).await?;
@@ -135,7 +151,15 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
             // A session that ran a turn rests (one that never did stays `ready`).
             if was_running {
                 let mut tx = db.begin().await?;
-                db::sessions::transition_from(&mut tx, session, &[SessionState::Running], SessionState::Idle, None, now_ms()).await?;
+                db::sessions::transition_from(
+                    &mut tx,
+                    session,
+                    &[SessionState::Running],
+                    SessionState::Idle,
+                    None,
+                    now_ms(),
+                )
+                .await?;
                 tx.commit().await?;
             }
             Ok(false)
@@ -159,30 +183,60 @@ pub enum Claim {
 pub async fn claim(db: &Db, session: SessionId, runner: &str) -> Result<Claim> {
     let now = now_ms();
     let mut tx = db.begin().await?;
-    let live = [SessionState::Ready, SessionState::Idle, SessionState::Running];
-    let Some(was) = db::sessions::transition_from(&mut tx, session, &live, SessionState::Running, None, now).await? else {
+    let live = [
+        SessionState::Ready,
+        SessionState::Idle,
+        SessionState::Running,
+    ];
+    let Some(was) =
+        db::sessions::transition_from(&mut tx, session, &live, SessionState::Running, None, now)
+            .await?
+    else {
         tx.rollback().await?;
         return Ok(Claim::NotLive);
     };
     let Some(prompt) = db::prompts::claim_next(&mut tx, session, runner, now).await? else {
         // Rolled back: the session keeps its state.
         tx.rollback().await?;
-        return Ok(Claim::Empty { was_running: was == SessionState::Running });
+        return Ok(Claim::Empty {
+            was_running: was == SessionState::Running,
+        });
     };
     let agent = match &prompt.agent {
         Some(a) => a.clone(),
-        None => db::sessions::agent(&mut *tx, session).await?.unwrap_or_default(),
+        None => db::sessions::agent(&mut *tx, session)
+            .await?
+            .unwrap_or_default(),
     };
-    db::events::append(&mut tx, session, now, EventKind::TurnStarted { prompt_id: prompt.id, author: prompt.author.clone(), agent: agent.name().into() }).await?;
+    db::events::append(
+        &mut tx,
+        session,
+        now,
+        EventKind::TurnStarted {
+            prompt_id: prompt.id,
+            author: prompt.author.clone(),
+            agent: agent.name().into(),
+        },
+    )
+    .await?;
     tx.commit().await?;
     Ok(Claim::Turn(prompt, agent))
 }
 
-async fn run(state: &AppState, session: SessionId, prompt: Prompt, agent: AgentSpec, wid: String, pid: i32) -> Result<()> {
+async fn run(
+    state: &AppState,
+    session: SessionId,
+    prompt: Prompt,
+    agent: AgentSpec,
+    wid: String,
+    pid: i32,
+) -> Result<()> {
     let t0 = Instant::now();
     let db = &state.db;
     let ws = state.workspaces()?.clone();
-    let kept = db::artifacts::agent_state(db.pool(), session).await?.and_then(|s| serde_json::from_str(&s).ok());
+    let kept = db::artifacts::agent_state(db.pool(), session)
+        .await?
+        .and_then(|s| serde_json::from_str(&s).ok());
     let start = TurnStart {
         turn_id: prompt.id,
         prompt: prompt.text.clone(),
@@ -192,11 +246,21 @@ async fn run(state: &AppState, session: SessionId, prompt: Prompt, agent: AgentS
         state: kept,
         max_steps: state.config.agents.max_steps,
     };
-    let running = Running { prompt: prompt.id, wid: wid.clone(), pid, stop: Arc::new(Notify::new()), stopped_by: Default::default() };
+    let running = Running {
+        prompt: prompt.id,
+        wid: wid.clone(),
+        pid,
+        stop: Arc::new(Notify::new()),
+        stopped_by: Default::default(),
+    };
     state.turns.set_running(session, Some(running.clone()));
     let mut rec = record::Recorder::new(db.clone(), session, &prompt, &agent, &state.turns.runner);
     let result = async {
         state.gateways.ensure(state, &wid).await?;
+        // The workspace's own git reaches GitHub through the gateway (once per workspace).
+        if let Err(e) = crate::github::pr::prepare_session(state, session, &wid).await {
+            tracing::warn!(session = %session, error = %e, "preparing the workspace's git for GitHub failed");
+        }
         let mut frames = crate::agent::start_turn(&ws, &wid, pid, &start).await?;
         let heartbeat = tokio::spawn(beat(db.clone(), prompt.id, state.turns.runner.clone()));
         let _stop_beating = AbortOnDrop(heartbeat);
@@ -224,31 +288,72 @@ async fn run(state: &AppState, session: SessionId, prompt: Prompt, agent: AgentS
     }
     .await;
     state.turns.set_running(session, None);
-    let stopped_by = running.stopped_by.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let stopped_by = running
+        .stopped_by
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let ms = t0.elapsed().as_millis() as i64;
     match result {
         Ok(Some((outcome, usage, error))) => {
-            let error = error.or_else(|| (outcome == TurnOutcome::Stopped).then(|| stopped_by.clone()).flatten());
-            rec.end(outcome, usage, error, ms).await
+            let error = error.or_else(|| {
+                (outcome == TurnOutcome::Stopped)
+                    .then(|| stopped_by.clone())
+                    .flatten()
+            });
+            rec.end(outcome, usage, error, ms).await?;
+            after_turn(state, session, &prompt).await;
+            Ok(())
         }
         // The agent did not end a stopped turn in time: the server ends it (dropping the
         // stream stops the agent's side).
         Ok(None) => {
             let usage = rec.usage();
-            rec.end(TurnOutcome::Stopped, usage, stopped_by, ms).await
+            rec.end(TurnOutcome::Stopped, usage, stopped_by, ms).await?;
+            after_turn(state, session, &prompt).await;
+            Ok(())
         }
         // The agent is still ending the turn before (a stop it took longer than the grace to
         // finish): this one waits its turn again, without counting an attempt.
         Err(Error::Conflict(why)) => {
             tracing::info!(session = %session, "the agent is busy; retrying the prompt: {why}");
-            interrupt(db, &state.config.agents, &prompt, "the agent was still ending the previous turn", ms, false).await?;
+            interrupt(
+                db,
+                &state.config.agents,
+                &prompt,
+                "the agent was still ending the previous turn",
+                ms,
+                false,
+            )
+            .await?;
             tokio::time::sleep(BUSY_BACKOFF).await;
             Ok(())
         }
         Err(e) => {
             tracing::warn!(session = %session, error = %e, "a turn was interrupted");
-            interrupt(db, &state.config.agents, &prompt, &format!("the workspace went away mid-turn: {e}"), ms, true).await
+            interrupt(
+                db,
+                &state.config.agents,
+                &prompt,
+                &format!("the workspace went away mid-turn: {e}"),
+                ms,
+                true,
+            )
+            .await
         }
+    }
+}
+
+/// What follows a finished turn before the next one starts: on a GitHub repo, its changes are
+/// committed as the prompt's author and pushed to the session's open pull request. A failure is
+/// an event on the session, never the turn's.
+async fn after_turn(state: &AppState, session: SessionId, prompt: &Prompt) {
+    if let Err(e) = crate::github::pr::after_turn(state, session, prompt).await {
+        tracing::warn!(session = %session, error = %e, "committing or pushing after a turn failed");
+        let message =
+            format!("the turn's changes could not be committed or pushed to the pull request: {e}");
+        let _ = crate::sessions::workspace::event(&state.db, session, EventKind::Error { message })
+            .await;
     }
 }
 
@@ -272,7 +377,14 @@ async fn beat(db: Db, prompt: PromptId, runner: String) {
 
 /// Ends an interrupted turn: its prompt is queued again (first or last, per the config) unless
 /// it has been interrupted too often, when it is left for people to resubmit, loudly.
-async fn interrupt(db: &Db, agents: &crate::config::AgentsConfig, prompt: &Prompt, reason: &str, ms: i64, count: bool) -> Result<()> {
+async fn interrupt(
+    db: &Db,
+    agents: &crate::config::AgentsConfig,
+    prompt: &Prompt,
+    reason: &str,
+    ms: i64,
+    count: bool,
+) -> Result<()> {
     let now = now_ms();
     let session = prompt.session_id;
     let mut tx = db.begin().await?;
@@ -281,7 +393,15 @@ async fn interrupt(db: &Db, agents: &crate::config::AgentsConfig, prompt: &Promp
     let requeued = if attempts < agents.max_attempts {
         db::prompts::requeue(&mut tx, prompt.id, first, count).await?
     } else {
-        db::prompts::finish(&mut tx, prompt.id, None, PromptState::Interrupted, Usage::default(), now).await?
+        db::prompts::finish(
+            &mut tx,
+            prompt.id,
+            None,
+            PromptState::Interrupted,
+            Usage::default(),
+            now,
+        )
+        .await?
     };
     if !requeued {
         // Someone else already ended it.
@@ -291,13 +411,27 @@ async fn interrupt(db: &Db, agents: &crate::config::AgentsConfig, prompt: &Promp
         &mut tx,
         session,
         now,
-        EventKind::TurnEnded { prompt_id: prompt.id, outcome: TurnOutcome::Interrupted, usage: Usage::default(), duration_ms: ms, error: Some(reason.to_string()) },
+        EventKind::TurnEnded {
+            prompt_id: prompt.id,
+            outcome: TurnOutcome::Interrupted,
+            usage: Usage::default(),
+            duration_ms: ms,
+            error: Some(reason.to_string()),
+        },
     )
     .await?;
     let kind = if attempts < agents.max_attempts {
-        EventKind::PromptRequeued { prompt_id: prompt.id, first, reason: reason.to_string() }
+        EventKind::PromptRequeued {
+            prompt_id: prompt.id,
+            first,
+            reason: reason.to_string(),
+        }
     } else {
-        EventKind::Error { message: format!("a prompt was interrupted {attempts} times and is not queued again; resubmit it if it is still wanted") }
+        EventKind::Error {
+            message: format!(
+                "a prompt was interrupted {attempts} times and is not queued again; resubmit it if it is still wanted"
+            ),
+        }
     };
     db::events::append(&mut tx, session, now, kind).await?;
     tx.commit().await?;
@@ -308,7 +442,11 @@ async fn interrupt(db: &Db, agents: &crate::config::AgentsConfig, prompt: &Promp
 /// their prompts queued again; then every live session with a queue is kicked.
 pub async fn recover(state: &AppState) -> Result<()> {
     sweep(state, Some(state.turns.runner.clone())).await?;
-    let live = [SessionState::Ready.as_str(), SessionState::Idle.as_str(), SessionState::Running.as_str()];
+    let live = [
+        SessionState::Ready.as_str(),
+        SessionState::Idle.as_str(),
+        SessionState::Running.as_str(),
+    ];
     for session in db::prompts::sessions_with_queue(state.db.pool(), &live).await? {
         kick(state, session);
     }
@@ -328,8 +466,11 @@ pub async fn sweep(state: &AppState, mine: Option<String>) -> Result<()> {
 
 /// Stops the session's running turn. False when no turn of it runs in this process.
 pub async fn stop(state: &AppState, session: SessionId, by: &Author) -> Result<bool> {
-    let Some(turn) = state.turns.running(session) else { return Ok(false) };
-    *turn.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("stopped by {}", by.name));
+    let Some(turn) = state.turns.running(session) else {
+        return Ok(false);
+    };
+    *turn.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(format!("stopped by {}", by.name));
     turn.stop.notify_one();
     let ws = state.workspaces()?;
     if let Err(e) = crate::agent::control_turn(ws, &turn.wid, turn.pid, turn.prompt, None).await {
@@ -338,7 +479,13 @@ pub async fn stop(state: &AppState, session: SessionId, by: &Author) -> Result<b
     crate::db::audit::record(
         state.db.pool(),
         now_ms(),
-        db::audit::Entry { actor_user_id: by.user_id, actor_name: &by.name, action: "turn.stop", target: &session.to_string(), detail: serde_json::json!({ "prompt": turn.prompt }) },
+        db::audit::Entry {
+            actor_user_id: by.user_id,
+            actor_name: &by.name,
+            action: "turn.stop",
+            target: &session.to_string(),
+            detail: serde_json::json!({ "prompt": turn.prompt }),
+        },
     )
     .await?;
     Ok(true)
@@ -352,11 +499,18 @@ pub async fn steer(state: &AppState, prompt: &Prompt) {
         return;
     };
     let Ok(ws) = state.workspaces() else { return };
-    let req = TurnSteer { prompt_id: prompt.id, text: prompt.text.clone() };
+    let req = TurnSteer {
+        prompt_id: prompt.id,
+        text: prompt.text.clone(),
+    };
     match crate::agent::control_turn(ws, &turn.wid, turn.pid, turn.prompt, Some(&req)).await {
         Ok(true) => {}
-        Ok(false) => tracing::info!(session = %prompt.session_id, "the turn cannot be steered; the prompt waits in the queue"),
-        Err(e) => tracing::warn!(session = %prompt.session_id, error = %e, "steering failed; the prompt waits in the queue"),
+        Ok(false) => {
+            tracing::info!(session = %prompt.session_id, "the turn cannot be steered; the prompt waits in the queue")
+        }
+        Err(e) => {
+            tracing::warn!(session = %prompt.session_id, error = %e, "steering failed; the prompt waits in the queue")
+        }
     }
     kick(state, prompt.session_id);
 }

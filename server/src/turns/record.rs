@@ -28,12 +28,21 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(db: Db, session: SessionId, prompt: &Prompt, agent: &AgentSpec, runner: &str) -> Self {
+    pub fn new(
+        db: Db,
+        session: SessionId,
+        prompt: &Prompt,
+        agent: &AgentSpec,
+        runner: &str,
+    ) -> Self {
         Self {
             db,
             session,
             prompt: prompt.id,
-            actor: (prompt.author.user_id, format!("{} agent for {}", agent.name(), prompt.author.name)),
+            actor: (
+                prompt.author.user_id,
+                format!("{} agent for {}", agent.name(), prompt.author.name),
+            ),
             state: None,
             usage: Usage::default(),
             runner: runner.to_string(),
@@ -52,7 +61,13 @@ impl Recorder {
     }
 
     async fn audit(&self, action: &str, detail: serde_json::Value) -> Result<()> {
-        let entry = db::audit::Entry { actor_user_id: self.actor.0, actor_name: &self.actor.1, action, target: &self.session.to_string(), detail };
+        let entry = db::audit::Entry {
+            actor_user_id: self.actor.0,
+            actor_name: &self.actor.1,
+            action,
+            target: &self.session.to_string(),
+            detail,
+        };
         // A failed audit write is logged; it does not interrupt the turn.
         if let Err(e) = db::audit::record(self.db.pool(), now_ms(), entry).await {
             tracing::warn!(session = %self.session, error = %e, "an audit entry could not be written");
@@ -91,22 +106,50 @@ impl Recorder {
                     let id = self.artifact("agent message", &text).await?;
                     cut.push_str(&format!("\n\n[cut: the whole message is artifact {id}]"));
                 }
-                self.append(EventKind::AgentMessage { prompt_id, text: cut }).await
+                self.append(EventKind::AgentMessage {
+                    prompt_id,
+                    text: cut,
+                })
+                .await
             }
-            TurnFrame::ToolCall { call_id, name, mut arguments } => {
+            TurnFrame::ToolCall {
+                call_id,
+                name,
+                mut arguments,
+            } => {
                 let json = arguments.to_string();
                 if json.len() > MAX_EVENT_OUTPUT_BYTES {
-                    let id = self.artifact(&format!("{name} arguments ({call_id})"), &json).await?;
+                    let id = self
+                        .artifact(&format!("{name} arguments ({call_id})"), &json)
+                        .await?;
                     arguments = serde_json::json!({ "_cut": format!("{} bytes of arguments; whole in artifact {id}", json.len()) });
                 }
                 let mut args = arguments.to_string();
                 crate::sessions::workspace::truncate(&mut args, MAX_AUDIT_ARGS_BYTES);
-                self.audit("agent.tool", serde_json::json!({ "tool": name, "arguments": args })).await?;
-                self.append(EventKind::ToolCall { prompt_id, call_id, name, arguments }).await
+                self.audit(
+                    "agent.tool",
+                    serde_json::json!({ "tool": name, "arguments": args }),
+                )
+                .await?;
+                self.append(EventKind::ToolCall {
+                    prompt_id,
+                    call_id,
+                    name,
+                    arguments,
+                })
+                .await
             }
-            TurnFrame::ToolResult { call_id, name, output, is_error, exit_code, duration_ms } => {
+            TurnFrame::ToolResult {
+                call_id,
+                name,
+                output,
+                is_error,
+                exit_code,
+                duration_ms,
+            } => {
                 let mut cut = output.clone();
-                let truncated = crate::sessions::workspace::truncate(&mut cut, MAX_EVENT_OUTPUT_BYTES);
+                let truncated =
+                    crate::sessions::workspace::truncate(&mut cut, MAX_EVENT_OUTPUT_BYTES);
                 let now = now_ms();
                 let mut tx = self.db.begin().await?;
                 let artifact = if truncated {
@@ -127,25 +170,63 @@ impl Recorder {
                     &mut tx,
                     self.session,
                     now,
-                    EventKind::ToolResult { prompt_id, call_id, name, output: cut, is_error, exit_code, duration_ms, truncated, artifact },
+                    EventKind::ToolResult {
+                        prompt_id,
+                        call_id,
+                        name,
+                        output: cut,
+                        is_error,
+                        exit_code,
+                        duration_ms,
+                        truncated,
+                        artifact,
+                    },
                 )
                 .await?;
                 tx.commit().await?;
                 Ok(())
             }
             TurnFrame::FileChanged { path, change } => {
-                self.audit("agent.file_change", serde_json::json!({ "path": path, "change": change })).await?;
-                self.append(EventKind::FileChanged { prompt_id, path, change }).await
+                self.audit(
+                    "agent.file_change",
+                    serde_json::json!({ "path": path, "change": change }),
+                )
+                .await?;
+                self.append(EventKind::FileChanged {
+                    prompt_id,
+                    path,
+                    change,
+                })
+                .await
             }
             TurnFrame::Steered { prompt_id: steer } => {
                 // The agent is untrusted: only a prompt of this session can be delivered here.
-                let Some(p) = db::prompts::get(self.db.pool(), steer).await?.filter(|p| p.session_id == self.session) else {
+                let Some(p) = db::prompts::get(self.db.pool(), steer)
+                    .await?
+                    .filter(|p| p.session_id == self.session)
+                else {
                     return Ok(());
                 };
                 let mut tx = self.db.begin().await?;
-                if db::prompts::set_state(&mut tx, steer, PromptState::Queued, PromptState::Delivered).await? {
-                    db::events::append(&mut tx, self.session, now_ms(), EventKind::SteerDelivered { prompt_id: steer, turn: prompt_id, author: p.author })
-                        .await?;
+                if db::prompts::set_state(
+                    &mut tx,
+                    steer,
+                    PromptState::Queued,
+                    PromptState::Delivered,
+                )
+                .await?
+                {
+                    db::events::append(
+                        &mut tx,
+                        self.session,
+                        now_ms(),
+                        EventKind::SteerDelivered {
+                            prompt_id: steer,
+                            turn: prompt_id,
+                            author: p.author,
+                        },
+                    )
+                    .await?;
                 }
                 tx.commit().await?;
                 Ok(())
@@ -160,7 +241,13 @@ impl Recorder {
 
     /// Ends the turn: the prompt's state and usage, the `turn_ended` event and the agent's state,
     /// in one transaction.
-    pub async fn end(self, outcome: TurnOutcome, usage: Usage, error: Option<String>, duration_ms: i64) -> Result<()> {
+    pub async fn end(
+        self,
+        outcome: TurnOutcome,
+        usage: Usage,
+        error: Option<String>,
+        duration_ms: i64,
+    ) -> Result<()> {
         let now = now_ms();
         let to = match outcome {
             TurnOutcome::Completed => PromptState::Done,
@@ -175,7 +262,19 @@ impl Recorder {
         if let Some(state) = &self.state {
             db::artifacts::set_agent_state(&mut tx, self.session, &state.to_string(), now).await?;
         }
-        db::events::append(&mut tx, self.session, now, EventKind::TurnEnded { prompt_id: self.prompt, outcome, usage, duration_ms, error }).await?;
+        db::events::append(
+            &mut tx,
+            self.session,
+            now,
+            EventKind::TurnEnded {
+                prompt_id: self.prompt,
+                outcome,
+                usage,
+                duration_ms,
+                error,
+            },
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }

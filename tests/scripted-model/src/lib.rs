@@ -38,12 +38,22 @@ pub struct Reply {
 impl Reply {
     /// A reply with text only (the agent's turn ends with it).
     pub fn text(text: &str) -> Self {
-        Self { text: text.into(), prompt_tokens: 100, completion_tokens: 10, ..Default::default() }
+        Self {
+            text: text.into(),
+            prompt_tokens: 100,
+            completion_tokens: 10,
+            ..Default::default()
+        }
     }
 
     /// A reply that calls one tool.
     pub fn tool(name: &str, arguments: Value) -> Self {
-        Self { tool_calls: vec![(name.into(), arguments)], prompt_tokens: 100, completion_tokens: 20, ..Default::default() }
+        Self {
+            tool_calls: vec![(name.into(), arguments)],
+            prompt_tokens: 100,
+            completion_tokens: 20,
+            ..Default::default()
+        }
     }
 
     /// Keeps this reply for conversations that started with a prompt containing `needle`.
@@ -91,7 +101,12 @@ impl Request {
     pub fn transcript(&self) -> String {
         self.body["messages"]
             .as_array()
-            .map(|m| m.iter().filter_map(|m| m["content"].as_str()).collect::<Vec<_>>().join("\n"))
+            .map(|m| {
+                m.iter()
+                    .filter_map(|m| m["content"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
             .unwrap_or_default()
     }
 
@@ -99,7 +114,12 @@ impl Request {
     pub fn user_messages(&self) -> Vec<String> {
         self.body["messages"]
             .as_array()
-            .map(|m| m.iter().filter(|m| m["role"] == "user").filter_map(|m| m["content"].as_str().map(String::from)).collect())
+            .map(|m| {
+                m.iter()
+                    .filter(|m| m["role"] == "user")
+                    .filter_map(|m| m["content"].as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
@@ -134,12 +154,17 @@ impl ScriptedModel {
             .route("/v1/chat/completions", post(complete))
             .route("/v1/models", get(models))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
         let addr = listener.local_addr().expect("bound");
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Self { base_url: format!("http://{addr}/v1"), shared }
+        Self {
+            base_url: format!("http://{addr}/v1"),
+            shared,
+        }
     }
 
     /// Appends replies to the script.
@@ -172,34 +197,57 @@ impl ScriptedModel {
 }
 
 async fn models() -> Json<Value> {
-    Json(json!({ "object": "list", "data": [{ "id": "scripted", "object": "model", "owned_by": "tests" }] }))
+    Json(
+        json!({ "object": "list", "data": [{ "id": "scripted", "object": "model", "owned_by": "tests" }] }),
+    )
 }
 
 async fn complete(State(shared): State<Shared>, headers: HeaderMap, body: String) -> Response {
     let Ok(body) = serde_json::from_str::<Value>(&body) else {
-        return (StatusCode::BAD_REQUEST, Json(json!({ "error": { "message": "the body is not JSON" } }))).into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({ "error": { "message": "the body is not JSON" } })),
+        )
+            .into_response();
     };
     let reply = {
         let mut inner = shared.inner.lock().unwrap();
-        let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(String::from);
-        let request = Request { authorization, body: body.clone() };
+        let authorization = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        let request = Request {
+            authorization,
+            body: body.clone(),
+        };
         let users = request.user_messages();
         let first = users.first().cloned().unwrap_or_default();
         let latest = users.last().cloned().unwrap_or_default();
-        let step = body["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        let step = body["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
         inner.requests.push(request);
         let tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
         let at = inner.script.iter().position(|r| {
-            r.for_prompt.as_ref().is_none_or(|n| first.contains(n.as_str()))
+            r.for_prompt
+                .as_ref()
+                .is_none_or(|n| first.contains(n.as_str()))
                 && r.at_step.is_none_or(|s| s == step)
                 && r.with_tools.is_none_or(|t| t == tools)
-                && r.last_prompt.as_ref().is_none_or(|n| latest.contains(n.as_str()))
+                && r.last_prompt
+                    .as_ref()
+                    .is_none_or(|n| latest.contains(n.as_str()))
         });
-        at.and_then(|i| inner.script.remove(i)).or_else(|| inner.fallback.clone())
+        at.and_then(|i| inner.script.remove(i))
+            .or_else(|| inner.fallback.clone())
     };
     shared.arrived.notify_waiters();
     let Some(reply) = reply else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({ "error": { "message": "the script has no more replies" } }))).into_response();
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({ "error": { "message": "the script has no more replies" } })),
+        )
+            .into_response();
     };
     let model = body["model"].as_str().unwrap_or("scripted").to_string();
     if body["stream"].as_bool() == Some(true) {
@@ -227,7 +275,11 @@ fn whole(model: &str, reply: &Reply) -> Value {
     if !reply.tool_calls.is_empty() {
         message["tool_calls"] = Value::Array(calls(reply));
     }
-    let finish = if reply.tool_calls.is_empty() { "stop" } else { "tool_calls" };
+    let finish = if reply.tool_calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     json!({ "id": "chatcmpl-scripted", "object": "chat.completion", "model": model,
             "choices": [{ "index": 0, "message": message, "finish_reason": finish }], "usage": usage(reply) })
 }
@@ -242,18 +294,31 @@ fn sse(model: &str, reply: &Reply) -> impl IntoResponse {
     let mut events = vec![chunk(json!({ "role": "assistant" }), Value::Null)];
     let chars: Vec<char> = reply.text.chars().collect();
     for piece in chars.chunks(8) {
-        events.push(chunk(json!({ "content": piece.iter().collect::<String>() }), Value::Null));
+        events.push(chunk(
+            json!({ "content": piece.iter().collect::<String>() }),
+            Value::Null,
+        ));
     }
     for (i, (name, args)) in reply.tool_calls.iter().enumerate() {
         let args = args.to_string();
-        let mid = args.char_indices().nth(args.chars().count() / 2).map_or(0, |(i, _)| i);
+        let mid = args
+            .char_indices()
+            .nth(args.chars().count() / 2)
+            .map_or(0, |(i, _)| i);
         events.push(chunk(
             json!({ "tool_calls": [{ "index": i, "id": format!("call_{i}"), "type": "function", "function": { "name": name, "arguments": &args[..mid] } }] }),
             Value::Null,
         ));
-        events.push(chunk(json!({ "tool_calls": [{ "index": i, "function": { "arguments": &args[mid..] } }] }), Value::Null));
+        events.push(chunk(
+            json!({ "tool_calls": [{ "index": i, "function": { "arguments": &args[mid..] } }] }),
+            Value::Null,
+        ));
     }
-    let finish = if reply.tool_calls.is_empty() { "stop" } else { "tool_calls" };
+    let finish = if reply.tool_calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     events.push(chunk(json!({}), json!(finish)));
     events.push(json!({ "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model, "choices": [], "usage": usage(reply) }));
     let mut body = String::new();
@@ -261,5 +326,11 @@ fn sse(model: &str, reply: &Reply) -> impl IntoResponse {
         body.push_str(&format!("data: {e}\n\n"));
     }
     body.push_str("data: [DONE]\n\n");
-    ([("content-type", "text/event-stream"), ("cache-control", "no-cache")], body)
+    (
+        [
+            ("content-type", "text/event-stream"),
+            ("cache-control", "no-cache"),
+        ],
+        body,
+    )
 }

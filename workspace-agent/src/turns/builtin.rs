@@ -20,7 +20,10 @@ run the repository's tests when there are any, and finish with a short summary o
 
 /// The conversation kept between turns.
 fn messages_of(state: &Option<Value>) -> Vec<Value> {
-    state.as_ref().and_then(|s| s["messages"].as_array().cloned()).unwrap_or_default()
+    state
+        .as_ref()
+        .and_then(|s| s["messages"].as_array().cloned())
+        .unwrap_or_default()
 }
 
 pub async fn run(ctx: &Ctx, start: &TurnStart) -> Ending {
@@ -28,11 +31,19 @@ pub async fn run(ctx: &Ctx, start: &TurnStart) -> Ending {
     messages.push(json!({ "role": "user", "content": start.prompt }));
     let mut usage = Usage::default();
     let ending = steps(ctx, start, &mut messages, &mut usage).await;
-    ctx.send(TurnFrame::State { state: json!({ "messages": messages }) }).await;
+    ctx.send(TurnFrame::State {
+        state: json!({ "messages": messages }),
+    })
+    .await;
     ending
 }
 
-async fn steps(ctx: &Ctx, start: &TurnStart, messages: &mut Vec<Value>, usage: &mut Usage) -> Ending {
+async fn steps(
+    ctx: &Ctx,
+    start: &TurnStart,
+    messages: &mut Vec<Value>,
+    usage: &mut Usage,
+) -> Ending {
     let tools = tools::definitions();
     for _ in 0..start.max_steps.max(1) {
         let mut request = vec![json!({ "role": "system", "content": SYSTEM })];
@@ -49,7 +60,10 @@ async fn steps(ctx: &Ctx, start: &TurnStart, messages: &mut Vec<Value>, usage: &
             Some(Err(e)) => return Ending::new(TurnOutcome::Failed, *usage, Some(e)),
             None => return Ending::new(TurnOutcome::Stopped, *usage, None),
         };
-        usage.add(Usage { requests: 1, ..reply.usage });
+        usage.add(Usage {
+            requests: 1,
+            ..reply.usage
+        });
         let mut assistant = json!({ "role": "assistant", "content": reply.content });
         if !reply.tool_calls.is_empty() {
             assistant["tool_calls"] = reply
@@ -60,7 +74,10 @@ async fn steps(ctx: &Ctx, start: &TurnStart, messages: &mut Vec<Value>, usage: &
         }
         messages.push(assistant);
         if !reply.content.is_empty() {
-            ctx.send(TurnFrame::Message { text: reply.content.clone() }).await;
+            ctx.send(TurnFrame::Message {
+                text: reply.content.clone(),
+            })
+            .await;
         }
         for call in &reply.tool_calls {
             if ctx.cancel.is_cancelled() {
@@ -68,11 +85,22 @@ async fn steps(ctx: &Ctx, start: &TurnStart, messages: &mut Vec<Value>, usage: &
                 messages.push(json!({ "role": "tool", "tool_call_id": call.id, "content": "[stopped before it ran]" }));
                 continue;
             }
-            let args: Value = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({ "_raw": call.arguments }));
-            ctx.send(TurnFrame::ToolCall { call_id: call.id.clone(), name: call.name.clone(), arguments: args.clone() }).await;
+            let args: Value = serde_json::from_str(&call.arguments)
+                .unwrap_or_else(|_| json!({ "_raw": call.arguments }));
+            ctx.send(TurnFrame::ToolCall {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: args.clone(),
+            })
+            .await;
             let before = Snapshot::take(&ctx.root).await;
             let out = if args.get("_raw").is_some() {
-                tools::Outcome { output: "the arguments are not valid JSON".into(), is_error: true, exit_code: None, duration_ms: 0 }
+                tools::Outcome {
+                    output: "the arguments are not valid JSON".into(),
+                    is_error: true,
+                    exit_code: None,
+                    duration_ms: 0,
+                }
             } else {
                 tools::call(ctx, &call.name, &args).await
             };
@@ -88,7 +116,8 @@ async fn steps(ctx: &Ctx, start: &TurnStart, messages: &mut Vec<Value>, usage: &
                 duration_ms: out.duration_ms,
             })
             .await;
-            messages.push(json!({ "role": "tool", "tool_call_id": call.id, "content": out.output }));
+            messages
+                .push(json!({ "role": "tool", "tool_call_id": call.id, "content": out.output }));
         }
         if ctx.cancel.is_cancelled() {
             return Ending::new(TurnOutcome::Stopped, *usage, None);
@@ -97,13 +126,23 @@ async fn steps(ctx: &Ctx, start: &TurnStart, messages: &mut Vec<Value>, usage: &
         let steers = ctx.take_steers();
         for s in &steers {
             messages.push(json!({ "role": "user", "content": s.text }));
-            ctx.send(TurnFrame::Steered { prompt_id: s.prompt_id }).await;
+            ctx.send(TurnFrame::Steered {
+                prompt_id: s.prompt_id,
+            })
+            .await;
         }
         if reply.tool_calls.is_empty() && steers.is_empty() {
             return Ending::new(TurnOutcome::Completed, *usage, None);
         }
     }
-    Ending::new(TurnOutcome::Failed, *usage, Some(format!("the agent did not finish within {} model requests", start.max_steps)))
+    Ending::new(
+        TurnOutcome::Failed,
+        *usage,
+        Some(format!(
+            "the agent did not finish within {} model requests",
+            start.max_steps
+        )),
+    )
 }
 
 /// One model request, streaming its text on; `None` if the turn was stopped meanwhile.

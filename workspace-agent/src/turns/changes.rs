@@ -36,7 +36,9 @@ impl Snapshot {
         let mut map = BTreeMap::new();
         let mut fields = raw.split('\0');
         while let Some(entry) = fields.next() {
-            let (Some(code), Some(path)) = (entry.get(..2), entry.get(3..)) else { continue };
+            let (Some(code), Some(path)) = (entry.get(..2), entry.get(3..)) else {
+                continue;
+            };
             if path.is_empty() {
                 continue;
             }
@@ -47,7 +49,11 @@ impl Snapshot {
             let meta = std::fs::symlink_metadata(root.join(path)).ok();
             map.insert(
                 path.to_string(),
-                Seen { code: code.to_string(), size: meta.as_ref().map(|m| m.len()), mtime: meta.and_then(|m| m.modified().ok()) },
+                Seen {
+                    code: code.to_string(),
+                    size: meta.as_ref().map(|m| m.len()),
+                    mtime: meta.and_then(|m| m.modified().ok()),
+                },
             );
         }
         Self(map)
@@ -60,14 +66,20 @@ impl Snapshot {
             match self.0.get(path) {
                 Some(before) if before == now => {}
                 _ if now.size.is_none() => out.push((path.clone(), FileChange::Deleted)),
-                None if now.code == "??" || now.code.starts_with('A') => out.push((path.clone(), FileChange::Created)),
+                None if now.code == "??" || now.code.starts_with('A') => {
+                    out.push((path.clone(), FileChange::Created))
+                }
                 _ => out.push((path.clone(), FileChange::Modified)),
             }
         }
         for path in self.0.keys() {
             if !after.0.contains_key(path) {
                 // Back to the committed content (or removed again, if it was new).
-                let change = if root_exists_hint(&self.0[path]) { FileChange::Modified } else { FileChange::Deleted };
+                let change = if root_exists_hint(&self.0[path]) {
+                    FileChange::Modified
+                } else {
+                    FileChange::Deleted
+                };
                 out.push((path.clone(), change));
             }
         }

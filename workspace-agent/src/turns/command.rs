@@ -22,8 +22,14 @@ pub fn shell_quote(s: &str) -> String {
 /// is the gateway's business; this one is a placeholder), and the prompt.
 pub fn agent_env(start: &TurnStart) -> Vec<(String, String)> {
     vec![
-        ("OPENAI_BASE_URL".into(), format!("http://{GATEWAY_LOOPBACK}/v1")),
-        ("OPENAI_API_BASE".into(), format!("http://{GATEWAY_LOOPBACK}/v1")),
+        (
+            "OPENAI_BASE_URL".into(),
+            format!("http://{GATEWAY_LOOPBACK}/v1"),
+        ),
+        (
+            "OPENAI_API_BASE".into(),
+            format!("http://{GATEWAY_LOOPBACK}/v1"),
+        ),
         ("OPENAI_API_KEY".into(), "tandem-gateway".into()),
         ("TANDEM_MODEL".into(), start.model.clone()),
         ("TANDEM_PROMPT".into(), start.prompt.clone()),
@@ -39,9 +45,17 @@ pub async fn run(ctx: &Ctx, template: &str, start: &TurnStart) -> Ending {
 pub async fn run_script(ctx: &Ctx, script: &str, env: &[(String, String)]) -> Ending {
     let before = Snapshot::take(&ctx.root).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let work = process::run(&ctx.root, script, env, Some(TURN_TIMEOUT), MAX_TOOL_OUTPUT_BYTES, &ctx.cancel, move |t| {
-        let _ = tx.send(t.to_string());
-    });
+    let work = process::run(
+        &ctx.root,
+        script,
+        env,
+        Some(TURN_TIMEOUT),
+        MAX_TOOL_OUTPUT_BYTES,
+        &ctx.cancel,
+        move |t| {
+            let _ = tx.send(t.to_string());
+        },
+    );
     tokio::pin!(work);
     let mut last = Instant::now();
     let mut pending = String::new();
@@ -71,7 +85,10 @@ pub async fn run_script(ctx: &Ctx, script: &str, env: &[(String, String)]) -> En
         Err(e) => return Ending::new(TurnOutcome::Failed, Usage::default(), Some(e)),
     };
     if !f.stdout.trim().is_empty() {
-        ctx.send(TurnFrame::Message { text: f.stdout.trim_end().to_string() }).await;
+        ctx.send(TurnFrame::Message {
+            text: f.stdout.trim_end().to_string(),
+        })
+        .await;
     }
     if f.cancelled {
         return Ending::new(TurnOutcome::Stopped, Usage::default(), None);
@@ -79,9 +96,25 @@ pub async fn run_script(ctx: &Ctx, script: &str, env: &[(String, String)]) -> En
     match f.code {
         Some(0) => Ending::new(TurnOutcome::Completed, Usage::default(), None),
         code => {
-            let tail: String = f.stderr.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
-            let how = if f.timed_out { "timed out".to_string() } else { format!("exited with {code:?}") };
-            Ending::new(TurnOutcome::Failed, Usage::default(), Some(format!("the agent command {how}: {}", tail.trim())))
+            let tail: String = f
+                .stderr
+                .chars()
+                .rev()
+                .take(2000)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let how = if f.timed_out {
+                "timed out".to_string()
+            } else {
+                format!("exited with {code:?}")
+            };
+            Ending::new(
+                TurnOutcome::Failed,
+                Usage::default(),
+                Some(format!("the agent command {how}: {}", tail.trim())),
+            )
         }
     }
 }

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 mod builtin;
 mod changes;
 mod command;
-mod model;
+pub mod model;
 mod opencode;
 mod process;
 mod tools;
@@ -66,7 +66,11 @@ pub struct Ending {
 
 impl Ending {
     pub fn new(outcome: TurnOutcome, usage: Usage, error: Option<String>) -> Self {
-        Self { outcome, usage, error }
+        Self {
+            outcome,
+            usage,
+            error,
+        }
     }
 }
 
@@ -103,9 +107,18 @@ impl Turns {
             }
             // Only the builtin loop has tool boundaries to deliver steering at.
             let steer = matches!(start.agent, AgentSpec::Builtin).then_some(steer_tx);
-            *cur = Some(Current { id: start.turn_id, steer, cancel: cancel.clone() });
+            *cur = Some(Current {
+                id: start.turn_id,
+                steer,
+                cancel: cancel.clone(),
+            });
         }
-        let ctx = Arc::new(Ctx { root, tx, cancel: cancel.clone(), steers: Mutex::new(steer_rx) });
+        let ctx = Arc::new(Ctx {
+            root,
+            tx,
+            cancel: cancel.clone(),
+            steers: Mutex::new(steer_rx),
+        });
         let turns = self.clone();
         let id = start.turn_id;
         tokio::spawn(async move {
@@ -115,13 +128,29 @@ impl Turns {
                 AgentSpec::Builtin => builtin::run(&ctx, &start).await,
                 AgentSpec::Opencode => opencode::run(&ctx, &start).await,
                 AgentSpec::Command { template } => command::run(&ctx, template, &start).await,
-                AgentSpec::None => Ending::new(TurnOutcome::Failed, Usage::default(), Some("this session has no agent".into())),
+                AgentSpec::None => Ending::new(
+                    TurnOutcome::Failed,
+                    Usage::default(),
+                    Some("this session has no agent".into()),
+                ),
             };
             // Steering that never reached a boundary goes back to the server to queue.
             let undelivered = ctx.take_steers().into_iter().map(|s| s.prompt_id).collect();
             drop(_free);
-            let outcome = if ctx.cancel.is_cancelled() && ending.outcome == TurnOutcome::Completed { TurnOutcome::Stopped } else { ending.outcome };
-            let _ = ctx.tx.send(TurnFrame::End { outcome, usage: ending.usage, error: ending.error, undelivered }).await;
+            let outcome = if ctx.cancel.is_cancelled() && ending.outcome == TurnOutcome::Completed {
+                TurnOutcome::Stopped
+            } else {
+                ending.outcome
+            };
+            let _ = ctx
+                .tx
+                .send(TurnFrame::End {
+                    outcome,
+                    usage: ending.usage,
+                    error: ending.error,
+                    undelivered,
+                })
+                .await;
         });
         // Dropping the body (the server went away) cancels the turn.
         let guard = cancel.drop_guard();
@@ -145,15 +174,21 @@ impl Turns {
     /// Queues a steering prompt for turn `id`.
     pub fn steer(&self, id: PromptId, steer: TurnSteer) -> Result<(), Refused> {
         let cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(c) = cur.as_ref().filter(|c| c.id == id) else { return Err(Refused::NotRunning) };
-        let Some(tx) = &c.steer else { return Err(Refused::CannotSteer) };
+        let Some(c) = cur.as_ref().filter(|c| c.id == id) else {
+            return Err(Refused::NotRunning);
+        };
+        let Some(tx) = &c.steer else {
+            return Err(Refused::CannotSteer);
+        };
         tx.try_send(steer).map_err(|_| Refused::QueueFull)
     }
 
     /// Stops turn `id`.
     pub fn stop(&self, id: PromptId) -> Result<(), Refused> {
         let cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(c) = cur.as_ref().filter(|c| c.id == id) else { return Err(Refused::NotRunning) };
+        let Some(c) = cur.as_ref().filter(|c| c.id == id) else {
+            return Err(Refused::NotRunning);
+        };
         c.cancel.cancel();
         Ok(())
     }

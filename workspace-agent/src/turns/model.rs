@@ -34,13 +34,22 @@ fn socket() -> String {
 }
 
 /// Sends one request to the gateway.
-async fn send(method: hyper::Method, path: &str, body: Option<&Value>) -> Result<hyper::Response<hyper::body::Incoming>, String> {
-    let stream = tokio::net::UnixStream::connect(socket()).await.map_err(|e| format!("the Tandem gateway is not reachable: {e}"))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+async fn send(
+    method: hyper::Method,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+    let stream = tokio::net::UnixStream::connect(socket())
         .await
-        .map_err(|e| format!("the Tandem gateway: {e}"))?;
+        .map_err(|e| format!("the Tandem gateway is not reachable: {e}"))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("the Tandem gateway: {e}"))?;
     tokio::spawn(conn);
-    let body = body.map(|b| serde_json::to_vec(b).unwrap_or_default()).unwrap_or_default();
+    let body = body
+        .map(|b| serde_json::to_vec(b).unwrap_or_default())
+        .unwrap_or_default();
     let req = hyper::Request::builder()
         .method(method)
         .uri(path)
@@ -48,16 +57,28 @@ async fn send(method: hyper::Method, path: &str, body: Option<&Value>) -> Result
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| e.to_string())?;
-    sender.send_request(req).await.map_err(|e| format!("the Tandem gateway: {e}"))
+    sender
+        .send_request(req)
+        .await
+        .map_err(|e| format!("the Tandem gateway: {e}"))
 }
 
 /// A call to Tandem itself through the gateway (`/tandem/...`, scoped to this session): the
 /// answer's status and JSON (or its text as a JSON string).
-pub async fn tandem(method: hyper::Method, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
+pub async fn tandem(
+    method: hyper::Method,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<(u16, Value), String> {
     let res = send(method, path, body).await?;
     let status = res.status().as_u16();
-    let bytes = http_body_util::Limited::new(res.into_body(), MAX_REPLY_BYTES).collect().await.map_err(|e| e.to_string())?.to_bytes();
-    let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    let bytes = http_body_util::Limited::new(res.into_body(), MAX_REPLY_BYTES)
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     Ok((status, v))
 }
 
@@ -65,15 +86,31 @@ pub async fn tandem(method: hyper::Method, path: &str, body: Option<&Value>) -> 
 pub async fn complete(request: &Value, mut on_delta: impl FnMut(&str)) -> Result<Reply, String> {
     let res = send(hyper::Method::POST, "/v1/chat/completions", Some(request)).await?;
     let status = res.status();
-    let is_sse = res.headers().get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/event-stream"));
+    let is_sse = res
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
     let mut body = res.into_body();
     if !status.is_success() {
-        let text = http_body_util::Limited::new(body, 64 * 1024).collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        return Err(format!("the model answered {status}: {}", String::from_utf8_lossy(&text).trim()));
+        let text = http_body_util::Limited::new(body, 64 * 1024)
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        return Err(format!(
+            "the model answered {status}: {}",
+            String::from_utf8_lossy(&text).trim()
+        ));
     }
     if !is_sse {
-        let whole = http_body_util::Limited::new(body, MAX_REPLY_BYTES).collect().await.map_err(|e| e.to_string())?.to_bytes();
-        let v: Value = serde_json::from_slice(&whole).map_err(|e| format!("the model's answer is not JSON: {e}"))?;
+        let whole = http_body_util::Limited::new(body, MAX_REPLY_BYTES)
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        let v: Value = serde_json::from_slice(&whole)
+            .map_err(|e| format!("the model's answer is not JSON: {e}"))?;
         let reply = whole_reply(&v);
         if !reply.content.is_empty() {
             on_delta(&reply.content);
@@ -85,7 +122,9 @@ pub async fn complete(request: &Value, mut on_delta: impl FnMut(&str)) -> Result
     let mut total = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| format!("the model stream broke: {e}"))?;
-        let Ok(data) = frame.into_data() else { continue };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
         total += data.len();
         if total > MAX_REPLY_BYTES {
             return Err("the model's answer is too large".into());
@@ -94,11 +133,14 @@ pub async fn complete(request: &Value, mut on_delta: impl FnMut(&str)) -> Result
         while let Some(end) = find_event_end(&pending) {
             let event: Vec<u8> = pending.drain(..end).collect();
             for line in String::from_utf8_lossy(&event).lines() {
-                let Some(data) = line.strip_prefix("data:").map(str::trim) else { continue };
+                let Some(data) = line.strip_prefix("data:").map(str::trim) else {
+                    continue;
+                };
                 if data == "[DONE]" {
                     return Ok(acc.finish());
                 }
-                let chunk: Value = serde_json::from_str(data).map_err(|e| format!("a malformed model event: {e}"))?;
+                let chunk: Value = serde_json::from_str(data)
+                    .map_err(|e| format!("a malformed model event: {e}"))?;
                 if let Some(text) = acc.add(&chunk) {
                     on_delta(&text);
                 }
@@ -135,13 +177,23 @@ fn whole_reply(v: &Value) -> Reply {
                 .iter()
                 .map(|c| ToolCall {
                     id: c["id"].as_str().unwrap_or_default().to_string(),
-                    name: c["function"]["name"].as_str().unwrap_or_default().to_string(),
-                    arguments: c["function"]["arguments"].as_str().unwrap_or("{}").to_string(),
+                    name: c["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    arguments: c["function"]["arguments"]
+                        .as_str()
+                        .unwrap_or("{}")
+                        .to_string(),
                 })
                 .collect()
         })
         .unwrap_or_default();
-    Reply { content: msg["content"].as_str().unwrap_or_default().to_string(), tool_calls, usage: usage_of(&v["usage"]) }
+    Reply {
+        content: msg["content"].as_str().unwrap_or_default().to_string(),
+        tool_calls,
+        usage: usage_of(&v["usage"]),
+    }
 }
 
 /// Folds streamed chunks into a reply.
@@ -159,13 +211,20 @@ impl Accumulator {
         let delta = &chunk["choices"][0]["delta"];
         if let Some(calls) = delta["tool_calls"].as_array() {
             for c in calls {
-                let index = c["index"].as_u64().unwrap_or(self.reply.tool_calls.len() as u64) as usize;
+                let index = c["index"]
+                    .as_u64()
+                    .unwrap_or(self.reply.tool_calls.len() as u64)
+                    as usize;
                 // A model asks for a handful of calls at once; an absurd index is not an allocation.
                 if index >= MAX_TOOL_CALLS {
                     continue;
                 }
                 while self.reply.tool_calls.len() <= index {
-                    self.reply.tool_calls.push(ToolCall { id: String::new(), name: String::new(), arguments: String::new() });
+                    self.reply.tool_calls.push(ToolCall {
+                        id: String::new(),
+                        name: String::new(),
+                        arguments: String::new(),
+                    });
                 }
                 let call = &mut self.reply.tool_calls[index];
                 if let Some(id) = c["id"].as_str() {
@@ -207,7 +266,9 @@ mod tests {
         acc.add(&serde_json::json!({"choices":[{"delta":{"content":"Hi"}}]}));
         acc.add(&serde_json::json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"read_file","arguments":"{\"pa"}}]}}]}));
         acc.add(&serde_json::json!({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"th\":\"a\"}"}}]}}]}));
-        acc.add(&serde_json::json!({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}));
+        acc.add(
+            &serde_json::json!({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}),
+        );
         let r = acc.finish();
         assert_eq!(r.content, "Hi");
         assert_eq!(r.tool_calls.len(), 1);

@@ -10,7 +10,9 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
-use tandem_protocol::agent::{GATEWAY_LOOPBACK, MAX_TOOL_OUTPUT_BYTES, OPENCODE_BINARY as BOUND_BINARY, TurnFrame, TurnStart};
+use tandem_protocol::agent::{
+    GATEWAY_LOOPBACK, MAX_TOOL_OUTPUT_BYTES, OPENCODE_BINARY as BOUND_BINARY, TurnFrame, TurnStart,
+};
 use tandem_protocol::{TurnOutcome, Usage};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
@@ -40,10 +42,24 @@ fn config(model: &str) -> String {
 }
 
 pub async fn run(ctx: &Ctx, start: &TurnStart) -> Ending {
-    let binary = if std::path::Path::new(BOUND_BINARY).exists() { BOUND_BINARY } else { "opencode" };
+    let binary = if std::path::Path::new(BOUND_BINARY).exists() {
+        BOUND_BINARY
+    } else {
+        "opencode"
+    };
     let mut cmd = tokio::process::Command::new(binary);
-    cmd.args(["run", "--format", "json", "-m", &format!("tandem/{}", start.model)]);
-    let previous = start.state.as_ref().and_then(|s| s["opencode_session"].as_str()).map(String::from);
+    cmd.args([
+        "run",
+        "--format",
+        "json",
+        "-m",
+        &format!("tandem/{}", start.model),
+    ]);
+    let previous = start
+        .state
+        .as_ref()
+        .and_then(|s| s["opencode_session"].as_str())
+        .map(String::from);
     if let Some(session) = &previous {
         cmd.args(["--session", session]);
     }
@@ -55,7 +71,10 @@ pub async fn run(ctx: &Ctx, start: &TurnStart) -> Ending {
         .env("OPENCODE_DISABLE_LSP_DOWNLOAD", "1")
         .env("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1")
         .env("OPENCODE_DISABLE_PROJECT_CONFIG", "1")
-        .env("HOME", std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+        .env(
+            "HOME",
+            std::env::var("HOME").unwrap_or_else(|_| "/root".into()),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -64,7 +83,13 @@ pub async fn run(ctx: &Ctx, start: &TurnStart) -> Ending {
     let before = Snapshot::take(&ctx.root).await;
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return Ending::new(TurnOutcome::Failed, Usage::default(), Some(format!("cannot start opencode ({binary}): {e}"))),
+        Err(e) => {
+            return Ending::new(
+                TurnOutcome::Failed,
+                Usage::default(),
+                Some(format!("cannot start opencode ({binary}): {e}")),
+            );
+        }
     };
     let pgid = child.id().map(|p| Pid::from_raw(p as i32));
     // The prompt goes on standard input: as an argument opencode would quote it.
@@ -81,7 +106,10 @@ pub async fn run(ctx: &Ctx, start: &TurnStart) -> Ending {
         }
         text
     });
-    let mut state = Parsed { session: previous, ..Default::default() };
+    let mut state = Parsed {
+        session: previous,
+        ..Default::default()
+    };
     let stdout = child.stdout.take();
     let work = async {
         if let Some(out) = stdout {
@@ -110,7 +138,10 @@ pub async fn run(ctx: &Ctx, start: &TurnStart) -> Ending {
         ctx.send(TurnFrame::FileChanged { path, change }).await;
     }
     if let Some(session) = &state.session {
-        ctx.send(TurnFrame::State { state: json!({ "opencode_session": session }) }).await;
+        ctx.send(TurnFrame::State {
+            state: json!({ "opencode_session": session }),
+        })
+        .await;
     }
     if ctx.cancel.is_cancelled() {
         return Ending::new(TurnOutcome::Stopped, state.usage, None);
@@ -118,10 +149,25 @@ pub async fn run(ctx: &Ctx, start: &TurnStart) -> Ending {
     let stderr = stderr_task.await.unwrap_or_default();
     match (code, state.error.take()) {
         (Some(0), None) => Ending::new(TurnOutcome::Completed, state.usage, None),
-        (_, Some(e)) => Ending::new(TurnOutcome::Failed, state.usage, Some(format!("opencode: {e}"))),
+        (_, Some(e)) => Ending::new(
+            TurnOutcome::Failed,
+            state.usage,
+            Some(format!("opencode: {e}")),
+        ),
         (code, None) => {
-            let tail: String = stderr.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
-            Ending::new(TurnOutcome::Failed, state.usage, Some(format!("opencode exited with {code:?}: {}", tail.trim())))
+            let tail: String = stderr
+                .chars()
+                .rev()
+                .take(2000)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            Ending::new(
+                TurnOutcome::Failed,
+                state.usage,
+                Some(format!("opencode exited with {code:?}: {}", tail.trim())),
+            )
         }
     }
 }
@@ -143,7 +189,14 @@ impl Parsed {
         let part = &v["part"];
         match v["type"].as_str() {
             Some("text") => match part["text"].as_str().filter(|t| !t.is_empty()) {
-                Some(t) => vec![TurnFrame::Delta { text: t.to_string() }, TurnFrame::Message { text: t.to_string() }],
+                Some(t) => vec![
+                    TurnFrame::Delta {
+                        text: t.to_string(),
+                    },
+                    TurnFrame::Message {
+                        text: t.to_string(),
+                    },
+                ],
                 None => vec![],
             },
             Some("tool_use") => {
@@ -151,10 +204,21 @@ impl Parsed {
                 let call_id = part["callID"].as_str().unwrap_or_default().to_string();
                 let name = part["tool"].as_str().unwrap_or("tool").to_string();
                 let is_error = st["status"] == "error";
-                let output = st["output"].as_str().or(st["error"].as_str()).unwrap_or_default().to_string();
-                let duration_ms = st["time"]["end"].as_i64().zip(st["time"]["start"].as_i64()).map_or(0, |(e, s)| e - s);
+                let output = st["output"]
+                    .as_str()
+                    .or(st["error"].as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                let duration_ms = st["time"]["end"]
+                    .as_i64()
+                    .zip(st["time"]["start"].as_i64())
+                    .map_or(0, |(e, s)| e - s);
                 vec![
-                    TurnFrame::ToolCall { call_id: call_id.clone(), name: name.clone(), arguments: st["input"].clone() },
+                    TurnFrame::ToolCall {
+                        call_id: call_id.clone(),
+                        name: name.clone(),
+                        arguments: st["input"].clone(),
+                    },
                     TurnFrame::ToolResult {
                         call_id,
                         name,
@@ -167,12 +231,22 @@ impl Parsed {
             }
             Some("step_finish") => {
                 let t = &part["tokens"];
-                self.usage.add(Usage { prompt_tokens: t["input"].as_i64().unwrap_or(0), completion_tokens: t["output"].as_i64().unwrap_or(0), requests: 1 });
+                self.usage.add(Usage {
+                    prompt_tokens: t["input"].as_i64().unwrap_or(0),
+                    completion_tokens: t["output"].as_i64().unwrap_or(0),
+                    requests: 1,
+                });
                 vec![]
             }
             Some("error") => {
                 let e = &v["error"];
-                self.error = Some(e["data"]["message"].as_str().or(e["message"].as_str()).unwrap_or("an error").to_string());
+                self.error = Some(
+                    e["data"]["message"]
+                        .as_str()
+                        .or(e["message"].as_str())
+                        .unwrap_or("an error")
+                        .to_string(),
+                );
                 vec![]
             }
             _ => vec![],
@@ -191,9 +265,20 @@ mod tests {
             "state":{"status":"completed","input":{"command":"echo hi"},"output":"hi\n","metadata":{"exit":0},"time":{"start":10,"end":25}}}});
         let frames = p.read(&tool);
         assert_eq!(p.session.as_deref(), Some("ses_1"));
-        assert!(matches!(&frames[1], TurnFrame::ToolResult { exit_code: Some(0), duration_ms: 15, output, .. } if output == "hi\n"));
-        p.read(&serde_json::json!({"type":"step_finish","part":{"tokens":{"input":100,"output":7}}}));
-        assert_eq!((p.usage.prompt_tokens, p.usage.completion_tokens, p.usage.requests), (100, 7, 1));
+        assert!(
+            matches!(&frames[1], TurnFrame::ToolResult { exit_code: Some(0), duration_ms: 15, output, .. } if output == "hi\n")
+        );
+        p.read(
+            &serde_json::json!({"type":"step_finish","part":{"tokens":{"input":100,"output":7}}}),
+        );
+        assert_eq!(
+            (
+                p.usage.prompt_tokens,
+                p.usage.completion_tokens,
+                p.usage.requests
+            ),
+            (100, 7, 1)
+        );
         let text = p.read(&serde_json::json!({"type":"text","part":{"text":"All done."}}));
         assert!(matches!(&text[1], TurnFrame::Message { text } if text == "All done."));
     }

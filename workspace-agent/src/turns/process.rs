@@ -93,5 +93,11 @@ pub async fn run(
         let _ = killpg(pg, Signal::SIGKILL);
     }
     let (code, stdout, stderr) = result.unwrap_or((None, String::new(), String::new()));
-    Ok(Finished { code, stdout, stderr, timed_out, cancelled })
+    Ok(Finished {
+        code,
+        stdout,
+        stderr,
+        timed_out,
+        cancelled,
+    })
 }

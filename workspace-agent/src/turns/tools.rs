@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use base64::Engine;
 use serde_json::{Value, json};
 use tandem_protocol::agent::{FileView, MAX_TOOL_OUTPUT_BYTES};
 
@@ -38,23 +39,91 @@ fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> 
 pub fn definitions() -> Value {
     let s = |d: &str| json!({ "type": "string", "description": d });
     json!([
-        tool("run_command", "Run a shell command (sh -c) in the repository root and get its exit code and output.",
-            json!({ "command": s("the command"), "timeout_secs": { "type": "integer", "description": "kill it after this many seconds (default 600)" } }), &["command"]),
-        tool("read_file", "Read a file (or list a directory) relative to the repository root.", json!({ "path": s("relative path") }), &["path"]),
-        tool("write_file", "Create or replace a file relative to the repository root.", json!({ "path": s("relative path"), "content": s("the whole new content") }), &["path", "content"]),
-        tool("edit_file", "Replace one exact occurrence of old_text by new_text in a file.",
-            json!({ "path": s("relative path"), "old_text": s("text that occurs exactly once"), "new_text": s("its replacement") }), &["path", "old_text", "new_text"]),
-        tool("apply_patch", "Apply a unified diff (git apply) in the repository root.", json!({ "patch": s("the unified diff") }), &["patch"]),
-        tool("list_files", "List files under a directory (tracked and untracked, ignoring .gitignore'd ones).", json!({ "path": s("relative directory, default the root") }), &[]),
-        tool("search", "Search file contents for a regular expression (grep -E), with line numbers.",
-            json!({ "pattern": s("the regular expression"), "path": s("relative directory or file, default the root") }), &["pattern"]),
-        tool("git_diff", "Show every change in the checkout against the commit it started from.", json!({}), &[]),
-        tool("spawn_sessions", "Start child sessions working on a prompt in parallel (each gets its own workspace).",
+        tool(
+            "run_command",
+            "Run a shell command (sh -c) in the repository root and get its exit code and output.",
+            json!({ "command": s("the command"), "timeout_secs": { "type": "integer", "description": "kill it after this many seconds (default 600)" } }),
+            &["command"]
+        ),
+        tool(
+            "read_file",
+            "Read a file (or list a directory) relative to the repository root.",
+            json!({ "path": s("relative path") }),
+            &["path"]
+        ),
+        tool(
+            "write_file",
+            "Create or replace a file relative to the repository root.",
+            json!({ "path": s("relative path"), "content": s("the whole new content") }),
+            &["path", "content"]
+        ),
+        tool(
+            "edit_file",
+            "Replace one exact occurrence of old_text by new_text in a file.",
+            json!({ "path": s("relative path"), "old_text": s("text that occurs exactly once"), "new_text": s("its replacement") }),
+            &["path", "old_text", "new_text"]
+        ),
+        tool(
+            "apply_patch",
+            "Apply a unified diff (git apply) in the repository root.",
+            json!({ "patch": s("the unified diff") }),
+            &["patch"]
+        ),
+        tool(
+            "list_files",
+            "List files under a directory (tracked and untracked, ignoring .gitignore'd ones).",
+            json!({ "path": s("relative directory, default the root") }),
+            &[]
+        ),
+        tool(
+            "search",
+            "Search file contents for a regular expression (grep -E), with line numbers.",
+            json!({ "pattern": s("the regular expression"), "path": s("relative directory or file, default the root") }),
+            &["pattern"]
+        ),
+        tool(
+            "git_diff",
+            "Show every change in the checkout against the commit it started from.",
+            json!({}),
+            &[]
+        ),
+        tool(
+            "spawn_sessions",
+            "Start child sessions working on a prompt in parallel (each gets its own workspace).",
             json!({ "prompt": s("what the children should do"), "variants": { "type": "integer", "description": "how many children (default 1)" },
-                    "fork": { "type": "boolean", "description": "start from a copy of this workspace as it is now" } }), &["prompt"]),
-        tool("session_status", "A child session's state, first prompt's state and changed files.", json!({ "session_id": s("the child's id") }), &["session_id"]),
-        tool("send_prompt", "Queue a prompt in a child session.", json!({ "session_id": s("the child's id"), "text": s("the prompt") }), &["session_id", "text"]),
-        tool("cancel_session", "Stop a child session (its diff is kept).", json!({ "session_id": s("the child's id") }), &["session_id"]),
+                    "fork": { "type": "boolean", "description": "start from a copy of this workspace as it is now" } }),
+            &["prompt"]
+        ),
+        tool(
+            "session_status",
+            "A child session's state, first prompt's state and changed files.",
+            json!({ "session_id": s("the child's id") }),
+            &["session_id"]
+        ),
+        tool(
+            "send_prompt",
+            "Queue a prompt in a child session.",
+            json!({ "session_id": s("the child's id"), "text": s("the prompt") }),
+            &["session_id", "text"]
+        ),
+        tool(
+            "cancel_session",
+            "Stop a child session (its diff is kept).",
+            json!({ "session_id": s("the child's id") }),
+            &["session_id"]
+        ),
+        tool(
+            "open_pull_request",
+            "Commit the session's changes and open (or update) its GitHub pull request; its body is written from the session.",
+            json!({ "title": s("the title (default: the session's)"), "draft": { "type": "boolean", "description": "open it as a draft" } }),
+            &[]
+        ),
+        tool(
+            "attach_image",
+            "Attach an image file (a screenshot: PNG, JPEG, GIF or WebP, at most 5 MiB) to the session; it shows in the timeline and the pull request.",
+            json!({ "path": s("relative path of the image"), "name": s("what it shows, e.g. before-login.png") }),
+            &["path"]
+        ),
     ])
 }
 
@@ -67,7 +136,9 @@ fn fail(output: impl Into<String>) -> (String, bool, Option<i32>) {
 }
 
 fn arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
-    args[key].as_str().ok_or_else(|| format!("missing string argument {key:?}"))
+    args[key]
+        .as_str()
+        .ok_or_else(|| format!("missing string argument {key:?}"))
 }
 
 /// Runs tool `name` with `args` (already parsed JSON).
@@ -77,10 +148,19 @@ pub async fn call(ctx: &Ctx, name: &str, args: &Value) -> Outcome {
         Ok(r) => r,
         Err(e) => fail(e),
     };
-    Outcome { output: super::cap(output, MAX_TOOL_OUTPUT_BYTES), is_error, exit_code, duration_ms: t0.elapsed().as_millis() as i64 }
+    Outcome {
+        output: super::cap(output, MAX_TOOL_OUTPUT_BYTES),
+        is_error,
+        exit_code,
+        duration_ms: t0.elapsed().as_millis() as i64,
+    }
 }
 
-async fn dispatch(ctx: &Ctx, name: &str, args: &Value) -> Result<(String, bool, Option<i32>), String> {
+async fn dispatch(
+    ctx: &Ctx,
+    name: &str,
+    args: &Value,
+) -> Result<(String, bool, Option<i32>), String> {
     let root = &ctx.root;
     Ok(match name {
         "run_command" => {
@@ -155,8 +235,38 @@ async fn dispatch(ctx: &Ctx, name: &str, args: &Value) -> Result<(String, bool, 
             gateway(hyper::Method::POST, format!("/tandem/children/{}/prompts", id_arg(args)?), Some(body)).await?
         }
         "cancel_session" => gateway(hyper::Method::POST, format!("/tandem/children/{}/cancel", id_arg(args)?), None).await?,
+        "open_pull_request" => {
+            let body = json!({ "title": args["title"].as_str(), "draft": args["draft"].as_bool().unwrap_or(false) });
+            gateway(hyper::Method::POST, tandem_protocol::agent::PULL_REQUEST_PATH.into(), Some(body)).await?
+        }
+        "attach_image" => {
+            let path = files::confined(root, arg(args, "path")?).map_err(|e| e.message().to_string())?;
+            let bytes = tokio::fs::read(&path).await.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let Some(content_type) = image_type(&bytes) else { return Ok(fail("not a PNG, JPEG, GIF or WebP image")) };
+            if bytes.len() > tandem_protocol::agent::MAX_ATTACHMENT_BYTES {
+                return Ok(fail(format!("the image is {} bytes; at most {} may be attached", bytes.len(), tandem_protocol::agent::MAX_ATTACHMENT_BYTES)));
+            }
+            let name = args["name"].as_str().map(str::to_string).unwrap_or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+            let body = json!({ "name": name, "content_type": content_type, "data": base64::engine::general_purpose::STANDARD.encode(&bytes) });
+            gateway(hyper::Method::POST, tandem_protocol::agent::ATTACHMENT_PATH.into(), Some(body)).await?
+        }
         other => fail(format!("there is no tool {other:?}")),
     })
+}
+
+/// The image type of `bytes`, by their magic number.
+fn image_type(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() > 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
 }
 
 fn id_arg(args: &Value) -> Result<String, String> {
@@ -169,22 +279,44 @@ fn id_arg(args: &Value) -> Result<String, String> {
 
 fn confined_or_root(ctx: &Ctx, args: &Value) -> Result<String, String> {
     match args["path"].as_str().filter(|p| !p.is_empty() && *p != ".") {
-        Some(p) => files::confined(&ctx.root, p).map(|p| p.to_string_lossy().into_owned()).map_err(|e| e.message().to_string()),
+        Some(p) => files::confined(&ctx.root, p)
+            .map(|p| p.to_string_lossy().into_owned())
+            .map_err(|e| e.message().to_string()),
         None => Ok(ctx.root.to_string_lossy().into_owned()),
     }
 }
 
-fn lines((out, is_error, code): (String, bool, Option<i32>)) -> Result<(String, bool, Option<i32>), String> {
+fn lines(
+    (out, is_error, code): (String, bool, Option<i32>),
+) -> Result<(String, bool, Option<i32>), String> {
     let total = out.lines().count();
     if total <= MAX_LINES {
         return Ok((out, is_error, code));
     }
     let kept: Vec<&str> = out.lines().take(MAX_LINES).collect();
-    Ok((format!("{}\n[{} more lines]", kept.join("\n"), total - MAX_LINES), is_error, code))
+    Ok((
+        format!("{}\n[{} more lines]", kept.join("\n"), total - MAX_LINES),
+        is_error,
+        code,
+    ))
 }
 
-async fn shell(ctx: &Ctx, script: &str, env: &[(String, String)], timeout: Duration) -> Result<(String, bool, Option<i32>), String> {
-    let f = process::run(&ctx.root, script, env, Some(timeout), MAX_TOOL_OUTPUT_BYTES, &ctx.cancel, |_| {}).await?;
+async fn shell(
+    ctx: &Ctx,
+    script: &str,
+    env: &[(String, String)],
+    timeout: Duration,
+) -> Result<(String, bool, Option<i32>), String> {
+    let f = process::run(
+        &ctx.root,
+        script,
+        env,
+        Some(timeout),
+        MAX_TOOL_OUTPUT_BYTES,
+        &ctx.cancel,
+        |_| {},
+    )
+    .await?;
     let mut output = f.stdout;
     if !f.stderr.is_empty() {
         if !output.is_empty() && !output.ends_with('\n') {
@@ -202,7 +334,11 @@ async fn shell(ctx: &Ctx, script: &str, env: &[(String, String)], timeout: Durat
     Ok((output, is_error, f.code))
 }
 
-async fn gateway(method: hyper::Method, path: String, body: Option<Value>) -> Result<(String, bool, Option<i32>), String> {
+async fn gateway(
+    method: hyper::Method,
+    path: String,
+    body: Option<Value>,
+) -> Result<(String, bool, Option<i32>), String> {
     let (status, v) = super::model::tandem(method, &path, body.as_ref()).await?;
     let text = serde_json::to_string_pretty(&v).unwrap_or_default();
     Ok((text, !(200..300).contains(&status), None))

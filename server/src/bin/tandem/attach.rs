@@ -4,8 +4,8 @@
 use std::io::{Read, Write};
 
 use anyhow::{Context, Result, bail};
-use tandem_protocol::live::{WsClient, WsServer, close};
 use tandem_protocol::SessionId;
+use tandem_protocol::live::{WsClient, WsServer, close};
 use tandem_server::client::live::{Credentials, Incoming, LiveClient};
 
 use super::Remote;
@@ -14,7 +14,11 @@ use super::Remote;
 pub const DETACH_KEY: u8 = 0x1d;
 
 fn creds(remote: &Remote, share: Option<String>, name: Option<String>) -> Credentials {
-    Credentials { token: remote.token.clone(), share, name }
+    Credentials {
+        token: remote.token.clone(),
+        share,
+        name,
+    }
 }
 
 fn closed_message(code: Option<u16>, reason: &str) -> String {
@@ -25,7 +29,11 @@ fn closed_message(code: Option<u16>, reason: &str) -> String {
         Some(close::TOO_SLOW) => "this terminal fell too far behind",
         _ => "the connection closed",
     };
-    if reason.is_empty() { why.to_string() } else { format!("{why}: {reason}") }
+    if reason.is_empty() {
+        why.to_string()
+    } else {
+        format!("{why}: {reason}")
+    }
 }
 
 /// Restores the terminal when dropped.
@@ -33,7 +41,10 @@ struct RawMode(bool);
 
 impl RawMode {
     fn enable() -> Self {
-        Self(std::io::IsTerminal::is_terminal(&std::io::stdin()) && crossterm::terminal::enable_raw_mode().is_ok())
+        Self(
+            std::io::IsTerminal::is_terminal(&std::io::stdin())
+                && crossterm::terminal::enable_raw_mode().is_ok(),
+        )
     }
 }
 
@@ -45,7 +56,13 @@ impl Drop for RawMode {
     }
 }
 
-pub async fn attach(remote: &Remote, id: SessionId, terminal: Option<u32>, share: Option<String>, name: Option<String>) -> Result<()> {
+pub async fn attach(
+    remote: &Remote,
+    id: SessionId,
+    terminal: Option<u32>,
+    share: Option<String>,
+    name: Option<String>,
+) -> Result<()> {
     let mut c = LiveClient::connect(&remote.url, id, &creds(remote, share, name)).await?;
     let (role, mut terminals) = loop {
         match c.next().await {
@@ -73,7 +90,10 @@ pub async fn attach(remote: &Remote, id: SessionId, terminal: Option<u32>, share
     }
     let term = match terminal {
         Some(t) if terminals.iter().any(|x| x.id == t) => t,
-        Some(t) => bail!("no terminal {t} (there are {:?})", terminals.iter().map(|t| t.id).collect::<Vec<_>>()),
+        Some(t) => bail!(
+            "no terminal {t} (there are {:?})",
+            terminals.iter().map(|t| t.id).collect::<Vec<_>>()
+        ),
         None => terminals[0].id,
     };
     eprintln!(
@@ -86,7 +106,12 @@ pub async fn attach(remote: &Remote, id: SessionId, terminal: Option<u32>, share
         && raw.0
         && let Ok((cols, rows)) = crossterm::terminal::size()
     {
-        c.send(&WsClient::Resize { terminal: term, cols, rows }).await?;
+        c.send(&WsClient::Resize {
+            terminal: term,
+            cols,
+            rows,
+        })
+        .await?;
     }
     // Standard input on a thread (blocking reads), into a bounded channel.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
@@ -104,7 +129,8 @@ pub async fn attach(remote: &Remote, id: SessionId, terminal: Option<u32>, share
             }
         }
     });
-    let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()).context("watching the terminal size")?;
+    let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+        .context("watching the terminal size")?;
     let mut stdout = std::io::stdout();
     let mut told_read_only = false;
     let mut input_open = true;

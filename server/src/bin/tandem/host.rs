@@ -15,7 +15,12 @@ pub fn doctor(json: bool) -> Result<()> {
         return Ok(());
     }
     for c in &checks {
-        println!("{} {:<16} {}", if c.ok { "✓" } else { "✗" }, c.name, c.detail);
+        println!(
+            "{} {:<16} {}",
+            if c.ok { "✓" } else { "✗" },
+            c.name,
+            c.detail
+        );
     }
     Ok(())
 }
@@ -23,16 +28,25 @@ pub fn doctor(json: bool) -> Result<()> {
 /// `tandem image build`.
 pub async fn image_build(config: &Config) -> Result<()> {
     let text = match &config.image_recipe {
-        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+        Some(p) => {
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
+        }
         None => images::BASE_RECIPE.to_string(),
     };
     let dir = config.images_dir.clone();
     if let Some(img) = images::find(&dir, &text) {
-        println!("{} {} is already built: {}", img.name, img.digest, img.rootfs.display());
+        println!(
+            "{} {} is already built: {}",
+            img.name,
+            img.digest,
+            img.rootfs.display()
+        );
         return Ok(());
     }
     let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] building image: {wide_msg}")?);
+    bar.set_style(ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] building image: {wide_msg}",
+    )?);
     bar.enable_steady_tick(Duration::from_millis(120));
     let img = images::build(&dir, &text, |line| {
         // mmdebstrap's verbose lines; show the phase, not the noise.

@@ -328,8 +328,9 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=info")),
+            tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=info")
+            }),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -343,34 +344,109 @@ async fn run(cli: Cli) -> Result<()> {
         Command::LoginLink(local) => local::login_link(&local.config()?).await,
         Command::Image(ImageCommand::Build { local }) => host::image_build(&local.config()?).await,
         Command::Doctor { json } => host::doctor(json),
-        Command::Repo(RepoCommand::Add { name, git_url, branch, warm_pool, remote }) => {
-            remote::repo_add(&remote, name, git_url, branch, warm_pool).await
-        }
+        Command::Repo(RepoCommand::Add {
+            name,
+            git_url,
+            branch,
+            warm_pool,
+            remote,
+        }) => remote::repo_add(&remote, name, git_url, branch, warm_pool).await,
         Command::Repo(RepoCommand::Ls { remote }) => remote::repo_ls(&remote).await,
-        Command::Session(SessionCommand::New { repo, branch, agent, command, prompt, remote }) => {
-            remote::session_new(&remote, &repo, branch, remote::agent_spec(agent, command)?, prompt.unwrap_or_default()).await
+        Command::Session(SessionCommand::New {
+            repo,
+            branch,
+            agent,
+            command,
+            prompt,
+            remote,
+        }) => {
+            remote::session_new(
+                &remote,
+                &repo,
+                branch,
+                remote::agent_spec(agent, command)?,
+                prompt.unwrap_or_default(),
+            )
+            .await
         }
-        Command::Session(SessionCommand::Prompt { id, text, steer, remote }) => remote::prompt(&remote, &id, text, steer).await,
-        Command::Session(SessionCommand::StopTurn { id, remote }) => remote::stop_turn(&remote, &id).await,
-        Command::Session(SessionCommand::Children { id, remote }) => remote::children(&remote, &id).await,
-        Command::Secret(SecretCommand::Set { name, remote }) => remote::secret_set(&remote, &name).await,
-        Command::Attach { session, terminal, share, name, remote } => {
-            attach::attach(&remote, remote::session_id(&session)?, terminal, share, name).await
+        Command::Session(SessionCommand::Prompt {
+            id,
+            text,
+            steer,
+            remote,
+        }) => remote::prompt(&remote, &id, text, steer).await,
+        Command::Session(SessionCommand::StopTurn { id, remote }) => {
+            remote::stop_turn(&remote, &id).await
         }
-        Command::Events { session, after, follow, remote } => attach::events(&remote, remote::session_id(&session)?, after, follow).await,
-        Command::Session(SessionCommand::Ls { repo, remote }) => remote::session_ls(&remote, repo.as_deref()).await,
-        Command::Session(SessionCommand::Show { id, remote }) => remote::session_show(&remote, &id).await,
-        Command::Session(SessionCommand::Stop { id, remote }) => remote::session_action(&remote, &id, "stop").await,
-        Command::Session(SessionCommand::Suspend { id, remote }) => remote::session_action(&remote, &id, "suspend").await,
-        Command::Session(SessionCommand::Resume { id, remote }) => remote::session_action(&remote, &id, "resume").await,
-        Command::Session(SessionCommand::Fork { id, count, remote }) => remote::session_fork(&remote, &id, count).await,
-        Command::Session(SessionCommand::Diff { id, remote }) => remote::session_diff(&remote, &id).await,
-        Command::Exec { session, cwd, command, remote } => remote::exec(&remote, &session, cwd, command.join(" ")).await,
-        Command::Snapshot(SnapshotCommand::Build { repo, no_wait, remote }) => {
-            remote::snapshot_build(&remote, &repo, !no_wait).await
+        Command::Session(SessionCommand::Children { id, remote }) => {
+            remote::children(&remote, &id).await
         }
-        Command::Snapshot(SnapshotCommand::Ls { repo, remote }) => remote::snapshot_ls(&remote, &repo).await,
-        Command::Token(TokenCommand::Create { name, expires_in, remote, local }) => match &remote.token {
+        Command::Secret(SecretCommand::Set { name, remote }) => {
+            remote::secret_set(&remote, &name).await
+        }
+        Command::Attach {
+            session,
+            terminal,
+            share,
+            name,
+            remote,
+        } => {
+            attach::attach(
+                &remote,
+                remote::session_id(&session)?,
+                terminal,
+                share,
+                name,
+            )
+            .await
+        }
+        Command::Events {
+            session,
+            after,
+            follow,
+            remote,
+        } => attach::events(&remote, remote::session_id(&session)?, after, follow).await,
+        Command::Session(SessionCommand::Ls { repo, remote }) => {
+            remote::session_ls(&remote, repo.as_deref()).await
+        }
+        Command::Session(SessionCommand::Show { id, remote }) => {
+            remote::session_show(&remote, &id).await
+        }
+        Command::Session(SessionCommand::Stop { id, remote }) => {
+            remote::session_action(&remote, &id, "stop").await
+        }
+        Command::Session(SessionCommand::Suspend { id, remote }) => {
+            remote::session_action(&remote, &id, "suspend").await
+        }
+        Command::Session(SessionCommand::Resume { id, remote }) => {
+            remote::session_action(&remote, &id, "resume").await
+        }
+        Command::Session(SessionCommand::Fork { id, count, remote }) => {
+            remote::session_fork(&remote, &id, count).await
+        }
+        Command::Session(SessionCommand::Diff { id, remote }) => {
+            remote::session_diff(&remote, &id).await
+        }
+        Command::Exec {
+            session,
+            cwd,
+            command,
+            remote,
+        } => remote::exec(&remote, &session, cwd, command.join(" ")).await,
+        Command::Snapshot(SnapshotCommand::Build {
+            repo,
+            no_wait,
+            remote,
+        }) => remote::snapshot_build(&remote, &repo, !no_wait).await,
+        Command::Snapshot(SnapshotCommand::Ls { repo, remote }) => {
+            remote::snapshot_ls(&remote, &repo).await
+        }
+        Command::Token(TokenCommand::Create {
+            name,
+            expires_in,
+            remote,
+            local,
+        }) => match &remote.token {
             Some(_) => remote::token_create(&remote, name, expires_in).await,
             None => local::token_create(&local.config()?, &name, expires_in, remote.json).await,
         },
@@ -396,7 +472,12 @@ impl LocalArgs {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let config = Config::resolve(Overrides { listen: args.listen, web_dir: args.web_dir.clone(), opencode_bin: args.opencode_bin.clone(), ..args.local.overrides() })?;
+    let config = Config::resolve(Overrides {
+        listen: args.listen,
+        web_dir: args.web_dir.clone(),
+        opencode_bin: args.opencode_bin.clone(),
+        ..args.local.overrides()
+    })?;
     let data_dir = config.data_dir.clone();
     let web = config.web_dir.clone();
     let server = tandem_server::serve::Server::bind(config).await?;
@@ -410,12 +491,17 @@ async fn serve(args: ServeArgs) -> Result<()> {
         None => println!("  web app:   not built (run `cargo xtask up`)"),
     }
     match &server.first_login_url {
-        Some(link) => println!("\nFirst start: the admin user was created. Sign in with this one-time link:\n\n  {link}\n"),
+        Some(link) => println!(
+            "\nFirst start: the admin user was created. Sign in with this one-time link:\n\n  {link}\n"
+        ),
         None if args.print_login_link => {
             let db = &server.state().db;
             let admin = tandem_server::auth::local_admin(db).await?;
             let code = tandem_server::auth::create_login_code(db, admin.id).await?;
-            println!("\nSign in with this one-time link:\n\n  {}\n", tandem_server::auth::login_url(&url, &code));
+            println!(
+                "\nSign in with this one-time link:\n\n  {}\n",
+                tandem_server::auth::login_url(&url, &code)
+            );
         }
         None => println!("  sign in:   `tandem login-link` prints a new one-time login link"),
     }

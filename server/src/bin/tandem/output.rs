@@ -16,7 +16,11 @@ fn table(header: &[&str], rows: Vec<Vec<String>>) {
         }
     }
     let line = |cells: Vec<String>| {
-        let parts: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
         println!("{}", parts.join("  ").trim_end());
     };
     line(header.iter().map(|h| h.to_string()).collect());
@@ -31,7 +35,17 @@ pub fn repos(repos: &[Repo], as_json: bool) -> Result<()> {
     }
     table(
         &["ID", "NAME", "URL", "BRANCH"],
-        repos.iter().map(|r| vec![r.id.to_string(), r.name.clone(), r.url.clone(), r.default_branch.clone()]).collect(),
+        repos
+            .iter()
+            .map(|r| {
+                vec![
+                    r.id.to_string(),
+                    r.name.clone(),
+                    r.url.clone(),
+                    r.default_branch.clone(),
+                ]
+            })
+            .collect(),
     );
     Ok(())
 }
@@ -45,7 +59,13 @@ pub fn sessions(sessions: &[Session], as_json: bool) -> Result<()> {
         sessions
             .iter()
             .map(|s| {
-                vec![s.id.to_string(), s.repo_name.clone(), s.state.as_str().into(), s.author.name.clone(), s.title.clone()]
+                vec![
+                    s.id.to_string(),
+                    s.repo_name.clone(),
+                    s.state.as_str().into(),
+                    s.author.name.clone(),
+                    s.title.clone(),
+                ]
             })
             .collect(),
     );
@@ -54,10 +74,20 @@ pub fn sessions(sessions: &[Session], as_json: bool) -> Result<()> {
 
 pub fn session_detail(d: &SessionDetail, events: &EventsPage, as_json: bool) -> Result<()> {
     if as_json {
-        return json(&serde_json::json!({ "session": d.session, "prompts": d.prompts, "events": events.events }));
+        return json(
+            &serde_json::json!({ "session": d.session, "prompts": d.prompts, "events": events.events }),
+        );
     }
     let s = &d.session;
-    println!("session  {}\nrepo     {} ({})\nstate    {}\nauthor   {}\ntitle    {}", s.id, s.repo_name, s.branch, s.state.as_str(), s.author.name, s.title);
+    println!(
+        "session  {}\nrepo     {} ({})\nstate    {}\nauthor   {}\ntitle    {}",
+        s.id,
+        s.repo_name,
+        s.branch,
+        s.state.as_str(),
+        s.author.name,
+        s.title
+    );
     println!("\nprompts:");
     for p in &d.prompts {
         println!("  [{:?}] {}: {}", p.state, p.author.name, p.text);
@@ -75,7 +105,10 @@ pub fn token(t: &CreatedToken, as_json: bool) -> Result<()> {
         return json(t);
     }
     println!("{}", t.token);
-    eprintln!("API token {:?} created ({}); it is shown only once. Use it as TANDEM_TOKEN.", t.info.name, t.info.id);
+    eprintln!(
+        "API token {:?} created ({}); it is shown only once. Use it as TANDEM_TOKEN.",
+        t.info.name, t.info.id
+    );
     Ok(())
 }
 
@@ -91,9 +124,16 @@ pub fn snapshots(snaps: &[Snapshot], as_json: bool) -> Result<()> {
                 vec![
                     s.id.to_string(),
                     format!("{:?}", s.state).to_lowercase(),
-                    s.commit.as_deref().map(|c| c.chars().take(12).collect()).unwrap_or_default(),
-                    s.size_bytes.map(|b| format!("{:.1} MiB", b as f64 / 1048576.0)).unwrap_or_default(),
-                    s.build_ms.map(|ms| format!("{:.1}s", ms as f64 / 1000.0)).unwrap_or_default(),
+                    s.commit
+                        .as_deref()
+                        .map(|c| c.chars().take(12).collect())
+                        .unwrap_or_default(),
+                    s.size_bytes
+                        .map(|b| format!("{:.1} MiB", b as f64 / 1048576.0))
+                        .unwrap_or_default(),
+                    s.build_ms
+                        .map(|ms| format!("{:.1}s", ms as f64 / 1000.0))
+                        .unwrap_or_default(),
                     s.error.clone().unwrap_or_default(),
                 ]
             })

@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use tandem_protocol::{AgentSpec, CreatePrompt, CreateRepo, CreateSession, CreateToken, ExecRequest, PromptMode, SessionId, SnapshotState};
+use tandem_protocol::{
+    AgentSpec, CreatePrompt, CreateRepo, CreateSession, CreateToken, ExecRequest, PromptMode,
+    SessionId, SnapshotState,
+};
 use tandem_server::client::Client;
 
 use super::{Remote, output};
@@ -13,8 +16,21 @@ fn client(remote: &Remote) -> Result<Client> {
     Ok(Client::new(&remote.url, remote.token.clone())?)
 }
 
-pub async fn repo_add(remote: &Remote, name: String, url: String, branch: Option<String>, warm_pool: Option<i64>) -> Result<()> {
-    let repo = client(remote)?.create_repo(&CreateRepo { name, url, default_branch: branch, warm_pool }).await?;
+pub async fn repo_add(
+    remote: &Remote,
+    name: String,
+    url: String,
+    branch: Option<String>,
+    warm_pool: Option<i64>,
+) -> Result<()> {
+    let repo = client(remote)?
+        .create_repo(&CreateRepo {
+            name,
+            url,
+            default_branch: branch,
+            warm_pool,
+        })
+        .await?;
     output::repos(&[repo], remote.json)
 }
 
@@ -30,24 +46,60 @@ pub fn agent_spec(agent: Option<String>, command: Option<String>) -> Result<Opti
         (Some("builtin"), None) => Some(AgentSpec::Builtin),
         (Some("opencode"), None) => Some(AgentSpec::Opencode),
         (Some("none"), None) => Some(AgentSpec::None),
-        (Some(other), None) => bail!("unknown agent {other:?}: builtin, opencode or none (or --command TEMPLATE)"),
+        (Some(other), None) => {
+            bail!("unknown agent {other:?}: builtin, opencode or none (or --command TEMPLATE)")
+        }
     })
 }
 
-pub async fn session_new(remote: &Remote, repo: &str, branch: Option<String>, agent: Option<AgentSpec>, prompt: String) -> Result<()> {
+pub async fn session_new(
+    remote: &Remote,
+    repo: &str,
+    branch: Option<String>,
+    agent: Option<AgentSpec>,
+    prompt: String,
+) -> Result<()> {
     let c = client(remote)?;
     let repo = c.find_repo(repo).await?;
-    let detail = c.create_session(&CreateSession { repo_id: repo.id, prompt, branch, agent }).await?;
+    let detail = c
+        .create_session(&CreateSession {
+            repo_id: repo.id,
+            prompt,
+            branch,
+            agent,
+        })
+        .await?;
     output::sessions(&[detail.session], remote.json)
 }
 
 pub async fn prompt(remote: &Remote, id: &str, text: String, steer: bool) -> Result<()> {
-    let mode = if steer { PromptMode::Steer } else { PromptMode::Queue };
-    let p = client(remote)?.submit_prompt(session_id(id)?, &CreatePrompt { text, mode, agent: None }).await?;
+    let mode = if steer {
+        PromptMode::Steer
+    } else {
+        PromptMode::Queue
+    };
+    let p = client(remote)?
+        .submit_prompt(
+            session_id(id)?,
+            &CreatePrompt {
+                text,
+                mode,
+                agent: None,
+            },
+        )
+        .await?;
     if remote.json {
         println!("{}", serde_json::to_string_pretty(&p)?);
     } else {
-        println!("prompt {} {}", p.id, if steer { "sent to steer the running turn" } else { "queued" });
+        println!(
+            "prompt {} {}",
+            p.id,
+            if steer {
+                "sent to steer the running turn"
+            } else {
+                "queued"
+            }
+        );
     }
     Ok(())
 }
@@ -70,7 +122,8 @@ pub async fn children(remote: &Remote, id: &str) -> Result<()> {
 
 pub async fn secret_set(remote: &Remote, name: &str) -> Result<()> {
     let mut value = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut value).context("reading the secret from standard input")?;
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
+        .context("reading the secret from standard input")?;
     let value = value.trim_end_matches(['\n', '\r']).to_string();
     client(remote)?.set_secret(name, value).await?;
     println!("secret {name} stored");
@@ -87,7 +140,9 @@ pub async fn session_ls(remote: &Remote, repo: Option<&str>) -> Result<()> {
 }
 
 pub async fn session_show(remote: &Remote, id: &str) -> Result<()> {
-    let id: SessionId = id.parse().with_context(|| format!("{id:?} is not a session id"))?;
+    let id: SessionId = id
+        .parse()
+        .with_context(|| format!("{id:?} is not a session id"))?;
     let c = client(remote)?;
     let detail = c.session(id).await?;
     let events = c.events(id, 0).await?;
@@ -95,7 +150,12 @@ pub async fn session_show(remote: &Remote, id: &str) -> Result<()> {
 }
 
 pub async fn token_create(remote: &Remote, name: String, expires_in: Option<i64>) -> Result<()> {
-    let created = client(remote)?.create_token(&CreateToken { name, expires_in_secs: expires_in }).await?;
+    let created = client(remote)?
+        .create_token(&CreateToken {
+            name,
+            expires_in_secs: expires_in,
+        })
+        .await?;
     output::token(&created, remote.json)
 }
 
@@ -108,7 +168,9 @@ pub async fn snapshot_build(remote: &Remote, repo: &str, wait: bool) -> Result<(
     let mut snap = c.build_snapshot(repo.id).await?;
     if wait {
         let bar = ProgressBar::new_spinner();
-        bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] building snapshot of {msg}")?);
+        bar.set_style(ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] building snapshot of {msg}",
+        )?);
         bar.set_message(repo.name.clone());
         bar.enable_steady_tick(Duration::from_millis(120));
         while snap.state == SnapshotState::Building {
@@ -116,7 +178,11 @@ pub async fn snapshot_build(remote: &Remote, repo: &str, wait: bool) -> Result<(
             snap = c.snapshot(snap.id).await?;
             // The build's newest log line, as it runs.
             if let Some(line) = snap.log.lines().rev().find(|l| !l.trim().is_empty()) {
-                bar.set_message(format!("{}: {}", repo.name, line.chars().take(80).collect::<String>()));
+                bar.set_message(format!(
+                    "{}: {}",
+                    repo.name,
+                    line.chars().take(80).collect::<String>()
+                ));
             }
         }
         bar.finish_and_clear();
@@ -136,11 +202,14 @@ pub async fn snapshot_ls(remote: &Remote, repo: &str) -> Result<()> {
 }
 
 pub fn session_id(id: &str) -> Result<SessionId> {
-    id.parse().with_context(|| format!("{id:?} is not a session id"))
+    id.parse()
+        .with_context(|| format!("{id:?} is not a session id"))
 }
 
 pub async fn session_action(remote: &Remote, id: &str, action: &str) -> Result<()> {
-    let d = client(remote)?.session_action(session_id(id)?, action).await?;
+    let d = client(remote)?
+        .session_action(session_id(id)?, action)
+        .await?;
     output::sessions(&[d.session], remote.json)
 }
 
@@ -161,7 +230,16 @@ pub async fn session_diff(remote: &Remote, id: &str) -> Result<()> {
 
 /// Prints the command's output as it was and exits with its code.
 pub async fn exec(remote: &Remote, id: &str, cwd: Option<String>, command: String) -> Result<()> {
-    let r = client(remote)?.exec(session_id(id)?, &ExecRequest { command, cwd, timeout_secs: None }).await?;
+    let r = client(remote)?
+        .exec(
+            session_id(id)?,
+            &ExecRequest {
+                command,
+                cwd,
+                timeout_secs: None,
+            },
+        )
+        .await?;
     if remote.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());

@@ -1,0 +1,328 @@
+//! GitHub: linked accounts, imported repos, each session's pull request and installation
+//! token, handled webhook deliveries. Tokens arrive here already sealed.
+
+use sqlx::{Any, Executor, FromRow};
+use tandem_protocol::github::{PrState, PullRequest};
+use tandem_protocol::{RepoId, SessionId, Timestamp, UserId};
+
+use crate::{Error, Result};
+
+/// A person's linked GitHub account.
+#[derive(Clone, Debug, FromRow)]
+pub struct Account {
+    pub user_id: String,
+    pub github_id: i64,
+    pub login: String,
+    pub name: Option<String>,
+    pub email: Option<String>,
+    pub token_sealed: Option<String>,
+}
+
+const ACCOUNT: &str =
+    "SELECT user_id, github_id, login, name, email, token_sealed FROM github_accounts";
+
+pub async fn account_by_github_id<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    github_id: i64,
+) -> Result<Option<Account>> {
+    Ok(sqlx::query_as(&format!("{ACCOUNT} WHERE github_id = $1"))
+        .bind(github_id)
+        .fetch_optional(ex)
+        .await?)
+}
+
+pub async fn account_of<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    user: UserId,
+) -> Result<Option<Account>> {
+    Ok(sqlx::query_as(&format!("{ACCOUNT} WHERE user_id = $1"))
+        .bind(user.to_string())
+        .fetch_optional(ex)
+        .await?)
+}
+
+/// Links (or refreshes) `account`.
+pub async fn put_account<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    a: &Account,
+    now: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO github_accounts (user_id, github_id, login, name, email, token_sealed, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (user_id) DO UPDATE SET github_id = $2, login = $3, name = $4, email = $5, token_sealed = $6, updated_at = $7",
+    )
+    .bind(&a.user_id)
+    .bind(a.github_id)
+    .bind(&a.login)
+    .bind(&a.name)
+    .bind(&a.email)
+    .bind(&a.token_sealed)
+    .bind(now)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// A repo imported from an installation.
+#[derive(Clone, Debug, FromRow)]
+pub struct LinkedRepo {
+    pub repo_id: String,
+    pub owner: String,
+    pub name: String,
+    pub installation_id: i64,
+}
+
+impl LinkedRepo {
+    pub fn full_name(&self) -> String {
+        format!("{}/{}", self.owner, self.name)
+    }
+}
+
+pub async fn link_repo<'e>(ex: impl Executor<'e, Database = Any>, r: &LinkedRepo) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO github_repos (repo_id, owner, name, installation_id) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(&r.repo_id)
+    .bind(&r.owner)
+    .bind(&r.name)
+    .bind(r.installation_id)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+pub async fn linked_repo<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    repo: RepoId,
+) -> Result<Option<LinkedRepo>> {
+    Ok(sqlx::query_as(
+        "SELECT repo_id, owner, name, installation_id FROM github_repos WHERE repo_id = $1",
+    )
+    .bind(repo.to_string())
+    .fetch_optional(ex)
+    .await?)
+}
+
+pub async fn linked_repo_by_name<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    owner: &str,
+    name: &str,
+) -> Result<Option<LinkedRepo>> {
+    Ok(sqlx::query_as(
+        "SELECT repo_id, owner, name, installation_id FROM github_repos WHERE LOWER(owner) = LOWER($1) AND LOWER(name) = LOWER($2)",
+    )
+    .bind(owner)
+    .bind(name)
+    .fetch_optional(ex)
+    .await?)
+}
+
+pub async fn linked_repos<'e>(ex: impl Executor<'e, Database = Any>) -> Result<Vec<LinkedRepo>> {
+    Ok(
+        sqlx::query_as("SELECT repo_id, owner, name, installation_id FROM github_repos")
+            .fetch_all(ex)
+            .await?,
+    )
+}
+
+#[derive(FromRow)]
+struct PrRow {
+    session_id: String,
+    number: i64,
+    url: String,
+    branch: String,
+    base: String,
+    state: String,
+    head_sha: String,
+    opened_by: String,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl PrRow {
+    fn into_pr(self) -> Result<PullRequest> {
+        Ok(PullRequest {
+            session_id: SessionId(super::uuid(&self.session_id)?),
+            number: self.number,
+            url: self.url,
+            branch: self.branch,
+            base: self.base,
+            state: PrState::parse(&self.state).ok_or_else(|| {
+                Error::Internal(format!("stored PR state {:?} unknown", self.state))
+            })?,
+            head_sha: self.head_sha,
+            opened_by: self.opened_by,
+            created_at: Timestamp(self.created_at),
+            updated_at: Timestamp(self.updated_at),
+        })
+    }
+}
+
+const PR: &str = "SELECT session_id, number, url, branch, base, state, head_sha, opened_by, created_at, updated_at FROM pull_requests";
+
+pub async fn pull_request<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+) -> Result<Option<PullRequest>> {
+    let row: Option<PrRow> = sqlx::query_as(&format!("{PR} WHERE session_id = $1"))
+        .bind(session.to_string())
+        .fetch_optional(ex)
+        .await?;
+    row.map(PrRow::into_pr).transpose()
+}
+
+pub async fn pull_request_by_number<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    repo: RepoId,
+    number: i64,
+) -> Result<Option<PullRequest>> {
+    let row: Option<PrRow> = sqlx::query_as(&format!("{PR} WHERE repo_id = $1 AND number = $2"))
+        .bind(repo.to_string())
+        .bind(number)
+        .fetch_optional(ex)
+        .await?;
+    row.map(PrRow::into_pr).transpose()
+}
+
+pub async fn pull_requests_by_head<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    repo: RepoId,
+    head_sha: &str,
+) -> Result<Vec<PullRequest>> {
+    let rows: Vec<PrRow> = sqlx::query_as(&format!("{PR} WHERE repo_id = $1 AND head_sha = $2"))
+        .bind(repo.to_string())
+        .bind(head_sha)
+        .fetch_all(ex)
+        .await?;
+    rows.into_iter().map(PrRow::into_pr).collect()
+}
+
+pub async fn insert_pull_request<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    repo: RepoId,
+    pr: &PullRequest,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO pull_requests (session_id, repo_id, number, url, branch, base, state, head_sha, opened_by, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(pr.session_id.to_string())
+    .bind(repo.to_string())
+    .bind(pr.number)
+    .bind(&pr.url)
+    .bind(&pr.branch)
+    .bind(&pr.base)
+    .bind(pr.state.as_str())
+    .bind(&pr.head_sha)
+    .bind(&pr.opened_by)
+    .bind(pr.created_at.0)
+    .bind(pr.updated_at.0)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+pub async fn set_pull_request_head<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+    head_sha: &str,
+    now: i64,
+) -> Result<()> {
+    sqlx::query("UPDATE pull_requests SET head_sha = $1, updated_at = $2 WHERE session_id = $3")
+        .bind(head_sha)
+        .bind(now)
+        .bind(session.to_string())
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// Sets the state; false when it already was that.
+pub async fn set_pull_request_state<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+    state: PrState,
+    now: i64,
+) -> Result<bool> {
+    let r = sqlx::query("UPDATE pull_requests SET state = $1, updated_at = $2 WHERE session_id = $3 AND state <> $1")
+        .bind(state.as_str())
+        .bind(now)
+        .bind(session.to_string())
+        .execute(ex)
+        .await?;
+    Ok(r.rows_affected() > 0)
+}
+
+/// A session's installation token: `(sealed, expires_at ms)`, unless revoked.
+pub async fn credential<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+) -> Result<Option<(String, i64)>> {
+    Ok(sqlx::query_as("SELECT token_sealed, expires_at FROM session_credentials WHERE session_id = $1 AND revoked_at IS NULL")
+        .bind(session.to_string())
+        .fetch_optional(ex)
+        .await?)
+}
+
+pub async fn put_credential<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+    sealed: &str,
+    expires_at: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO session_credentials (session_id, token_sealed, expires_at) VALUES ($1, $2, $3)
+         ON CONFLICT (session_id) DO UPDATE SET token_sealed = $2, expires_at = $3, revoked_at = NULL",
+    )
+    .bind(session.to_string())
+    .bind(sealed)
+    .bind(expires_at)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// Marks the token revoked; returns it (sealed) if it was live.
+pub async fn take_credential<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+    now: i64,
+) -> Result<Option<String>> {
+    Ok(sqlx::query_scalar(
+        "UPDATE session_credentials SET revoked_at = $1 WHERE session_id = $2 AND revoked_at IS NULL RETURNING token_sealed",
+    )
+    .bind(now)
+    .bind(session.to_string())
+    .fetch_optional(ex)
+    .await?)
+}
+
+/// Sessions that ended (stopped or failed) while their token is still live.
+pub async fn ended_with_credentials<'e>(
+    ex: impl Executor<'e, Database = Any>,
+) -> Result<Vec<SessionId>> {
+    let ids: Vec<String> = sqlx::query_scalar(
+        "SELECT c.session_id FROM session_credentials c JOIN sessions s ON s.id = c.session_id
+         WHERE c.revoked_at IS NULL AND s.state IN ('stopped', 'failed')",
+    )
+    .fetch_all(ex)
+    .await?;
+    ids.iter().map(|s| super::uuid(s).map(SessionId)).collect()
+}
+
+/// Records a delivery; false when it was seen before.
+pub async fn first_delivery<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: &str,
+    event: &str,
+    now: i64,
+) -> Result<bool> {
+    let r = sqlx::query("INSERT INTO github_deliveries (id, event, received_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING")
+        .bind(id)
+        .bind(event)
+        .bind(now)
+        .execute(ex)
+        .await?;
+    Ok(r.rows_affected() > 0)
+}

@@ -1,0 +1,88 @@
+//! Each session's GitHub credential: an installation token scoped to the session's repository
+//! alone (contents and pull requests, write), minted on first use, renewed when near expiry,
+//! sealed in the database and revoked when the session ends. The workspace gets it only through
+//! its git credential helper, which asks the gateway each time git needs it.
+
+use tandem_protocol::{SessionId, SessionState};
+
+use super::{GitHub, RENEW_MARGIN_MS, Token};
+use crate::db::github::LinkedRepo;
+use crate::{Error, Result, db, now_ms};
+
+fn sealed_name(session: SessionId) -> String {
+    format!("github.session.{session}")
+}
+
+/// The GitHub repository behind `session`, or a `not_a_github_repo` refusal.
+pub async fn linked(gh: &GitHub, session: SessionId) -> Result<LinkedRepo> {
+    let detail = crate::sessions::get(&gh.db, session).await?;
+    db::github::linked_repo(gh.db.pool(), detail.session.repo_id).await?.ok_or_else(|| Error::Refused {
+        code: "not_a_github_repo",
+        message: format!("{} is not a GitHub repository imported through the App (`tandem repo import owner/name`)", detail.session.repo_name),
+    })
+}
+
+/// The session's token, minted when it has none or it is about to expire. Ended sessions get none.
+pub async fn for_session(gh: &GitHub, session: SessionId) -> Result<(LinkedRepo, Token)> {
+    let repo = linked(gh, session).await?;
+    let state = crate::sessions::get(&gh.db, session).await?.session.state;
+    if matches!(state, SessionState::Stopped | SessionState::Failed) {
+        return Err(Error::Forbidden(format!(
+            "session {session} has ended; its GitHub credential is revoked"
+        )));
+    }
+    let _one = gh.mint_lock.lock().await;
+    let old = db::github::credential(gh.db.pool(), session).await?;
+    if let Some((sealed, expires_at)) = &old
+        && expires_at - RENEW_MARGIN_MS > now_ms()
+    {
+        let token = gh.secrets.open_value(&sealed_name(session), sealed)?;
+        return Ok((
+            repo,
+            Token {
+                token,
+                expires_at: *expires_at,
+            },
+        ));
+    }
+    let token = gh.mint(repo.installation_id, Some(&repo.name)).await?;
+    let sealed = gh.secrets.seal_value(&sealed_name(session), &token.token)?;
+    db::github::put_credential(gh.db.pool(), session, &sealed, token.expires_at).await?;
+    if let Some((sealed, _)) = old
+        && let Ok(previous) = gh.secrets.open_value(&sealed_name(session), &sealed)
+    {
+        // About to expire anyway; revoking it closes the window.
+        let _ = gh.revoke(&previous).await;
+    }
+    tracing::info!(%session, repo = %repo.full_name(), "minted the session's GitHub token");
+    Ok((repo, token))
+}
+
+/// Revokes the session's token, if it has a live one.
+pub async fn revoke(gh: &GitHub, session: SessionId) -> Result<bool> {
+    let Some((sealed, _)) = db::github::credential(gh.db.pool(), session).await? else {
+        return Ok(false);
+    };
+    let token = gh.secrets.open_value(&sealed_name(session), &sealed)?;
+    // GitHub first: a failure leaves the row live, so the next sweep tries again.
+    gh.revoke(&token).await?;
+    db::github::take_credential(gh.db.pool(), session, now_ms()).await?;
+    tracing::info!(%session, "revoked the session's GitHub token");
+    Ok(true)
+}
+
+/// Revokes the tokens of every session that ended (stopped, failed) with one still live — after
+/// a restart, or when revoking at the moment it ended failed.
+pub async fn revoke_ended(gh: &GitHub) -> Result<usize> {
+    let mut n = 0;
+    for session in db::github::ended_with_credentials(gh.db.pool()).await? {
+        match revoke(gh, session).await {
+            Ok(true) => n += 1,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(%session, error = %e, "revoking an ended session's GitHub token failed")
+            }
+        }
+    }
+    Ok(n)
+}

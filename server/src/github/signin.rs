@@ -1,0 +1,270 @@
+//! "Sign in with GitHub" (the OAuth web flow of the App's client) and importing the repositories
+//! the App is installed on.
+
+use serde::Deserialize;
+use tandem_protocol::github::GithubRepo;
+use tandem_protocol::{CreateRepo, Repo, Timestamp, User, UserId};
+
+use super::GitHub;
+use crate::auth::CurrentUser;
+use crate::state::AppState;
+use crate::{Error, Result, db, now_ms};
+
+/// Where GitHub sends the browser back.
+pub const CALLBACK_PATH: &str = "/api/auth/github/callback";
+
+/// The name a person's GitHub token is sealed under.
+pub fn sealed_name(user: UserId) -> String {
+    format!("github.user.{user}")
+}
+
+fn client_id(gh: &GitHub) -> Result<&str> {
+    gh.config.client_id.as_deref().ok_or_else(|| {
+        Error::Unavailable("sign-in with GitHub is off: set client_id under [github]".into())
+    })
+}
+
+/// GitHub's authorization page for this sign-in attempt (`state` ties the answer to it).
+pub fn authorize_url(app: &AppState, gh: &GitHub, state: &str) -> Result<String> {
+    let redirect = format!("{}{CALLBACK_PATH}", app.public_url());
+    let url = reqwest::Url::parse_with_params(
+        &format!("{}/login/oauth/authorize", gh.config.web_url),
+        &[
+            ("client_id", client_id(gh)?),
+            ("redirect_uri", redirect.as_str()),
+            ("state", state),
+        ],
+    )
+    .map_err(|e| Error::Config(format!("github.web_url: {e}")))?;
+    Ok(url.to_string())
+}
+
+#[derive(Deserialize)]
+struct TokenAnswer {
+    access_token: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GhUser {
+    id: i64,
+    login: String,
+    name: Option<String>,
+    email: Option<String>,
+}
+
+/// Exchanges GitHub's `code` for the person's token, links (or creates) their Tandem user and
+/// keeps the token sealed, for opening pull requests as them.
+pub async fn complete(app: &AppState, gh: &GitHub, code: &str) -> Result<User> {
+    let secret = gh
+        .secret(&gh.config.client_secret, "OAuth client secret")
+        .await?;
+    let redirect = format!("{}{CALLBACK_PATH}", app.public_url());
+    let answer: TokenAnswer = gh
+        .http
+        .post(format!("{}/login/oauth/access_token", gh.config.web_url))
+        .header("accept", "application/json")
+        .form(&[
+            ("client_id", client_id(gh)?),
+            ("client_secret", secret.as_str()),
+            ("code", code),
+            ("redirect_uri", redirect.as_str()),
+        ])
+        .send()
+        .await
+        .map_err(|e| {
+            Error::BadGateway(format!(
+                "GitHub is not reachable for sign-in: {}",
+                e.without_url()
+            ))
+        })?
+        .json()
+        .await
+        .map_err(|e| {
+            Error::BadGateway(format!(
+                "GitHub's sign-in answer is not JSON: {}",
+                e.without_url()
+            ))
+        })?;
+    let token = match answer {
+        TokenAnswer {
+            access_token: Some(t),
+            ..
+        } => t,
+        TokenAnswer {
+            error,
+            error_description,
+            ..
+        } => {
+            return Err(Error::Unauthorized(format!(
+                "GitHub sign-in failed: {}",
+                error_description
+                    .or(error)
+                    .unwrap_or_else(|| "no token in GitHub's answer".into())
+            )));
+        }
+    };
+    let me: GhUser = gh
+        .client(&token)?
+        .get("/user", None::<&()>)
+        .await
+        .map_err(|e| super::upstream("reading the signed-in user", &e))?;
+    let user = match db::github::account_by_github_id(app.db.pool(), me.id).await? {
+        Some(a) => db::users::get(
+            app.db.pool(),
+            a.user_id
+                .parse()
+                .map_err(|_| Error::Internal("stored user id".into()))?,
+        )
+        .await?
+        .ok_or_else(|| Error::Internal("a linked GitHub account's user is gone".into()))?,
+        None => new_user(app, &me.login).await?,
+    };
+    let account = db::github::Account {
+        user_id: user.id.to_string(),
+        github_id: me.id,
+        login: me.login.clone(),
+        name: me.name,
+        email: me.email,
+        token_sealed: Some(app.secrets.seal_value(&sealed_name(user.id), &token)?),
+    };
+    db::github::put_account(app.db.pool(), &account, now_ms()).await?;
+    db::audit::record(
+        app.db.pool(),
+        now_ms(),
+        db::audit::Entry {
+            actor_user_id: Some(user.id),
+            actor_name: &user.name,
+            action: "auth.login",
+            target: &user.id.to_string(),
+            detail: serde_json::json!({ "via": "github", "login": me.login }),
+        },
+    )
+    .await?;
+    Ok(user)
+}
+
+/// A new user named after the GitHub login (`login-2`, `login-3`… when a local user has it).
+async fn new_user(app: &AppState, login: &str) -> Result<User> {
+    for n in 1..=20 {
+        let name = if n == 1 {
+            login.to_string()
+        } else {
+            format!("{login}-{n}")
+        };
+        let user = User {
+            id: UserId(uuid::Uuid::new_v4()),
+            name,
+            is_admin: false,
+            created_at: Timestamp(now_ms()),
+        };
+        match db::users::insert(app.db.pool(), &user).await {
+            Ok(()) => return Ok(user),
+            Err(Error::Sqlx(e))
+                if e.as_database_error()
+                    .is_some_and(|d| d.is_unique_violation()) =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Conflict(format!(
+        "no free user name for GitHub user {login}"
+    )))
+}
+
+#[derive(Deserialize)]
+struct InstallationRef {
+    id: i64,
+}
+
+#[derive(Deserialize)]
+struct RepoPage {
+    repositories: Vec<GhRepo>,
+}
+
+#[derive(Deserialize)]
+struct GhRepo {
+    full_name: String,
+    default_branch: Option<String>,
+    #[serde(default)]
+    private: bool,
+    clone_url: Option<String>,
+}
+
+/// Every repository the App's installations cover, and what each was imported as.
+pub async fn installable(app: &AppState, gh: &GitHub) -> Result<Vec<GithubRepo>> {
+    let installations: Vec<InstallationRef> = gh
+        .app_client()
+        .await?
+        .get("/app/installations", None::<&()>)
+        .await
+        .map_err(|e| super::upstream("listing the App's installations", &e))?;
+    let mut out = Vec::new();
+    for inst in installations {
+        let client = gh.client(&gh.host_token(inst.id).await?)?;
+        let page: RepoPage = client
+            .get("/installation/repositories", Some(&[("per_page", "100")]))
+            .await
+            .map_err(|e| super::upstream("listing an installation's repositories", &e))?;
+        for r in page.repositories {
+            let (owner, name) = r.full_name.split_once('/').unwrap_or_default();
+            let imported_as = db::github::linked_repo_by_name(app.db.pool(), owner, name)
+                .await?
+                .and_then(|l| l.repo_id.parse().ok());
+            out.push(GithubRepo {
+                full_name: r.full_name,
+                default_branch: r.default_branch.unwrap_or_else(|| "main".into()),
+                private: r.private,
+                installation_id: inst.id,
+                imported_as,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Imports `owner/name` as a Tandem repo whose git remote is GitHub's, fetched with the App's
+/// installation token.
+pub async fn import(
+    app: &AppState,
+    gh: &GitHub,
+    user: &CurrentUser,
+    full_name: &str,
+) -> Result<Repo> {
+    let (owner, name) = full_name
+        .trim()
+        .split_once('/')
+        .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
+        .ok_or_else(|| Error::Invalid(format!("{full_name:?} is not owner/name")))?;
+    if let Some(l) = db::github::linked_repo_by_name(app.db.pool(), owner, name).await? {
+        return Err(Error::Conflict(format!(
+            "{full_name} is already imported (repo {})",
+            l.repo_id
+        )));
+    }
+    let installation = gh.installation_of(owner, name).await?;
+    let client = gh.client(&gh.host_token(installation).await?)?;
+    let repo: GhRepo = client
+        .get(format!("/repos/{owner}/{name}"), None::<&()>)
+        .await
+        .map_err(|e| super::upstream("reading the repository", &e))?;
+    let url = repo
+        .clone_url
+        .unwrap_or_else(|| format!("{}/{owner}/{name}.git", gh.config.web_url));
+    let req = CreateRepo {
+        name: repo.full_name.clone(),
+        url,
+        default_branch: repo.default_branch,
+        warm_pool: None,
+    };
+    crate::repos::create_with(
+        &app.db,
+        user,
+        req,
+        Some((owner.to_string(), name.to_string(), installation)),
+    )
+    .await
+}

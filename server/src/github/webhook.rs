@@ -1,0 +1,329 @@
+//! `POST /api/github/webhook`: what GitHub tells us about sessions' pull requests. The body's
+//! HMAC-SHA256 (`X-Hub-Signature-256`) under the webhook secret is checked before anything is
+//! read or recorded; each delivery is handled once (GitHub redelivers). Pull request state,
+//! reviews and CI checks become session events; a comment mentioning the App by someone who may
+//! drive the session becomes a follow-up prompt.
+
+use hmac::{Hmac, Mac};
+use serde_json::Value;
+use sha2::Sha256;
+use tandem_protocol::github::PrState;
+use tandem_protocol::live::Role;
+use tandem_protocol::{Author, AuthorKind, CreatePrompt, EventKind, PromptMode, SessionId};
+
+use super::GitHub;
+use crate::state::AppState;
+use crate::{Error, Result, db, now_ms};
+
+/// Largest comment text taken as a prompt.
+pub const MAX_COMMENT_PROMPT_CHARS: usize = 16_000;
+
+/// Whether `signature` (`sha256=<hex>`) is the body's HMAC under `secret`, compared in constant
+/// time.
+pub fn verify(secret: &str, body: &[u8], signature: Option<&str>) -> bool {
+    let Some(hex) = signature.and_then(|s| s.strip_prefix("sha256=")) else {
+        return false;
+    };
+    let Some(bytes) = decode_hex(hex) else {
+        return false;
+    };
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
+    mac.update(body);
+    mac.verify_slice(&bytes).is_ok()
+}
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// What a delivery did, for the answer (and the tests).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Recorded,
+    Duplicate,
+    Ignored(&'static str),
+}
+
+/// Checks the signature, then handles one delivery.
+pub async fn receive(
+    app: &AppState,
+    gh: &GitHub,
+    event: &str,
+    delivery: &str,
+    signature: Option<&str>,
+    body: &[u8],
+) -> Result<Outcome> {
+    let secret = gh
+        .secret(&gh.config.webhook_secret, "webhook secret")
+        .await?;
+    if !verify(&secret, body, signature) {
+        return Err(Error::Unauthorized(
+            "the webhook's X-Hub-Signature-256 does not match its body".into(),
+        ));
+    }
+    let payload: Value = serde_json::from_slice(body)
+        .map_err(|e| Error::BadRequest(format!("the webhook body is not JSON: {e}")))?;
+    if delivery.is_empty() || delivery.len() > 100 {
+        return Err(Error::BadRequest("X-GitHub-Delivery is missing".into()));
+    }
+    let Some((session, number)) = session_of(app, event, &payload).await? else {
+        return Ok(Outcome::Ignored(
+            "not about a Tandem session's pull request",
+        ));
+    };
+    if !db::github::first_delivery(app.db.pool(), delivery, event, now_ms()).await? {
+        return Ok(Outcome::Duplicate);
+    }
+    let action = payload["action"].as_str().unwrap_or_default();
+    let sender = payload["sender"]["login"].as_str().map(str::to_string);
+    let kind = match event {
+        "pull_request" => {
+            let pr = &payload["pull_request"];
+            let state = match (action, pr["merged"].as_bool().unwrap_or(false)) {
+                ("closed", true) => PrState::Merged,
+                ("closed", false) => PrState::Closed,
+                ("reopened" | "opened", _) => PrState::Open,
+                _ => return Ok(Outcome::Ignored("pull request action not tracked")),
+            };
+            if !db::github::set_pull_request_state(app.db.pool(), session, state, now_ms()).await? {
+                return Ok(Outcome::Ignored("state unchanged"));
+            }
+            EventKind::PrState {
+                number,
+                state,
+                by: sender,
+            }
+        }
+        "pull_request_review" if action == "submitted" => {
+            let review = &payload["review"];
+            EventKind::PrReview {
+                number,
+                reviewer: review["user"]["login"]
+                    .as_str()
+                    .unwrap_or("someone")
+                    .to_string(),
+                state: review["state"]
+                    .as_str()
+                    .unwrap_or("commented")
+                    .to_lowercase(),
+                body: review["body"]
+                    .as_str()
+                    .filter(|b| !b.is_empty())
+                    .map(|b| b.chars().take(2000).collect()),
+            }
+        }
+        "check_run" => {
+            let run = &payload["check_run"];
+            EventKind::PrCheck {
+                number,
+                name: run["name"].as_str().unwrap_or("check").to_string(),
+                status: run["status"].as_str().unwrap_or("completed").to_string(),
+                conclusion: run["conclusion"].as_str().map(str::to_string),
+            }
+        }
+        "status" => EventKind::PrCheck {
+            number,
+            name: payload["context"].as_str().unwrap_or("status").to_string(),
+            status: "completed".into(),
+            conclusion: payload["state"].as_str().map(str::to_string),
+        },
+        "issue_comment" if action == "created" => {
+            return comment(app, gh, session, number, &payload).await;
+        }
+        _ => return Ok(Outcome::Ignored("event not tracked")),
+    };
+    crate::sessions::workspace::event(&app.db, session, kind).await?;
+    Ok(Outcome::Recorded)
+}
+
+/// The session and pull request number a payload is about, if any.
+async fn session_of(app: &AppState, event: &str, p: &Value) -> Result<Option<(SessionId, i64)>> {
+    let (Some(owner), Some(name)) = (
+        p["repository"]["owner"]["login"].as_str(),
+        p["repository"]["name"].as_str(),
+    ) else {
+        return Ok(None);
+    };
+    let Some(linked) = db::github::linked_repo_by_name(app.db.pool(), owner, name).await? else {
+        return Ok(None);
+    };
+    let repo = linked
+        .repo_id
+        .parse()
+        .map_err(|_| Error::Internal("stored repo id".into()))?;
+    let number = match event {
+        "pull_request" | "pull_request_review" => p["pull_request"]["number"].as_i64(),
+        "issue_comment" if p["issue"].get("pull_request").is_some() => {
+            p["issue"]["number"].as_i64()
+        }
+        "check_run" => p["check_run"]["pull_requests"]
+            .get(0)
+            .and_then(|x| x["number"].as_i64()),
+        _ => None,
+    };
+    if let Some(n) = number {
+        return Ok(db::github::pull_request_by_number(app.db.pool(), repo, n)
+            .await?
+            .map(|pr| (pr.session_id, pr.number)));
+    }
+    // A check or status without a pull request reference: by the commit it ran on.
+    let sha = p["check_run"]["head_sha"]
+        .as_str()
+        .or_else(|| p["sha"].as_str());
+    let Some(sha) = sha else { return Ok(None) };
+    Ok(db::github::pull_requests_by_head(app.db.pool(), repo, sha)
+        .await?
+        .into_iter()
+        .next()
+        .map(|pr| (pr.session_id, pr.number)))
+}
+
+/// A comment on the pull request: a follow-up prompt when it mentions the App and its author
+/// (a Tandem user through "Sign in with GitHub") may drive the session.
+async fn comment(
+    app: &AppState,
+    gh: &GitHub,
+    session: SessionId,
+    number: i64,
+    p: &Value,
+) -> Result<Outcome> {
+    let body = p["comment"]["body"].as_str().unwrap_or_default();
+    let login = p["comment"]["user"]["login"]
+        .as_str()
+        .unwrap_or("someone")
+        .to_string();
+    let mention = format!("@{}", gh.config.app_slug.to_lowercase());
+    if !body.to_lowercase().contains(&mention) || login.ends_with("[bot]") {
+        return Ok(Outcome::Ignored("comment does not mention the App"));
+    }
+    let ignored = |why: &str| EventKind::PrComment {
+        number,
+        author: login.clone(),
+        prompt_id: None,
+        ignored: Some(why.to_string()),
+    };
+    let github_id = p["comment"]["user"]["id"].as_i64().unwrap_or_default();
+    let Some(account) = db::github::account_by_github_id(app.db.pool(), github_id).await? else {
+        let kind = ignored("the commenter has not signed in to Tandem with GitHub");
+        crate::sessions::workspace::event(&app.db, session, kind).await?;
+        return Ok(Outcome::Recorded);
+    };
+    let user_id = account
+        .user_id
+        .parse()
+        .map_err(|_| Error::Internal("stored user id".into()))?;
+    let user = db::users::get(app.db.pool(), user_id)
+        .await?
+        .ok_or_else(|| Error::Internal("a linked account's user is gone".into()))?;
+    if crate::sessions::access::require(&app.db, session, &user, Role::Driver)
+        .await
+        .is_err()
+    {
+        let kind = ignored("the commenter may not drive this session");
+        crate::sessions::workspace::event(&app.db, session, kind).await?;
+        return Ok(Outcome::Recorded);
+    }
+    let text = strip_mention(body, &mention);
+    if text.is_empty() {
+        crate::sessions::workspace::event(
+            &app.db,
+            session,
+            ignored("the comment says nothing besides the mention"),
+        )
+        .await?;
+        return Ok(Outcome::Recorded);
+    }
+    let author = Author {
+        kind: AuthorKind::User,
+        user_id: Some(user.id),
+        name: user.name.clone(),
+    };
+    let req = CreatePrompt {
+        text: text.chars().take(MAX_COMMENT_PROMPT_CHARS).collect(),
+        mode: PromptMode::Queue,
+        agent: None,
+    };
+    let prompt = crate::sessions::prompts::submit(&app.db, session, author, req).await?;
+    crate::sessions::workspace::event(
+        &app.db,
+        session,
+        EventKind::PrComment {
+            number,
+            author: login,
+            prompt_id: Some(prompt.id),
+            ignored: None,
+        },
+    )
+    .await?;
+    crate::turns::kick(app, session);
+    Ok(Outcome::Recorded)
+}
+
+/// The comment without the App's mention (case-insensitive), trimmed.
+fn strip_mention(body: &str, mention: &str) -> String {
+    let lower = body.to_lowercase();
+    if lower.len() != body.len() {
+        // Lowercasing changed byte offsets (some non-ASCII letters): drop the exact mention only.
+        return body
+            .replace(mention, "")
+            .trim()
+            .trim_start_matches([',', ':'])
+            .trim()
+            .to_string();
+    }
+    let mut out = String::new();
+    let mut i = 0;
+    while let Some(at) = lower[i..].find(mention) {
+        out.push_str(&body[i..i + at]);
+        i += at + mention.len();
+    }
+    out.push_str(&body[i..]);
+    out.trim().trim_start_matches([',', ':']).trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_are_checked() {
+        let mut mac = Hmac::<Sha256>::new_from_slice(b"s3cret").unwrap();
+        mac.update(b"{}");
+        let good: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(verify("s3cret", b"{}", Some(&format!("sha256={good}"))));
+        assert!(
+            !verify("s3cret", b"{ }", Some(&format!("sha256={good}"))),
+            "another body"
+        );
+        assert!(
+            !verify("other", b"{}", Some(&format!("sha256={good}"))),
+            "another secret"
+        );
+        assert!(!verify("s3cret", b"{}", None));
+        assert!(!verify("s3cret", b"{}", Some("sha256=zz")));
+    }
+
+    #[test]
+    fn mentions_are_stripped() {
+        assert_eq!(
+            strip_mention("@Tandem-Test: please add a test", "@tandem-test"),
+            "please add a test"
+        );
+        assert_eq!(
+            strip_mention("hey @tandem-test fix it", "@tandem-test"),
+            "hey  fix it"
+        );
+    }
+}

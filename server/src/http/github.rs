@@ -1,0 +1,262 @@
+//! GitHub over HTTP: "Sign in with GitHub" (`/api/auth/github`, its callback), the App's
+//! repositories and importing one (`/api/github/repos`), a session's pull request
+//! (`/api/sessions/{id}/pr`), the webhook (`/api/github/webhook`) and signed artifact links
+//! (`/api/artifacts/{id}/{signature}`, what a pull request's screenshots point at).
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::header::{COOKIE, LOCATION, SET_COOKIE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use tandem_protocol::github::{CreatePr, GithubRepo, ImportRepo, PullRequest};
+use tandem_protocol::limits::{BROWSER_LOGIN_TTL_SECS, SESSION_COOKIE};
+use tandem_protocol::live::Role;
+use tandem_protocol::{ArtifactId, ArtifactInfo, Repo, SessionId};
+
+use crate::auth::CurrentUser;
+use crate::github::{self, pr, signin, webhook};
+use crate::sessions::access;
+use crate::state::AppState;
+use crate::{Error, Result, db};
+
+/// The cookie that ties GitHub's answer to the browser that asked.
+const STATE_COOKIE: &str = "tandem_github_state";
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/auth/providers", get(providers))
+        .route("/auth/github", get(sign_in))
+        .route("/auth/github/callback", get(callback))
+        .route("/github/repos", get(installable).post(import))
+        .route("/github/webhook", post(hook))
+        .route("/sessions/{id}/pr", get(show_pr).post(open_pr))
+        .route("/artifacts/{id}/{sig}", get(signed_artifact))
+}
+
+/// Which sign-in methods this server offers (the sign-in page asks).
+async fn providers(State(state): State<AppState>) -> Json<serde_json::Value> {
+    let github = state
+        .github
+        .as_ref()
+        .is_some_and(|g| g.config.client_id.is_some());
+    Json(serde_json::json!({ "github": github }))
+}
+
+async fn sign_in(State(state): State<AppState>) -> Result<Response> {
+    let gh = pr::github(&state)?;
+    let nonce = crate::auth::new_secret("");
+    let url = signin::authorize_url(&state, gh, &nonce)?;
+    let cookie = format!(
+        "{STATE_COOKIE}={nonce}; HttpOnly; SameSite=Lax; Path=/api/auth/github; Max-Age=600{}",
+        secure(&state)
+    );
+    Ok((StatusCode::FOUND, [(LOCATION, url), (SET_COOKIE, cookie)]).into_response())
+}
+
+#[derive(Deserialize)]
+struct Callback {
+    code: Option<String>,
+    state: Option<String>,
+    error_description: Option<String>,
+}
+
+async fn callback(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<Callback>,
+) -> Result<Response> {
+    let gh = pr::github(&state)?;
+    if let Some(why) = q.error_description {
+        return Err(Error::Unauthorized(format!(
+            "GitHub sign-in was not completed: {why}"
+        )));
+    }
+    let expected = cookie(&headers, STATE_COOKIE);
+    let (Some(code), Some(got)) = (q.code, q.state) else {
+        return Err(Error::BadRequest(
+            "GitHub's answer lacks code or state".into(),
+        ));
+    };
+    if expected.as_deref() != Some(got.as_str()) {
+        return Err(Error::Unauthorized(
+            "this sign-in was not started from this browser (state mismatch); start again".into(),
+        ));
+    }
+    let user = signin::complete(&state, gh, &code).await?;
+    let jwt = state.jwt.issue(user.id, BROWSER_LOGIN_TTL_SECS)?;
+    let login = format!(
+        "{SESSION_COOKIE}={jwt}; HttpOnly; SameSite=Strict; Path=/; Max-Age={BROWSER_LOGIN_TTL_SECS}{}",
+        secure(&state)
+    );
+    let clear =
+        format!("{STATE_COOKIE}=; HttpOnly; SameSite=Lax; Path=/api/auth/github; Max-Age=0");
+    let mut res = (StatusCode::FOUND, [(LOCATION, "/".to_string())]).into_response();
+    res.headers_mut().append(
+        SET_COOKIE,
+        login
+            .parse()
+            .map_err(|_| Error::Internal("cookie".into()))?,
+    );
+    res.headers_mut().append(
+        SET_COOKIE,
+        clear
+            .parse()
+            .map_err(|_| Error::Internal("cookie".into()))?,
+    );
+    Ok(res)
+}
+
+fn secure(state: &AppState) -> &'static str {
+    if state.public_url().starts_with("https://") {
+        "; Secure"
+    } else {
+        ""
+    }
+}
+
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
+async fn installable(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+) -> Result<Json<Vec<GithubRepo>>> {
+    Ok(Json(
+        signin::installable(&state, pr::github(&state)?).await?,
+    ))
+}
+
+async fn import(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Json(req): Json<ImportRepo>,
+) -> Result<(StatusCode, Json<Repo>)> {
+    let repo = signin::import(&state, pr::github(&state)?, &user, &req.full_name).await?;
+    Ok((StatusCode::CREATED, Json(repo)))
+}
+
+async fn hook(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<serde_json::Value>)> {
+    let gh = pr::github(&state)?;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let outcome = webhook::receive(
+        &state,
+        gh,
+        header("x-github-event").unwrap_or_default(),
+        header("x-github-delivery").unwrap_or_default(),
+        header("x-hub-signature-256"),
+        &body,
+    )
+    .await?;
+    let (status, said) = match outcome {
+        webhook::Outcome::Recorded => (StatusCode::OK, "recorded".to_string()),
+        webhook::Outcome::Duplicate => (StatusCode::OK, "duplicate delivery".to_string()),
+        webhook::Outcome::Ignored(why) => (StatusCode::ACCEPTED, format!("ignored: {why}")),
+    };
+    Ok((status, Json(serde_json::json!({ "result": said }))))
+}
+
+async fn show_pr(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+) -> Result<Json<PullRequest>> {
+    access::require(&state.db, id, &user.0, Role::Viewer).await?;
+    db::github::pull_request(state.db.pool(), id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| Error::NotFound("this session has no pull request".into()))
+}
+
+async fn open_pr(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+    body: Option<Json<CreatePr>>,
+) -> Result<(StatusCode, Json<PullRequest>)> {
+    access::require(&state.db, id, &user.0, Role::Driver).await?;
+    if db::prompts::running(state.db.pool(), id).await?.is_some() {
+        return Err(Error::Conflict(
+            "a turn is running; open the pull request when it ends (or ask the agent to open it)"
+                .into(),
+        ));
+    }
+    let had = db::github::pull_request(state.db.pool(), id)
+        .await?
+        .is_some();
+    let pr = pr::open(
+        &state,
+        id,
+        &user.author(),
+        body.map(|Json(b)| b).unwrap_or_default(),
+    )
+    .await?;
+    Ok((
+        if had {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        },
+        Json(pr),
+    ))
+}
+
+/// An artifact through a signed link, no sign-in needed.
+async fn signed_artifact(
+    State(state): State<AppState>,
+    Path((id, sig)): Path<(ArtifactId, String)>,
+) -> Result<Response> {
+    if !state
+        .jwt
+        .verify_sig(github::ARTIFACT_LINK, &id.to_string(), &sig)
+    {
+        return Err(Error::NotFound("no such artifact link".into()));
+    }
+    let (info, body) = db::artifacts::by_id(state.db.pool(), id)
+        .await?
+        .ok_or_else(|| Error::NotFound("no such artifact".into()))?;
+    Ok(artifact_response(info, body))
+}
+
+/// An artifact's bytes with its content type (binary artifacts are stored base64).
+pub fn artifact_response(info: ArtifactInfo, body: String) -> Response {
+    use base64::Engine;
+    let disposition = format!(
+        "inline; filename=\"{}\"",
+        info.name.replace(['"', '\\', '\r', '\n'], "_")
+    );
+    if tandem_protocol::is_binary_artifact(&info.content_type)
+        && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(body.as_bytes())
+    {
+        return (
+            [
+                ("content-type", info.content_type),
+                ("content-disposition", disposition),
+            ],
+            bytes,
+        )
+            .into_response();
+    }
+    (
+        [
+            ("content-type", info.content_type),
+            ("content-disposition", disposition),
+        ],
+        body,
+    )
+        .into_response()
+}

@@ -1,0 +1,452 @@
+//! GitHub's JSON shapes: users, repositories, installations, pull requests, issues and comments,
+//! with every field octocrab's models require and every URL under the fake's base URL.
+//!
+//! Invariant: these functions only read the world; they never change it.
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::state::{Actor, Installation, Pull, Repo, World};
+
+/// GitHub's error documentation link, as its error bodies carry it.
+pub(crate) const DOCS: &str = "https://docs.github.com/rest";
+
+/// GitHub's global node id, old style: base64 of `0<len>:<Type><id>` (`MDQ6VXNlcjE=` is user 1).
+pub(crate) fn node_id(kind: &str, id: u64) -> String {
+    base64::engine::general_purpose::STANDARD.encode(format!("0{}:{kind}{id}", kind.len()))
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `secs` as GitHub writes times: RFC 3339 in UTC, whole seconds (`2024-05-01T12:00:00Z`).
+pub(crate) fn timestamp(secs: u64) -> String {
+    let days = secs / 86_400;
+    let rest = secs % 86_400;
+    // Howard Hinnant's civil-from-days: day count to proleptic Gregorian date.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
+fn time_or_null(secs: Option<u64>) -> Value {
+    secs.map_or(Value::Null, |s| json!(timestamp(s)))
+}
+
+/// A login as it appears in a URL path (`[` and `]` of bot logins escaped, as GitHub does).
+fn path_login(login: &str) -> String {
+    login.replace('[', "%5B").replace(']', "%5D")
+}
+
+/// A user, bot or organization as GitHub embeds it (`owner`, `user`, `sender`, `account`).
+pub(crate) fn user(base: &str, actor: &Actor) -> Value {
+    let login = &actor.login;
+    let api = format!("{base}/users/{}", path_login(login));
+    let html = match login.strip_suffix("[bot]") {
+        Some(slug) => format!("{base}/apps/{slug}"),
+        None => format!("{base}/{login}"),
+    };
+    json!({
+        "login": login,
+        "id": actor.id,
+        "node_id": node_id(&actor.kind, actor.id),
+        "avatar_url": format!("{base}/avatars/u/{}?v=4", actor.id),
+        "gravatar_id": "",
+        "url": api,
+        "html_url": html,
+        "followers_url": format!("{api}/followers"),
+        "following_url": format!("{api}/following{{/other_user}}"),
+        "gists_url": format!("{api}/gists{{/gist_id}}"),
+        "starred_url": format!("{api}/starred{{/owner}}{{/repo}}"),
+        "subscriptions_url": format!("{api}/subscriptions"),
+        "organizations_url": format!("{api}/orgs"),
+        "repos_url": format!("{api}/repos"),
+        "events_url": format!("{api}/events{{/privacy}}"),
+        "received_events_url": format!("{api}/received_events"),
+        "type": actor.kind,
+        "user_view_type": "public",
+        "site_admin": false,
+    })
+}
+
+/// The signed-in user's full profile (`GET /user`), octocrab's `UserProfile` and `Author`.
+pub(crate) fn profile(base: &str, actor: &Actor, name: &str, email: &str, created: u64) -> Value {
+    let mut v = user(base, actor);
+    let extra = json!({
+        "name": name, "company": null, "blog": "", "location": null, "email": email, "hireable": null,
+        "bio": null, "twitter_username": null, "notification_email": email, "public_repos": 0,
+        "public_gists": 0, "followers": 0, "following": 0,
+        "created_at": timestamp(created), "updated_at": timestamp(created),
+    });
+    merge(&mut v, extra);
+    v
+}
+
+fn merge(into: &mut Value, from: Value) {
+    if let (Value::Object(into), Value::Object(from)) = (into, from) {
+        into.extend(from);
+    }
+}
+
+/// The repository API URLs GitHub lists, as suffixes of the repository's API URL.
+const REPO_API_URLS: &[(&str, &str)] = &[
+    ("forks_url", "/forks"),
+    ("keys_url", "/keys{/key_id}"),
+    ("collaborators_url", "/collaborators{/collaborator}"),
+    ("teams_url", "/teams"),
+    ("hooks_url", "/hooks"),
+    ("issue_events_url", "/issues/events{/number}"),
+    ("events_url", "/events"),
+    ("assignees_url", "/assignees{/user}"),
+    ("branches_url", "/branches{/branch}"),
+    ("tags_url", "/tags"),
+    ("blobs_url", "/git/blobs{/sha}"),
+    ("git_tags_url", "/git/tags{/sha}"),
+    ("git_refs_url", "/git/refs{/sha}"),
+    ("trees_url", "/git/trees{/sha}"),
+    ("statuses_url", "/statuses/{sha}"),
+    ("languages_url", "/languages"),
+    ("stargazers_url", "/stargazers"),
+    ("contributors_url", "/contributors"),
+    ("subscribers_url", "/subscribers"),
+    ("subscription_url", "/subscription"),
+    ("commits_url", "/commits{/sha}"),
+    ("git_commits_url", "/git/commits{/sha}"),
+    ("comments_url", "/comments{/number}"),
+    ("issue_comment_url", "/issues/comments{/number}"),
+    ("contents_url", "/contents/{+path}"),
+    ("compare_url", "/compare/{base}...{head}"),
+    ("merges_url", "/merges"),
+    ("archive_url", "/{archive_format}{/ref}"),
+    ("downloads_url", "/downloads"),
+    ("issues_url", "/issues{/number}"),
+    ("pulls_url", "/pulls{/number}"),
+    ("milestones_url", "/milestones{/number}"),
+    (
+        "notifications_url",
+        "/notifications{?since,all,participating}",
+    ),
+    ("labels_url", "/labels{/name}"),
+    ("releases_url", "/releases{/id}"),
+    ("deployments_url", "/deployments"),
+];
+
+/// A full repository object (`GET /repos/{owner}/{repo}`, and wherever GitHub embeds one).
+pub(crate) fn repo(base: &str, world: &World, repo: &Repo) -> Value {
+    let (o, r) = (&repo.owner, &repo.name);
+    let api = format!("{base}/repos/{o}/{r}");
+    let html = format!("{base}/{o}/{r}");
+    let host = base
+        .trim_start_matches("http://")
+        .trim_start_matches("https://");
+    let open = world
+        .pulls
+        .iter()
+        .filter(|p| p.record.owner == *o && p.record.repo == *r && p.record.state == "open")
+        .count();
+    let pushed = world
+        .pulls
+        .iter()
+        .filter(|p| p.record.owner == *o && p.record.repo == *r)
+        .map(|p| p.updated)
+        .max()
+        .unwrap_or(repo.created);
+    let mut v = json!({
+        "id": repo.id,
+        "node_id": node_id("Repository", repo.id),
+        "name": r,
+        "full_name": format!("{o}/{r}"),
+        "private": true,
+        "owner": user(base, &world.actor(o)),
+        "html_url": html,
+        "description": null,
+        "fork": false,
+        "url": api,
+        "created_at": timestamp(repo.created),
+        "updated_at": timestamp(repo.created),
+        "pushed_at": timestamp(pushed),
+        "git_url": format!("git://{host}/{o}/{r}.git"),
+        "ssh_url": format!("git@{}:{o}/{r}.git", host.split(':').next().unwrap_or(host)),
+        "clone_url": format!("{html}.git"),
+        "svn_url": html,
+        "default_branch": repo.default_branch,
+        "visibility": "private",
+        "open_issues_count": open,
+        "open_issues": open,
+        "permissions": { "admin": false, "maintain": false, "push": true, "triage": true, "pull": true },
+    });
+    // The counters and settings of a plain private repository.
+    merge(
+        &mut v,
+        json!({
+            "homepage": null,
+            "size": 0,
+            "stargazers_count": 0,
+            "watchers_count": 0,
+            "language": null,
+            "has_issues": true,
+            "has_projects": true,
+            "has_downloads": true,
+            "has_wiki": false,
+            "has_pages": false,
+            "has_discussions": false,
+            "forks_count": 0,
+            "mirror_url": null,
+            "archived": false,
+            "disabled": false,
+            "license": null,
+            "allow_forking": true,
+            "is_template": false,
+            "web_commit_signoff_required": false,
+            "topics": [],
+            "forks": 0,
+            "watchers": 0,
+        }),
+    );
+    for (field, suffix) in REPO_API_URLS {
+        v[*field] = json!(format!("{api}{suffix}"));
+    }
+    v
+}
+
+/// An installation of the app (`GET /app/installations`), octocrab's `Installation`.
+pub(crate) fn installation(base: &str, world: &World, app_id: u64, inst: &Installation) -> Value {
+    let account = world.actor(&inst.account);
+    let html = if account.kind == "Organization" {
+        format!(
+            "{base}/organizations/{}/settings/installations/{}",
+            inst.account, inst.id
+        )
+    } else {
+        format!("{base}/settings/installations/{}", inst.id)
+    };
+    json!({
+        "id": inst.id,
+        "client_id": format!("Iv23fake{app_id}"),
+        "account": user(base, &account),
+        "repository_selection": "selected",
+        "access_tokens_url": format!("{base}/app/installations/{}/access_tokens", inst.id),
+        "repositories_url": format!("{base}/installation/repositories"),
+        "html_url": html,
+        "app_id": app_id,
+        "app_slug": crate::APP_SLUG,
+        "target_id": account.id,
+        "target_type": account.kind,
+        "permissions": crate::state::installation_permissions(),
+        "events": ["issue_comment", "pull_request", "push"],
+        "created_at": timestamp(inst.created),
+        "updated_at": timestamp(inst.created),
+        "single_file_name": null,
+        "has_multiple_single_files": false,
+        "single_file_paths": [],
+        "suspended_by": null,
+        "suspended_at": null,
+    })
+}
+
+/// The short installation object webhook payloads carry (octocrab's `EventInstallationId`
+/// needs both fields, or the whole event fails to parse).
+pub(crate) fn event_installation(id: u64) -> Value {
+    json!({ "id": id, "node_id": node_id("IntegrationInstallation", id) })
+}
+
+fn branch(base: &str, world: &World, repo: &Repo, name: &str, sha: &str) -> Value {
+    json!({
+        "label": format!("{}:{name}", repo.owner),
+        "ref": name,
+        "sha": sha,
+        "user": user(base, &world.actor(&repo.owner)),
+        "repo": self::repo(base, world, repo),
+    })
+}
+
+/// A pull request in full (`GET /repos/{owner}/{repo}/pulls/{n}`, webhook `pull_request`),
+/// octocrab's `PullRequest`.
+pub(crate) fn pull(base: &str, world: &World, repo: &Repo, pull: &Pull) -> Value {
+    let r = &pull.record;
+    let api = format!("{base}/repos/{}/{}", repo.owner, repo.name);
+    let url = format!("{api}/pulls/{}", r.number);
+    let html = format!("{base}/{}/{}/pull/{}", repo.owner, repo.name, r.number);
+    let issue = format!("{api}/issues/{}", r.number);
+    let statuses = format!("{api}/statuses/{}", pull.head_sha);
+    let mut v = json!({
+        "url": url,
+        "id": pull.id,
+        "node_id": node_id("PullRequest", pull.id),
+        "html_url": html,
+        "diff_url": format!("{html}.diff"),
+        "patch_url": format!("{html}.patch"),
+        "issue_url": issue,
+        "commits_url": format!("{url}/commits"),
+        "review_comments_url": format!("{url}/comments"),
+        "review_comment_url": format!("{api}/pulls/comments{{/number}}"),
+        "comments_url": format!("{issue}/comments"),
+        "statuses_url": statuses,
+        "number": r.number,
+        "state": r.state,
+        "locked": false,
+        "title": r.title,
+        "user": user(base, &pull.opener),
+        "body": r.body,
+        "labels": [],
+        "milestone": null,
+        "active_lock_reason": null,
+        "created_at": timestamp(pull.created),
+        "updated_at": timestamp(pull.updated),
+        "closed_at": time_or_null(pull.closed),
+        "merged_at": time_or_null(pull.merged),
+        "merge_commit_sha": pull.merge_commit_sha,
+        "assignee": null,
+        "assignees": [],
+        "requested_reviewers": [],
+        "requested_teams": [],
+    });
+    let links = json!({
+        "self": { "href": url },
+        "html": { "href": html },
+        "issue": { "href": issue },
+        "comments": { "href": format!("{issue}/comments") },
+        "review_comments": { "href": format!("{url}/comments") },
+        "review_comment": { "href": format!("{api}/pulls/comments{{/number}}") },
+        "commits": { "href": format!("{url}/commits") },
+        "statuses": { "href": statuses },
+    });
+    merge(
+        &mut v,
+        json!({
+            "head": branch(base, world, repo, &r.head, &pull.head_sha),
+            "base": branch(base, world, repo, &r.base, &pull.base_sha),
+            "_links": links,
+            "author_association": association(repo, &pull.opener),
+            "auto_merge": null,
+            "draft": r.draft,
+            "merged": r.merged,
+            "mergeable": null,
+            "rebaseable": null,
+            "mergeable_state": "unknown",
+            "merged_by": pull.merged_by.as_ref().map(|a| user(base, a)),
+            "comments": pull.comments,
+            "review_comments": 0,
+            "maintainer_can_modify": false,
+        }),
+    );
+    v
+}
+
+/// How `actor` relates to the repository, as GitHub's `author_association` says it.
+pub(crate) fn association(repo: &Repo, actor: &Actor) -> &'static str {
+    if actor.login == repo.owner {
+        "OWNER"
+    } else if actor.kind == "Bot" {
+        "NONE"
+    } else {
+        "COLLABORATOR"
+    }
+}
+
+/// The issue side of a pull request, as `issue_comment` events carry it (octocrab's `Issue`).
+pub(crate) fn issue(base: &str, repo: &Repo, pull: &Pull) -> Value {
+    let r = &pull.record;
+    let api = format!("{base}/repos/{}/{}", repo.owner, repo.name);
+    let url = format!("{api}/issues/{}", r.number);
+    let html = format!("{base}/{}/{}/pull/{}", repo.owner, repo.name, r.number);
+    json!({
+        "url": url,
+        "repository_url": api,
+        "labels_url": format!("{url}/labels{{/name}}"),
+        "comments_url": format!("{url}/comments"),
+        "events_url": format!("{url}/events"),
+        "html_url": html,
+        "id": pull.issue_id,
+        "node_id": node_id("Issue", pull.issue_id),
+        "number": r.number,
+        "title": r.title,
+        "user": user(base, &pull.opener),
+        "labels": [],
+        "state": r.state,
+        "state_reason": null,
+        "locked": false,
+        "assignee": null,
+        "assignees": [],
+        "milestone": null,
+        "comments": pull.comments,
+        "created_at": timestamp(pull.created),
+        "updated_at": timestamp(pull.updated),
+        "closed_at": time_or_null(pull.closed),
+        "author_association": association(repo, &pull.opener),
+        "active_lock_reason": null,
+        "draft": r.draft,
+        "pull_request": {
+            "url": format!("{api}/pulls/{}", r.number),
+            "html_url": html,
+            "diff_url": format!("{html}.diff"),
+            "patch_url": format!("{html}.patch"),
+            "merged_at": time_or_null(pull.merged),
+        },
+        "body": r.body,
+    })
+}
+
+/// An issue comment (`POST …/issues/{n}/comments`, webhook `issue_comment`), octocrab's `Comment`.
+pub(crate) fn comment(
+    base: &str,
+    repo: &Repo,
+    number: u64,
+    id: u64,
+    author: &Actor,
+    body: &str,
+    created: u64,
+) -> Value {
+    let api = format!("{base}/repos/{}/{}", repo.owner, repo.name);
+    json!({
+        "url": format!("{api}/issues/comments/{id}"),
+        "html_url": format!("{base}/{}/{}/pull/{number}#issuecomment-{id}", repo.owner, repo.name),
+        "issue_url": format!("{api}/issues/{number}"),
+        "id": id,
+        "node_id": node_id("IssueComment", id),
+        "user": user(base, author),
+        "created_at": timestamp(created),
+        "updated_at": timestamp(created),
+        "author_association": association(repo, author),
+        "body": body,
+        "reactions": {
+            "url": format!("{api}/issues/comments/{id}/reactions"),
+            "total_count": 0, "+1": 0, "-1": 0, "laugh": 0, "hooray": 0,
+            "confused": 0, "heart": 0, "rocket": 0, "eyes": 0,
+        },
+        "performed_via_github_app": null,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(timestamp(0), "1970-01-01T00:00:00Z");
+        assert_eq!(timestamp(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(timestamp(1_714_564_800 + 3_723), "2024-05-01T13:02:03Z");
+    }
+
+    #[test]
+    fn node_ids_are_githubs_old_style() {
+        assert_eq!(node_id("User", 1), "MDQ6VXNlcjE=");
+    }
+}
