@@ -205,3 +205,137 @@ async fn one_turn_per_session_whichever_process_claims(s: TestServer) {
     assert_eq!(turns_started, 2, "no losing claimer left an event behind");
 }
 matrix!(one_turn_per_session_whichever_process_claims);
+
+/// The GitHub tables: a session's token is live until taken, an ended session's live token is
+/// found by the sweep, deliveries are recorded once, a pull request's state changes once.
+async fn github_credentials_deliveries_and_pull_requests(s: TestServer) {
+    use tandem_protocol::github::{PrState, PullRequest};
+    use tandem_protocol::{SessionId, Timestamp};
+    let repo: RepoId = make_repo(&s, "acme/gh").await.parse().unwrap();
+    let author = Author {
+        kind: AuthorKind::Automation,
+        user_id: None,
+        name: "test".into(),
+    };
+    let req = CreateSession {
+        repo_id: repo,
+        prompt: "go".into(),
+        branch: None,
+        agent: None,
+    };
+    let id: SessionId = sessions::create(
+        &s.state.db,
+        author,
+        req,
+        &tandem_protocol::AgentSpec::Builtin,
+    )
+    .await
+    .unwrap()
+    .session
+    .id;
+    let pool = s.state.db.pool();
+
+    db::github::put_credential(pool, id, "sealed-1", 1000)
+        .await
+        .unwrap();
+    db::github::put_credential(pool, id, "sealed-2", 2000)
+        .await
+        .unwrap();
+    assert_eq!(
+        db::github::credential(pool, id).await.unwrap(),
+        Some(("sealed-2".into(), 2000)),
+        "renewal replaces"
+    );
+    assert!(
+        db::github::ended_with_credentials(pool)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a live session's token is not swept"
+    );
+    let mut tx = s.state.db.begin().await.unwrap();
+    db::sessions::transition(&mut tx, id, SessionState::Failed, None, now_ms())
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(
+        db::github::ended_with_credentials(pool).await.unwrap(),
+        [id]
+    );
+    assert_eq!(
+        db::github::take_credential(pool, id, now_ms())
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("sealed-2")
+    );
+    assert_eq!(
+        db::github::take_credential(pool, id, now_ms())
+            .await
+            .unwrap(),
+        None,
+        "taken once"
+    );
+    assert!(db::github::credential(pool, id).await.unwrap().is_none());
+    assert!(
+        db::github::ended_with_credentials(pool)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    assert!(
+        db::github::first_delivery(pool, "d-1", "pull_request", 1)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !db::github::first_delivery(pool, "d-1", "pull_request", 2)
+            .await
+            .unwrap(),
+        "a redelivery"
+    );
+
+    let pr = PullRequest {
+        session_id: id,
+        number: 7,
+        url: "https://github.example/acme/gh/pull/7".into(),
+        branch: "tandem/x".into(),
+        base: "main".into(),
+        state: PrState::Open,
+        head_sha: "abc".into(),
+        opened_by: "alice".into(),
+        created_at: Timestamp(1),
+        updated_at: Timestamp(1),
+    };
+    db::github::insert_pull_request(pool, repo, &pr)
+        .await
+        .unwrap();
+    assert!(
+        db::github::set_pull_request_state(pool, id, PrState::Merged, 2)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !db::github::set_pull_request_state(pool, id, PrState::Merged, 3)
+            .await
+            .unwrap(),
+        "unchanged"
+    );
+    let found = db::github::pull_request_by_number(pool, repo, 7)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (found.state, found.head_sha.as_str()),
+        (PrState::Merged, "abc")
+    );
+    assert_eq!(
+        db::github::pull_requests_by_head(pool, repo, "abc")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+matrix!(github_credentials_deliveries_and_pull_requests);

@@ -6,6 +6,7 @@ pub mod header;
 pub mod new_session;
 pub mod participants;
 pub mod prompt_box;
+pub mod pull_request;
 pub mod repo_form;
 pub mod share;
 pub mod terminal;

@@ -74,6 +74,21 @@ fn item(e: &Event) -> Option<AnyView> {
             <li class="ev child" data-seq=seq>"child session: "<a href=format!("/sessions/{child_id}")>{title.clone()}</a></li>
         }
         .into_any(),
+        EventKind::Attachment { artifact, name, content_type, .. } if content_type.starts_with("image/") => {
+            let src = format!("/api/sessions/{}/artifacts/{artifact}", e.session_id);
+            let href = src.clone();
+            view! {
+                <li class="ev attachment" data-seq=seq>
+                    <a href=href target="_blank"><img src=src alt=name.clone() loading="lazy" /></a>
+                    <span class="muted">{name.clone()}</span>
+                </li>
+            }
+            .into_any()
+        }
+        EventKind::PrOpened { number, url, opened_by, .. } => view! {
+            <li class="ev pr" data-seq=seq>"pull request "<a href=url.clone() target="_blank" rel="noopener">{format!("#{number}")}</a>" opened by "{opened_by.clone()}</li>
+        }
+        .into_any(),
         EventKind::Error { message } => view! { <li class="ev bad" data-seq=seq role="alert">{message.clone()}</li> }.into_any(),
         _ => view! { <li class="ev meta" data-seq=seq>{e.kind.summary()}</li> }.into_any(),
     };

@@ -1,4 +1,5 @@
-//! Sign in with a one-time login code (from a login link: `/login#code=tlc_…`) or an API token.
+//! Sign in with a one-time login code (from a login link: `/login#code=tlc_…`), an API token, or
+//! GitHub (when the server has a GitHub App).
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -41,6 +42,13 @@ pub fn Login() -> impl IntoView {
         redeem_code_in_hash(set_error)
     });
     on_cleanup(move || listener.remove());
+    // "Sign in with GitHub" when the server has a GitHub App with OAuth.
+    let github = RwSignal::new(false);
+    spawn_local(async move {
+        if let Ok(p) = crate::api::get::<serde_json::Value>("/api/auth/providers").await {
+            github.set(p["github"].as_bool().unwrap_or(false));
+        }
+    });
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         spawn_local(sign_in(
@@ -61,6 +69,9 @@ pub fn Login() -> impl IntoView {
                 <button id="login-submit" class="primary" type="submit">"Sign in"</button>
                 <ErrorBox error />
             </form>
+            {move || github.get().then(|| view! {
+                <p><a class="button" id="login-github" href="/api/auth/github" rel="external">"Sign in with GitHub"</a></p>
+            })}
             <p class="muted small">"No link? Run " <code>"tandem login-link"</code> " on the server."</p>
         </main>
     }

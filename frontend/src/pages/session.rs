@@ -13,6 +13,7 @@ use crate::components::diff::DiffView;
 use crate::components::header::Header;
 use crate::components::participants::Participants;
 use crate::components::prompt_box::{PromptBox, Queue};
+use crate::components::pull_request::PullRequestBar;
 use crate::components::share::ShareDialog;
 use crate::components::terminal::TerminalPane;
 use crate::components::timeline::Timeline;
@@ -184,6 +185,7 @@ pub fn SessionPage() -> impl IntoView {
                     <p class="banner bad" role="alert">"The session failed: "{last_error.get().unwrap_or_else(|| "see the timeline".into())}</p>
                 })}
                 {move || s.refused.get().map(|r| view! { <p class="notice" id="refused">{r}</p> })}
+                <PullRequestBar session=id events=s.events can_drive=can_drive />
             </section>
             <div class="columns">
                 <div class="col-main">

@@ -182,6 +182,28 @@ impl Client {
     }
 
     /// Stops the running turn (a conflict when none runs).
+    pub async fn github_repos(&self) -> Result<Vec<tandem_protocol::github::GithubRepo>> {
+        self.get("/api/github/repos").await
+    }
+
+    pub async fn import_github_repo(&self, full_name: &str) -> Result<Repo> {
+        self.post(
+            "/api/github/repos",
+            &tandem_protocol::github::ImportRepo {
+                full_name: full_name.into(),
+            },
+        )
+        .await
+    }
+
+    pub async fn open_pr(
+        &self,
+        id: SessionId,
+        req: &tandem_protocol::github::CreatePr,
+    ) -> Result<tandem_protocol::github::PullRequest> {
+        self.post(&format!("/api/sessions/{id}/pr"), req).await
+    }
+
     pub async fn stop_turn(&self, id: SessionId) -> Result<()> {
         self.send(self.request(Method::POST, &format!("/api/sessions/{id}/turn/stop")))
             .await

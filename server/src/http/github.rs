@@ -176,6 +176,8 @@ async fn show_pr(
     Path(id): Path<SessionId>,
 ) -> Result<Json<PullRequest>> {
     access::require(&state.db, id, &user.0, Role::Viewer).await?;
+    // Repos not on GitHub say so (the web app then shows no pull request controls).
+    github::credentials::linked(pr::github(&state)?, id).await?;
     db::github::pull_request(state.db.pool(), id)
         .await?
         .map(Json)

@@ -189,6 +189,18 @@ enum RepoCommand {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Import a GitHub repository the server's GitHub App is installed on.
+    Import {
+        /// owner/name on GitHub.
+        full_name: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List the GitHub repositories the App is installed on (and which are imported).
+    Github {
+        #[command(flatten)]
+        remote: Remote,
+    },
 }
 
 #[derive(Subcommand)]
@@ -225,6 +237,23 @@ enum SessionCommand {
     /// Stop the session's running turn (the session and its queue stay).
     StopTurn {
         id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Open the session's GitHub pull request (or push its new commits to it).
+    Pr {
+        id: String,
+        /// Default: the session's title.
+        #[arg(long)]
+        title: Option<String>,
+        #[arg(long)]
+        draft: bool,
+        /// When the base branch moved: rebase onto it first.
+        #[arg(long, conflicts_with = "no_rebase")]
+        rebase: bool,
+        /// When the base branch moved: open it as is.
+        #[arg(long)]
+        no_rebase: bool,
         #[command(flatten)]
         remote: Remote,
     },
@@ -352,6 +381,36 @@ async fn run(cli: Cli) -> Result<()> {
             remote,
         }) => remote::repo_add(&remote, name, git_url, branch, warm_pool).await,
         Command::Repo(RepoCommand::Ls { remote }) => remote::repo_ls(&remote).await,
+        Command::Repo(RepoCommand::Import { full_name, remote }) => {
+            remote::repo_import(&remote, &full_name).await
+        }
+        Command::Repo(RepoCommand::Github { remote }) => remote::github_repos(&remote).await,
+        Command::Session(SessionCommand::Pr {
+            id,
+            title,
+            draft,
+            rebase,
+            no_rebase,
+            remote,
+        }) => {
+            let rebase = if rebase {
+                Some(true)
+            } else if no_rebase {
+                Some(false)
+            } else {
+                None
+            };
+            remote::open_pr(
+                &remote,
+                &id,
+                tandem_protocol::github::CreatePr {
+                    title,
+                    draft,
+                    rebase,
+                },
+            )
+            .await
+        }
         Command::Session(SessionCommand::New {
             repo,
             branch,

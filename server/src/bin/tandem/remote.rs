@@ -104,6 +104,47 @@ pub async fn prompt(remote: &Remote, id: &str, text: String, steer: bool) -> Res
     Ok(())
 }
 
+pub async fn repo_import(remote: &Remote, full_name: &str) -> Result<()> {
+    let repo = client(remote)?.import_github_repo(full_name).await?;
+    output::repos(&[repo], remote.json)
+}
+
+pub async fn github_repos(remote: &Remote) -> Result<()> {
+    let repos = client(remote)?.github_repos().await?;
+    if remote.json {
+        println!("{}", serde_json::to_string_pretty(&repos)?);
+        return Ok(());
+    }
+    for r in repos {
+        let imported = r
+            .imported_as
+            .map(|id| format!("imported as {id}"))
+            .unwrap_or_else(|| "not imported".into());
+        println!("{:<40} {:<12} {}", r.full_name, r.default_branch, imported);
+    }
+    Ok(())
+}
+
+pub async fn open_pr(
+    remote: &Remote,
+    id: &str,
+    req: tandem_protocol::github::CreatePr,
+) -> Result<()> {
+    let pr = client(remote)?.open_pr(session_id(id)?, &req).await?;
+    if remote.json {
+        println!("{}", serde_json::to_string_pretty(&pr)?);
+    } else {
+        println!(
+            "pull request #{} ({}) on {}: {}",
+            pr.number,
+            pr.state.as_str(),
+            pr.branch,
+            pr.url
+        );
+    }
+    Ok(())
+}
+
 pub async fn stop_turn(remote: &Remote, id: &str) -> Result<()> {
     client(remote)?.stop_turn(session_id(id)?).await?;
     println!("stopping the running turn");
