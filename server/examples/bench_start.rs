@@ -255,6 +255,7 @@ async fn main() -> Result<()> {
         egress_hosts: Default::default(),
         snapshot_interval_secs: 0,
         agents: Default::default(),
+        github: None,
         snapshot_keep: 100,
     };
     let server = Server::bind(config).await?;

@@ -682,6 +682,25 @@ async fn a_stale_base_is_offered_a_rebase_and_a_protected_branch_refuses_the_pus
     );
     git(other.path(), &["push", "-q", "origin", "HEAD:main"]);
 
+    // The App's key is broken: no token can be minted, and the answer says so.
+    let put_key = async |pem: &str| {
+        let res =
+            w.s.req(Method::PUT, "/api/secrets/github_private_key")
+                .bearer(&w.s.admin_token)
+                .json(&json!({ "value": pem }))
+                .send()
+                .await;
+        assert_eq!(res.status, StatusCode::NO_CONTENT);
+    };
+    put_key("-----BEGIN RSA PRIVATE KEY-----\nnot a key\n-----END RSA PRIVATE KEY-----").await;
+    let broken =
+        w.s.post(&format!("/api/sessions/{id}/pr"), json!({}))
+            .send()
+            .await;
+    let msg = broken.assert_error(StatusCode::BAD_GATEWAY, "bad_gateway");
+    assert!(msg.contains("private key"), "{msg}");
+    put_key(APP_PRIVATE_KEY_PEM).await;
+
     let stale =
         w.s.post(&format!("/api/sessions/{id}/pr"), json!({}))
             .send()

@@ -385,6 +385,8 @@ fn push_error(output: &str, branch: &str) -> Error {
                 || l.starts_with("fatal:")
                 || l.starts_with("error:")
                 || l.contains("rejected")
+                // What the credential helper said (why there is no credential).
+                || l.contains("GitHub credential")
         })
         .take(12)
         .collect();
