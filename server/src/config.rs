@@ -61,6 +61,14 @@ pub struct GithubConfig {
     /// The App's OAuth client id, for "Sign in with GitHub"; none turns sign-in off.
     #[serde(default)]
     pub client_id: Option<String>,
+    /// GitHub logins that may get a Tandem account by signing in with GitHub (case-insensitive).
+    /// Anyone else is refused unless `open_signup`; people with an account link GitHub to it by
+    /// choosing "Sign in with GitHub" while signed in.
+    #[serde(default)]
+    pub allowed_logins: Vec<String>,
+    /// Any GitHub user may get an account (for a private GitHub Enterprise, say).
+    #[serde(default)]
+    pub open_signup: bool,
     /// REST API root.
     #[serde(default = "default_github_api")]
     pub api_url: String,

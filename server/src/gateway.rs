@@ -31,6 +31,8 @@ pub fn host_dir(ws: &Workspaces, wid: &str) -> PathBuf {
 /// One listener per workspace.
 pub struct Gateways {
     http: reqwest::Client,
+    /// For the git relay: follows no redirect (it reaches one repository and nowhere else).
+    git_http: reqwest::Client,
     listening: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
 }
 
@@ -41,8 +43,14 @@ impl Default for Gateways {
             .connect_timeout(std::time::Duration::from_secs(10))
             .build()
             .unwrap_or_default();
+        let git_http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
         Self {
             http,
+            git_http,
             listening: Mutex::new(HashMap::new()),
         }
     }
@@ -275,11 +283,13 @@ async fn pull_request(
     Json(req): Json<tandem_protocol::github::CreatePr>,
 ) -> Result<Json<tandem_protocol::github::PullRequest>> {
     let session = g.session().await?;
-    let running = db::prompts::running(g.app.db.pool(), session).await?;
-    let author = match running {
-        Some(p) => p.author,
-        None => sessions::get(&g.app.db, session).await?.session.author,
-    };
+    // Only while the agent works for someone: the pull request is theirs.
+    let author = db::prompts::running(g.app.db.pool(), session)
+        .await?
+        .map(|p| p.author)
+        .ok_or_else(|| {
+            Error::Forbidden("a pull request can be opened by the agent only during a turn".into())
+        })?;
     Ok(Json(
         crate::github::pr::open(&g.app, session, &author, req).await?,
     ))
@@ -309,18 +319,22 @@ async fn git_relay(
     ) {
         return Err(Error::NotFound("not a git smart HTTP path".into()));
     }
-    let query = req
-        .uri()
-        .query()
-        .map(|q| format!("?{q}"))
-        .unwrap_or_default();
+    let query = match req.uri().query() {
+        None => String::new(),
+        Some(q @ ("service=git-upload-pack" | "service=git-receive-pack")) => format!("?{q}"),
+        Some(_) => {
+            return Err(Error::BadRequest(
+                "only ?service=git-upload-pack or git-receive-pack".into(),
+            ));
+        }
+    };
     let url = format!(
         "{}/{}/{}.git/{rest}{query}",
         gh.config.web_url, linked.owner, linked.name
     );
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
         .map_err(|_| Error::BadRequest("method".into()))?;
-    let mut up = g.app.gateways.http.request(method, &url);
+    let mut up = g.app.gateways.git_http.request(method, &url);
     for h in [
         "authorization",
         "content-type",
@@ -333,9 +347,27 @@ async fn git_relay(
             up = up.header(h, v.as_bytes());
         }
     }
-    let body = futures::StreamExt::map(req.into_body().into_data_stream(), |r| {
-        r.map_err(std::io::Error::other)
-    });
+    // A push may update the session's own branch only: its commands are read before anything
+    // is sent on.
+    let mut data = req.into_body().into_data_stream();
+    let mut head = bytes::BytesMut::new();
+    if rest == "git-receive-pack" {
+        let allowed = crate::github::pr::session_branch(&g.app, session).await?;
+        let refs = receive_pack_refs(&mut data, &mut head).await?;
+        if let Some(other) = refs
+            .iter()
+            .find(|r| r.strip_prefix("refs/heads/") != Some(allowed.as_str()))
+        {
+            return Err(Error::Forbidden(format!(
+                "a session may push only its own branch {allowed}, not {other}"
+            )));
+        }
+    }
+    let head = head.freeze();
+    let body = futures::StreamExt::chain(
+        futures::stream::iter((!head.is_empty()).then(|| Ok::<_, std::io::Error>(head))),
+        futures::StreamExt::map(data, |r| r.map_err(std::io::Error::other)),
+    );
     let res = up
         .body(reqwest::Body::wrap_stream(body))
         .send()
@@ -424,4 +456,106 @@ async fn attachment(
     db::events::append(&mut tx, session, now, kind).await?;
     tx.commit().await?;
     Ok((StatusCode::CREATED, Json(info)))
+}
+
+/// Largest command section of a push (its ref updates) read before deciding.
+const MAX_PUSH_COMMANDS_BYTES: usize = 64 * 1024;
+
+/// Reads the ref-update commands at the start of a receive-pack request (pkt-lines up to the
+/// first flush), keeping the bytes read in `head`; the refs they name.
+async fn receive_pack_refs(
+    data: &mut (impl futures::Stream<Item = std::result::Result<Bytes, axum::Error>> + Unpin),
+    head: &mut bytes::BytesMut,
+) -> Result<Vec<String>> {
+    let bad = |why: &str| Error::BadRequest(format!("not a git push: {why}"));
+    let mut refs = Vec::new();
+    let mut at = 0;
+    loop {
+        while head.len() < at + 4 {
+            let chunk = futures::StreamExt::next(data)
+                .await
+                .ok_or_else(|| bad("it ended early"))?
+                .map_err(|e| bad(&e.to_string()))?;
+            head.extend_from_slice(&chunk);
+            if head.len() > MAX_PUSH_COMMANDS_BYTES {
+                return Err(Error::TooLarge(
+                    "a push updates too many refs at once".into(),
+                ));
+            }
+        }
+        let len = std::str::from_utf8(&head[at..at + 4])
+            .ok()
+            .and_then(|h| usize::from_str_radix(h, 16).ok())
+            .ok_or_else(|| bad("bad pkt-line length"))?;
+        if len == 0 {
+            return Ok(refs);
+        }
+        if len < 4 {
+            return Err(bad("bad pkt-line length"));
+        }
+        while head.len() < at + len {
+            let chunk = futures::StreamExt::next(data)
+                .await
+                .ok_or_else(|| bad("it ended early"))?
+                .map_err(|e| bad(&e.to_string()))?;
+            head.extend_from_slice(&chunk);
+            if head.len() > MAX_PUSH_COMMANDS_BYTES {
+                return Err(Error::TooLarge(
+                    "a push updates too many refs at once".into(),
+                ));
+            }
+        }
+        let line = String::from_utf8_lossy(&head[at + 4..at + len]).to_string();
+        let line = line.split('\0').next().unwrap_or_default().trim_end();
+        // `<old> <new> <ref>`; a signed push (`push-cert`) or anything else is refused.
+        let mut parts = line.splitn(3, ' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(old), Some(new), Some(r)) if old.len() >= 40 && new.len() >= 40 => {
+                refs.push(r.to_string())
+            }
+            (Some("shallow"), Some(_), None) => {}
+            _ => return Err(bad(&format!("unexpected command {line:?}"))),
+        }
+        at += len;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkt(s: &str) -> String {
+        format!("{:04x}{s}", s.len() + 4)
+    }
+
+    #[tokio::test]
+    async fn push_commands_are_read_before_the_pack() {
+        let zero = "0".repeat(40);
+        let one = "1".repeat(40);
+        let body = format!(
+            "{}{}0000PACK...",
+            pkt(&format!(
+                "{zero} {one} refs/heads/tandem/x\0report-status\n"
+            )),
+            pkt(&format!("{one} {zero} refs/heads/main\n"))
+        );
+        let (a, b) = body.split_at(7);
+        let mut data = futures::stream::iter(vec![
+            Ok(Bytes::from(a.to_string())),
+            Ok(Bytes::from(b.to_string())),
+        ]);
+        let mut head = bytes::BytesMut::new();
+        let refs = receive_pack_refs(&mut data, &mut head).await.unwrap();
+        assert_eq!(refs, ["refs/heads/tandem/x", "refs/heads/main"]);
+        assert!(
+            String::from_utf8_lossy(&head).starts_with(&body[..20]),
+            "what was read is kept to send on"
+        );
+        let mut junk = futures::stream::iter(vec![Ok(Bytes::from_static(b"zzzz"))]);
+        assert!(
+            receive_pack_refs(&mut junk, &mut bytes::BytesMut::new())
+                .await
+                .is_err()
+        );
+    }
 }

@@ -262,18 +262,21 @@ async fn github_credentials_deliveries_and_pull_requests(s: TestServer) {
         db::github::ended_with_credentials(pool).await.unwrap(),
         [id]
     );
-    assert_eq!(
-        db::github::take_credential(pool, id, now_ms())
-            .await
-            .unwrap()
-            .as_deref(),
-        Some("sealed-2")
-    );
-    assert_eq!(
-        db::github::take_credential(pool, id, now_ms())
+    assert!(
+        !db::github::take_credential(pool, id, "sealed-1", now_ms())
             .await
             .unwrap(),
-        None,
+        "an older token does not revoke the newer"
+    );
+    assert!(
+        db::github::take_credential(pool, id, "sealed-2", now_ms())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !db::github::take_credential(pool, id, "sealed-2", now_ms())
+            .await
+            .unwrap(),
         "taken once"
     );
     assert!(db::github::credential(pool, id).await.unwrap().is_none());

@@ -7,13 +7,24 @@
 use std::io::{Read, Write};
 
 use anyhow::{Result, bail};
-use tandem_protocol::agent::{GIT_CREDENTIAL_PATH, GitCredential};
+use tandem_protocol::agent::{GATEWAY_LOOPBACK, GIT_CREDENTIAL_PATH, GitCredential};
 
 /// Runs the helper for `action`, reading git's request from stdin.
 pub fn run(action: Option<&str>) -> Result<()> {
     let mut request = String::new();
     std::io::stdin().read_to_string(&mut request)?;
     if action != Some("get") {
+        return Ok(());
+    }
+    // Only the gateway's git relay gets the session's credential, never another host (a
+    // submodule or a clone elsewhere that asks).
+    let asked = |key: &str| {
+        request
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_default()
+    };
+    if asked("protocol=") != "http" || asked("host=") != GATEWAY_LOOPBACK {
         return Ok(());
     }
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use tandem_protocol::agent;
 
 mod credential;
+mod desktop;
 mod exec;
 mod files;
 mod forward;

@@ -283,19 +283,22 @@ pub async fn put_credential<'e>(
     Ok(())
 }
 
-/// Marks the token revoked; returns it (sealed) if it was live.
+/// Marks the token `sealed` revoked (not a newer one minted meanwhile); true if it was live.
 pub async fn take_credential<'e>(
     ex: impl Executor<'e, Database = Any>,
     session: SessionId,
+    sealed: &str,
     now: i64,
-) -> Result<Option<String>> {
-    Ok(sqlx::query_scalar(
-        "UPDATE session_credentials SET revoked_at = $1 WHERE session_id = $2 AND revoked_at IS NULL RETURNING token_sealed",
+) -> Result<bool> {
+    let r = sqlx::query(
+        "UPDATE session_credentials SET revoked_at = $1 WHERE session_id = $2 AND token_sealed = $3 AND revoked_at IS NULL",
     )
     .bind(now)
     .bind(session.to_string())
-    .fetch_optional(ex)
-    .await?)
+    .bind(sealed)
+    .execute(ex)
+    .await?;
+    Ok(r.rows_affected() > 0)
 }
 
 /// Sessions that ended (stopped or failed) while their token is still live.

@@ -23,50 +23,46 @@ pub async fn linked(gh: &GitHub, session: SessionId) -> Result<LinkedRepo> {
 }
 
 /// The session's token, minted when it has none or it is about to expire. Ended sessions get none.
+/// Minting and revoking take the session's own lock, so a stop never races a renewal.
 pub async fn for_session(gh: &GitHub, session: SessionId) -> Result<(LinkedRepo, Token)> {
     let repo = linked(gh, session).await?;
+    let lock = gh.token_lock(session);
+    let _one = lock.lock().await;
     let state = crate::sessions::get(&gh.db, session).await?.session.state;
     if matches!(state, SessionState::Stopped | SessionState::Failed) {
         return Err(Error::Forbidden(format!(
             "session {session} has ended; its GitHub credential is revoked"
         )));
     }
-    let _one = gh.mint_lock.lock().await;
-    let old = db::github::credential(gh.db.pool(), session).await?;
-    if let Some((sealed, expires_at)) = &old
+    if let Some((sealed, expires_at)) = db::github::credential(gh.db.pool(), session).await?
         && expires_at - RENEW_MARGIN_MS > now_ms()
     {
-        let token = gh.secrets.open_value(&sealed_name(session), sealed)?;
-        return Ok((
-            repo,
-            Token {
-                token,
-                expires_at: *expires_at,
-            },
-        ));
+        let token = gh.secrets.open_value(&sealed_name(session), &sealed)?;
+        gh.remember_token(session, Some(&token));
+        return Ok((repo, Token { token, expires_at }));
     }
+    // The previous token (minutes from expiry) is left to expire: a clone or push that got it
+    // just now may still be using it.
     let token = gh.mint(repo.installation_id, Some(&repo.name)).await?;
     let sealed = gh.secrets.seal_value(&sealed_name(session), &token.token)?;
     db::github::put_credential(gh.db.pool(), session, &sealed, token.expires_at).await?;
-    if let Some((sealed, _)) = old
-        && let Ok(previous) = gh.secrets.open_value(&sealed_name(session), &sealed)
-    {
-        // About to expire anyway; revoking it closes the window.
-        let _ = gh.revoke(&previous).await;
-    }
+    gh.remember_token(session, Some(&token.token));
     tracing::info!(%session, repo = %repo.full_name(), "minted the session's GitHub token");
     Ok((repo, token))
 }
 
 /// Revokes the session's token, if it has a live one.
 pub async fn revoke(gh: &GitHub, session: SessionId) -> Result<bool> {
+    let lock = gh.token_lock(session);
+    let _one = lock.lock().await;
     let Some((sealed, _)) = db::github::credential(gh.db.pool(), session).await? else {
         return Ok(false);
     };
     let token = gh.secrets.open_value(&sealed_name(session), &sealed)?;
     // GitHub first: a failure leaves the row live, so the next sweep tries again.
     gh.revoke(&token).await?;
-    db::github::take_credential(gh.db.pool(), session, now_ms()).await?;
+    db::github::take_credential(gh.db.pool(), session, &sealed, now_ms()).await?;
+    gh.remember_token(session, None);
     tracing::info!(%session, "revoked the session's GitHub token");
     Ok(true)
 }

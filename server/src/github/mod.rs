@@ -41,10 +41,13 @@ pub struct GitHub {
     host_tokens: Mutex<HashMap<i64, Token>>,
     /// One pull request operation per session at a time.
     pr_locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Each session's live token, to cut out of anything recorded (a command's or a tool's output
+    /// that happened to print it).
+    live_tokens: Mutex<HashMap<SessionId, String>>,
     /// Workspaces whose git is prepared for GitHub.
     prepared: Mutex<std::collections::HashSet<String>>,
-    /// Session tokens are minted one at a time (two concurrent askers must not mint two).
-    mint_lock: tokio::sync::Mutex<()>,
+    /// Per session: its token is minted or revoked one at a time.
+    token_locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
     /// Plain HTTP for the OAuth endpoints (not part of the REST API).
     http: reqwest::Client,
 }
@@ -95,7 +98,8 @@ impl GitHub {
             secrets,
             host_tokens: Mutex::new(HashMap::new()),
             pr_locks: Mutex::new(HashMap::new()),
-            mint_lock: Default::default(),
+            token_locks: Mutex::new(HashMap::new()),
+            live_tokens: Mutex::new(HashMap::new()),
             prepared: Default::default(),
             http,
         }
@@ -140,6 +144,9 @@ impl GitHub {
             .base_uri(self.config.api_url.as_str())
             .map_err(|e| Error::Config(format!("github.api_url: {e}")))?
             .personal_token(token.to_string())
+            .set_connect_timeout(Some(std::time::Duration::from_secs(10)))
+            .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .set_write_timeout(Some(std::time::Duration::from_secs(30)))
             .build()
             .map_err(|e| Error::Internal(format!("GitHub client: {e}")))
     }
@@ -234,6 +241,32 @@ impl GitHub {
         };
         let token = self.host_token(linked.installation_id).await?;
         Ok(Some(basic_auth_header(&token)))
+    }
+
+    /// `text` with the session's token (if it has one) replaced by a placeholder.
+    pub fn redact(&self, session: SessionId, text: &str) -> Option<String> {
+        let tokens = self.live_tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let token = tokens.get(&session)?;
+        text.contains(token.as_str())
+            .then(|| text.replace(token.as_str(), "[GitHub token]"))
+    }
+
+    fn remember_token(&self, session: SessionId, token: Option<&str>) {
+        let mut tokens = self.live_tokens.lock().unwrap_or_else(|e| e.into_inner());
+        match token {
+            Some(t) => tokens.insert(session, t.to_string()),
+            None => tokens.remove(&session),
+        };
+    }
+
+    /// The lock that serialises minting and revoking `session`'s token.
+    fn token_lock(&self, session: SessionId) -> Arc<tokio::sync::Mutex<()>> {
+        self.token_locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(session)
+            .or_default()
+            .clone()
     }
 
     /// The lock that serialises pull request work on `session`.

@@ -53,12 +53,22 @@ pub fn branch_name(session: SessionId, title: &str) -> String {
     }
 }
 
+/// The one branch the session may push: its pull request's, or the one it will get.
+pub async fn session_branch(app: &AppState, session: SessionId) -> Result<String> {
+    if let Some(pr) = db::github::pull_request(app.db.pool(), session).await? {
+        return Ok(pr.branch);
+    }
+    let s = crate::sessions::get(&app.db, session).await?.session;
+    Ok(branch_name(session, &s.title))
+}
+
 /// Puts the session's git credential helper and the gateway relay in the workspace's system git
 /// config: `git push origin` (or any GitHub URL of the repo) then goes through the gateway, and
 /// the token is asked for each time, never written down.
 async fn prepare_git(gh: &GitHub, ws: &Workspaces, wid: &str) -> Result<()> {
     let script = r#"set -e
-git config --system credential.helper "$TANDEM_HELPER"
+git config --system --unset-all credential.helper 2>/dev/null || true
+git config --system "credential.$TANDEM_RELAY.helper" "$TANDEM_HELPER"
 git config --system --replace-all "url.$TANDEM_RELAY.insteadOf" "$TANDEM_WEB/""#;
     let env = [
         (
@@ -219,6 +229,17 @@ pub async fn open(
         ));
     }
     let existing = db::github::pull_request(app.db.pool(), session).await?;
+    if let Some(pr) = existing.as_ref().filter(|p| p.state != PrState::Open) {
+        return Err(Error::Refused {
+            code: "pr_closed",
+            message: format!(
+                "pull request #{} is {}: reopen it on GitHub ({}) to keep working on it here, or start a new session",
+                pr.number,
+                pr.state.as_str(),
+                pr.url
+            ),
+        });
+    }
     let base_branch = existing
         .as_ref()
         .map(|p| p.base.clone())
@@ -244,7 +265,7 @@ pub async fn open(
                 return Err(Error::Refused {
                     code: "stale_base",
                     message: format!(
-                        "{base_branch} moved on GitHub since this session started ({} → {}): ask again with \"rebase\": true to rebase the session's commits onto it, or \"rebase\": false to open the pull request as is",
+                        "{base_branch} moved on GitHub since this session started ({} → {}): ask again with \"rebase\": true (`tandem session pr --rebase`, or \"Rebase and open\") to rebase the session's commits onto it, or \"rebase\": false (`--no-rebase`) to open the pull request as is",
                         short(&base),
                         short(&remote_head)
                     ),
@@ -350,13 +371,20 @@ exit 4"#;
     let out = workspace::run(ws, wid, script, &env, GIT_TIMEOUT_SECS).await?;
     match out.code {
         Some(0) => Ok(()),
-        Some(4) => Err(Error::Refused {
-            code: "rebase_conflict",
-            message: format!(
-                "rebasing onto {base_branch} conflicts in: {}; the session is left as it was — resolve it with a prompt, or open the pull request with \"rebase\": false",
-                out.stdout.split_whitespace().collect::<Vec<_>>().join(", ")
-            ),
-        }),
+        Some(4) => {
+            let files = out.stdout.split_whitespace().collect::<Vec<_>>().join(", ");
+            let what = if files.is_empty() {
+                format!("fails: {}", out.stderr.trim())
+            } else {
+                format!("conflicts in: {files}")
+            };
+            Err(Error::Refused {
+                code: "rebase_conflict",
+                message: format!(
+                    "rebasing onto {base_branch} {what}; the session is left as it was — ask the agent to merge {base_branch} and resolve it, or open the pull request with \"rebase\": false"
+                ),
+            })
+        }
         _ => Err(push_error(
             &format!("{}{}", out.stdout, out.stderr),
             base_branch,
@@ -398,7 +426,8 @@ fn push_error(output: &str, branch: &str) -> Error {
     let lower = output.to_lowercase();
     if lower.contains("authentication failed")
         || lower.contains("could not read username")
-        || lower.contains("403")
+        || lower.contains("error: 403")
+        || lower.contains("http 403")
     {
         return Error::BadGateway(format!(
             "GitHub refused the session's credential for {branch}: {said}"
@@ -408,7 +437,7 @@ fn push_error(output: &str, branch: &str) -> Error {
         return Error::Refused {
             code: "push_rejected",
             message: format!(
-                "{branch} moved on GitHub (someone else pushed to it); the session's commits were not pushed:\n{said}"
+                "{branch} on GitHub has commits the session does not (someone pushed to it, or the session rewrote its history); nothing was pushed — ask the agent to pull {branch} and merge it, then try again:\n{said}"
             ),
         };
     }
@@ -434,7 +463,7 @@ async fn client_for(
     gh: &GitHub,
     session: SessionId,
     by: &Author,
-) -> Result<octocrab::Octocrab> {
+) -> Result<(octocrab::Octocrab, bool)> {
     if by.kind == AuthorKind::User
         && let Some(user) = by.user_id
         && let Some(account) = db::github::account_of(app.db.pool(), user).await?
@@ -443,8 +472,12 @@ async fn client_for(
         let token = app
             .secrets
             .open_value(&super::signin::sealed_name(user), &sealed)?;
-        return gh.client(&token);
+        return Ok((gh.client(&token)?, true));
     }
+    Ok((app_client(gh, session).await?, false))
+}
+
+async fn app_client(gh: &GitHub, session: SessionId) -> Result<octocrab::Octocrab> {
     let (_, token) = credentials::for_session(gh, session).await?;
     gh.client(&token.token)
 }
@@ -463,15 +496,28 @@ async fn create(
     head_sha: &str,
     body: String,
 ) -> Result<PullRequest> {
-    let client = client_for(app, gh, session, by).await?;
-    let pulls = client.pulls(&repo.owner, &repo.name);
-    let made = match pulls
+    let (client, personal) = client_for(app, gh, session, by).await?;
+    let mut pulls = client.pulls(&repo.owner, &repo.name);
+    let mut made = pulls
         .create(title, branch, base)
         .body(body.clone())
         .draft(Some(draft))
         .send()
-        .await
-    {
+        .await;
+    // The person's GitHub token expired (they last signed in long ago): the App opens it.
+    let fallback;
+    if personal && matches!(&made, Err(e) if status_of(e) == Some(401)) {
+        tracing::info!(%session, "the person's GitHub token was refused; the App opens the pull request");
+        fallback = app_client(gh, session).await?;
+        pulls = fallback.pulls(&repo.owner, &repo.name);
+        made = pulls
+            .create(title, branch, base)
+            .body(body.clone())
+            .draft(Some(draft))
+            .send()
+            .await;
+    }
+    let made = match made {
         Ok(pr) => pr,
         // One already exists for the branch (opened by hand, or an answer lost on the way):
         // adopt it.
@@ -505,7 +551,10 @@ async fn create(
         branch: branch.to_string(),
         base: base.to_string(),
         state: PrState::Open,
-        head_sha: head_sha.to_string(),
+        // GitHub's word for the head (what webhooks name), else what was pushed.
+        head_sha: Some(made.head.sha.clone())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| head_sha.to_string()),
         opened_by: made
             .user
             .map(|u| u.login)

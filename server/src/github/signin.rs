@@ -54,9 +54,16 @@ struct GhUser {
     email: Option<String>,
 }
 
-/// Exchanges GitHub's `code` for the person's token, links (or creates) their Tandem user and
-/// keeps the token sealed, for opening pull requests as them.
-pub async fn complete(app: &AppState, gh: &GitHub, code: &str) -> Result<User> {
+/// Exchanges GitHub's `code` for the person's token and signs them in: the Tandem user their
+/// GitHub account is linked to; else `current` (who is signed in: GitHub gets linked to them);
+/// else a new user, when the login is allowed to sign up. The token is kept sealed, for opening
+/// pull requests as them.
+pub async fn complete(
+    app: &AppState,
+    gh: &GitHub,
+    code: &str,
+    current: Option<User>,
+) -> Result<User> {
     let secret = gh
         .secret(&gh.config.client_secret, "OAuth client secret")
         .await?;
@@ -110,16 +117,42 @@ pub async fn complete(app: &AppState, gh: &GitHub, code: &str) -> Result<User> {
         .get("/user", None::<&()>)
         .await
         .map_err(|e| super::upstream("reading the signed-in user", &e))?;
-    let user = match db::github::account_by_github_id(app.db.pool(), me.id).await? {
-        Some(a) => db::users::get(
-            app.db.pool(),
-            a.user_id
-                .parse()
-                .map_err(|_| Error::Internal("stored user id".into()))?,
-        )
-        .await?
-        .ok_or_else(|| Error::Internal("a linked GitHub account's user is gone".into()))?,
-        None => new_user(app, &me.login).await?,
+    let linked = db::github::account_by_github_id(app.db.pool(), me.id).await?;
+    let user = match (linked, current) {
+        (Some(a), current) => {
+            let user = db::users::get(
+                app.db.pool(),
+                a.user_id
+                    .parse()
+                    .map_err(|_| Error::Internal("stored user id".into()))?,
+            )
+            .await?
+            .ok_or_else(|| Error::Internal("a linked GitHub account's user is gone".into()))?;
+            if current.is_some_and(|c| c.id != user.id) {
+                return Err(Error::Conflict(format!(
+                    "GitHub user {} is linked to another Tandem user",
+                    me.login
+                )));
+            }
+            user
+        }
+        (None, Some(current)) => current,
+        (None, None)
+            if gh.config.open_signup
+                || gh
+                    .config
+                    .allowed_logins
+                    .iter()
+                    .any(|l| l.eq_ignore_ascii_case(&me.login)) =>
+        {
+            new_user(app, &me.login).await?
+        }
+        (None, None) => {
+            return Err(Error::Forbidden(format!(
+                "GitHub user {} has no Tandem account: an admin can add the login to allowed_logins under [github], or you can sign in another way first and then link GitHub with \"Sign in with GitHub\"",
+                me.login
+            )));
+        }
     };
     let account = db::github::Account {
         user_id: user.id.to_string(),

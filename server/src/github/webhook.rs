@@ -200,8 +200,20 @@ async fn comment(
         .unwrap_or("someone")
         .to_string();
     let mention = format!("@{}", gh.config.app_slug.to_lowercase());
-    if !body.to_lowercase().contains(&mention) || login.ends_with("[bot]") {
+    if !mentions(body, &mention) || login.ends_with("[bot]") {
         return Ok(Outcome::Ignored("comment does not mention the App"));
+    }
+    // The same comment delivered again under another delivery id is still one prompt.
+    let comment_id = p["comment"]["id"].as_i64().unwrap_or_default();
+    if !db::github::first_delivery(
+        app.db.pool(),
+        &format!("comment-{comment_id}"),
+        "issue_comment",
+        now_ms(),
+    )
+    .await?
+    {
+        return Ok(Outcome::Duplicate);
     }
     let ignored = |why: &str| EventKind::PrComment {
         number,
@@ -266,6 +278,19 @@ async fn comment(
     Ok(Outcome::Recorded)
 }
 
+/// Whether `body` mentions `mention` (`@slug`) as a whole handle, not inside a longer one or an
+/// email address.
+fn mentions(body: &str, mention: &str) -> bool {
+    let lower = body.to_lowercase();
+    let handle = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@');
+    lower.match_indices(mention).any(|(i, _)| {
+        let before = lower[..i].chars().next_back();
+        let after = lower[i + mention.len()..].chars().next();
+        !before.is_some_and(handle)
+            && !after.is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+    })
+}
+
 /// The comment without the App's mention (case-insensitive), trimmed.
 fn strip_mention(body: &str, mention: &str) -> String {
     let lower = body.to_lowercase();
@@ -313,6 +338,15 @@ mod tests {
         );
         assert!(!verify("s3cret", b"{}", None));
         assert!(!verify("s3cret", b"{}", Some("sha256=zz")));
+    }
+
+    #[test]
+    fn only_whole_mentions_count() {
+        assert!(mentions("@Tandem-Test please", "@tandem-test"));
+        assert!(mentions("hey, @tandem-test: go", "@tandem-test"));
+        assert!(!mentions("@tandem-test-bot please", "@tandem-test"));
+        assert!(!mentions("mail x@tandem-test.io", "@tandem-test"));
+        assert!(!mentions("nothing here", "@tandem-test"));
     }
 
     #[test]

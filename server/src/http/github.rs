@@ -85,7 +85,15 @@ async fn callback(
             "this sign-in was not started from this browser (state mismatch); start again".into(),
         ));
     }
-    let user = signin::complete(&state, gh, &code).await?;
+    // Signed in already: GitHub gets linked to this user.
+    let current = match cookie(&headers, SESSION_COOKIE).map(|jwt| state.jwt.verify(&jwt)) {
+        Some(Ok(claims)) => match claims.sub.parse() {
+            Ok(id) => db::users::get(state.db.pool(), id).await?,
+            Err(_) => None,
+        },
+        _ => None,
+    };
+    let user = signin::complete(&state, gh, &code, current).await?;
     let jwt = state.jwt.issue(user.id, BROWSER_LOGIN_TTL_SECS)?;
     let login = format!(
         "{SESSION_COOKIE}={jwt}; HttpOnly; SameSite=Strict; Path=/; Max-Age={BROWSER_LOGIN_TTL_SECS}{}",

@@ -420,6 +420,10 @@ pub async fn exec(
         .await?;
     let duration_ms = t.elapsed().as_millis() as i64;
     let mut output = format!("{}{}", out.stdout, out.stderr);
+    // A command that printed the session's GitHub token does not get it recorded.
+    if let Some(clean) = ws.github.as_ref().and_then(|gh| gh.redact(id, &output)) {
+        output = clean;
+    }
     let cut = truncate(&mut output, MAX_EVENT_OUTPUT_BYTES);
     event(
         db,

@@ -254,7 +254,14 @@ async fn run(
         stopped_by: Default::default(),
     };
     state.turns.set_running(session, Some(running.clone()));
-    let mut rec = record::Recorder::new(db.clone(), session, &prompt, &agent, &state.turns.runner);
+    let mut rec = record::Recorder::new(
+        db.clone(),
+        session,
+        &prompt,
+        &agent,
+        &state.turns.runner,
+        state.github.clone(),
+    );
     let result = async {
         state.gateways.ensure(state, &wid).await?;
         // The workspace's own git reaches GitHub through the gateway (once per workspace).

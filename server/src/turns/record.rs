@@ -25,6 +25,8 @@ pub struct Recorder {
     usage: Usage,
     /// This process's runner id (only its own run of the prompt is ended here).
     runner: String,
+    /// Cuts the session's GitHub token out of what is recorded.
+    github: Option<std::sync::Arc<crate::github::GitHub>>,
 }
 
 impl Recorder {
@@ -34,6 +36,7 @@ impl Recorder {
         prompt: &Prompt,
         agent: &AgentSpec,
         runner: &str,
+        github: Option<std::sync::Arc<crate::github::GitHub>>,
     ) -> Self {
         Self {
             db,
@@ -46,6 +49,7 @@ impl Recorder {
             state: None,
             usage: Usage::default(),
             runner: runner.to_string(),
+            github,
         }
     }
 
@@ -94,6 +98,14 @@ impl Recorder {
     /// Records one frame (not `end`).
     pub async fn frame(&mut self, frame: TurnFrame) -> Result<()> {
         let prompt_id = self.prompt;
+        // A tool that printed the session's GitHub token does not get it recorded.
+        let frame = match (&self.github, serde_json::to_string(&frame)) {
+            (Some(gh), Ok(json)) => match gh.redact(self.session, &json) {
+                Some(clean) => serde_json::from_str(&clean).unwrap_or(frame),
+                None => frame,
+            },
+            _ => frame,
+        };
         match frame {
             TurnFrame::Delta { mut text } => {
                 // The whole reply follows as a message; a delta only needs to show progress.

@@ -124,6 +124,11 @@ impl Turns {
         tokio::spawn(async move {
             // However the agent ends (even by a panic), the workspace takes turns again.
             let _free = Finish(turns.clone(), id);
+            // With the desktop up, the turn gets a screenshot before and after.
+            let desktop = crate::desktop::is_running().await;
+            if desktop {
+                tools::attach_screenshot("before.png").await;
+            }
             let ending = match &start.agent {
                 AgentSpec::Builtin => builtin::run(&ctx, &start).await,
                 AgentSpec::Opencode => opencode::run(&ctx, &start).await,
@@ -134,6 +139,9 @@ impl Turns {
                     Some("this session has no agent".into()),
                 ),
             };
+            if desktop || crate::desktop::is_running().await {
+                tools::attach_screenshot("after.png").await;
+            }
             // Steering that never reached a boundary goes back to the server to queue.
             let undelivered = ctx.take_steers().into_iter().map(|s| s.prompt_id).collect();
             drop(_free);

@@ -119,6 +119,30 @@ pub fn definitions() -> Value {
             &[]
         ),
         tool(
+            "browser_navigate",
+            "Open a URL in the workspace's Chromium (on the shared desktop people can watch); says where it landed.",
+            json!({ "url": s("the URL, e.g. http://127.0.0.1:3000/ or file:///workspace/index.html") }),
+            &["url"],
+        ),
+        tool(
+            "browser_click",
+            "Click the first element matching a CSS selector in the browser (real mouse events).",
+            json!({ "selector": s("a CSS selector") }),
+            &["selector"],
+        ),
+        tool(
+            "browser_type",
+            "Type text in the browser: into the element matching the selector (clicked first), else where the focus is.",
+            json!({ "text": s("the text"), "selector": s("a CSS selector (optional)") }),
+            &["text"],
+        ),
+        tool(
+            "browser_screenshot",
+            "Take a PNG screenshot of the browser; it is attached to the session (timeline and pull request).",
+            json!({ "name": s("what it shows, e.g. login-after.png") }),
+            &[],
+        ),
+        tool(
             "attach_image",
             "Attach an image file (a screenshot: PNG, JPEG, GIF or WebP, at most 5 MiB) to the session; it shows in the timeline and the pull request.",
             json!({ "path": s("relative path of the image"), "name": s("what it shows, e.g. before-login.png") }),
@@ -239,6 +263,25 @@ async fn dispatch(
             let body = json!({ "title": args["title"].as_str(), "draft": args["draft"].as_bool().unwrap_or(false) });
             gateway(hyper::Method::POST, tandem_protocol::agent::PULL_REQUEST_PATH.into(), Some(body)).await?
         }
+        "browser_navigate" => match crate::desktop::navigate(arg(args, "url")?).await {
+            Ok(at) => ok(at),
+            Err(e) => fail(format!("{e:#}")),
+        },
+        "browser_click" => match crate::desktop::click(arg(args, "selector")?).await {
+            Ok(r) => ok(r),
+            Err(e) => fail(format!("{e:#}")),
+        },
+        "browser_type" => match crate::desktop::type_text(args["selector"].as_str(), arg(args, "text")?).await {
+            Ok(r) => ok(r),
+            Err(e) => fail(format!("{e:#}")),
+        },
+        "browser_screenshot" => match crate::desktop::screenshot().await {
+            Ok(png) => {
+                let name = args["name"].as_str().filter(|n| !n.trim().is_empty()).unwrap_or("screenshot.png");
+                attach(name, "image/png", &png).await?
+            }
+            Err(e) => fail(format!("{e:#}")),
+        },
         "attach_image" => {
             let path = files::confined(root, arg(args, "path")?).map_err(|e| e.message().to_string())?;
             let bytes = tokio::fs::read(&path).await.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -247,11 +290,38 @@ async fn dispatch(
                 return Ok(fail(format!("the image is {} bytes; at most {} may be attached", bytes.len(), tandem_protocol::agent::MAX_ATTACHMENT_BYTES)));
             }
             let name = args["name"].as_str().map(str::to_string).unwrap_or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
-            let body = json!({ "name": name, "content_type": content_type, "data": base64::engine::general_purpose::STANDARD.encode(&bytes) });
-            gateway(hyper::Method::POST, tandem_protocol::agent::ATTACHMENT_PATH.into(), Some(body)).await?
+            attach(&name, content_type, &bytes).await?
         }
         other => fail(format!("there is no tool {other:?}")),
     })
+}
+
+/// Attaches a file to the session through the gateway (an artifact and an `attachment` event).
+async fn attach(
+    name: &str,
+    content_type: &str,
+    bytes: &[u8],
+) -> Result<(String, bool, Option<i32>), String> {
+    let body = json!({ "name": name, "content_type": content_type, "data": base64::engine::general_purpose::STANDARD.encode(bytes) });
+    gateway(
+        hyper::Method::POST,
+        tandem_protocol::agent::ATTACHMENT_PATH.into(),
+        Some(body),
+    )
+    .await
+}
+
+/// A screenshot of the desktop's browser attached to the session; failures are only logged
+/// (a turn's before/after pictures are a courtesy, never its failure).
+pub async fn attach_screenshot(name: &str) {
+    match crate::desktop::screenshot().await {
+        Ok(png) => {
+            if let Err(e) = attach(name, "image/png", &png).await {
+                eprintln!("attaching {name}: {e}");
+            }
+        }
+        Err(e) => eprintln!("screenshot {name}: {e:#}"),
+    }
 }
 
 /// The image type of `bytes`, by their magic number.
