@@ -139,7 +139,14 @@ async fn the_agent_drives_the_workspace_browser_and_its_screenshots_are_real_png
         assert_eq!(res.headers["content-type"], "image/png");
         // The page's viewport: the display's width, its height less the browser's own bar.
         let (w, h) = png_size(&res.body);
-        assert!(w == 1280 && (400..=720).contains(&h), "{w}×{h}");
+        assert!(
+            (1200..=1280).contains(&w) && (400..=720).contains(&h),
+            "{w}×{h}"
+        );
+        // Kept for people to look at.
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("desktop");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(&shots[pngs.len()].0), &res.body).unwrap();
         pngs.push(res.body);
     }
     assert_ne!(pngs[0], pngs[1], "the click changed what the browser shows");

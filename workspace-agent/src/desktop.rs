@@ -21,6 +21,8 @@ pub const DISPLAY: &str = ":99";
 pub const CDP_PORT: u16 = 9222;
 /// The screen, unless `TANDEM_DESKTOP_SIZE` (`WIDTHxHEIGHT`) says otherwise.
 pub const DEFAULT_SIZE: (u32, u32) = (1280, 720);
+/// Where the display's and the browser's messages go.
+pub const LOG: &str = "/tmp/tandem-desktop.log";
 /// How long starting the display and the browser may take.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one DevTools call (a page load included) may take.
@@ -95,6 +97,11 @@ pub async fn ensure() -> Result<()> {
     .await?;
     let profile = "/tmp/tandem-browser";
     let _ = std::fs::remove_dir_all(profile);
+    // Its messages go to a log people can read (`cat /tmp/tandem-desktop.log`).
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(LOG)?;
     let browser = Command::new("chromium")
         .args(CHROMIUM_FLAGS)
         .arg(format!("--user-data-dir={profile}"))
@@ -105,8 +112,8 @@ pub async fn ensure() -> Result<()> {
         .env("DISPLAY", DISPLAY)
         .env("HOME", "/root")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
         .kill_on_drop(true)
         .spawn()
         .context("cannot start chromium (is it in the image?)")?;
@@ -118,9 +125,12 @@ pub async fn ensure() -> Result<()> {
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
+            let log = std::fs::read_to_string(LOG).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
             bail!(
-                "chromium did not open its DevTools port within {} s",
-                START_TIMEOUT.as_secs()
+                "chromium did not open its DevTools port within {} s; its log ends: {}",
+                START_TIMEOUT.as_secs(),
+                tail.join(" | ")
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -141,19 +151,39 @@ async fn wait_for(what: &str, ready: impl Fn() -> bool) -> Result<()> {
     Ok(())
 }
 
-/// `GET path` on the DevTools HTTP endpoint.
+/// `GET path` on the DevTools HTTP endpoint (HTTP/1.1; the body read by its length).
 async fn http_get(path: &str) -> Result<Value> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", CDP_PORT)).await?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+    let get = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", CDP_PORT)).await?;
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
         .await?;
-    let mut buf = Vec::new();
-    s.take(4 * 1024 * 1024).read_to_end(&mut buf).await?;
-    let text = String::from_utf8_lossy(&buf);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b)
-        .unwrap_or_default();
-    Ok(serde_json::from_str(body)?)
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .context("the DevTools answer has no length")?;
+                if buf.len() >= end + 4 + len {
+                    return Ok(serde_json::from_slice(&buf[end + 4..end + 4 + len])?);
+                }
+            }
+            let n = s.read(&mut chunk).await?;
+            if n == 0 || buf.len() > 4 * 1024 * 1024 {
+                bail!("the DevTools answer was cut short");
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), get)
+        .await
+        .context("DevTools did not answer within 5 s")?
 }
 
 /// The DevTools WebSocket of the browser's first page (a new one if it has none).
@@ -165,7 +195,13 @@ async fn page_socket() -> Result<String> {
         .flatten()
         .find(|t| t["type"] == "page");
     if let Some(url) = page.and_then(|p| p["webSocketDebuggerUrl"].as_str()) {
-        return Ok(url.to_string());
+        // It names the host as it was asked ("127.0.0.1"), or "localhost" (which may resolve
+        // to ::1, where nothing listens): always the loopback address it listens on.
+        let path = url
+            .split_once("/devtools/")
+            .map(|(_, p)| p)
+            .context("an unexpected DevTools address")?;
+        return Ok(format!("ws://127.0.0.1:{CDP_PORT}/devtools/{path}"));
     }
     bail!("the browser has no page open")
 }
