@@ -294,3 +294,35 @@ impl std::fmt::Debug for GitCredential {
             .finish_non_exhaustive()
     }
 }
+
+/// `POST /desktop`: start the desktop (display and browser) if it is not running.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesktopInfo {
+    /// The X display inside the workspace (`:99`).
+    pub display: String,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// `POST /desktop/input`: events injected into the display (XTest).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DesktopInputs {
+    pub events: Vec<crate::live::DesktopInput>,
+}
+
+/// `GET /desktop` (and `GET /api/sessions/{id}/desktop`): the desktop and its browser's page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesktopPage {
+    pub running: bool,
+    pub url: Option<String>,
+    pub title: Option<String>,
+}
+
+/// `POST /desktop/open` (and `POST /api/sessions/{id}/desktop/open`): show a URL in the
+/// desktop's browser.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DesktopOpen {
+    pub url: String,
+}

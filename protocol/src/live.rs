@@ -86,7 +86,7 @@ pub struct Terminal {
 }
 
 /// Client → server.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum WsClient {
     /// Send events after `after` (0 = all), then every new one.
@@ -112,6 +112,50 @@ pub enum WsClient {
         text: String,
         #[serde(default)]
         mode: PromptMode,
+    },
+    /// Watch the desktop: a WebRTC offer (non-trickle: all candidates in the SDP) asking to
+    /// receive its video; answered by `desktop_answer`.
+    DesktopOffer { sdp: String },
+    /// Stop watching the desktop.
+    DesktopClose,
+    /// Mouse or keyboard on the desktop (the participant who holds control, or any driver
+    /// when no one does).
+    DesktopInput { input: DesktopInput },
+}
+
+/// One input event for the desktop; coordinates are fractions (0..1) of the screen, so any
+/// video size maps onto it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DesktopInput {
+    Move {
+        x: f64,
+        y: f64,
+    },
+    /// `button`: 1 left, 2 middle, 3 right.
+    Down {
+        x: f64,
+        y: f64,
+        button: u8,
+    },
+    Up {
+        x: f64,
+        y: f64,
+        button: u8,
+    },
+    /// Lines to scroll; positive is down.
+    Scroll {
+        x: f64,
+        y: f64,
+        dy: i32,
+    },
+    /// A key by its DOM `key` name (`a`, `Enter`, `ArrowLeft`, …), pressed and released.
+    Key {
+        key: String,
+    },
+    /// Text typed as is.
+    Text {
+        text: String,
     },
 }
 
@@ -140,6 +184,8 @@ pub enum WsServer {
     ControlRequested { by: u32 },
     /// Something this client asked for was not done, and why.
     Refused { request: String, reason: String },
+    /// The answer to `desktop_offer` (all candidates in the SDP).
+    DesktopAnswer { sdp: String },
 }
 
 /// A binary frame: the terminal id (big-endian u32) then its bytes.

@@ -256,6 +256,7 @@ async fn main() -> Result<()> {
         snapshot_interval_secs: 0,
         agents: Default::default(),
         github: None,
+        desktop: Default::default(),
         snapshot_keep: 100,
     };
     let server = Server::bind(config).await?;

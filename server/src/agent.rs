@@ -83,6 +83,10 @@ pub fn spec_parts(
         .unwrap_or_default();
     let gateway = crate::gateway::host_dir(ws, wid);
     std::fs::create_dir_all(&gateway)?;
+    let x11 = crate::desktop::x11_dir(ws, wid);
+    std::fs::create_dir_all(&x11)?;
+    // Xvfb makes its socket here as root with mode 1777 like /tmp/.X11-unix.
+    std::fs::set_permissions(&x11, std::os::unix::fs::PermissionsExt::from_mode(0o1777))?;
     let gateway_dir = Path::new(agent::GATEWAY_SOCKET)
         .parent()
         .map(|p| p.to_string_lossy().to_string())
@@ -103,6 +107,12 @@ pub fn spec_parts(
             host: ws.agent_bin.clone(),
             container: agent::BINARY.into(),
             readonly: true,
+        },
+        // The desktop's display socket, where the server's encoder can reach it.
+        Bind {
+            host: x11.clone(),
+            container: "/tmp/.X11-unix".into(),
+            readonly: false,
         },
     ];
     let mut binds = binds;

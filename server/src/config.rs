@@ -47,6 +47,32 @@ pub struct Config {
     pub agents: AgentsConfig,
     /// The GitHub App (`[github]` in the file); none turns GitHub off.
     pub github: Option<GithubConfig>,
+    /// The desktop stream (`[desktop]` in the file).
+    pub desktop: DesktopConfig,
+}
+
+/// `[desktop]`: how the workspace's desktop is streamed to browsers.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DesktopConfig {
+    /// Local addresses WebRTC's host candidates use (`IP:port`, port 0 picks one). Empty: the
+    /// listen address's IP. Browsers must reach one of them over UDP; where they cannot, the
+    /// noVNC view over the WebSocket works instead.
+    pub udp_addrs: Vec<String>,
+    /// Frames per second captured.
+    pub fps: u32,
+    /// Target bitrate (kbit/s).
+    pub kbps: u32,
+}
+
+impl Default for DesktopConfig {
+    fn default() -> Self {
+        Self {
+            udp_addrs: vec![],
+            fps: 15,
+            kbps: 2500,
+        }
+    }
 }
 
 /// `[github]`: the GitHub App Tandem acts as. Its private key, webhook secret and OAuth client
@@ -175,6 +201,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub agents: AgentsConfig,
     pub github: Option<GithubConfig>,
+    #[serde(default)]
+    pub desktop: DesktopConfig,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -252,6 +280,7 @@ impl Config {
                 opencode_bin: over.opencode_bin.or(file.agents.opencode_bin.clone()),
                 ..file.agents
             },
+            desktop: file.desktop.clone(),
             github: file.github.map(|g| GithubConfig {
                 api_url: g.api_url.trim_end_matches('/').to_string(),
                 web_url: g.web_url.trim_end_matches('/').to_string(),

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod client;
 pub mod config;
 pub mod db;
+pub mod desktop;
 pub mod error;
 pub mod gateway;
 pub mod github;

@@ -68,6 +68,7 @@ impl Server {
             turns,
             gateways: Default::default(),
             hubs: Default::default(),
+            desktops: Default::default(),
             github,
         };
         let first_login_url = auth::bootstrap_admin(&state.db)
@@ -139,6 +140,11 @@ pub fn workspaces(
     }
     let agent_key = crate::agent::load_key(&config.data_dir).map_err(|e| e.to_string())?;
     let rt = OciRuntime::new(kind, &config.data_dir).map_err(|e| e.to_string())?;
+    // This binary when it is `tandem`, else (tests, examples) the one beside the agent.
+    let tandem_bin = std::env::current_exe()
+        .ok()
+        .filter(|p| p.file_name().is_some_and(|n| n == "tandem"))
+        .unwrap_or_else(|| agent_bin.with_file_name("tandem"));
     Ok(Workspaces {
         runtime: Arc::new(rt),
         image,
@@ -147,6 +153,7 @@ pub fn workspaces(
         agent_key,
         egress_hosts: config.egress_hosts.clone(),
         opencode_bin: config.agents.opencode_bin.clone().filter(|p| p.is_file()),
+        tandem_bin,
         github,
     })
 }

@@ -27,6 +27,8 @@ pub struct AppState {
     pub gateways: Arc<crate::gateway::Gateways>,
     /// Live sessions (someone connected).
     pub hubs: Arc<crate::live::Hubs>,
+    /// The sessions' desktop streams.
+    pub desktops: Arc<crate::desktop::Desktops>,
     /// The GitHub App, when configured.
     pub github: Option<Arc<crate::github::GitHub>>,
 }

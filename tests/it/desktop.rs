@@ -8,6 +8,13 @@ use scripted_model::{Reply, ScriptedModel};
 use serde_json::json;
 use tandem_protocol::*;
 
+use std::sync::atomic::Ordering;
+
+use tandem_protocol::agent::DesktopPage;
+use tandem_protocol::live::{DesktopInput, WsClient, WsServer};
+use tandem_server::client::desktop::DesktopViewer;
+use tandem_server::client::live::{Credentials, Incoming, LiveClient};
+
 use crate::agent_runs::wait_events;
 use crate::session_workspaces::{add_repo, source_repo};
 use crate::snapshots::{git, wait_built};
@@ -151,4 +158,168 @@ async fn the_agent_drives_the_workspace_browser_and_its_screenshots_are_real_png
     }
     assert_ne!(pngs[0], pngs[1], "the click changed what the browser shows");
     assert!(pngs[1].len() > 1000);
+}
+
+/// Waits for a live message that `pick` accepts.
+async fn next_matching<T>(
+    c: &mut LiveClient,
+    what: &str,
+    pick: impl Fn(&WsServer) -> Option<T>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let m = tokio::time::timeout_at(deadline, c.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {what}"));
+        match m {
+            Some(Incoming::Message(m)) => {
+                if let Some(v) = pick(&m) {
+                    return v;
+                }
+            }
+            Some(Incoming::Terminal(..)) => {}
+            other => panic!("the channel ended before {what}: {other:?}"),
+        }
+    }
+}
+
+const BIG_BUTTON: &str = r#"<!doctype html><title>waiting</title>
+<button id="go" style="position:fixed;inset:0;width:100vw;height:100vh;font-size:80px" onclick="document.title='clicked'">Go</button>"#;
+
+#[tokio::test]
+async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuses_a_viewers() {
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
+    let src = source_repo("[workspace]\nsetup = []\n");
+    std::fs::write(src.path().join("page.html"), BIG_BUTTON).unwrap();
+    git(src.path(), &["add", "-A"]);
+    git(src.path(), &["commit", "-qm", "page"]);
+    let repo = add_repo(&s, "acme/desk", src.path()).await;
+    let created: SessionDetail = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "agent": { "kind": "none" } }),
+        )
+        .send()
+        .await
+        .parse();
+    let id = created.session.id;
+    crate::session_workspaces::wait_state(&s, id, &[SessionState::Ready]).await;
+    let before: DesktopPage = s
+        .get(&format!("/api/sessions/{id}/desktop"))
+        .send()
+        .await
+        .parse();
+    assert!(!before.running, "the desktop starts on first use");
+
+    // The owner watches: offer → answer → frames arrive.
+    let creds = Credentials {
+        token: Some(s.admin_token.clone()),
+        ..Default::default()
+    };
+    let mut owner = LiveClient::connect(&s.url, id, &creds).await.unwrap();
+    let (viewer, offer) = DesktopViewer::offer("127.0.0.1:0").await.unwrap();
+    owner
+        .send(&WsClient::DesktopOffer { sdp: offer })
+        .await
+        .unwrap();
+    let answer = next_matching(&mut owner, "the answer", |m| match m {
+        WsServer::DesktopAnswer { sdp } => Some(sdp.clone()),
+        WsServer::Refused { request, reason } => panic!("{request} refused: {reason}"),
+        _ => None,
+    })
+    .await;
+    viewer.accept(answer).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while viewer.received.frames.load(Ordering::Relaxed) < 10 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "frames: {}",
+            viewer.received.frames.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    // Open the page in the shared browser, then click it through the stream's input path.
+    let url = "file:///workspace/page.html";
+    let opened = s
+        .req(
+            axum::http::Method::POST,
+            &format!("/api/sessions/{id}/desktop/open"),
+        )
+        .bearer(&s.admin_token)
+        .json(&json!({ "url": url }))
+        .send()
+        .await;
+    assert_eq!(
+        opened.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&opened.body)
+    );
+    for input in [
+        DesktopInput::Move { x: 0.5, y: 0.6 },
+        DesktopInput::Down {
+            x: 0.5,
+            y: 0.6,
+            button: 1,
+        },
+        DesktopInput::Up {
+            x: 0.5,
+            y: 0.6,
+            button: 1,
+        },
+    ] {
+        owner.send(&WsClient::DesktopInput { input }).await.unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let page: DesktopPage = s
+            .get(&format!("/api/sessions/{id}/desktop"))
+            .send()
+            .await
+            .parse();
+        if page.title.as_deref() == Some("clicked") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the click never reached the page: {page:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // A viewer (through a share link) watches but cannot click.
+    let link: tandem_protocol::live::ShareLink = s
+        .post(
+            &format!("/api/sessions/{id}/links"),
+            json!({ "role": "viewer", "allow_guests": true }),
+        )
+        .send()
+        .await
+        .parse();
+    let guest = Credentials {
+        share: link.token.clone(),
+        name: Some("watcher".into()),
+        ..Default::default()
+    };
+    let mut watcher = LiveClient::connect(&s.url, id, &guest).await.unwrap();
+    watcher
+        .send(&WsClient::DesktopInput {
+            input: DesktopInput::Key {
+                key: "Enter".into(),
+            },
+        })
+        .await
+        .unwrap();
+    let reason = next_matching(&mut watcher, "the refusal", |m| match m {
+        WsServer::Refused { request, reason } if request == "desktop_input" => Some(reason.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(reason, "viewers cannot type");
+    let frames = viewer.received.frames.load(Ordering::Relaxed);
+    viewer.close().await;
+    assert!(frames >= 10);
 }

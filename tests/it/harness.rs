@@ -220,6 +220,7 @@ impl TestServer {
             agents: Default::default(),
             snapshot_keep: 3,
             github: None,
+            desktop: Default::default(),
         };
         tweak(&mut config);
         let server = Server::bind(config).await.expect("server starts");

@@ -68,7 +68,7 @@ impl Peer {
                     self.participants = participants;
                     self.controller = controller;
                 }
-                WsServer::ControlRequested { .. } => {}
+                WsServer::ControlRequested { .. } | WsServer::DesktopAnswer { .. } => {}
                 WsServer::Refused { request, reason } => self.refused.push((request, reason)),
             },
             Incoming::Terminal(_, bytes) => {

@@ -49,7 +49,7 @@ struct Running {
 
 static DESKTOP: Mutex<Option<Running>> = Mutex::const_new(None);
 
-fn size() -> (u32, u32) {
+pub fn size() -> (u32, u32) {
     std::env::var("TANDEM_DESKTOP_SIZE")
         .ok()
         .and_then(|s| {
@@ -360,4 +360,18 @@ pub async fn is_running() -> bool {
         .await
         .as_mut()
         .is_some_and(|r| matches!(r.browser.try_wait(), Ok(None)))
+}
+
+/// What the browser shows: `(url, title)`, when the desktop is running.
+pub async fn page() -> Result<Option<(String, String)>> {
+    if !is_running().await {
+        return Ok(None);
+    }
+    let mut cdp = Cdp::open().await?;
+    let v = cdp
+        .eval("JSON.stringify([location.href, document.title])")
+        .await?;
+    Ok(Some(serde_json::from_str(
+        v.as_str().unwrap_or("[\"\",\"\"]"),
+    )?))
 }

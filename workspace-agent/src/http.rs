@@ -66,6 +66,9 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
         .route("/git/commit", post(git_commit))
         .route("/ptys", get(list_ptys).post(open_pty))
         .route("/ptys/{id}/attach", get(attach_pty))
+        .route("/desktop", post(desktop).get(desktop_page))
+        .route("/desktop/input", post(desktop_input))
+        .route("/desktop/open", post(desktop_open))
         .route("/turns", post(start_turn))
         .route("/turns/{id}/steer", post(steer_turn))
         .route("/turns/{id}/stop", post(stop_turn))
@@ -214,5 +217,55 @@ async fn stop_turn(State(a): State<Arc<Agent>>, Path(id): Path<PromptId>) -> Res
     match a.turns.stop(id) {
         Ok(()) => StatusCode::ACCEPTED.into_response(),
         Err(r) => refused(r),
+    }
+}
+
+/// Starts the desktop (display and browser) if it is not running.
+async fn desktop() -> Response {
+    match crate::desktop::ensure().await {
+        Ok(()) => {
+            let (width, height) = crate::desktop::size();
+            Json(tandem_protocol::agent::DesktopInfo {
+                display: crate::desktop::DISPLAY.into(),
+                width,
+                height,
+            })
+            .into_response()
+        }
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")).into_response(),
+    }
+}
+
+/// Mouse and keyboard into the desktop's display.
+async fn desktop_input(Json(req): Json<tandem_protocol::agent::DesktopInputs>) -> Response {
+    let run = tokio::task::spawn_blocking(move || {
+        crate::xinput::inject(crate::desktop::DISPLAY, &req.events)
+    })
+    .await;
+    match run {
+        Ok(Ok(())) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Err(e)) => (StatusCode::UNPROCESSABLE_ENTITY, format!("{e:#}")).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// The desktop's state: whether it runs, and the browser's page.
+async fn desktop_page() -> Response {
+    match crate::desktop::page().await {
+        Ok(p) => Json(tandem_protocol::agent::DesktopPage {
+            running: p.is_some(),
+            url: p.as_ref().map(|p| p.0.clone()),
+            title: p.map(|p| p.1),
+        })
+        .into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")).into_response(),
+    }
+}
+
+/// Shows a URL in the desktop's browser.
+async fn desktop_open(Json(req): Json<tandem_protocol::agent::DesktopOpen>) -> Response {
+    match crate::desktop::navigate(&req.url).await {
+        Ok(at) => Json(serde_json::json!({ "at": at })).into_response(),
+        Err(e) => (StatusCode::UNPROCESSABLE_ENTITY, format!("{e:#}")).into_response(),
     }
 }

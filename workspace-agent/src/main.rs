@@ -18,6 +18,7 @@ mod git;
 mod http;
 mod pty;
 mod turns;
+mod xinput;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -1,5 +1,6 @@
 //! A typed client for the REST API, used by the `tandem` CLI and the integration tests.
 
+pub mod desktop;
 pub mod live;
 
 use reqwest::{Method, RequestBuilder, StatusCode};

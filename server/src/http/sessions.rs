@@ -43,6 +43,8 @@ pub fn router() -> Router<AppState> {
             get(children).post(spawn_children),
         )
         .route("/sessions/{id}/artifacts/{artifact}", get(artifact))
+        .route("/sessions/{id}/desktop", get(desktop_page))
+        .route("/sessions/{id}/desktop/open", post(desktop_open))
 }
 
 async fn create(
@@ -321,4 +323,28 @@ async fn artifact(
         .await?
         .ok_or_else(|| Error::NotFound(format!("no artifact {artifact} in this session")))?;
     Ok(super::github::artifact_response(info, body))
+}
+
+/// The desktop: whether it runs and what its browser shows.
+async fn desktop_page(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+) -> Result<Json<tandem_protocol::agent::DesktopPage>> {
+    crate::sessions::access::require(&state.db, id, &user.0, tandem_protocol::live::Role::Viewer)
+        .await?;
+    Ok(Json(crate::desktop::page(&state, id).await?))
+}
+
+/// Shows a URL in the desktop's browser (drivers).
+async fn desktop_open(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+    Json(req): Json<tandem_protocol::agent::DesktopOpen>,
+) -> Result<Json<tandem_protocol::agent::DesktopPage>> {
+    crate::sessions::access::require(&state.db, id, &user.0, tandem_protocol::live::Role::Driver)
+        .await?;
+    crate::desktop::open(&state, id, &req.url).await?;
+    Ok(Json(crate::desktop::page(&state, id).await?))
 }

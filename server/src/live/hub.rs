@@ -332,11 +332,14 @@ impl Hub {
         st.members.get(&id).map(|m| m.info.role)
     }
 
-    /// Terminal input from member `id`: drivers only, and only the controller while someone
-    /// holds control.
-    pub fn input(&self, id: u32, terminal: u32, bytes: Vec<u8>) -> Result<(), Refusal> {
-        let st = self.lock();
-        let role = Self::member_role(&st, id).ok_or("you left")?;
+    /// Whether member `id` may type into terminals and use the desktop: drivers only, and only
+    /// the controller while someone holds control.
+    pub fn may_control(&self, id: u32) -> Result<(), Refusal> {
+        Self::check_control(&self.lock(), id)
+    }
+
+    fn check_control(st: &State, id: u32) -> Result<(), Refusal> {
+        let role = Self::member_role(st, id).ok_or("you left")?;
         if !role.can_drive() {
             return Err("viewers cannot type".into());
         }
@@ -347,6 +350,13 @@ impl Hub {
                 .map_or("someone".to_string(), |m| m.info.name.clone());
             return Err(format!("{who} holds control; request it first"));
         }
+        Ok(())
+    }
+
+    /// Terminal input from member `id` (see [`Self::may_control`]).
+    pub fn input(&self, id: u32, terminal: u32, bytes: Vec<u8>) -> Result<(), Refusal> {
+        let st = self.lock();
+        Self::check_control(&st, id)?;
         let t = st
             .terminals
             .get(&terminal)

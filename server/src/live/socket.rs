@@ -120,6 +120,7 @@ async fn run(
         access,
         out: out.clone(),
         pump: None,
+        desktop: None,
     };
     member.read(stream, signal).await;
     if let Some(p) = member.pump.take() {
@@ -194,6 +195,8 @@ struct Member {
     access: Access,
     out: Outbox,
     pump: Option<tokio::task::JoinHandle<()>>,
+    /// Watching the desktop: the stream kept alive and this member's connection to it.
+    desktop: Option<(Arc<crate::desktop::Stream>, crate::desktop::peer::Viewer)>,
 }
 
 impl Member {
@@ -261,6 +264,9 @@ impl Member {
             WsClient::ReleaseControl => "release_control",
             WsClient::TakeControl => "take_control",
             WsClient::Prompt { .. } => "prompt",
+            WsClient::DesktopOffer { .. } => "desktop_offer",
+            WsClient::DesktopClose => "desktop_close",
+            WsClient::DesktopInput { .. } => "desktop_input",
         };
         let result: Result<(), String> = match m {
             WsClient::Subscribe { after } => {
@@ -307,6 +313,27 @@ impl Member {
             WsClient::ReleaseControl => hub.release_control(self.id),
             WsClient::TakeControl => hub.take_control(self.id),
             WsClient::Prompt { text, mode } => self.prompt(text, mode).await,
+            WsClient::DesktopOffer { sdp } => {
+                self.desktop = None;
+                match crate::desktop::watch(&self.state, self.live.session, sdp).await {
+                    Ok((answer, stream, viewer)) => {
+                        self.desktop = Some((stream, viewer));
+                        self.out.send(&WsServer::DesktopAnswer { sdp: answer });
+                        Ok(())
+                    }
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+            WsClient::DesktopClose => {
+                self.desktop = None;
+                Ok(())
+            }
+            WsClient::DesktopInput { input } => match hub.may_control(self.id) {
+                Ok(()) => crate::desktop::input(&self.state, self.live.session, vec![input])
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(why) => Err(why),
+            },
         };
         if let Err(why) = result {
             self.refuse(what, why);

@@ -61,20 +61,8 @@ pub fn build(ws: &WorkspaceSpec, rootfs: &Path, netns: Option<&Path>) -> Result<
     spec.set_process(Some(process));
 
     let mut mounts: Vec<Mount> = spec.mounts().clone().unwrap_or_default();
-    for b in &ws.binds {
-        let mut options = vec!["rbind".to_string(), "nosuid".into(), "nodev".into()];
-        options.push(if b.readonly { "ro".into() } else { "rw".into() });
-        mounts.push(
-            MountBuilder::default()
-                .destination(b.container.clone())
-                .typ("bind")
-                .source(b.host.clone())
-                .options(options)
-                .build()
-                .map_err(oci)?,
-        );
-    }
-    // A private /tmp that does not live in the writable layer.
+    // A private /tmp that does not live in the writable layer (before the binds: one may lie
+    // under it, the desktop's X socket directory).
     mounts.push(
         MountBuilder::default()
             .destination("/tmp")
@@ -89,6 +77,19 @@ pub fn build(ws: &WorkspaceSpec, rootfs: &Path, netns: Option<&Path>) -> Result<
             .build()
             .map_err(oci)?,
     );
+    for b in &ws.binds {
+        let mut options = vec!["rbind".to_string(), "nosuid".into(), "nodev".into()];
+        options.push(if b.readonly { "ro".into() } else { "rw".into() });
+        mounts.push(
+            MountBuilder::default()
+                .destination(b.container.clone())
+                .typ("bind")
+                .source(b.host.clone())
+                .options(options)
+                .build()
+                .map_err(oci)?,
+        );
+    }
     spec.set_mounts(Some(mounts));
 
     let linux = spec

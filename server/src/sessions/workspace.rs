@@ -982,7 +982,7 @@ fn agent_error(status: hyper::StatusCode, body: &[u8]) -> Error {
     }
 }
 
-async fn live_agent(db: &Db, id: SessionId) -> Result<(String, i32)> {
+pub(crate) async fn live_agent(db: &Db, id: SessionId) -> Result<(String, i32)> {
     let (_, wid, _) = live_workspace(db, id).await?;
     let pid = db::sessions::workspace(db.pool(), id)
         .await?

@@ -354,6 +354,22 @@ enum TokenCommand {
 }
 
 fn main() -> Result<()> {
+    // The desktop encoder the server starts for a session (internal; before any thread exists,
+    // as it takes a mount namespace of its own).
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("desktop-encode") {
+        let [dir, display, fps, kbps] = args
+            .get(2..6)
+            .and_then(|a| <[String; 4]>::try_from(a.to_vec()).ok())
+            .context("usage: tandem desktop-encode X11_DIR DISPLAY FPS KBPS")?;
+        return tandem_server::desktop::encode::child_main(
+            std::path::Path::new(&dir),
+            &display,
+            fps.parse()?,
+            kbps.parse()?,
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"));
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -1,0 +1,162 @@
+//! A desktop viewer in Rust: a receive-only WebRTC peer that counts what arrives. The tests and
+//! `cargo xtask bench desktop` watch sessions with it the way a browser would.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rtc::interceptor::Registry;
+use rtc::peer_connection::configuration::RTCConfigurationBuilder;
+use rtc::peer_connection::configuration::interceptor_registry::register_default_interceptors;
+use rtc::peer_connection::configuration::media_engine::{MIME_TYPE_VP8, MediaEngine};
+use rtc::peer_connection::configuration::setting_engine::SettingEngineBuilder;
+use rtc::peer_connection::sdp::RTCSessionDescription;
+use rtc::rtp_transceiver::rtp_sender::{RTCRtpCodec, RTCRtpCodecParameters, RtpCodecKind};
+use rtc::rtp_transceiver::{RTCRtpTransceiverDirection, RTCRtpTransceiverInit};
+use tokio::sync::mpsc;
+use webrtc::media_stream::track_remote::{TrackRemote, TrackRemoteEvent};
+use webrtc::peer_connection::{
+    PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCIceGatheringState,
+};
+
+use crate::{Error, Result};
+
+/// What a viewer has received so far.
+#[derive(Default)]
+pub struct Received {
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Frames completed (RTP marker bits).
+    pub frames: AtomicU64,
+}
+
+struct Handler {
+    gathered: mpsc::Sender<()>,
+    received: Arc<Received>,
+}
+
+#[async_trait::async_trait]
+impl PeerConnectionEventHandler for Handler {
+    async fn on_ice_gathering_state_change(&self, state: RTCIceGatheringState) {
+        if state == RTCIceGatheringState::Complete {
+            let _ = self.gathered.try_send(());
+        }
+    }
+
+    async fn on_track(&self, track: Arc<dyn TrackRemote>) {
+        let received = self.received.clone();
+        tokio::spawn(async move {
+            while let Some(evt) = track.poll().await {
+                if let TrackRemoteEvent::OnRtpPacket(p) = evt {
+                    received.packets.fetch_add(1, Ordering::Relaxed);
+                    received
+                        .bytes
+                        .fetch_add(p.payload.len() as u64, Ordering::Relaxed);
+                    if p.header.marker {
+                        received.frames.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// A receive-only viewer.
+pub struct DesktopViewer {
+    pc: Box<dyn PeerConnection>,
+    pub received: Arc<Received>,
+}
+
+fn err(doing: &str) -> impl Fn(webrtc::error::Error) -> Error + '_ {
+    move |e| Error::Internal(format!("{doing}: {e}"))
+}
+
+impl DesktopViewer {
+    /// A viewer on `udp_addr` (`127.0.0.1:0`) and its offer (all candidates in it).
+    pub async fn offer(udp_addr: &str) -> Result<(Self, String)> {
+        let mut media = MediaEngine::default();
+        let vp8 = RTCRtpCodec {
+            mime_type: MIME_TYPE_VP8.to_owned(),
+            clock_rate: 90_000,
+            channels: 0,
+            sdp_fmtp_line: String::new(),
+            rtcp_feedback: vec![],
+        };
+        media
+            .register_codec(
+                RTCRtpCodecParameters {
+                    rtp_codec: vp8,
+                    payload_type: 100,
+                    ..Default::default()
+                },
+                RtpCodecKind::Video,
+            )
+            .map_err(err("codec"))?;
+        let registry = register_default_interceptors(Registry::new(), &mut media)
+            .map_err(err("interceptors"))?;
+        let (gathered_tx, mut gathered) = mpsc::channel(1);
+        let received = Arc::new(Received::default());
+        let pc = PeerConnectionBuilder::new()
+            .with_configuration(RTCConfigurationBuilder::new().build())
+            .with_media_engine(media)
+            .with_setting_engine(
+                SettingEngineBuilder::new()
+                    .with_multicast_dns_mode(rtc::ice::mdns::MulticastDnsMode::Disabled)
+                    .build(),
+            )
+            .with_interceptor_registry(registry)
+            .with_handler(Arc::new(Handler {
+                gathered: gathered_tx,
+                received: received.clone(),
+            }))
+            .with_runtime(
+                webrtc::runtime::default_runtime()
+                    .ok_or_else(|| Error::Internal("no WebRTC runtime".into()))?,
+            )
+            .with_udp_addrs(vec![udp_addr.to_string()])
+            .build()
+            .await
+            .map_err(err("building a peer connection"))?;
+        pc.add_transceiver_from_kind(
+            RtpCodecKind::Video,
+            Some(RTCRtpTransceiverInit {
+                direction: RTCRtpTransceiverDirection::Recvonly,
+                ..Default::default()
+            }),
+        )
+        .await
+        .map_err(err("a video transceiver"))?;
+        let offer = pc.create_offer(None).await.map_err(err("the offer"))?;
+        pc.set_local_description(offer)
+            .await
+            .map_err(err("the offer"))?;
+        tokio::time::timeout(Duration::from_secs(20), gathered.recv())
+            .await
+            .map_err(|_| Error::Internal("gathering candidates took too long".into()))?;
+        let sdp = pc
+            .local_description()
+            .await
+            .ok_or_else(|| Error::Internal("no offer".into()))?
+            .sdp;
+        Ok((
+            Self {
+                pc: Box::new(pc),
+                received,
+            },
+            sdp,
+        ))
+    }
+
+    /// Takes the server's answer.
+    pub async fn accept(&self, answer_sdp: String) -> Result<()> {
+        let answer = RTCSessionDescription::answer(answer_sdp).map_err(err("the answer"))?;
+        self.pc
+            .set_remote_description(answer)
+            .await
+            .map_err(err("the answer"))
+    }
+
+    pub async fn close(&self) {
+        let _ = self.pc.close().await;
+    }
+}

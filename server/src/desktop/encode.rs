@@ -1,0 +1,299 @@
+//! Capture and encode, in process with GStreamer: `ximagesrc` on the workspace's X display →
+//! I420 → VP8 (`deadline=1 cpu-used=8 threads=1`: one thread; libvpx's own threads are
+//! pathological on few cores) → an app sink. One encoder per session, shared by all its viewers;
+//! a keyframe request (a viewer joining) reaches the encoder as a force-key-unit event.
+//!
+//! The encoder is a child process (`tandem desktop-encode`): Xlib ends its process when the X
+//! server goes away, which must not be the server's. The display's socket is the workspace's
+//! `/tmp/.X11-unix` (a host directory bound in); Xlib only connects to `/tmp/.X11-unix/X<n>`, so
+//! the child gets a mount namespace of its own where that directory is the workspace's: the
+//! host's stays untouched, and any number of workspaces can use display `:99`. It writes frames
+//! to its stdout (`u32` length, `u8` flags — 1 for a keyframe —, `u64` encode latency in µs,
+//! then the bytes) and takes a keyframe request for each byte on its stdin.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use tokio::sync::broadcast;
+
+use crate::{Error, Result};
+
+/// Encoded frames buffered per viewer before a slow one skips ahead (to the next keyframe).
+pub const FRAME_QUEUE: usize = 32;
+
+/// One encoded frame.
+#[derive(Debug)]
+pub struct Frame {
+    pub data: Bytes,
+    pub key: bool,
+    /// From the capture of the frame to its encoded bytes.
+    pub encode_latency: Duration,
+}
+
+/// A running encoder; dropping it ends the child.
+pub struct Encoder {
+    pub frames: broadcast::Sender<Arc<Frame>>,
+    keyframes: tokio::sync::mpsc::Sender<()>,
+    /// Frames encoded so far.
+    pub encoded: Arc<AtomicU64>,
+    pub fps: u32,
+    /// The child's pid (its CPU time is the encoder's cost).
+    pub pid: Option<u32>,
+    _reader: AbortOnDrop,
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Encoder {
+    /// Asks for a keyframe (the next frame is one).
+    pub fn request_keyframe(&self) {
+        let _ = self.keyframes.try_send(());
+    }
+}
+
+/// The pipeline for display `:n` at `fps` frames per second and about `kbps`.
+pub fn pipeline_description(display: &str, fps: u32, kbps: u32) -> String {
+    format!(
+        "ximagesrc display-name={display} use-damage=false show-pointer=true ! video/x-raw,framerate={fps}/1 ! \
+         videoconvert ! video/x-raw,format=I420 ! \
+         vp8enc name=enc deadline=1 cpu-used=8 threads=1 end-usage=cbr target-bitrate={bps} keyframe-max-dist={kf} \
+         error-resilient=partitions lag-in-frames=0 ! \
+         appsink name=sink sync=false max-buffers=2 drop=true emit-signals=false",
+        bps = kbps * 1000,
+        kf = fps * 4,
+    )
+}
+
+/// Largest encoded frame accepted from the child.
+const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
+
+/// Starts `tandem` (`bin`) encoding display `display` whose socket directory on this host is
+/// `x11_dir`.
+pub async fn start(
+    bin: &Path,
+    x11_dir: &Path,
+    display: &str,
+    fps: u32,
+    kbps: u32,
+) -> Result<Encoder> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = x11_dir.join(format!("X{}", display.trim_start_matches(':')));
+    // A real socket made by the workspace's X server; never a symlink the workspace planted.
+    match std::fs::symlink_metadata(&socket) {
+        Ok(m) if std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) => {}
+        _ => {
+            return Err(Error::Unavailable(format!(
+                "the workspace's display {display} is not up"
+            )));
+        }
+    }
+    let mut child = tokio::process::Command::new(bin)
+        .arg("desktop-encode")
+        .arg(x11_dir)
+        .args([display, &fps.to_string(), &kbps.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            Error::Unavailable(format!(
+                "cannot start the desktop encoder {}: {e}",
+                bin.display()
+            ))
+        })?;
+    let pid = child.id();
+    let mut out = child
+        .stdout
+        .take()
+        .ok_or_else(|| Error::Internal("encoder stdout".into()))?;
+    let mut input = child
+        .stdin
+        .take()
+        .ok_or_else(|| Error::Internal("encoder stdin".into()))?;
+    let (frames, _) = broadcast::channel(FRAME_QUEUE);
+    let (keyframes, mut asks) = tokio::sync::mpsc::channel::<()>(4);
+    let encoded = Arc::new(AtomicU64::new(0));
+    let (tx, n) = (frames.clone(), encoded.clone());
+    let (first_tx, first) = tokio::sync::oneshot::channel::<()>();
+    let reader = tokio::spawn(async move {
+        let _child = child;
+        let mut first_tx = Some(first_tx);
+        let read = async {
+            loop {
+                let mut head = [0u8; 13];
+                out.read_exact(&mut head).await?;
+                let len = u32::from_be_bytes(head[..4].try_into().unwrap_or_default()) as usize;
+                if len > MAX_FRAME_BYTES {
+                    return Err(std::io::Error::other("a frame over the limit"));
+                }
+                let mut data = vec![0u8; len];
+                out.read_exact(&mut data).await?;
+                let frame = Frame {
+                    data: Bytes::from(data),
+                    key: head[4] & 1 == 1,
+                    encode_latency: Duration::from_micros(u64::from_be_bytes(
+                        head[5..13].try_into().unwrap_or_default(),
+                    )),
+                };
+                n.fetch_add(1, Ordering::Relaxed);
+                if let Some(t) = first_tx.take() {
+                    let _ = t.send(());
+                }
+                let _ = tx.send(Arc::new(frame));
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), std::io::Error>(())
+        };
+        let ask = async {
+            while asks.recv().await.is_some() {
+                if input.write_all(b"k").await.is_err() {
+                    break;
+                }
+            }
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            r = read => if let Err(e) = r { tracing::info!(error = %e, "the desktop encoder ended") },
+            () = ask => {}
+        }
+    });
+    // Ready when the first frame is out.
+    tokio::time::timeout(Duration::from_secs(10), first)
+        .await
+        .map_err(|_| Error::Unavailable("the desktop encoder sent no frame within 10 s".into()))?
+        .map_err(|_| {
+            Error::Unavailable(format!(
+                "the desktop encoder could not capture display {display}"
+            ))
+        })?;
+    Ok(Encoder {
+        frames,
+        keyframes,
+        encoded,
+        fps,
+        pid,
+        _reader: AbortOnDrop(reader),
+    })
+}
+
+/// `tandem desktop-encode X11_DIR DISPLAY FPS KBPS`: the child. Runs until its stdout or the
+/// display goes away.
+pub fn child_main(x11_dir: &Path, display: &str, fps: u32, kbps: u32) -> Result<()> {
+    use std::io::{Read, Write};
+    // Die with the server.
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    // Still one thread: the mount namespace can be ours alone.
+    enter_display_dir(&x11_dir.to_path_buf())?;
+    gst::init().map_err(|e| Error::Unavailable(format!("GStreamer cannot start: {e}")))?;
+    let pipeline = gst::parse::launch(&pipeline_description(display, fps, kbps))
+        .map_err(|e| Error::Internal(format!("desktop pipeline: {e}")))?
+        .downcast::<gst::Pipeline>()
+        .map_err(|_| Error::Internal("desktop pipeline is not a pipeline".into()))?;
+    let sink = pipeline
+        .by_name("sink")
+        .and_then(|s| s.downcast::<gst_app::AppSink>().ok())
+        .ok_or_else(|| Error::Internal("desktop pipeline has no sink".into()))?;
+    pipeline
+        .set_state(gst::State::Playing)
+        .map_err(|_| Error::Unavailable(format!("the encoder cannot open display {display}")))?;
+    let keyframe = Arc::new(AtomicBool::new(true));
+    let kf = keyframe.clone();
+    std::thread::spawn(move || {
+        let mut b = [0u8; 64];
+        while let Ok(n) = std::io::stdin().read(&mut b) {
+            if n == 0 {
+                std::process::exit(0);
+            }
+            kf.store(true, Ordering::Relaxed);
+        }
+    });
+    let bus = pipeline.bus();
+    let mut stdout = std::io::stdout().lock();
+    loop {
+        if keyframe.swap(false, Ordering::Relaxed) {
+            let s = gst::Structure::builder("GstForceKeyUnit")
+                .field("all-headers", true)
+                .build();
+            sink.send_event(gst::event::CustomUpstream::new(s));
+        }
+        if let Some(msg) = bus
+            .as_ref()
+            .and_then(|b| b.pop_filtered(&[gst::MessageType::Error, gst::MessageType::Eos]))
+        {
+            let _ = pipeline.set_state(gst::State::Null);
+            return Err(Error::Unavailable(format!(
+                "the desktop pipeline stopped: {msg:?}"
+            )));
+        }
+        let Some(sample) = sink.try_pull_sample(gst::ClockTime::from_mseconds(200)) else {
+            continue;
+        };
+        let Some(buffer) = sample.buffer() else {
+            continue;
+        };
+        let latency = match (pipeline.clock(), pipeline.base_time(), buffer.pts()) {
+            (Some(clock), Some(base), Some(pts)) => clock
+                .time()
+                .checked_sub(base + pts)
+                .map(|d| d.nseconds() / 1000),
+            _ => None,
+        };
+        let Ok(map) = buffer.map_readable() else {
+            continue;
+        };
+        let key = !buffer.flags().contains(gst::BufferFlags::DELTA_UNIT);
+        let mut head = Vec::with_capacity(13);
+        head.extend_from_slice(&(map.len() as u32).to_be_bytes());
+        head.push(u8::from(key));
+        head.extend_from_slice(&latency.unwrap_or(0).to_be_bytes());
+        if stdout
+            .write_all(&head)
+            .and_then(|_| stdout.write_all(map.as_slice()))
+            .and_then(|_| stdout.flush())
+            .is_err()
+        {
+            let _ = pipeline.set_state(gst::State::Null);
+            return Ok(());
+        }
+    }
+}
+
+/// This process sees `dir` as `/tmp/.X11-unix`, in a mount namespace of its own (it must still
+/// be single-threaded).
+fn enter_display_dir(dir: &PathBuf) -> Result<()> {
+    use nix::mount::{MsFlags, mount};
+    let target = Path::new("/tmp/.X11-unix");
+    std::fs::create_dir_all(target)?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .map_err(|e| Error::Unavailable(format!("a mount namespace for the encoder: {e}")))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| Error::Unavailable(format!("making the encoder's mounts private: {e}")))?;
+    mount(
+        Some(dir.as_path()),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| Error::Unavailable(format!("binding the workspace's display: {e}")))?;
+    Ok(())
+}

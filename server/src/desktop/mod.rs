@@ -1,0 +1,209 @@
+//! The session's desktop for people: the workspace's display (Xvfb + Chromium, started by the
+//! workspace agent on first use) captured and encoded once per session (`encode.rs`, GStreamer
+//! in process) and sent to each viewer over WebRTC (`peer.rs`). Input from the participant in
+//! control goes to the workspace agent, which injects it into the display (XTest).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+
+use tandem_protocol::SessionId;
+use tandem_protocol::agent::{DesktopInfo, DesktopInputs};
+use tandem_protocol::live::DesktopInput;
+
+use crate::snapshots::Workspaces;
+use crate::state::AppState;
+use crate::{Error, Result};
+
+pub mod encode;
+pub mod peer;
+
+/// Most input events in one message.
+pub const MAX_INPUTS: usize = 64;
+
+/// The host directory bound at the workspace's `/tmp/.X11-unix` (where its display's socket is).
+pub fn x11_dir(ws: &Workspaces, wid: &str) -> PathBuf {
+    ws.runtime.upper_dir(wid).with_file_name("x11")
+}
+
+/// One session's stream: its encoder, alive while anyone watches.
+pub struct Stream {
+    pub encoder: encode::Encoder,
+    pub info: DesktopInfo,
+}
+
+/// The sessions' streams.
+#[derive(Default)]
+pub struct Desktops {
+    streams: Mutex<HashMap<SessionId, Weak<Stream>>>,
+    starting: tokio::sync::Mutex<()>,
+}
+
+impl Desktops {
+    /// The session's stream, its desktop and encoder started if need be.
+    pub async fn stream(&self, app: &AppState, session: SessionId) -> Result<Arc<Stream>> {
+        if let Some(s) = self.get(session) {
+            return Ok(s);
+        }
+        let _one = self.starting.lock().await;
+        if let Some(s) = self.get(session) {
+            return Ok(s);
+        }
+        let ws = app.workspaces()?.clone();
+        let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
+        let (status, body) =
+            crate::agent::call(&ws, &wid, pid, hyper::Method::POST, "/desktop", None).await?;
+        if status != hyper::StatusCode::OK {
+            return Err(Error::Unavailable(format!(
+                "the workspace's desktop did not start: {}",
+                String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(500)
+                    .collect::<String>()
+            )));
+        }
+        let info: DesktopInfo = serde_json::from_slice(&body)
+            .map_err(|e| Error::Internal(format!("the agent's desktop answer: {e}")))?;
+        let dir = x11_dir(&ws, &wid);
+        let (display, fps, kbps) = (
+            info.display.clone(),
+            app.config.desktop.fps,
+            app.config.desktop.kbps,
+        );
+        let encoder = encode::start(&ws.tandem_bin, &dir, &display, fps, kbps).await?;
+        let stream = Arc::new(Stream { encoder, info });
+        self.streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session, Arc::downgrade(&stream));
+        Ok(stream)
+    }
+
+    fn get(&self, session: SessionId) -> Option<Arc<Stream>> {
+        let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams.retain(|_, w| w.strong_count() > 0);
+        streams.get(&session).and_then(Weak::upgrade)
+    }
+
+    /// How many sessions stream right now.
+    pub fn active(&self) -> usize {
+        let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams.retain(|_, w| w.strong_count() > 0);
+        streams.len()
+    }
+}
+
+/// A viewer's offer answered: the SDP, and what keeps the stream flowing to them.
+pub async fn watch(
+    app: &AppState,
+    session: SessionId,
+    offer: String,
+) -> Result<(String, Arc<Stream>, peer::Viewer)> {
+    if offer.len() > 64 * 1024 || !offer.starts_with("v=0") {
+        return Err(Error::BadRequest("not an SDP offer".into()));
+    }
+    let stream = app.desktops.stream(app, session).await?;
+    let frames = stream.encoder.frames.subscribe();
+    let weak = Arc::downgrade(&stream);
+    let keyframe = move || {
+        if let Some(s) = weak.upgrade() {
+            s.encoder.request_keyframe();
+        }
+    };
+    let addrs = match app.config.desktop.udp_addrs.as_slice() {
+        [] => vec![format!("{}:0", app.config.listen.ip())],
+        some => some.to_vec(),
+    };
+    let (sdp, viewer) = peer::answer(offer, &addrs, frames, stream.encoder.fps, keyframe).await?;
+    Ok((sdp, stream, viewer))
+}
+
+/// Injects input into the session's display.
+pub async fn input(app: &AppState, session: SessionId, events: Vec<DesktopInput>) -> Result<()> {
+    if events.len() > MAX_INPUTS {
+        return Err(Error::TooLarge(format!(
+            "at most {MAX_INPUTS} input events at once"
+        )));
+    }
+    let ws = app.workspaces()?;
+    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
+    let body = serde_json::to_vec(&DesktopInputs { events })
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let (status, answer) = crate::agent::call(
+        ws,
+        &wid,
+        pid,
+        hyper::Method::POST,
+        "/desktop/input",
+        Some(body),
+    )
+    .await?;
+    if status != hyper::StatusCode::NO_CONTENT {
+        return Err(Error::Unavailable(format!(
+            "the desktop took no input: {}",
+            String::from_utf8_lossy(&answer)
+                .chars()
+                .take(300)
+                .collect::<String>()
+        )));
+    }
+    Ok(())
+}
+
+/// The desktop's state and its browser's page.
+pub async fn page(
+    app: &AppState,
+    session: SessionId,
+) -> Result<tandem_protocol::agent::DesktopPage> {
+    let ws = app.workspaces()?;
+    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
+    let (status, body) =
+        crate::agent::call(ws, &wid, pid, hyper::Method::GET, "/desktop", None).await?;
+    if status != hyper::StatusCode::OK {
+        return Err(Error::Unavailable(format!(
+            "the desktop did not answer: {}",
+            String::from_utf8_lossy(&body)
+                .chars()
+                .take(300)
+                .collect::<String>()
+        )));
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| Error::Internal(format!("the agent's desktop page: {e}")))
+}
+
+/// Shows `url` in the desktop's browser (starting the desktop if need be).
+pub async fn open(app: &AppState, session: SessionId, url: &str) -> Result<()> {
+    if url.len() > 8192
+        || !["http://", "https://", "file://", "about:"]
+            .iter()
+            .any(|p| url.starts_with(p))
+    {
+        return Err(Error::Invalid(
+            "a URL starts with http://, https://, file:// or about:".into(),
+        ));
+    }
+    let ws = app.workspaces()?;
+    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
+    let body = serde_json::to_vec(&tandem_protocol::agent::DesktopOpen { url: url.into() })
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let (status, answer) = crate::agent::call(
+        ws,
+        &wid,
+        pid,
+        hyper::Method::POST,
+        "/desktop/open",
+        Some(body),
+    )
+    .await?;
+    if status != hyper::StatusCode::OK {
+        return Err(Error::Invalid(format!(
+            "the browser did not open it: {}",
+            String::from_utf8_lossy(&answer)
+                .chars()
+                .take(300)
+                .collect::<String>()
+        )));
+    }
+    Ok(())
+}

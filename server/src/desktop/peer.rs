@@ -1,0 +1,227 @@
+//! One viewer of a desktop: a WebRTC peer connection (webrtc-rs) that sends the session's
+//! encoded frames, packetised for this viewer alone (its own payload type and sequence
+//! numbers, as its browser negotiated). Signalling is one offer and one answer with every
+//! candidate in them (no trickle); host candidates are on the configured addresses; mDNS is off.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rtc::interceptor::Registry;
+use rtc::media::Sample;
+use rtc::media_stream::MediaStreamTrack;
+use rtc::peer_connection::configuration::RTCConfigurationBuilder;
+use rtc::peer_connection::configuration::interceptor_registry::register_default_interceptors;
+use rtc::peer_connection::configuration::media_engine::{MIME_TYPE_VP8, MediaEngine};
+use rtc::peer_connection::configuration::setting_engine::SettingEngineBuilder;
+use rtc::peer_connection::sdp::RTCSessionDescription;
+use rtc::rtp_transceiver::rtp_sender::{
+    RTCRtpCodec, RTCRtpCodecParameters, RTCRtpCodingParameters, RTCRtpEncodingParameters,
+    RtpCodecKind,
+};
+use tokio::sync::{broadcast, mpsc};
+use webrtc::media_stream::track_local::TrackLocal;
+use webrtc::media_stream::track_local::static_sample::TrackLocalStaticSample;
+use webrtc::peer_connection::{
+    PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCIceGatheringState,
+    RTCPeerConnectionState,
+};
+
+use super::encode::Frame;
+use crate::{Error, Result};
+
+/// How long gathering candidates and connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+/// VP8's payload type in our offer to ourselves (the browser's choice wins in the answer).
+const VP8_PAYLOAD: u8 = 96;
+
+#[derive(Clone)]
+struct Handler {
+    gathered: mpsc::Sender<()>,
+    state: mpsc::Sender<RTCPeerConnectionState>,
+}
+
+#[async_trait::async_trait]
+impl PeerConnectionEventHandler for Handler {
+    async fn on_ice_gathering_state_change(&self, state: RTCIceGatheringState) {
+        if state == RTCIceGatheringState::Complete {
+            let _ = self.gathered.try_send(());
+        }
+    }
+
+    async fn on_connection_state_change(&self, state: RTCPeerConnectionState) {
+        let _ = self.state.try_send(state);
+    }
+}
+
+fn rtc_error(doing: &str) -> impl Fn(webrtc::error::Error) -> Error + '_ {
+    move |e| Error::BadRequest(format!("{doing}: {e}"))
+}
+
+/// A connected (or connecting) viewer; dropping it closes the connection.
+pub struct Viewer {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Viewer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Answers a viewer's offer; the answer SDP and the viewer, which sends every frame of
+/// `frames` from the next keyframe on (asking `keyframe` for one when it connects).
+pub async fn answer(
+    offer_sdp: String,
+    udp_addrs: &[String],
+    mut frames: broadcast::Receiver<Arc<Frame>>,
+    fps: u32,
+    keyframe: impl Fn() + Send + Sync + 'static,
+) -> Result<(String, Viewer)> {
+    let codec = RTCRtpCodec {
+        mime_type: MIME_TYPE_VP8.to_owned(),
+        clock_rate: 90_000,
+        channels: 0,
+        sdp_fmtp_line: String::new(),
+        rtcp_feedback: vec![],
+    };
+    let mut media = MediaEngine::default();
+    media
+        .register_codec(
+            RTCRtpCodecParameters {
+                rtp_codec: codec.clone(),
+                payload_type: VP8_PAYLOAD,
+                ..Default::default()
+            },
+            RtpCodecKind::Video,
+        )
+        .map_err(rtc_error("registering VP8"))?;
+    let registry = register_default_interceptors(Registry::new(), &mut media)
+        .map_err(rtc_error("interceptors"))?;
+    let settings = SettingEngineBuilder::new()
+        .with_multicast_dns_mode(rtc::ice::mdns::MulticastDnsMode::Disabled)
+        .build();
+    let (gathered_tx, mut gathered) = mpsc::channel(1);
+    let (state_tx, mut state) = mpsc::channel(16);
+    let runtime = webrtc::runtime::default_runtime()
+        .ok_or_else(|| Error::Internal("no WebRTC runtime".into()))?;
+    let pc = PeerConnectionBuilder::new()
+        .with_configuration(RTCConfigurationBuilder::new().build())
+        .with_media_engine(media)
+        .with_setting_engine(settings)
+        .with_interceptor_registry(registry)
+        .with_handler(Arc::new(Handler {
+            gathered: gathered_tx,
+            state: state_tx,
+        }))
+        .with_runtime(runtime)
+        .with_udp_addrs(udp_addrs.to_vec())
+        .build()
+        .await
+        .map_err(|e| Error::Unavailable(format!("a WebRTC connection on {udp_addrs:?}: {e}")))?;
+    let ssrc = rand::random::<u32>();
+    let track = Arc::new(
+        TrackLocalStaticSample::new(
+            Instant::now(),
+            MediaStreamTrack::new(
+                "tandem-desktop".to_string(),
+                "tandem-desktop-video".to_string(),
+                "desktop".to_string(),
+                RtpCodecKind::Video,
+                vec![RTCRtpEncodingParameters {
+                    rtp_coding_parameters: RTCRtpCodingParameters {
+                        ssrc: Some(ssrc),
+                        ..Default::default()
+                    },
+                    codec,
+                    ..Default::default()
+                }],
+            ),
+        )
+        .map_err(rtc_error("the video track"))?,
+    );
+    let sender = pc
+        .add_track(Arc::clone(&track) as Arc<dyn TrackLocal>)
+        .await
+        .map_err(rtc_error("adding the video track"))?;
+    let offer = RTCSessionDescription::offer(offer_sdp).map_err(rtc_error("the offer"))?;
+    pc.set_remote_description(offer)
+        .await
+        .map_err(rtc_error("the offer"))?;
+    let answer = pc
+        .create_answer(None)
+        .await
+        .map_err(rtc_error("answering"))?;
+    pc.set_local_description(answer)
+        .await
+        .map_err(rtc_error("answering"))?;
+    tokio::time::timeout(CONNECT_TIMEOUT, gathered.recv())
+        .await
+        .map_err(|_| Error::Unavailable("gathering WebRTC candidates took too long".into()))?;
+    let sdp = pc
+        .local_description()
+        .await
+        .ok_or_else(|| Error::Internal("no local description".into()))?
+        .sdp;
+
+    let task = tokio::spawn(async move {
+        // Connected, or give up.
+        let connected = tokio::time::timeout(CONNECT_TIMEOUT, async {
+            while let Some(s) = state.recv().await {
+                match s {
+                    RTCPeerConnectionState::Connected => return true,
+                    RTCPeerConnectionState::Failed | RTCPeerConnectionState::Closed => {
+                        return false;
+                    }
+                    _ => {}
+                }
+            }
+            false
+        })
+        .await
+        .unwrap_or(false);
+        if !connected {
+            let _ = pc.close().await;
+            return;
+        }
+        let payload_type = match sender.get_parameters().await {
+            Ok(p) => p
+                .rtp_parameters
+                .codecs
+                .first()
+                .map(|c| c.payload_type)
+                .unwrap_or(VP8_PAYLOAD),
+            Err(_) => VP8_PAYLOAD,
+        };
+        keyframe();
+        let mut started = false;
+        let frame_duration = Duration::from_millis(1000 / u64::from(fps.max(1)));
+        loop {
+            tokio::select! {
+                f = frames.recv() => match f {
+                    Ok(frame) => {
+                        // A viewer starts, and restarts after falling behind, at a keyframe.
+                        if !started && !frame.key {
+                            continue;
+                        }
+                        started = true;
+                        let sample = Sample { data: frame.data.clone(), duration: frame_duration, ..Sample::new(Instant::now()) };
+                        if track.sample_writer(ssrc, payload_type).write_sample(&sample).await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        started = false;
+                        keyframe();
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                s = state.recv() => match s {
+                    Some(RTCPeerConnectionState::Failed | RTCPeerConnectionState::Closed | RTCPeerConnectionState::Disconnected) | None => break,
+                    _ => {}
+                },
+            }
+        }
+        let _ = pc.close().await;
+    });
+    Ok((sdp, Viewer { task }))
+}
