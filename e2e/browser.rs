@@ -92,6 +92,9 @@ impl Browser {
                     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
                     "--disable-dev-shm-usage", "--window-size=1280,900",
+                    // WebRTC over loopback (the desktop), without mDNS-obfuscated candidates.
+                    "--allow-loopback-in-peer-connection", "--disable-features=WebRtcHideLocalIpsWithMdns",
+                    "--autoplay-policy=no-user-gesture-required",
                     format!("--user-data-dir={}", profile.path().display()),
                 ]
             }),

@@ -52,3 +52,17 @@ pub fn git_repo() -> tempfile::TempDir {
     }
     src
 }
+
+/// Commits everything in `dir` (a repo from [`git_repo`]).
+pub fn commit_all(dir: &std::path::Path) {
+    for args in [&["add", "-A"][..], &["commit", "-qm", "more"][..]] {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+}

@@ -12,6 +12,7 @@ mod harness;
 
 mod browser;
 mod dashboard;
+mod desktop;
 mod fixtures;
 mod reconnect;
 mod session;

@@ -5,6 +5,7 @@
 mod api;
 mod app;
 mod components;
+mod desktop;
 mod format;
 mod live;
 mod pages;

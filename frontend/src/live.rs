@@ -49,6 +49,8 @@ pub struct LiveState {
     pub refused: RwSignal<Option<String>>,
     /// Someone asks for control (their participant id).
     pub control_asked: RwSignal<Option<u32>>,
+    /// The answer to this tab's desktop offer.
+    pub desktop_answer: RwSignal<Option<String>>,
 }
 
 struct Inner {
@@ -106,6 +108,7 @@ impl Live {
             events: RwSignal::new(Vec::new()),
             refused: RwSignal::new(None),
             control_asked: RwSignal::new(None),
+            desktop_answer: RwSignal::new(None),
         };
         let inner = Rc::new(RefCell::new(Inner {
             session,
@@ -259,6 +262,7 @@ impl Live {
             WsServer::Refused { request, reason } => {
                 s.refused.set(Some(format!("{request}: {reason}")))
             }
+            WsServer::DesktopAnswer { sdp } => s.desktop_answer.set(Some(sdp)),
         }
     }
 
@@ -269,6 +273,13 @@ impl Live {
             && let Ok(t) = serde_json::to_string(m)
         {
             let _ = ws.send_with_str(&t);
+        }
+    }
+
+    /// Sends a message given as JSON text (from JavaScript), if it is one.
+    pub fn send_json(&self, text: &str) {
+        if let Ok(m) = serde_json::from_str::<WsClient>(text) {
+            self.send(&m);
         }
     }
 

@@ -39,6 +39,8 @@ pub const CHROMIUM_FLAGS: &[&str] = &[
     "--disable-sync",
     "--disable-dev-shm-usage",
     "--password-store=basic",
+    // No "unsupported command-line flag" bar over the page.
+    "--test-type",
     "--window-position=0,0",
 ];
 

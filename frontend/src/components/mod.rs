@@ -1,5 +1,6 @@
 //! Reusable pieces of pages.
 
+pub mod desktop;
 pub mod diff;
 pub mod error_box;
 pub mod header;

@@ -9,6 +9,7 @@ use tandem_protocol::live::{Role, WsClient};
 use tandem_protocol::{EventKind, SessionDetail, SessionId, SessionState, User};
 
 use crate::api;
+use crate::components::desktop::DesktopPane;
 use crate::components::diff::DiffView;
 use crate::components::header::Header;
 use crate::components::participants::Participants;
@@ -114,6 +115,7 @@ pub fn SessionPage() -> impl IntoView {
                 .get()
                 .is_some_and(|c| Some(c) != s.me.get().map(|m| m.id))
     });
+    let can_control = Signal::derive(move || !read_only.get());
     let tab = RwSignal::new(String::from("terminal"));
     let active_terminal = RwSignal::new(None::<u32>);
     Effect::new(move |_| {
@@ -163,6 +165,7 @@ pub fn SessionPage() -> impl IntoView {
     let live_for_prompt = live.clone();
     let live_for_people = live.clone();
     let new_terminal = live.clone();
+    let live_for_desktop = live.clone();
 
     view! {
         <Header user=Signal::derive(move || user.get()) />
@@ -233,7 +236,7 @@ pub fn SessionPage() -> impl IntoView {
                         })}
                         {move || (tab.get() == "diff").then(|| view! { <DiffView session=id refresh=Signal::derive(move || file_changes.get()) /> })}
                         {move || (tab.get() == "code").then(|| view! { <p class="muted placeholder">"VS Code in the browser comes with the workspace's editor service."</p> })}
-                        {move || (tab.get() == "desktop").then(|| view! { <p class="muted placeholder">"The shared desktop (Chromium on a virtual display) comes with the desktop service."</p> })}
+                        {move || (tab.get() == "desktop").then(|| view! { <DesktopPane live=live_for_desktop.clone() session=id can_control=can_control /> })}
                     </section>
                     <Participants live=live_for_people />
                     {move || (role.get() == Role::Owner).then(|| view! { <ShareDialog session=id /> })}

@@ -80,13 +80,15 @@ pub fn pipeline_description(display: &str, fps: u32, kbps: u32) -> String {
 const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 
 /// Starts `tandem` (`bin`) encoding display `display` whose socket directory on this host is
-/// `x11_dir`.
+/// `x11_dir`, of the workspace whose init is `init_pid` (the encoder shares its IPC namespace:
+/// X shared memory, so frames are not copied through the socket).
 pub async fn start(
     bin: &Path,
     x11_dir: &Path,
     display: &str,
     fps: u32,
     kbps: u32,
+    init_pid: i32,
 ) -> Result<Encoder> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let socket = x11_dir.join(format!("X{}", display.trim_start_matches(':')));
@@ -102,7 +104,12 @@ pub async fn start(
     let mut child = tokio::process::Command::new(bin)
         .arg("desktop-encode")
         .arg(x11_dir)
-        .args([display, &fps.to_string(), &kbps.to_string()])
+        .args([
+            display,
+            &fps.to_string(),
+            &kbps.to_string(),
+            &init_pid.to_string(),
+        ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
@@ -189,13 +196,17 @@ pub async fn start(
     })
 }
 
-/// `tandem desktop-encode X11_DIR DISPLAY FPS KBPS`: the child. Runs until its stdout or the
-/// display goes away.
-pub fn child_main(x11_dir: &Path, display: &str, fps: u32, kbps: u32) -> Result<()> {
+/// `tandem desktop-encode X11_DIR DISPLAY FPS KBPS INIT_PID`: the child. Runs until its stdout or
+/// the display goes away.
+pub fn child_main(x11_dir: &Path, display: &str, fps: u32, kbps: u32, init_pid: i32) -> Result<()> {
     use std::io::{Read, Write};
     // Die with the server.
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-    // Still one thread: the mount namespace can be ours alone.
+    // Still one thread: the mount namespace can be ours alone, and the IPC namespace the
+    // workspace's (its X server hands frames over in shared memory).
+    let ipc = std::fs::File::open(format!("/proc/{init_pid}/ns/ipc"))?;
+    nix::sched::setns(ipc, nix::sched::CloneFlags::CLONE_NEWIPC)
+        .map_err(|e| Error::Unavailable(format!("joining the workspace's IPC namespace: {e}")))?;
     enter_display_dir(&x11_dir.to_path_buf())?;
     gst::init().map_err(|e| Error::Unavailable(format!("GStreamer cannot start: {e}")))?;
     let pipeline = gst::parse::launch(&pipeline_description(display, fps, kbps))

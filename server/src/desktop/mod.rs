@@ -70,7 +70,7 @@ impl Desktops {
             app.config.desktop.fps,
             app.config.desktop.kbps,
         );
-        let encoder = encode::start(&ws.tandem_bin, &dir, &display, fps, kbps).await?;
+        let encoder = encode::start(&ws.tandem_bin, &dir, &display, fps, kbps, pid).await?;
         let stream = Arc::new(Stream { encoder, info });
         self.streams
             .lock()

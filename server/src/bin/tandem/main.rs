@@ -358,15 +358,16 @@ fn main() -> Result<()> {
     // as it takes a mount namespace of its own).
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("desktop-encode") {
-        let [dir, display, fps, kbps] = args
-            .get(2..6)
-            .and_then(|a| <[String; 4]>::try_from(a.to_vec()).ok())
-            .context("usage: tandem desktop-encode X11_DIR DISPLAY FPS KBPS")?;
+        let [dir, display, fps, kbps, pid] = args
+            .get(2..7)
+            .and_then(|a| <[String; 5]>::try_from(a.to_vec()).ok())
+            .context("usage: tandem desktop-encode X11_DIR DISPLAY FPS KBPS INIT_PID")?;
         return tandem_server::desktop::encode::child_main(
             std::path::Path::new(&dir),
             &display,
             fps.parse()?,
             kbps.parse()?,
+            pid.parse()?,
         )
         .map_err(|e| anyhow::anyhow!("{e}"));
     }

@@ -1,0 +1,269 @@
+//! The desktop in the browser: the session page plays the workspace's screen over WebRTC
+//! (decoded frames counted with `getStats`), the person in control clicks a button on the
+//! workspace's page through the video and the page changes; a viewer's click is refused.
+
+use std::time::{Duration, Instant};
+
+use fantoccini::Locator;
+use serde_json::json;
+use tandem_protocol::agent::DesktopPage;
+use tandem_protocol::*;
+use tandem_server::client::Client;
+
+use crate::browser::{Browser, WAIT, web_dir};
+use crate::harness::{Backend, TestServer, Transport};
+
+const PAGE: &str = r#"<!doctype html><title>waiting</title>
+<button id="go" style="position:fixed;inset:0;width:100vw;height:100vh;font-size:80px;background:#2a6"
+ onclick="document.title='clicked';this.style.background='#c00';this.textContent='Clicked!'">Click me</button>"#;
+
+/// Frames the page's desktop video has decoded (its peer connection's `getStats`).
+async fn frames_decoded(b: &Browser) -> u64 {
+    let v = b
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             const pc = window.tandemDesktopPc;
+             if (!pc) { done(0); return; }
+             pc.getStats().then(r => { let n = 0; r.forEach(s => { if (s.type === 'inbound-rtp' && s.kind === 'video') n = s.framesDecoded || 0; }); done(n); });",
+            vec![],
+        )
+        .await
+        .unwrap();
+    v.as_u64().unwrap_or(0)
+}
+
+/// The decoded picture: the centre pixel's colour and the frame as a PNG data URL (drawn from
+/// the video into a canvas: what the person sees, whatever the screenshot path does with video).
+async fn video_frame(b: &Browser) -> ([u8; 3], String) {
+    let v = b
+        .client
+        .execute(
+            "const v = document.querySelector('#desktop-video');
+             if (!v || !v.videoWidth) return null;
+             const c = document.createElement('canvas'); c.width = v.videoWidth; c.height = v.videoHeight;
+             const g = c.getContext('2d'); g.drawImage(v, 0, 0);
+             const p = g.getImageData(c.width >> 1, Math.round(c.height * 0.6), 1, 1).data;
+             return [p[0], p[1], p[2], c.toDataURL('image/png')];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let a = v.as_array().cloned().unwrap_or_default();
+    let px = |i: usize| a.get(i).and_then(|x| x.as_u64()).unwrap_or(0) as u8;
+    (
+        [px(0), px(1), px(2)],
+        a.get(3)
+            .and_then(|x| x.as_str())
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+/// Waits until the video's centre is `want` (close enough for a lossy codec); saves the frame.
+async fn wait_colour(b: &Browser, want: [u8; 3], name: &str) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (px, png) = video_frame(b).await;
+        if px.iter().zip(want).all(|(a, b)| a.abs_diff(b) < 40) {
+            let bytes = base64::Engine::decode(
+                &base64::engine::general_purpose::STANDARD,
+                png.trim_start_matches("data:image/png;base64,"),
+            )
+            .unwrap();
+            let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e/desktop-owner");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(format!("{name}.png")), bytes).unwrap();
+            return;
+        }
+        if Instant::now() > deadline {
+            let diag = b.client.execute("const v = document.querySelector('#desktop-video'); return [v.videoWidth, v.videoHeight, v.readyState, v.paused, v.currentTime, String(v.srcObject)];", vec![]).await.unwrap();
+            panic!("the desktop video's centre is {px:?}, not {want:?}; video: {diag}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_frames(b: &Browser, at_least: u64) -> u64 {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let n = frames_decoded(b).await;
+        if n >= at_least {
+            return n;
+        }
+        assert!(Instant::now() < deadline, "the desktop decoded {n} frames");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewer_cannot() {
+    let Some(web) = web_dir() else { return };
+    let Some(images) = crate::fixtures::test_images().await else {
+        return;
+    };
+    let recipe = crate::fixtures::test_recipe();
+    let Some(s) = TestServer::start_with(Backend::Sqlite, Transport::Socket, move |c| {
+        c.web_dir = Some(web);
+        c.images_dir = images;
+        c.image_recipe = Some(recipe);
+    })
+    .await
+    else {
+        return;
+    };
+    let api = Client::new(&s.url, Some(s.admin_token.clone())).unwrap();
+    let src = crate::fixtures::git_repo();
+    std::fs::write(src.path().join("page.html"), PAGE).unwrap();
+    crate::fixtures::commit_all(src.path());
+    let repo = api
+        .create_repo(&CreateRepo {
+            name: "acme/desktop".into(),
+            url: src.path().to_string_lossy().into(),
+            default_branch: None,
+            warm_pool: None,
+        })
+        .await
+        .unwrap();
+    let res = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo.id, "agent": { "kind": "none" } }),
+        )
+        .send()
+        .await;
+    let id: SessionId = res.parse::<SessionDetail>().session.id;
+
+    // The owner opens the desktop tab: the workspace's screen plays.
+    let a = Browser::start("desktop-owner").await;
+    a.client
+        .goto(&format!("{}/login#code={}", s.url, s.first_login_code))
+        .await
+        .unwrap();
+    a.wait_path(|p| p == "/").await;
+    a.client
+        .goto(&format!("{}/sessions/{id}", s.url))
+        .await
+        .unwrap();
+    a.wait_text("#session-state", "ready").await;
+    a.client
+        .find(Locator::Css("#tab-desktop"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let first = wait_frames(&a, 5).await;
+
+    // The workspace's browser shows the page (opened through the pane's URL box).
+    let url_box = a
+        .client
+        .wait()
+        .for_element(Locator::Css("#desktop-url"))
+        .await
+        .unwrap();
+    url_box
+        .send_keys("file:///workspace/page.html")
+        .await
+        .unwrap();
+    a.client
+        .find(Locator::Css("#desktop form button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    a.wait_text("#desktop-page", "waiting — file:///workspace/page.html")
+        .await;
+    let later = wait_frames(&a, first + 10).await;
+    // The picture is the workspace's page: its green button fills the screen.
+    wait_colour(&a, [0x22, 0xaa, 0x66], "desktop-video-before-click").await;
+    a.screenshot("desktop-before-click").await;
+
+    // A viewer (share link) watches; its click is refused and the page stays as it is.
+    let link: live::ShareLink = s
+        .post(
+            &format!("/api/sessions/{id}/links"),
+            json!({ "role": "viewer", "allow_guests": true }),
+        )
+        .send()
+        .await
+        .parse();
+    let b = Browser::start("desktop-viewer").await;
+    b.client.goto(link.url.as_deref().unwrap()).await.unwrap();
+    b.client
+        .wait()
+        .for_element(Locator::Css("#guest-name"))
+        .await
+        .unwrap()
+        .send_keys("Vic")
+        .await
+        .unwrap();
+    b.client
+        .find(Locator::Css("#guest-join"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_path(|p| p.starts_with("/sessions/")).await;
+    b.client
+        .wait()
+        .for_element(Locator::Css("#tab-desktop"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_frames(&b, 5).await;
+    b.client
+        .find(Locator::Css("#desktop-video"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_text("#refused", "desktop_input: viewers cannot type")
+        .await;
+    let page: DesktopPage = s
+        .get(&format!("/api/sessions/{id}/desktop"))
+        .send()
+        .await
+        .parse();
+    assert_eq!(
+        page.title.as_deref(),
+        Some("waiting"),
+        "the viewer's click did nothing"
+    );
+
+    // The owner (in control: no one else holds it) clicks the button through the video.
+    a.client
+        .find(Locator::Css("#desktop-video"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let page: DesktopPage = s
+            .get(&format!("/api/sessions/{id}/desktop"))
+            .send()
+            .await
+            .parse();
+        if page.title.as_deref() == Some("clicked") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the click never reached the page: {page:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The picture follows: the button turned red on the video too.
+    wait_frames(&a, later + 10).await;
+    wait_colour(&a, [0xcc, 0x00, 0x00], "desktop-video-after-click").await;
+    a.screenshot("desktop-after-click").await;
+    b.close().await;
+    a.close().await;
+}

@@ -1,0 +1,99 @@
+//! The desktop pane: the workspace's screen (Chromium on a virtual display) streamed over
+//! WebRTC; the participant in control uses it with mouse and keyboard, others watch (the
+//! server refuses their input). Shows what the browser is on and lets drivers open a URL.
+
+use leptos::html::Video;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use send_wrapper::SendWrapper;
+use tandem_protocol::SessionId;
+use tandem_protocol::agent::{DesktopOpen, DesktopPage};
+use wasm_bindgen::prelude::*;
+
+use crate::api;
+use crate::desktop::{DesktopView, start_desktop};
+use crate::live::Live;
+
+#[component]
+pub fn DesktopPane(live: Live, session: SessionId, can_control: Signal<bool>) -> impl IntoView {
+    let video = NodeRef::<Video>::new();
+    let view_handle = StoredValue::new(None::<SendWrapper<DesktopView>>);
+    let page = RwSignal::new(None::<DesktopPage>);
+    let url = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let l = live.clone();
+    video.on_load(move |el| {
+        let sender = l.clone();
+        let send = Closure::<dyn FnMut(String)>::new(move |text: String| sender.send_json(&text));
+        let handle = start_desktop(&el, &send);
+        send.forget();
+        view_handle.set_value(Some(SendWrapper::new(handle)));
+    });
+    // The server's answer reaches the view.
+    let answers = live.state.desktop_answer;
+    Effect::new(move |_| {
+        if let Some(sdp) = answers.get() {
+            view_handle.with_value(|h| {
+                if let Some(h) = h {
+                    h.answer(&sdp);
+                }
+            });
+        }
+    });
+    on_cleanup(move || {
+        view_handle.with_value(|h| {
+            if let Some(h) = h {
+                h.close();
+            }
+        });
+        answers.set(None);
+    });
+    let reload = move || {
+        spawn_local(async move {
+            if let Ok(p) =
+                api::get::<DesktopPage>(&format!("/api/sessions/{session}/desktop")).await
+            {
+                page.set(Some(p));
+            }
+        })
+    };
+    reload();
+    let open = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let req = DesktopOpen {
+            url: url.get_untracked(),
+        };
+        spawn_local(async move {
+            match api::post::<_, DesktopPage>(
+                &format!("/api/sessions/{session}/desktop/open"),
+                &req,
+            )
+            .await
+            {
+                Ok(p) => {
+                    page.set(Some(p));
+                    error.set(None);
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    view! {
+        <div class="desktop" id="desktop">
+            <div class="row desktop-bar">
+                <span class="muted" id="desktop-page">{move || page.get().and_then(|p| p.title.zip(p.url)).map(|(t, u)| format!("{t} — {u}")).unwrap_or_else(|| "starting the desktop…".into())}</span>
+                {move || can_control.get().then(|| view! {
+                    <form class="row" on:submit=open>
+                        <input id="desktop-url" placeholder="http://127.0.0.1:3000/" prop:value=move || url.get() on:input=move |ev| url.set(event_target_value(&ev)) />
+                        <button type="submit">"Open"</button>
+                        <button type="button" class="link" on:click=move |_| reload()>"Refresh"</button>
+                    </form>
+                })}
+            </div>
+            {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
+            <video node_ref=video id="desktop-video" tabindex="0" autoplay muted playsinline
+                class:controllable=move || can_control.get()></video>
+            {move || (!can_control.get()).then(|| view! { <p class="muted small">"You are watching; the participant in control uses the desktop."</p> })}
+        </div>
+    }
+}
