@@ -317,6 +317,23 @@ pub struct DesktopPage {
     pub running: bool,
     pub url: Option<String>,
     pub title: Option<String>,
+    /// The stream, while anyone watches (filled in by the server).
+    #[serde(default)]
+    pub stream: Option<DesktopStreamStats>,
+}
+
+/// A desktop stream's numbers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesktopStreamStats {
+    pub viewers: u32,
+    pub fps: u32,
+    /// Frames encoded since the stream started.
+    pub frames: u64,
+    /// Capture → encoded, over the last frames (µs).
+    pub encode_latency_p50_us: u64,
+    pub encode_latency_p99_us: u64,
+    /// The encoder process (its CPU time is the capture and encode cost).
+    pub encoder_pid: Option<u32>,
 }
 
 /// `POST /desktop/open` (and `POST /api/sessions/{id}/desktop/open`): show a URL in the

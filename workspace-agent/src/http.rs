@@ -256,6 +256,7 @@ async fn desktop_page() -> Response {
             running: p.is_some(),
             url: p.as_ref().map(|p| p.0.clone()),
             title: p.map(|p| p.1),
+            stream: None,
         })
         .into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")).into_response(),

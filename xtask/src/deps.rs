@@ -24,6 +24,32 @@ pub fn ensure(needs: Needs) -> Result<()> {
     if which("git").is_none() {
         apt.push("git");
     }
+    // The desktop stream: GStreamer to build against (pkg-config) and its plugins to run
+    // (ximagesrc in -good, vp8enc in -good's vpx, videoconvert and appsink in -base).
+    let gst_plugin = |name: &str| {
+        std::fs::read_dir("/usr/lib")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|d| d.path().join("gstreamer-1.0").join(name).exists())
+    };
+    let gst_dev = Command::new("pkg-config")
+        .args(["--exists", "gstreamer-app-1.0"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !gst_dev {
+        apt.extend([
+            "pkg-config",
+            "libgstreamer1.0-dev",
+            "libgstreamer-plugins-base1.0-dev",
+        ]);
+    }
+    if !gst_plugin("libgstvpx.so") || !gst_plugin("libgstximagesrc.so") {
+        apt.push("gstreamer1.0-plugins-good");
+    }
+    if !gst_plugin("libgstvideoconvertscale.so") && !gst_plugin("libgstvideoconvert.so") {
+        apt.push("gstreamer1.0-plugins-base");
+    }
     // Workspaces: OCI runtimes and the image builder (tests always; `up` as root, since
     // workspaces need root).
     if needs.test || run::is_root() {

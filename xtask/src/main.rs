@@ -9,6 +9,7 @@
 //! - `cargo xtask deps [--test]`: only install prerequisites.
 //! - `cargo xtask bench start [flags]`: the session start benchmark (release build; root).
 //! - `cargo xtask bench live [flags]`: live channel latency and fan-out (release build; root).
+//! - `cargo xtask bench desktop [flags]`: the desktop stream with 1, 5 and 20 viewers (release build; root).
 //! - `cargo xtask bench queue [flags]`: prompt queue throughput and claim latency, SQLite and
 //!   PostgreSQL (release build).
 
@@ -114,6 +115,38 @@ fn main() -> Result<()> {
                             "tandem-server",
                             "--example",
                             "bench_live",
+                            "--",
+                        ])
+                        .args(flags)
+                        .current_dir(run::root()),
+                )
+            }
+            Some((b, flags)) if b == "desktop" => {
+                deps::ensure(deps::Needs { test: true })?;
+                run::step("benchmark: desktop stream (release build; root)");
+                run::cmd(
+                    run::cargo()
+                        .args([
+                            "build",
+                            "--release",
+                            "-p",
+                            "tandem-workspace-agent",
+                            "-p",
+                            "tandem-server",
+                            "--bin",
+                            "tandem",
+                        ])
+                        .current_dir(run::root()),
+                )?;
+                run::cmd(
+                    run::cargo()
+                        .args([
+                            "run",
+                            "--release",
+                            "-p",
+                            "tandem-server",
+                            "--example",
+                            "bench_desktop",
                             "--",
                         ])
                         .args(flags)

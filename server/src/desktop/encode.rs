@@ -45,6 +45,8 @@ pub struct Encoder {
     pub fps: u32,
     /// The child's pid (its CPU time is the encoder's cost).
     pub pid: Option<u32>,
+    /// The last frames' encode latencies (µs).
+    pub latencies: Arc<std::sync::Mutex<std::collections::VecDeque<u64>>>,
     _reader: AbortOnDrop,
 }
 
@@ -75,6 +77,9 @@ pub fn pipeline_description(display: &str, fps: u32, kbps: u32) -> String {
         kf = fps * 4,
     )
 }
+
+/// Encode latencies kept for the stream's numbers.
+pub const LATENCY_WINDOW: usize = 512;
 
 /// Largest encoded frame accepted from the child.
 const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
@@ -133,7 +138,10 @@ pub async fn start(
     let (frames, _) = broadcast::channel(FRAME_QUEUE);
     let (keyframes, mut asks) = tokio::sync::mpsc::channel::<()>(4);
     let encoded = Arc::new(AtomicU64::new(0));
-    let (tx, n) = (frames.clone(), encoded.clone());
+    let latencies = Arc::new(std::sync::Mutex::new(
+        std::collections::VecDeque::with_capacity(LATENCY_WINDOW),
+    ));
+    let (tx, n, lat) = (frames.clone(), encoded.clone(), latencies.clone());
     let (first_tx, first) = tokio::sync::oneshot::channel::<()>();
     let reader = tokio::spawn(async move {
         let _child = child;
@@ -156,6 +164,13 @@ pub async fn start(
                     )),
                 };
                 n.fetch_add(1, Ordering::Relaxed);
+                {
+                    let mut l = lat.lock().unwrap_or_else(|e| e.into_inner());
+                    if l.len() == LATENCY_WINDOW {
+                        l.pop_front();
+                    }
+                    l.push_back(frame.encode_latency.as_micros() as u64);
+                }
                 if let Some(t) = first_tx.take() {
                     let _ = t.send(());
                 }
@@ -192,6 +207,7 @@ pub async fn start(
         encoded,
         fps,
         pid,
+        latencies,
         _reader: AbortOnDrop(reader),
     })
 }

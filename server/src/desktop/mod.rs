@@ -32,6 +32,38 @@ pub struct Stream {
     pub info: DesktopInfo,
 }
 
+impl Stream {
+    /// Its numbers now.
+    pub fn stats(self: &Arc<Self>) -> tandem_protocol::agent::DesktopStreamStats {
+        let mut l: Vec<u64> = self
+            .encoder
+            .latencies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .copied()
+            .collect();
+        l.sort_unstable();
+        let at = |p: f64| {
+            l.get(((l.len().saturating_sub(1)) as f64 * p).round() as usize)
+                .copied()
+                .unwrap_or(0)
+        };
+        tandem_protocol::agent::DesktopStreamStats {
+            // Every viewer holds the stream once; this call holds it once more.
+            viewers: (Arc::strong_count(self) as u32).saturating_sub(1),
+            fps: self.encoder.fps,
+            frames: self
+                .encoder
+                .encoded
+                .load(std::sync::atomic::Ordering::Relaxed),
+            encode_latency_p50_us: at(0.5),
+            encode_latency_p99_us: at(0.99),
+            encoder_pid: self.encoder.pid,
+        }
+    }
+}
+
 /// The sessions' streams.
 #[derive(Default)]
 pub struct Desktops {
@@ -79,7 +111,8 @@ impl Desktops {
         Ok(stream)
     }
 
-    fn get(&self, session: SessionId) -> Option<Arc<Stream>> {
+    /// The session's stream, if anyone watches.
+    pub fn get(&self, session: SessionId) -> Option<Arc<Stream>> {
         let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
         streams.retain(|_, w| w.strong_count() > 0);
         streams.get(&session).and_then(Weak::upgrade)
