@@ -241,6 +241,19 @@ async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuse
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 
+    let page: DesktopPage = s
+        .get(&format!("/api/sessions/{id}/desktop"))
+        .send()
+        .await
+        .parse();
+    let stream = page
+        .stream
+        .expect("the stream's numbers while someone watches");
+    assert!(
+        stream.viewers >= 1 && stream.frames >= 10 && stream.encoder_pid.is_some(),
+        "{stream:?}"
+    );
+
     // Open the page in the shared browser, then click it through the stream's input path.
     let url = "file:///workspace/page.html";
     let opened = s

@@ -103,6 +103,9 @@ fn main() -> Result<()> {
                             "tandem-server",
                             "--bin",
                             "tandem",
+                            // Named too: `--bin` filters every package's binaries.
+                            "--bin",
+                            "tandem-workspace-agent",
                         ])
                         .current_dir(run::root()),
                 )?;
@@ -135,6 +138,9 @@ fn main() -> Result<()> {
                             "tandem-server",
                             "--bin",
                             "tandem",
+                            // Named too: `--bin` filters every package's binaries.
+                            "--bin",
+                            "tandem-workspace-agent",
                         ])
                         .current_dir(run::root()),
                 )?;

@@ -201,8 +201,10 @@ pub async fn page(
                 .collect::<String>()
         )));
     }
-    serde_json::from_slice(&body)
-        .map_err(|e| Error::Internal(format!("the agent's desktop page: {e}")))
+    let mut page: tandem_protocol::agent::DesktopPage = serde_json::from_slice(&body)
+        .map_err(|e| Error::Internal(format!("the agent's desktop page: {e}")))?;
+    page.stream = app.desktops.get(session).map(|s| s.stats());
+    Ok(page)
 }
 
 /// Shows `url` in the desktop's browser (starting the desktop if need be).
