@@ -243,6 +243,14 @@ impl GitHub {
         Ok(Some(basic_auth_header(&token)))
     }
 
+    /// Forgets the workspaces not in `live` (their git was prepared; they are gone).
+    pub fn retain_prepared(&self, live: &std::collections::HashSet<String>) {
+        self.prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|w| live.contains(w));
+    }
+
     /// `text` with the session's token (if it has one) replaced by a placeholder.
     pub fn redact(&self, session: SessionId, text: &str) -> Option<String> {
         let tokens = self.live_tokens.lock().unwrap_or_else(|e| e.into_inner());

@@ -229,35 +229,57 @@ struct GhRepo {
 
 /// Every repository the App's installations cover, and what each was imported as.
 pub async fn installable(app: &AppState, gh: &GitHub) -> Result<Vec<GithubRepo>> {
-    let installations: Vec<InstallationRef> = gh
-        .app_client()
-        .await?
-        .get("/app/installations", None::<&()>)
-        .await
-        .map_err(|e| super::upstream("listing the App's installations", &e))?;
+    let app_client = gh.app_client().await?;
+    let mut installations: Vec<InstallationRef> = Vec::new();
+    for page in 1..=MAX_PAGES {
+        let batch: Vec<InstallationRef> = app_client
+            .get(
+                "/app/installations",
+                Some(&[("per_page", "100"), ("page", &page.to_string())]),
+            )
+            .await
+            .map_err(|e| super::upstream("listing the App's installations", &e))?;
+        let last = batch.len() < 100;
+        installations.extend(batch);
+        if last {
+            break;
+        }
+    }
     let mut out = Vec::new();
     for inst in installations {
         let client = gh.client(&gh.host_token(inst.id).await?)?;
-        let page: RepoPage = client
-            .get("/installation/repositories", Some(&[("per_page", "100")]))
-            .await
-            .map_err(|e| super::upstream("listing an installation's repositories", &e))?;
-        for r in page.repositories {
-            let (owner, name) = r.full_name.split_once('/').unwrap_or_default();
-            let imported_as = db::github::linked_repo_by_name(app.db.pool(), owner, name)
-                .await?
-                .and_then(|l| l.repo_id.parse().ok());
-            out.push(GithubRepo {
-                full_name: r.full_name,
-                default_branch: r.default_branch.unwrap_or_else(|| "main".into()),
-                private: r.private,
-                installation_id: inst.id,
-                imported_as,
-            });
+        for page in 1..=MAX_PAGES {
+            let batch: RepoPage = client
+                .get(
+                    "/installation/repositories",
+                    Some(&[("per_page", "100"), ("page", &page.to_string())]),
+                )
+                .await
+                .map_err(|e| super::upstream("listing an installation's repositories", &e))?;
+            let last = batch.repositories.len() < 100;
+            for r in batch.repositories {
+                let (owner, name) = r.full_name.split_once('/').unwrap_or_default();
+                let imported_as = db::github::linked_repo_by_name(app.db.pool(), owner, name)
+                    .await?
+                    .and_then(|l| l.repo_id.parse().ok());
+                out.push(GithubRepo {
+                    full_name: r.full_name,
+                    default_branch: r.default_branch.unwrap_or_else(|| "main".into()),
+                    private: r.private,
+                    installation_id: inst.id,
+                    imported_as,
+                });
+            }
+            if last {
+                break;
+            }
         }
     }
     Ok(out)
 }
+
+/// Most pages of 100 read from one GitHub listing (10,000 entries).
+const MAX_PAGES: usize = 100;
 
 /// Imports `owner/name` as a Tandem repo whose git remote is GitHub's, fetched with the App's
 /// installation token.

@@ -139,6 +139,9 @@ async fn supervise(state: AppState, db: Db, ws: Arc<Workspaces>, pool: Arc<pool:
         let live: std::collections::HashSet<String> =
             rows.iter().filter_map(|r| r.workspace_id.clone()).collect();
         state.gateways.retain(&live);
+        if let Some(gh) = &state.github {
+            gh.retain_prepared(&live);
+        }
         for row in rows {
             let (Some(pid), Some(wid), Ok(id)) = (
                 row.workspace_pid,
