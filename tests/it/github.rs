@@ -675,6 +675,48 @@ async fn a_session_becomes_a_pull_request_by_its_prompting_person_kept_up_to_dat
         "nothing recorded"
     );
     let _ = n;
+    // A review and a CI check on the pull request reach the session.
+    let repo_json =
+        json!({ "name": "calc", "full_name": "acme/calc", "owner": { "login": "acme" } });
+    let review = json!({
+        "action": "submitted",
+        "review": { "state": "APPROVED", "body": "Looks right.", "user": { "login": "rita" } },
+        "pull_request": { "number": pr.number },
+        "repository": repo_json,
+        "sender": { "login": "rita" },
+    });
+    assert_eq!(
+        FakeGithub::deliver_webhook(
+            &format!("{}/api/github/webhook", w.s.url),
+            WEBHOOK_SECRET,
+            "pull_request_review",
+            &review
+        )
+        .await,
+        200
+    );
+    let check = json!({
+        "action": "completed",
+        "check_run": { "name": "ci / test", "status": "completed", "conclusion": "success", "head_sha": "0", "pull_requests": [{ "number": pr.number }] },
+        "repository": repo_json,
+    });
+    assert_eq!(
+        FakeGithub::deliver_webhook(
+            &format!("{}/api/github/webhook", w.s.url),
+            WEBHOOK_SECRET,
+            "check_run",
+            &check
+        )
+        .await,
+        200
+    );
+    let evs = wait_events(&w.s, id, |e| {
+        e.iter()
+            .any(|e| matches!(e.kind, EventKind::PrCheck { .. }))
+    })
+    .await;
+    assert!(evs.iter().any(|e| matches!(&e.kind, EventKind::PrReview { reviewer, state, .. } if reviewer == "rita" && state == "approved")));
+    assert!(evs.iter().any(|e| matches!(&e.kind, EventKind::PrCheck { name, conclusion, .. } if name == "ci / test" && conclusion.as_deref() == Some("success"))));
     // Merged: the session hears it.
     assert_eq!(
         FakeGithub::deliver_webhook(
