@@ -116,6 +116,23 @@ pub fn spec_parts(
         },
     ];
     let mut binds = binds;
+    if let Some((node, dir)) = &ws.code_server {
+        binds.push(Bind {
+            host: node.clone(),
+            container: "/run/tandem/bin/node".into(),
+            readonly: true,
+        });
+        // The whole node_modules: code-server's own dependencies sit beside it (npm hoists them).
+        let modules = dir
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| dir.clone());
+        binds.push(Bind {
+            host: modules,
+            container: "/run/tandem/node_modules".into(),
+            readonly: true,
+        });
+    }
     if let Some(bin) = &ws.opencode_bin {
         binds.push(Bind {
             host: bin.clone(),
@@ -136,7 +153,11 @@ fn unreachable(e: &dyn std::fmt::Display) -> Error {
 
 /// A connection to the agent of workspace `wid` (whose init is host PID `init_pid`), checked to
 /// lead into that workspace.
-async fn connect(ws: &Workspaces, wid: &str, init_pid: i32) -> Result<tokio::net::UnixStream> {
+pub(crate) async fn connect(
+    ws: &Workspaces,
+    wid: &str,
+    init_pid: i32,
+) -> Result<tokio::net::UnixStream> {
     let socket = host_dir(ws, wid).join(Path::new(agent::SOCKET).file_name().unwrap_or_default());
     let stream = tokio::net::UnixStream::connect(&socket)
         .await

@@ -150,6 +150,9 @@ pub struct AgentsConfig {
     /// A host `opencode` binary to bind into workspaces (else the image's own, if any).
     /// `cargo xtask` installs one from `images/agents/package.json`.
     pub opencode_bin: Option<PathBuf>,
+    /// A host code-server (its npm package directory) to bind into workspaces for VS Code, run
+    /// with the host's `node`. `cargo xtask` installs one from `images/agents/package.json`.
+    pub code_server_dir: Option<PathBuf>,
 }
 
 impl Default for AgentsConfig {
@@ -163,6 +166,7 @@ impl Default for AgentsConfig {
             max_steps: 50,
             max_attempts: 3,
             opencode_bin: None,
+            code_server_dir: None,
         }
     }
 }
@@ -218,6 +222,7 @@ pub struct Overrides {
     pub public_url: Option<String>,
     pub web_dir: Option<PathBuf>,
     pub opencode_bin: Option<PathBuf>,
+    pub code_server_dir: Option<PathBuf>,
 }
 
 /// `$XDG_DATA_HOME/tandem`, else `~/.local/share/tandem`, else `./.tandem`.
@@ -278,6 +283,7 @@ impl Config {
             snapshot_keep: file.snapshot_keep.unwrap_or(DEFAULT_SNAPSHOT_KEEP),
             agents: crate::config::AgentsConfig {
                 opencode_bin: over.opencode_bin.or(file.agents.opencode_bin.clone()),
+                code_server_dir: over.code_server_dir.or(file.agents.code_server_dir.clone()),
                 ..file.agents
             },
             desktop: file.desktop.clone(),

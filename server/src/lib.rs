@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod auth;
 pub mod client;
+pub mod code;
 pub mod config;
 pub mod db;
 pub mod desktop;

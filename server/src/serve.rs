@@ -69,6 +69,7 @@ impl Server {
             gateways: Default::default(),
             hubs: Default::default(),
             desktops: Default::default(),
+            code: Default::default(),
             github,
         };
         let first_login_url = auth::bootstrap_admin(&state.db)
@@ -153,9 +154,25 @@ pub fn workspaces(
         agent_key,
         egress_hosts: config.egress_hosts.clone(),
         opencode_bin: config.agents.opencode_bin.clone().filter(|p| p.is_file()),
+        code_server: code_server(config),
         tandem_bin,
         github,
     })
+}
+
+/// The host's `node` and the configured code-server, when both are there.
+fn code_server(config: &Config) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let dir = config
+        .agents
+        .code_server_dir
+        .clone()
+        .filter(|d| d.join("out/node/entry.js").is_file())?;
+    let node = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("node"))
+        .find(|n| n.is_file())?;
+    Some((std::fs::canonicalize(&node).unwrap_or(node), dir))
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -27,6 +27,8 @@ pub struct AppState {
     pub gateways: Arc<crate::gateway::Gateways>,
     /// Live sessions (someone connected).
     pub hubs: Arc<crate::live::Hubs>,
+    /// Workspaces whose VS Code is up.
+    pub code: Arc<crate::code::CodeServers>,
     /// The sessions' desktop streams.
     pub desktops: Arc<crate::desktop::Desktops>,
     /// The GitHub App, when configured.

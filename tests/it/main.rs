@@ -14,6 +14,7 @@ mod api_input;
 mod api_repos;
 mod api_sessions;
 mod cli;
+mod code;
 mod desktop;
 mod egress;
 mod github;

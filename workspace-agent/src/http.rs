@@ -67,6 +67,8 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
         .route("/ptys", get(list_ptys).post(open_pty))
         .route("/ptys/{id}/attach", get(attach_pty))
         .route("/desktop", post(desktop).get(desktop_page))
+        .route("/code", post(code))
+        .route("/tunnel/code", get(tunnel_code))
         .route("/desktop/input", post(desktop_input))
         .route("/desktop/open", post(desktop_open))
         .route("/turns", post(start_turn))
@@ -269,4 +271,40 @@ async fn desktop_open(Json(req): Json<tandem_protocol::agent::DesktopOpen>) -> R
         Ok(at) => Json(serde_json::json!({ "at": at })).into_response(),
         Err(e) => (StatusCode::UNPROCESSABLE_ENTITY, format!("{e:#}")).into_response(),
     }
+}
+
+/// Starts VS Code (code-server) if it is not running.
+async fn code() -> Response {
+    match crate::code::ensure().await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")).into_response(),
+    }
+}
+
+/// A byte tunnel to code-server: the connection upgrades (`Upgrade: tandem-tunnel`) and then
+/// carries whatever the server speaks to code-server (HTTP, WebSockets).
+async fn tunnel_code(req: Request) -> Response {
+    let upstream = match tokio::net::TcpStream::connect(("127.0.0.1", crate::code::PORT)).await {
+        Ok(s) => s,
+        Err(e) => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("code-server is not running: {e}"),
+            )
+                .into_response();
+        }
+    };
+    tokio::spawn(async move {
+        if let Ok(upgraded) = hyper::upgrade::on(req).await {
+            let mut upgraded = hyper_util::rt::TokioIo::new(upgraded);
+            let mut upstream = upstream;
+            let _ = tokio::io::copy_bidirectional(&mut upgraded, &mut upstream).await;
+        }
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header("connection", "upgrade")
+        .header("upgrade", "tandem-tunnel")
+        .body(axum::body::Body::empty())
+        .unwrap_or_default()
 }

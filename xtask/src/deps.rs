@@ -37,6 +37,16 @@ pub fn ensure(needs: Needs) -> Result<()> {
         .args(["--exists", "gstreamer-app-1.0"])
         .status()
         .is_ok_and(|s| s.success());
+    // code-server's native modules build here (node-gyp): a compiler, make, Kerberos headers.
+    if which("g++").is_none() || which("make").is_none() {
+        apt.extend(["g++", "make"]);
+    }
+    if !std::path::Path::new("/usr/include/gssapi/gssapi.h").exists() {
+        apt.push("libkrb5-dev");
+    }
+    if which("python3").is_none() {
+        apt.push("python3");
+    }
     if !gst_dev {
         apt.extend([
             "pkg-config",
@@ -169,10 +179,67 @@ pub fn opencode_bin() -> std::path::PathBuf {
 }
 
 fn agent_clis() -> Result<()> {
-    npm_ci(
-        &run::root().join("images/agents"),
-        "CLI agents for workspaces (images/agents/package-lock.json)",
-    )
+    let dir = run::root().join("images/agents");
+    // A lockfile written without an install leaves the stamp fresh: check the package too.
+    if !dir.join("node_modules/code-server/package.json").exists() {
+        let _ = std::fs::remove_file(dir.join("node_modules/.package-lock.json"));
+    }
+    npm_ci_with(
+        &dir,
+        "CLI agents and VS Code for workspaces (images/agents/package-lock.json)",
+        &["--ignore-scripts"],
+    )?;
+    code_server(&dir.join("node_modules/code-server"))
+}
+
+/// code-server's own install steps, offline: its VS Code dependencies without their scripts,
+/// ripgrep's download replaced by the workspace's own `rg` (the base image has it), then its
+/// postinstall (native modules built here against this Node.js), and argon2's binding.
+fn code_server(dir: &std::path::Path) -> Result<()> {
+    let stamp = dir.join(".tandem-installed");
+    if stamp.exists() {
+        return Ok(());
+    }
+    eprintln!("    setting up code-server (native modules; a few minutes)");
+    let vscode = dir.join("lib/vscode");
+    cmd(Command::new("npm")
+        .args([
+            "install",
+            "--ignore-scripts",
+            "--omit=dev",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+        ])
+        .current_dir(&vscode))?;
+    let rg = vscode.join("node_modules/@vscode/ripgrep/bin");
+    std::fs::create_dir_all(&rg)?;
+    let _ = std::fs::remove_file(rg.join("rg"));
+    std::os::unix::fs::symlink("/usr/bin/rg", rg.join("rg"))?;
+    let node = output(Command::new("node").arg("--version")).context("node --version")?;
+    let npm = output(Command::new("npm").arg("--version")).context("npm --version")?;
+    cmd(Command::new("sh")
+        .arg("postinstall.sh")
+        .env(
+            "npm_config_user_agent",
+            format!("npm/{} node/{} linux x64", npm.trim(), node.trim()),
+        )
+        .env("npm_config_unsafe_perm", "true")
+        .current_dir(dir))?;
+    cmd(Command::new("npm")
+        .args(["rebuild", "argon2", "--loglevel=error"])
+        .current_dir(
+            dir.parent()
+                .and_then(|p| p.parent())
+                .context("code-server's place")?,
+        ))?;
+    std::fs::write(stamp, "")?;
+    Ok(())
+}
+
+/// The code-server package directory `cargo xtask` sets up.
+pub fn code_server_dir() -> std::path::PathBuf {
+    run::root().join("images/agents/node_modules/code-server")
 }
 
 fn npm() -> Result<()> {
@@ -183,6 +250,10 @@ fn npm() -> Result<()> {
 }
 
 fn npm_ci(dir: &std::path::Path, what: &str) -> Result<()> {
+    npm_ci_with(dir, what, &[])
+}
+
+fn npm_ci_with(dir: &std::path::Path, what: &str, extra: &[&str]) -> Result<()> {
     let dir = dir.to_path_buf();
     let stamp = dir.join("node_modules/.package-lock.json");
     let lock = dir.join("package-lock.json");
@@ -196,5 +267,6 @@ fn npm_ci(dir: &std::path::Path, what: &str) -> Result<()> {
     eprintln!("    installing {what}");
     cmd(Command::new("npm")
         .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .args(extra)
         .current_dir(&dir))
 }

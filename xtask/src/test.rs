@@ -62,6 +62,7 @@ pub fn run(o: Options) -> Result<()> {
                 run::target_dir().join("tandem-test-images"),
             )
             .env("TANDEM_TEST_OPENCODE", deps::opencode_bin())
+            .env("TANDEM_TEST_CODE_SERVER", deps::code_server_dir())
             .env_remove("TANDEM_TOKEN")
             .env_remove("TANDEM_URL")
             .arg("--")

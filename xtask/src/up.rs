@@ -106,6 +106,12 @@ pub fn run(o: Options) -> Result<()> {
         .arg(&site)
         .arg("--print-login-link")
         .args(&o.serve_args);
+    if crate::deps::code_server_dir()
+        .join("out/node/entry.js")
+        .is_file()
+    {
+        serve.env("TANDEM_CODE_SERVER_DIR", crate::deps::code_server_dir());
+    }
     if crate::deps::opencode_bin().is_file() {
         serve.env("TANDEM_OPENCODE_BIN", crate::deps::opencode_bin());
     }

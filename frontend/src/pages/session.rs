@@ -235,7 +235,11 @@ pub fn SessionPage() -> impl IntoView {
                             <p class="muted">"The terminal appears once the session's workspace is running."</p>
                         })}
                         {move || (tab.get() == "diff").then(|| view! { <DiffView session=id refresh=Signal::derive(move || file_changes.get()) /> })}
-                        {move || (tab.get() == "code").then(|| view! { <p class="muted placeholder">"VS Code in the browser comes with the workspace's editor service."</p> })}
+                        {move || (tab.get() == "code").then(|| if can_drive.get() {
+                            view! { <iframe class="code" id="code-frame" title="VS Code" src=format!("/sessions/{id}/code/?folder=/workspace")></iframe> }.into_any()
+                        } else {
+                            view! { <p class="muted placeholder" id="code-viewer">"VS Code is for the owner and drivers; viewers watch the terminal and the desktop."</p> }.into_any()
+                        })}
                         {move || (tab.get() == "desktop").then(|| view! { <DesktopPane live=live_for_desktop.clone() session=id can_control=can_control /> })}
                     </section>
                     <Participants live=live_for_people />

@@ -50,6 +50,8 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(json_errors::layer));
     Router::new()
         .nest("/api", api)
+        // VS Code, proxied (outside /api: it is a web app of its own, under its base path).
+        .merge(crate::code::router())
         .merge(web::router(state.config.web_dir.clone()))
         .layer(CompressionLayer::new())
         .layer(TraceLayer::new_for_http())

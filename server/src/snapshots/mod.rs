@@ -37,6 +37,8 @@ pub struct Workspaces {
     pub egress_hosts: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
     /// The `opencode` binary bound into workspaces for the opencode agent, if the host has one.
     pub opencode_bin: Option<PathBuf>,
+    /// `(node, code-server dir)` bound into workspaces for VS Code, if the host has them.
+    pub code_server: Option<(PathBuf, PathBuf)>,
     /// The `tandem` binary (the desktop encoder runs as `tandem desktop-encode`).
     pub tandem_bin: PathBuf,
     /// The GitHub App, for fetching repos imported through it.

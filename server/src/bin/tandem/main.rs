@@ -145,6 +145,9 @@ struct ServeArgs {
     /// An `opencode` binary to bind into workspaces for the opencode agent.
     #[arg(long, env = "TANDEM_OPENCODE_BIN")]
     opencode_bin: Option<PathBuf>,
+    /// A code-server npm package directory to bind into workspaces (VS Code in the browser).
+    #[arg(long, env = "TANDEM_CODE_SERVER_DIR")]
+    code_server_dir: Option<PathBuf>,
     /// Print a fresh one-time login link for the admin at every start (not only the first).
     #[arg(long)]
     print_login_link: bool,
@@ -552,6 +555,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         listen: args.listen,
         web_dir: args.web_dir.clone(),
         opencode_bin: args.opencode_bin.clone(),
+        code_server_dir: args.code_server_dir.clone(),
         ..args.local.overrides()
     })?;
     let data_dir = config.data_dir.clone();

@@ -1,0 +1,189 @@
+//! VS Code in the browser: `/sessions/{id}/code/…` is code-server in the session's workspace,
+//! reverse-proxied (HTTP and WebSocket upgrades, the prefix stripped, `Host` kept) with
+//! Tandem's own sign-in and roles: drivers and the owner use it; viewers get none (a full
+//! editor with a terminal cannot be made read-only). Each request goes through a byte tunnel
+//! the workspace agent opens to code-server on the workspace's loopback: the workspace has no
+//! network the server could reach otherwise.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::any;
+use hyper_util::rt::TokioIo;
+use tandem_protocol::SessionId;
+use tandem_protocol::live::Role;
+
+use crate::auth::CurrentUser;
+use crate::snapshots::Workspaces;
+use crate::state::AppState;
+use crate::{Error, Result};
+
+/// Workspaces whose code-server is known to be up.
+#[derive(Default)]
+pub struct CodeServers {
+    up: Mutex<HashSet<String>>,
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/sessions/{id}/code", any(to_slash))
+        .route("/sessions/{id}/code/", any(proxy_root))
+        .route("/sessions/{id}/code/{*rest}", any(proxy))
+}
+
+async fn to_slash(Path(id): Path<SessionId>) -> Redirect {
+    Redirect::permanent(&format!("/sessions/{id}/code/"))
+}
+
+async fn proxy_root(
+    state: State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+    req: Request,
+) -> Response {
+    forward(state, user, id, String::new(), req)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn proxy(
+    state: State<AppState>,
+    user: CurrentUser,
+    Path((id, rest)): Path<(SessionId, String)>,
+    req: Request,
+) -> Response {
+    forward(state, user, id, rest, req)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// A tunnel to code-server in workspace `wid` (started first if need be).
+async fn tunnel(
+    app: &AppState,
+    ws: &Workspaces,
+    wid: &str,
+    pid: i32,
+) -> Result<hyper::upgrade::Upgraded> {
+    let known = app
+        .code
+        .up
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(wid);
+    if !known {
+        let (status, body) =
+            crate::agent::call(ws, wid, pid, hyper::Method::POST, "/code", None).await?;
+        if status != hyper::StatusCode::NO_CONTENT {
+            return Err(Error::Unavailable(format!(
+                "VS Code did not start: {}",
+                String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
+            )));
+        }
+        app.code
+            .up
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(wid.to_string());
+    }
+    let stream = crate::agent::connect(ws, wid, pid).await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| Error::Unavailable(format!("the workspace agent: {e}")))?;
+    tokio::spawn(conn.with_upgrades());
+    let req = hyper::Request::builder()
+        .uri("/tunnel/code")
+        .header(header::HOST, "agent")
+        .header(
+            header::AUTHORIZATION,
+            format!("Bearer {}", crate::agent::token(&ws.agent_key, wid)),
+        )
+        .header(header::CONNECTION, "upgrade")
+        .header(header::UPGRADE, "tandem-tunnel")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let res = sender
+        .send_request(req)
+        .await
+        .map_err(|e| Error::Unavailable(format!("the workspace agent: {e}")))?;
+    if res.status() != hyper::StatusCode::SWITCHING_PROTOCOLS {
+        // It was running once and is not now: start it again next time.
+        app.code
+            .up
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(wid);
+        return Err(Error::Unavailable(format!(
+            "VS Code is not reachable in the workspace ({})",
+            res.status()
+        )));
+    }
+    hyper::upgrade::on(res)
+        .await
+        .map_err(|e| Error::Unavailable(format!("the tunnel to VS Code: {e}")))
+}
+
+async fn forward(
+    State(app): State<AppState>,
+    user: CurrentUser,
+    id: SessionId,
+    rest: String,
+    mut req: Request,
+) -> Result<Response> {
+    crate::sessions::access::require(&app.db, id, &user.0, Role::Driver)
+        .await
+        .map_err(|_| Error::Forbidden("VS Code is for the session's owner and drivers; viewers watch the terminal and the desktop".into()))?;
+    let ws = app.workspaces()?.clone();
+    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, id).await?;
+    let io = tunnel(&app, &ws, &wid, pid).await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| Error::Unavailable(format!("VS Code: {e}")))?;
+    tokio::spawn(conn.with_upgrades());
+    let wants_upgrade = req.headers().contains_key(header::UPGRADE);
+    let client_upgrade = wants_upgrade.then(|| hyper::upgrade::on(&mut req));
+    let path = match req.uri().query() {
+        Some(q) => format!("/{rest}?{q}"),
+        None => format!("/{rest}"),
+    };
+    let (parts, body) = req.into_parts();
+    let mut up = hyper::Request::builder().method(parts.method).uri(path);
+    for (k, v) in parts.headers.iter() {
+        // Tandem's own credential stays here.
+        if k == header::COOKIE || k == header::AUTHORIZATION {
+            continue;
+        }
+        up = up.header(k, v);
+    }
+    let up = up
+        .body(body)
+        .map_err(|e| Error::BadRequest(format!("a request VS Code cannot take: {e}")))?;
+    let mut res = sender
+        .send_request(up)
+        .await
+        .map_err(|e| Error::Unavailable(format!("VS Code: {e}")))?;
+    if res.status() == hyper::StatusCode::SWITCHING_PROTOCOLS
+        && let Some(client) = client_upgrade
+    {
+        let upstream = hyper::upgrade::on(&mut res);
+        tokio::spawn(async move {
+            if let (Ok(c), Ok(u)) = (client.await, upstream.await) {
+                let _ =
+                    tokio::io::copy_bidirectional(&mut TokioIo::new(c), &mut TokioIo::new(u)).await;
+            }
+        });
+    }
+    let (parts, body) = res.into_parts();
+    let mut out = Response::from_parts(parts, Body::new(body));
+    if out.status() == StatusCode::SWITCHING_PROTOCOLS {
+        *out.body_mut() = Body::empty();
+    }
+    Ok(out)
+}
