@@ -11,6 +11,7 @@
 mod harness;
 
 mod browser;
+mod code;
 mod dashboard;
 mod desktop;
 mod fixtures;
