@@ -264,6 +264,42 @@ async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewe
     wait_frames(&a, later + 10).await;
     wait_colour(&a, [0xcc, 0x00, 0x00], "desktop-video-after-click").await;
     a.screenshot("desktop-after-click").await;
+
+    // Where UDP cannot reach: the same desktop over VNC (noVNC through the server's WebSocket).
+    a.client
+        .find(Locator::Css("#desktop-use-vnc"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let px = a
+            .client
+            .execute(
+                "const c = document.querySelector('#desktop-vnc canvas');
+                 if (!c || c.width < 1000) return null;
+                 const p = c.getContext('2d').getImageData(c.width >> 1, Math.round(c.height * 0.6), 1, 1).data;
+                 return [c.width, p[0], p[1], p[2]];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let v: Vec<u64> = px
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+            .unwrap_or_default();
+        if v.len() == 4 && v[0] == 1280 && v[1] > 150 && v[2] < 60 && v[3] < 60 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the VNC view never showed the clicked page: {v:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    a.screenshot("desktop-over-vnc").await;
     b.close().await;
     a.close().await;
 }

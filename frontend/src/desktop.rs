@@ -19,3 +19,15 @@ extern "C" {
     #[wasm_bindgen(method)]
     pub fn close(this: &DesktopView);
 }
+
+#[wasm_bindgen]
+extern "C" {
+    /// A running VNC view (noVNC).
+    pub type VncView;
+
+    #[wasm_bindgen(js_namespace = TandemVnc, js_name = start)]
+    pub fn start_vnc(el: &web_sys::HtmlElement, url: &str, view_only: bool) -> VncView;
+
+    #[wasm_bindgen(method)]
+    pub fn close(this: &VncView);
+}

@@ -93,13 +93,35 @@ async fn tunnel(
             .unwrap_or_else(|e| e.into_inner())
             .insert(wid.to_string());
     }
+    match open_tunnel(ws, wid, pid, "code").await {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            // It was running once and is not now: start it again next time.
+            app.code
+                .up
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(wid);
+            Err(e)
+        }
+    }
+}
+
+/// A byte tunnel through the workspace agent to `service` on the workspace's loopback (`code`,
+/// `vnc`, `vnc-view`).
+pub async fn open_tunnel(
+    ws: &Workspaces,
+    wid: &str,
+    pid: i32,
+    service: &str,
+) -> Result<hyper::upgrade::Upgraded> {
     let stream = crate::agent::connect(ws, wid, pid).await?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| Error::Unavailable(format!("the workspace agent: {e}")))?;
     tokio::spawn(conn.with_upgrades());
     let req = hyper::Request::builder()
-        .uri("/tunnel/code")
+        .uri(format!("/tunnel/{service}"))
         .header(header::HOST, "agent")
         .header(
             header::AUTHORIZATION,
@@ -114,20 +136,14 @@ async fn tunnel(
         .await
         .map_err(|e| Error::Unavailable(format!("the workspace agent: {e}")))?;
     if res.status() != hyper::StatusCode::SWITCHING_PROTOCOLS {
-        // It was running once and is not now: start it again next time.
-        app.code
-            .up
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(wid);
         return Err(Error::Unavailable(format!(
-            "VS Code is not reachable in the workspace ({})",
+            "{service} is not reachable in the workspace ({})",
             res.status()
         )));
     }
     hyper::upgrade::on(res)
         .await
-        .map_err(|e| Error::Unavailable(format!("the tunnel to VS Code: {e}")))
+        .map_err(|e| Error::Unavailable(format!("the tunnel to {service}: {e}")))
 }
 
 async fn forward(

@@ -336,3 +336,74 @@ async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuse
     viewer.close().await;
     assert!(frames >= 10);
 }
+
+#[tokio::test]
+async fn the_desktop_over_vnc_speaks_rfb_through_the_websocket_and_viewers_get_the_view_only_server()
+ {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
+    let src = source_repo("[workspace]\nsetup = []\n");
+    let repo = add_repo(&s, "acme/vnc", src.path()).await;
+    let created: SessionDetail = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "agent": { "kind": "none" } }),
+        )
+        .send()
+        .await
+        .parse();
+    let id = created.session.id;
+    crate::session_workspaces::wait_state(&s, id, &[SessionState::Ready]).await;
+    let connect = |token: String| {
+        let url = format!(
+            "{}/api/sessions/{id}/vnc",
+            s.url.replacen("http://", "ws://", 1)
+        );
+        async move {
+            let mut req = url.into_client_request().unwrap();
+            req.headers_mut()
+                .insert("authorization", format!("Bearer {token}").parse().unwrap());
+            req.headers_mut()
+                .insert("sec-websocket-protocol", "binary".parse().unwrap());
+            let (mut ws, res) = tokio_tungstenite::connect_async(req)
+                .await
+                .expect("the VNC socket opens");
+            assert_eq!(res.headers()["sec-websocket-protocol"], "binary");
+            let first = tokio::time::timeout(std::time::Duration::from_secs(30), ws.next())
+                .await
+                .expect("the server speaks first")
+                .unwrap()
+                .unwrap();
+            first.into_data().to_vec()
+        }
+    };
+    // The owner: x11vnc's greeting, through the tunnel.
+    let hello = connect(s.admin_token.clone()).await;
+    assert!(
+        hello.starts_with(b"RFB 003.00"),
+        "{:?}",
+        String::from_utf8_lossy(&hello)
+    );
+    // Someone who only watches gets the view-only server.
+    let (_, viewer) = crate::agent_runs::another_user(&s, "vic").await;
+    let hello = connect(viewer).await;
+    assert!(hello.starts_with(b"RFB 003.00"));
+    let procs = crate::session_workspaces::exec(&s, id, "ps -eo args | grep '^x11vnc' || true")
+        .await
+        .stdout;
+    assert!(
+        procs
+            .lines()
+            .any(|l| l.contains("-rfbport 5901") && l.contains("-viewonly")),
+        "{procs}"
+    );
+    assert!(
+        procs
+            .lines()
+            .any(|l| l.contains("-rfbport 5900") && !l.contains("-viewonly")),
+        "{procs}"
+    );
+}

@@ -68,7 +68,7 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
         .route("/ptys/{id}/attach", get(attach_pty))
         .route("/desktop", post(desktop).get(desktop_page))
         .route("/code", post(code))
-        .route("/tunnel/code", get(tunnel_code))
+        .route("/tunnel/{service}", get(tunnel))
         .route("/desktop/input", post(desktop_input))
         .route("/desktop/open", post(desktop_open))
         .route("/turns", post(start_turn))
@@ -281,15 +281,28 @@ async fn code() -> Response {
     }
 }
 
-/// A byte tunnel to code-server: the connection upgrades (`Upgrade: tandem-tunnel`) and then
-/// carries whatever the server speaks to code-server (HTTP, WebSockets).
-async fn tunnel_code(req: Request) -> Response {
-    let upstream = match tokio::net::TcpStream::connect(("127.0.0.1", crate::code::PORT)).await {
+/// A byte tunnel to a service on the workspace's loopback — `code` (code-server), `vnc`
+/// (x11vnc) or `vnc-view` (a view-only x11vnc), started first: the connection upgrades
+/// (`Upgrade: tandem-tunnel`) and then carries whatever the server speaks to the service.
+async fn tunnel(Path(service): Path<String>, req: Request) -> Response {
+    let port = match service.as_str() {
+        "code" => crate::code::PORT,
+        "vnc" | "vnc-view" => match crate::vnc::ensure(service == "vnc-view").await {
+            Ok(p) => p,
+            Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")).into_response(),
+        },
+        _ => return (StatusCode::NOT_FOUND, "no such service").into_response(),
+    };
+    tunnel_to(port, req).await
+}
+
+async fn tunnel_to(port: u16, req: Request) -> Response {
+    let upstream = match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
         Ok(s) => s,
         Err(e) => {
             return (
                 StatusCode::SERVICE_UNAVAILABLE,
-                format!("code-server is not running: {e}"),
+                format!("nothing listens on port {port}: {e}"),
             )
                 .into_response();
         }

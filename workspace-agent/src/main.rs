@@ -19,6 +19,7 @@ mod git;
 mod http;
 mod pty;
 mod turns;
+mod vnc;
 mod xinput;
 
 fn main() -> Result<()> {

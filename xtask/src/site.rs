@@ -91,6 +91,13 @@ pub fn build(profile: Profile) -> Result<PathBuf> {
     std::fs::copy(xterm.join("lib/xterm.js"), site.join("xterm/xterm.js"))
         .context("xterm.js: run `cargo xtask deps`")?;
     std::fs::copy(xterm.join("css/xterm.css"), site.join("xterm/xterm.css"))?;
+    // noVNC's library (ES modules; the desktop's fallback where WebRTC cannot reach).
+    let novnc = root.join("frontend/node_modules/@novnc/novnc");
+    std::fs::create_dir_all(site.join("novnc/core"))?;
+    std::fs::create_dir_all(site.join("novnc/vendor"))?;
+    copy_dir(&novnc.join("core"), &site.join("novnc/core"))
+        .context("noVNC: run `cargo xtask deps`")?;
+    copy_dir(&novnc.join("vendor"), &site.join("novnc/vendor"))?;
     let size = std::fs::metadata(&bundle)?.len();
     eprintln!(
         "    {} ({:.0} KiB wasm)",

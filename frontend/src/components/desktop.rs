@@ -11,11 +11,43 @@ use tandem_protocol::agent::{DesktopOpen, DesktopPage};
 use wasm_bindgen::prelude::*;
 
 use crate::api;
-use crate::desktop::{DesktopView, start_desktop};
+use crate::desktop::{DesktopView, VncView, start_desktop, start_vnc};
 use crate::live::Live;
+
+/// The desktop over VNC (noVNC through the server's WebSocket), for networks where WebRTC's UDP
+/// cannot reach this browser.
+#[component]
+fn VncPane(session: SessionId, can_control: Signal<bool>) -> impl IntoView {
+    let host = NodeRef::<leptos::html::Div>::new();
+    let view = StoredValue::new(None::<SendWrapper<VncView>>);
+    host.on_load(move |el| {
+        let loc = web_sys::window().map(|w| w.location());
+        let h = loc.as_ref().and_then(|l| l.host().ok()).unwrap_or_default();
+        let scheme = if loc.and_then(|l| l.protocol().ok()).as_deref() == Some("https:") {
+            "wss"
+        } else {
+            "ws"
+        };
+        let url = format!("{scheme}://{h}/api/sessions/{session}/vnc");
+        view.set_value(Some(SendWrapper::new(start_vnc(
+            &el,
+            &url,
+            !can_control.get_untracked(),
+        ))));
+    });
+    on_cleanup(move || {
+        view.with_value(|v| {
+            if let Some(v) = v {
+                v.close();
+            }
+        })
+    });
+    view! { <div class="vnc" id="desktop-vnc" node_ref=host></div> }
+}
 
 #[component]
 pub fn DesktopPane(live: Live, session: SessionId, can_control: Signal<bool>) -> impl IntoView {
+    let vnc = RwSignal::new(false);
     let video = NodeRef::<Video>::new();
     let view_handle = StoredValue::new(None::<SendWrapper<DesktopView>>);
     let page = RwSignal::new(None::<DesktopPage>);
@@ -82,6 +114,7 @@ pub fn DesktopPane(live: Live, session: SessionId, can_control: Signal<bool>) ->
         <div class="desktop" id="desktop">
             <div class="row desktop-bar">
                 <span class="muted" id="desktop-page">{move || page.get().and_then(|p| p.title.zip(p.url)).map(|(t, u)| format!("{t} — {u}")).unwrap_or_else(|| "starting the desktop…".into())}</span>
+                <label class="small"><input type="checkbox" id="desktop-use-vnc" prop:checked=move || vnc.get() on:change=move |ev| vnc.set(event_target_checked(&ev)) />" VNC (no UDP)"</label>
                 {move || can_control.get().then(|| view! {
                     <form class="row" on:submit=open>
                         <input id="desktop-url" placeholder="http://127.0.0.1:3000/" prop:value=move || url.get() on:input=move |ev| url.set(event_target_value(&ev)) />
@@ -92,7 +125,9 @@ pub fn DesktopPane(live: Live, session: SessionId, can_control: Signal<bool>) ->
             </div>
             {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
             <video node_ref=video id="desktop-video" tabindex="0" autoplay muted playsinline
+                class:hidden=move || vnc.get()
                 class:controllable=move || can_control.get()></video>
+            {move || vnc.get().then(|| view! { <VncPane session can_control /> })}
             {move || (!can_control.get()).then(|| view! { <p class="muted small">"You are watching; the participant in control uses the desktop."</p> })}
         </div>
     }

@@ -17,6 +17,7 @@ use crate::{Error, Result};
 
 pub mod encode;
 pub mod peer;
+pub mod vnc;
 
 /// Most input events in one message.
 pub const MAX_INPUTS: usize = 64;

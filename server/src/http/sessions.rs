@@ -45,6 +45,7 @@ pub fn router() -> Router<AppState> {
         .route("/sessions/{id}/artifacts/{artifact}", get(artifact))
         .route("/sessions/{id}/desktop", get(desktop_page))
         .route("/sessions/{id}/desktop/open", post(desktop_open))
+        .route("/sessions/{id}/vnc", get(crate::desktop::vnc::socket))
 }
 
 async fn create(

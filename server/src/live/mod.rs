@@ -55,6 +55,25 @@ pub struct Hubs {
 }
 
 impl Hubs {
+    /// The user holding control of `session`'s live hub, if a signed-in participant does
+    /// (`Some(None)`: someone without an account does).
+    pub fn controller_of(&self, session: SessionId) -> Option<Option<tandem_protocol::UserId>> {
+        let live = self
+            .map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&session)
+            .cloned()?;
+        let (participants, controller, _) = live.hub.snapshot();
+        let c = controller?;
+        Some(
+            participants
+                .into_iter()
+                .find(|p| p.id == c)
+                .and_then(|p| p.user_id),
+        )
+    }
+
     /// Joins the session's live hub (started, terminals attaching in the background, if
     /// needed): `join` runs under the registry's lock, so a hub being released cannot be joined.
     pub fn join<R>(
