@@ -303,3 +303,96 @@ async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewe
     b.close().await;
     a.close().await;
 }
+
+/// The agent's screenshot tool: a real PNG of the workspace's Chromium, shown in the timeline.
+#[tokio::test]
+async fn the_agents_screenshot_shows_in_the_timeline() {
+    use scripted_model::{Reply, ScriptedModel};
+    let Some(web) = web_dir() else { return };
+    let Some(images) = crate::fixtures::test_images().await else {
+        return;
+    };
+    let recipe = crate::fixtures::test_recipe();
+    let model = ScriptedModel::start(vec![
+        Reply::tool(
+            "browser_navigate",
+            json!({ "url": "file:///workspace/page.html" }),
+        )
+        .at_step(0),
+        Reply::tool("browser_screenshot", json!({ "name": "the-page.png" })).at_step(1),
+        Reply::text("Here is the page.").at_step(2),
+    ])
+    .await;
+    let url = model.base_url.clone();
+    let Some(s) = TestServer::start_with(Backend::Sqlite, Transport::Socket, move |c| {
+        c.web_dir = Some(web);
+        c.images_dir = images;
+        c.image_recipe = Some(recipe);
+        c.agents.model_base_url = Some(url);
+    })
+    .await
+    else {
+        return;
+    };
+    let api = Client::new(&s.url, Some(s.admin_token.clone())).unwrap();
+    let src = crate::fixtures::git_repo();
+    std::fs::write(src.path().join("page.html"), PAGE).unwrap();
+    crate::fixtures::commit_all(src.path());
+    let repo = api
+        .create_repo(&CreateRepo {
+            name: "acme/shot".into(),
+            url: src.path().to_string_lossy().into(),
+            default_branch: None,
+            warm_pool: None,
+        })
+        .await
+        .unwrap();
+    let id: SessionId = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo.id, "prompt": "Show me the page" }),
+        )
+        .send()
+        .await
+        .parse::<SessionDetail>()
+        .session
+        .id;
+    let a = Browser::start("timeline-screenshot").await;
+    a.client
+        .goto(&format!("{}/login#code={}", s.url, s.first_login_code))
+        .await
+        .unwrap();
+    a.wait_path(|p| p == "/").await;
+    a.client
+        .goto(&format!("{}/sessions/{id}", s.url))
+        .await
+        .unwrap();
+    a.wait_text("#timeline", "Here is the page.").await;
+    // The image element has loaded the PNG (its natural size is the browser's viewport).
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let v = a
+            .client
+            .execute(
+                "const i = [...document.querySelectorAll('#timeline .attachment img')].find(i => i.alt === 'the-page.png');
+                 return i && i.complete ? [i.naturalWidth, i.naturalHeight] : null;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let size: Vec<u64> = v
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+            .unwrap_or_default();
+        if size.len() == 2 && size[0] >= 1200 && size[1] >= 400 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the screenshot never showed in the timeline: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    a.screenshot("timeline-with-screenshot").await;
+    a.close().await;
+}
