@@ -327,8 +327,10 @@ pub struct DesktopPage {
 pub struct DesktopStreamStats {
     pub viewers: u32,
     pub fps: u32,
-    /// Frames encoded since the stream started.
+    /// Frames encoded since the stream started, and how many of them were keyframes.
     pub frames: u64,
+    #[serde(default)]
+    pub keyframes: u64,
     /// Capture → encoded, over the last frames (µs).
     pub encode_latency_p50_us: u64,
     pub encode_latency_p99_us: u64,

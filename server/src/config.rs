@@ -63,6 +63,9 @@ pub struct DesktopConfig {
     pub fps: u32,
     /// Target bitrate (kbit/s).
     pub kbps: u32,
+    /// A keyframe at least this often (seconds); viewers joining or losing packets ask for
+    /// one in between.
+    pub keyframe_secs: u32,
 }
 
 impl Default for DesktopConfig {
@@ -71,6 +74,7 @@ impl Default for DesktopConfig {
             udp_addrs: vec![],
             fps: 15,
             kbps: 2500,
+            keyframe_secs: 4,
         }
     }
 }

@@ -188,7 +188,8 @@ const BIG_BUTTON: &str = r#"<!doctype html><title>waiting</title>
 
 #[tokio::test]
 async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuses_a_viewers() {
-    let Some(s) = crate::workspaces::server(|_| {}).await else {
+    // Keyframes only when asked for (a viewer joining, or a PLI), so the count says who asked.
+    let Some(s) = crate::workspaces::server(|c| c.desktop.keyframe_secs = 600).await else {
         return;
     };
     let src = source_repo("[workspace]\nsetup = []\n");
@@ -253,6 +254,27 @@ async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuse
         stream.viewers >= 1 && stream.frames >= 10 && stream.encoder_pid.is_some(),
         "{stream:?}"
     );
+    // A picture loss indication from the viewer reaches the encoder: one more keyframe.
+    let before = stream.keyframes;
+    assert!(before >= 1, "the stream starts with a keyframe");
+    viewer.request_keyframe().await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let page: DesktopPage = s
+            .get(&format!("/api/sessions/{id}/desktop"))
+            .send()
+            .await
+            .parse();
+        if page.stream.as_ref().is_some_and(|st| st.keyframes > before) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the keyframe request never reached the encoder: {:?}",
+            page.stream
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 
     // Open the page in the shared browser, then click it through the stream's input path.
     let url = "file:///workspace/page.html";

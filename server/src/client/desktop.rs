@@ -33,6 +33,7 @@ pub struct Received {
 struct Handler {
     gathered: mpsc::Sender<()>,
     received: Arc<Received>,
+    track: Arc<std::sync::Mutex<Option<Arc<dyn TrackRemote>>>>,
 }
 
 #[async_trait::async_trait]
@@ -44,6 +45,7 @@ impl PeerConnectionEventHandler for Handler {
     }
 
     async fn on_track(&self, track: Arc<dyn TrackRemote>) {
+        *self.track.lock().unwrap_or_else(|e| e.into_inner()) = Some(track.clone());
         let received = self.received.clone();
         tokio::spawn(async move {
             while let Some(evt) = track.poll().await {
@@ -65,6 +67,7 @@ impl PeerConnectionEventHandler for Handler {
 pub struct DesktopViewer {
     pc: Box<dyn PeerConnection>,
     pub received: Arc<Received>,
+    track: Arc<std::sync::Mutex<Option<Arc<dyn TrackRemote>>>>,
 }
 
 fn err(doing: &str) -> impl Fn(webrtc::error::Error) -> Error + '_ {
@@ -96,6 +99,7 @@ impl DesktopViewer {
             .map_err(err("interceptors"))?;
         let (gathered_tx, mut gathered) = mpsc::channel(1);
         let received = Arc::new(Received::default());
+        let track = Arc::new(std::sync::Mutex::new(None));
         let pc = PeerConnectionBuilder::new()
             .with_configuration(RTCConfigurationBuilder::new().build())
             .with_media_engine(media)
@@ -108,6 +112,7 @@ impl DesktopViewer {
             .with_handler(Arc::new(Handler {
                 gathered: gathered_tx,
                 received: received.clone(),
+                track: track.clone(),
             }))
             .with_runtime(
                 webrtc::runtime::default_runtime()
@@ -142,6 +147,7 @@ impl DesktopViewer {
             Self {
                 pc: Box::new(pc),
                 received,
+                track,
             },
             sdp,
         ))
@@ -154,6 +160,31 @@ impl DesktopViewer {
             .set_remote_description(answer)
             .await
             .map_err(err("the answer"))
+    }
+
+    /// Asks the sender for a keyframe (RTCP picture loss indication), as a browser does when it
+    /// lost packets.
+    pub async fn request_keyframe(&self) -> Result<()> {
+        let track = self
+            .track
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| Error::Internal("no track yet".into()))?;
+        let media_ssrc = track
+            .ssrcs()
+            .await
+            .first()
+            .copied()
+            .ok_or_else(|| Error::Internal("the track has no SSRC".into()))?;
+        let pli = rtc::rtcp::payload_feedbacks::picture_loss_indication::PictureLossIndication {
+            sender_ssrc: 0,
+            media_ssrc,
+        };
+        track
+            .write_rtcp(vec![Box::new(pli)])
+            .await
+            .map_err(err("sending a keyframe request"))
     }
 
     pub async fn close(&self) {

@@ -40,8 +40,9 @@ pub struct Frame {
 pub struct Encoder {
     pub frames: broadcast::Sender<Arc<Frame>>,
     keyframes: tokio::sync::mpsc::Sender<()>,
-    /// Frames encoded so far.
+    /// Frames encoded so far, and how many were keyframes.
     pub encoded: Arc<AtomicU64>,
+    pub keyframes_sent: Arc<AtomicU64>,
     pub fps: u32,
     /// The child's pid (its CPU time is the encoder's cost).
     pub pid: Option<u32>,
@@ -66,7 +67,7 @@ impl Encoder {
 }
 
 /// The pipeline for display `:n` at `fps` frames per second and about `kbps`.
-pub fn pipeline_description(display: &str, fps: u32, kbps: u32) -> String {
+pub fn pipeline_description(display: &str, fps: u32, kbps: u32, keyframe_secs: u32) -> String {
     format!(
         "ximagesrc display-name={display} use-damage=false show-pointer=true ! video/x-raw,framerate={fps}/1 ! \
          videoconvert ! video/x-raw,format=I420 ! \
@@ -74,7 +75,7 @@ pub fn pipeline_description(display: &str, fps: u32, kbps: u32) -> String {
          error-resilient=partitions lag-in-frames=0 ! \
          appsink name=sink sync=false max-buffers=2 drop=true emit-signals=false",
         bps = kbps * 1000,
-        kf = fps * 4,
+        kf = fps * keyframe_secs.max(1),
     )
 }
 
@@ -93,6 +94,7 @@ pub async fn start(
     display: &str,
     fps: u32,
     kbps: u32,
+    keyframe_secs: u32,
     init_pid: i32,
 ) -> Result<Encoder> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -113,6 +115,7 @@ pub async fn start(
             display,
             &fps.to_string(),
             &kbps.to_string(),
+            &keyframe_secs.to_string(),
             &init_pid.to_string(),
         ])
         .stdin(std::process::Stdio::piped())
@@ -141,7 +144,13 @@ pub async fn start(
     let latencies = Arc::new(std::sync::Mutex::new(
         std::collections::VecDeque::with_capacity(LATENCY_WINDOW),
     ));
-    let (tx, n, lat) = (frames.clone(), encoded.clone(), latencies.clone());
+    let keyframes_sent = Arc::new(AtomicU64::new(0));
+    let (tx, n, lat, kn) = (
+        frames.clone(),
+        encoded.clone(),
+        latencies.clone(),
+        keyframes_sent.clone(),
+    );
     let (first_tx, first) = tokio::sync::oneshot::channel::<()>();
     let reader = tokio::spawn(async move {
         let _child = child;
@@ -164,6 +173,9 @@ pub async fn start(
                     )),
                 };
                 n.fetch_add(1, Ordering::Relaxed);
+                if frame.key {
+                    kn.fetch_add(1, Ordering::Relaxed);
+                }
                 {
                     let mut l = lat.lock().unwrap_or_else(|e| e.into_inner());
                     if l.len() == LATENCY_WINDOW {
@@ -205,6 +217,7 @@ pub async fn start(
         frames,
         keyframes,
         encoded,
+        keyframes_sent,
         fps,
         pid,
         latencies,
@@ -214,7 +227,14 @@ pub async fn start(
 
 /// `tandem desktop-encode X11_DIR DISPLAY FPS KBPS INIT_PID`: the child. Runs until its stdout or
 /// the display goes away.
-pub fn child_main(x11_dir: &Path, display: &str, fps: u32, kbps: u32, init_pid: i32) -> Result<()> {
+pub fn child_main(
+    x11_dir: &Path,
+    display: &str,
+    fps: u32,
+    kbps: u32,
+    keyframe_secs: u32,
+    init_pid: i32,
+) -> Result<()> {
     use std::io::{Read, Write};
     // Die with the server.
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
@@ -225,7 +245,7 @@ pub fn child_main(x11_dir: &Path, display: &str, fps: u32, kbps: u32, init_pid: 
         .map_err(|e| Error::Unavailable(format!("joining the workspace's IPC namespace: {e}")))?;
     enter_display_dir(&x11_dir.to_path_buf())?;
     gst::init().map_err(|e| Error::Unavailable(format!("GStreamer cannot start: {e}")))?;
-    let pipeline = gst::parse::launch(&pipeline_description(display, fps, kbps))
+    let pipeline = gst::parse::launch(&pipeline_description(display, fps, kbps, keyframe_secs))
         .map_err(|e| Error::Internal(format!("desktop pipeline: {e}")))?
         .downcast::<gst::Pipeline>()
         .map_err(|_| Error::Internal("desktop pipeline is not a pipeline".into()))?;

@@ -58,6 +58,10 @@ impl Stream {
                 .encoder
                 .encoded
                 .load(std::sync::atomic::Ordering::Relaxed),
+            keyframes: self
+                .encoder
+                .keyframes_sent
+                .load(std::sync::atomic::Ordering::Relaxed),
             encode_latency_p50_us: at(0.5),
             encode_latency_p99_us: at(0.99),
             encoder_pid: self.encoder.pid,
@@ -103,7 +107,16 @@ impl Desktops {
             app.config.desktop.fps,
             app.config.desktop.kbps,
         );
-        let encoder = encode::start(&ws.tandem_bin, &dir, &display, fps, kbps, pid).await?;
+        let encoder = encode::start(
+            &ws.tandem_bin,
+            &dir,
+            &display,
+            fps,
+            kbps,
+            app.config.desktop.keyframe_secs,
+            pid,
+        )
+        .await?;
         let stream = Arc::new(Stream { encoder, info });
         self.streams
             .lock()

@@ -97,6 +97,11 @@ pub async fn answer(
         .map_err(rtc_error("registering VP8"))?;
     let registry = register_default_interceptors(Registry::new(), &mut media)
         .map_err(rtc_error("interceptors"))?;
+    // Keyframe requests (PLI, FIR) from the browser reach this code, and then the encoder.
+    let registry = registry.with(
+        rtc::interceptor::Slot::from(14_000),
+        KeyframeRequests::default(),
+    );
     let settings = SettingEngineBuilder::new()
         .with_multicast_dns_mode(rtc::ice::mdns::MulticastDnsMode::Disabled)
         .build();
@@ -219,9 +224,80 @@ pub async fn answer(
                     Some(RTCPeerConnectionState::Failed | RTCPeerConnectionState::Closed | RTCPeerConnectionState::Disconnected) | None => break,
                     _ => {}
                 },
+                ev = track.poll() => match ev {
+                    Some(webrtc::media_stream::track_local::TrackLocalEvent::OnRtcpPacket(_)) => keyframe(),
+                    Some(_) => {}
+                    None => break,
+                },
             }
         }
         let _ = pc.close().await;
     });
     Ok((sdp, Viewer { task }))
+}
+
+/// Passes the browser's keyframe requests (PLI, FIR) on to the application (the viewer's task
+/// asks the encoder); every other inbound RTCP packet is the other interceptors' business.
+#[derive(Default)]
+struct KeyframeRequests {
+    read: std::collections::VecDeque<rtc::interceptor::TaggedPacket>,
+    write: std::collections::VecDeque<rtc::interceptor::TaggedPacket>,
+}
+
+impl rtc::sansio::Protocol<rtc::interceptor::TaggedPacket, rtc::interceptor::TaggedPacket, ()>
+    for KeyframeRequests
+{
+    type Rout = rtc::interceptor::TaggedPacket;
+    type Wout = rtc::interceptor::TaggedPacket;
+    type Eout = ();
+    type Error = rtc::shared::error::Error;
+    type Time = Instant;
+
+    fn handle_read(
+        &mut self,
+        mut msg: rtc::interceptor::TaggedPacket,
+    ) -> std::result::Result<(), Self::Error> {
+        use rtc::rtcp::payload_feedbacks::full_intra_request::FullIntraRequest;
+        use rtc::rtcp::payload_feedbacks::picture_loss_indication::PictureLossIndication;
+        if let rtc::interceptor::Packet::Rtcp(packets) = &msg.message.packet {
+            let asks: Vec<Box<dyn rtc::rtcp::Packet>> = packets
+                .iter()
+                .filter(|p| {
+                    p.as_any().is::<PictureLossIndication>() || p.as_any().is::<FullIntraRequest>()
+                })
+                .cloned()
+                .collect();
+            if asks.is_empty() {
+                return Ok(());
+            }
+            msg.message.packet = rtc::interceptor::Packet::Rtcp(asks);
+            msg.message
+                .add(rtc::interceptor::Attribute::DeliverToApplication);
+        }
+        self.read.push_back(msg);
+        Ok(())
+    }
+
+    fn poll_read(&mut self) -> Option<Self::Rout> {
+        self.read.pop_front()
+    }
+
+    fn handle_write(
+        &mut self,
+        msg: rtc::interceptor::TaggedPacket,
+    ) -> std::result::Result<(), Self::Error> {
+        self.write.push_back(msg);
+        Ok(())
+    }
+
+    fn poll_write(&mut self) -> Option<Self::Wout> {
+        self.write.pop_front()
+    }
+}
+
+impl rtc::interceptor::Interceptor for KeyframeRequests {
+    fn bind_local_stream(&mut self, _info: &rtc::interceptor::StreamInfo) {}
+    fn unbind_local_stream(&mut self, _info: &rtc::interceptor::StreamInfo) {}
+    fn bind_remote_stream(&mut self, _info: &rtc::interceptor::StreamInfo) {}
+    fn unbind_remote_stream(&mut self, _info: &rtc::interceptor::StreamInfo) {}
 }

@@ -361,15 +361,18 @@ fn main() -> Result<()> {
     // as it takes a mount namespace of its own).
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("desktop-encode") {
-        let [dir, display, fps, kbps, pid] = args
-            .get(2..7)
-            .and_then(|a| <[String; 5]>::try_from(a.to_vec()).ok())
-            .context("usage: tandem desktop-encode X11_DIR DISPLAY FPS KBPS INIT_PID")?;
+        let [dir, display, fps, kbps, keyframe_secs, pid] = args
+            .get(2..8)
+            .and_then(|a| <[String; 6]>::try_from(a.to_vec()).ok())
+            .context(
+                "usage: tandem desktop-encode X11_DIR DISPLAY FPS KBPS KEYFRAME_SECS INIT_PID",
+            )?;
         return tandem_server::desktop::encode::child_main(
             std::path::Path::new(&dir),
             &display,
             fps.parse()?,
             kbps.parse()?,
+            keyframe_secs.parse()?,
             pid.parse()?,
         )
         .map_err(|e| anyhow::anyhow!("{e}"));
