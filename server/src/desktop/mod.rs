@@ -172,29 +172,42 @@ pub async fn input(app: &AppState, session: SessionId, events: Vec<DesktopInput>
             "at most {MAX_INPUTS} input events at once"
         )));
     }
-    let ws = app.workspaces()?;
-    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
     let body = serde_json::to_vec(&DesktopInputs { events })
         .map_err(|e| Error::Internal(e.to_string()))?;
-    let (status, answer) = crate::agent::call(
-        ws,
-        &wid,
-        pid,
+    agent_call(
+        app,
+        session,
         hyper::Method::POST,
         "/desktop/input",
         Some(body),
+        hyper::StatusCode::NO_CONTENT,
     )
-    .await?;
-    if status != hyper::StatusCode::NO_CONTENT {
-        return Err(Error::Unavailable(format!(
-            "the desktop took no input: {}",
-            String::from_utf8_lossy(&answer)
-                .chars()
-                .take(300)
-                .collect::<String>()
-        )));
-    }
+    .await?
+    .map_err(|why| Error::Unavailable(format!("the desktop took no input: {why}")))?;
     Ok(())
+}
+
+/// Calls the session's workspace agent; the answer's body when its status is `want`, else
+/// (the inner error) what the agent said.
+async fn agent_call(
+    app: &AppState,
+    session: SessionId,
+    method: hyper::Method,
+    path: &str,
+    body: Option<Vec<u8>>,
+    want: hyper::StatusCode,
+) -> Result<std::result::Result<bytes::Bytes, String>> {
+    let ws = app.workspaces()?;
+    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
+    let (status, answer) = crate::agent::call(ws, &wid, pid, method, path, body).await?;
+    if status == want {
+        Ok(Ok(answer))
+    } else {
+        Ok(Err(String::from_utf8_lossy(&answer)
+            .chars()
+            .take(300)
+            .collect()))
+    }
 }
 
 /// The desktop's state and its browser's page.
@@ -202,19 +215,16 @@ pub async fn page(
     app: &AppState,
     session: SessionId,
 ) -> Result<tandem_protocol::agent::DesktopPage> {
-    let ws = app.workspaces()?;
-    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
-    let (status, body) =
-        crate::agent::call(ws, &wid, pid, hyper::Method::GET, "/desktop", None).await?;
-    if status != hyper::StatusCode::OK {
-        return Err(Error::Unavailable(format!(
-            "the desktop did not answer: {}",
-            String::from_utf8_lossy(&body)
-                .chars()
-                .take(300)
-                .collect::<String>()
-        )));
-    }
+    let body = agent_call(
+        app,
+        session,
+        hyper::Method::GET,
+        "/desktop",
+        None,
+        hyper::StatusCode::OK,
+    )
+    .await?
+    .map_err(|why| Error::Unavailable(format!("the desktop did not answer: {why}")))?;
     let mut page: tandem_protocol::agent::DesktopPage = serde_json::from_slice(&body)
         .map_err(|e| Error::Internal(format!("the agent's desktop page: {e}")))?;
     page.stream = app.desktops.get(session).map(|s| s.stats());
@@ -232,27 +242,17 @@ pub async fn open(app: &AppState, session: SessionId, url: &str) -> Result<()> {
             "a URL starts with http://, https://, file:// or about:".into(),
         ));
     }
-    let ws = app.workspaces()?;
-    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
     let body = serde_json::to_vec(&tandem_protocol::agent::DesktopOpen { url: url.into() })
         .map_err(|e| Error::Internal(e.to_string()))?;
-    let (status, answer) = crate::agent::call(
-        ws,
-        &wid,
-        pid,
+    agent_call(
+        app,
+        session,
         hyper::Method::POST,
         "/desktop/open",
         Some(body),
+        hyper::StatusCode::OK,
     )
-    .await?;
-    if status != hyper::StatusCode::OK {
-        return Err(Error::Invalid(format!(
-            "the browser did not open it: {}",
-            String::from_utf8_lossy(&answer)
-                .chars()
-                .take(300)
-                .collect::<String>()
-        )));
-    }
+    .await?
+    .map_err(|why| Error::Invalid(format!("the browser did not open it: {why}")))?;
     Ok(())
 }
