@@ -34,6 +34,11 @@ pub fn router() -> Router<AppState> {
         .route("/sessions/{id}/code", any(to_slash))
         .route("/sessions/{id}/code/", any(proxy_root))
         .route("/sessions/{id}/code/{*rest}", any(proxy))
+        // The desktop over VNC, also beside VS Code (the same socket as under /api).
+        .route(
+            "/sessions/{id}/vnc",
+            axum::routing::get(crate::desktop::vnc::socket),
+        )
 }
 
 async fn to_slash(Path(id): Path<SessionId>) -> Redirect {

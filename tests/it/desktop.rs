@@ -379,10 +379,11 @@ async fn the_desktop_over_vnc_speaks_rfb_through_the_websocket_and_viewers_get_t
         .parse();
     let id = created.session.id;
     crate::session_workspaces::wait_state(&s, id, &[SessionState::Ready]).await;
-    let connect = |token: String| {
+    let connect = |token: String, path: &'static str| {
         let url = format!(
-            "{}/api/sessions/{id}/vnc",
-            s.url.replacen("http://", "ws://", 1)
+            "{}{}",
+            s.url.replacen("http://", "ws://", 1),
+            path.replace("{id}", &id.to_string())
         );
         async move {
             let mut req = url.into_client_request().unwrap();
@@ -403,15 +404,18 @@ async fn the_desktop_over_vnc_speaks_rfb_through_the_websocket_and_viewers_get_t
         }
     };
     // The owner: x11vnc's greeting, through the tunnel.
-    let hello = connect(s.admin_token.clone()).await;
+    let hello = connect(s.admin_token.clone(), "/api/sessions/{id}/vnc").await;
     assert!(
         hello.starts_with(b"RFB 003.00"),
         "{:?}",
         String::from_utf8_lossy(&hello)
     );
+    // The same beside VS Code, outside /api.
+    let hello = connect(s.admin_token.clone(), "/sessions/{id}/vnc").await;
+    assert!(hello.starts_with(b"RFB 003.00"));
     // Someone who only watches gets the view-only server.
     let (_, viewer) = crate::agent_runs::another_user(&s, "vic").await;
-    let hello = connect(viewer).await;
+    let hello = connect(viewer, "/api/sessions/{id}/vnc").await;
     assert!(hello.starts_with(b"RFB 003.00"));
     let procs = crate::session_workspaces::exec(&s, id, "ps -eo args | grep '^x11vnc' || true")
         .await
