@@ -226,6 +226,22 @@ fn code_server(dir: &std::path::Path) -> Result<()> {
         )
         .env("npm_config_unsafe_perm", "true")
         .current_dir(dir))?;
+    // npm 11 runs no dependency's install script it was not told to allow: build the native
+    // modules VS Code needs on Linux one by one (node-pty's own post-install step wants the
+    // network and fails after its build; what counts is the binding being there).
+    for (pkg, binding) in [
+        ("@vscode/spdlog", "build/Release/spdlog.node"),
+        ("kerberos", "build/Release/kerberos.node"),
+        ("native-watchdog", "build/Release/watchdog.node"),
+        ("@vscode/deviceid", "build/Release/windows.node"),
+        ("node-pty", "build/Release/pty.node"),
+    ] {
+        let _ = Command::new("npm").args(["rebuild", pkg, "--loglevel=silent"]).current_dir(&vscode).status();
+        let built = vscode.join("node_modules").join(pkg).join(binding);
+        if !built.exists() {
+            bail!("code-server's native module {pkg} did not build ({} is missing)", built.display());
+        }
+    }
     cmd(Command::new("npm")
         .args(["rebuild", "argon2", "--loglevel=error"])
         .current_dir(
