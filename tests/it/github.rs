@@ -26,7 +26,7 @@ const CLIENT_ID: &str = "Iv1.tandemtest";
 const CLIENT_SECRET: &str = "oauth-secret-test-91c2";
 
 /// Everything the server logs while this test binary runs (to look for leaked tokens).
-fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
+pub fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
     static LOGS: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
     LOGS.get_or_init(|| {
         let buf = Arc::new(Mutex::new(Vec::new()));

@@ -855,3 +855,33 @@ async fn tandem_attach_drives_the_terminal_and_events_follow_tails_the_log() {
         .send()
         .await;
 }
+
+/// A share token travels in the live channel's query (`?share=`); the request log names the
+/// path only, so the token never reaches it.
+#[tokio::test]
+async fn share_tokens_in_the_query_stay_out_of_the_log() {
+    let logs = crate::github::captured_logs();
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
+    let id = shared_session(&s).await;
+    let guest = link(&s, id, json!({ "role": "viewer", "allow_guests": true })).await;
+    let token = guest.token.clone().unwrap();
+    let mut g = Peer::connect(
+        &s,
+        id,
+        Credentials {
+            share: Some(token.clone()),
+            name: Some("Gus".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    g.until("the hello", |p| p.me.is_some()).await;
+    let text = String::from_utf8_lossy(&logs.lock().unwrap()).to_string();
+    assert!(
+        text.contains(&format!("/api/sessions/{id}/live")),
+        "the request was logged"
+    );
+    assert!(!text.contains(&token), "the share token is in the log");
+}

@@ -236,10 +236,16 @@ fn code_server(dir: &std::path::Path) -> Result<()> {
         ("@vscode/deviceid", "build/Release/windows.node"),
         ("node-pty", "build/Release/pty.node"),
     ] {
-        let _ = Command::new("npm").args(["rebuild", pkg, "--loglevel=silent"]).current_dir(&vscode).status();
+        let _ = Command::new("npm")
+            .args(["rebuild", pkg, "--loglevel=silent"])
+            .current_dir(&vscode)
+            .status();
         let built = vscode.join("node_modules").join(pkg).join(binding);
         if !built.exists() {
-            bail!("code-server's native module {pkg} did not build ({} is missing)", built.display());
+            bail!(
+                "code-server's native module {pkg} did not build ({} is missing)",
+                built.display()
+            );
         }
     }
     cmd(Command::new("npm")

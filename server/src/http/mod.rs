@@ -54,6 +54,9 @@ pub fn app(state: AppState) -> Router {
         .merge(crate::code::router())
         .merge(web::router(state.config.web_dir.clone()))
         .layer(CompressionLayer::new())
-        .layer(TraceLayer::new_for_http())
+        // Spans name the method and path only: a query can carry a share token (`?share=`).
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<axum::body::Body>| {
+            tracing::debug_span!("request", method = %req.method(), path = %req.uri().path())
+        }))
         .with_state(state)
 }
