@@ -32,3 +32,8 @@ pub const MAX_DIFF_BYTES: usize = 8 * 1024 * 1024;
 pub const MAX_WARM_POOL: i64 = 32;
 /// Most sessions one fork request makes.
 pub const MAX_FORKS: i64 = 8;
+/// How deep child sessions nest (a child of a child of a child), so an agent cannot spawn
+/// without end.
+pub const MAX_CHILD_DEPTH: usize = 3;
+/// Most child sessions one session may spawn in all.
+pub const MAX_CHILDREN: usize = 32;

@@ -185,3 +185,86 @@ async fn session_bad_input_is_refused_and_stores_nothing(s: TestServer) {
     assert!(list.is_empty(), "no refused request stored a session");
 }
 matrix!(session_bad_input_is_refused_and_stores_nothing);
+
+/// Child sessions are bounded: at most `MAX_CHILD_DEPTH` deep and `MAX_CHILDREN` per session,
+/// so an agent spawning children that spawn children stops.
+#[tokio::test]
+async fn child_sessions_nest_and_multiply_within_bounds() {
+    use tandem_protocol::limits::{MAX_CHILD_DEPTH, MAX_CHILDREN, MAX_FORKS};
+    let s = crate::harness::TestServer::start(
+        crate::harness::Backend::Sqlite,
+        crate::harness::Transport::Socket,
+    )
+    .await
+    .unwrap();
+    let repo = crate::harness::make_repo(&s, "acme/kids").await;
+    let root: tandem_protocol::SessionDetail = s
+        .post(
+            "/api/sessions",
+            serde_json::json!({ "repo_id": repo, "prompt": "root" }),
+        )
+        .send()
+        .await
+        .parse();
+    let mut parent = root.session.id;
+    for depth in 1..=MAX_CHILD_DEPTH {
+        let res = s
+            .post(
+                &format!("/api/sessions/{parent}/children"),
+                serde_json::json!({ "prompt": format!("level {depth}") }),
+            )
+            .send()
+            .await;
+        assert_eq!(
+            res.status,
+            axum::http::StatusCode::CREATED,
+            "{}",
+            String::from_utf8_lossy(&res.body)
+        );
+        parent = res.parse::<Vec<tandem_protocol::Session>>()[0].id;
+    }
+    let too_deep = s
+        .post(
+            &format!("/api/sessions/{parent}/children"),
+            serde_json::json!({ "prompt": "one more level" }),
+        )
+        .send()
+        .await;
+    let msg = too_deep.assert_error(
+        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+    );
+    assert!(msg.contains("nest at most"), "{msg}");
+
+    // The root already has one child; fill it up in batches, then one more is refused.
+    let mut have = 1usize;
+    while have < MAX_CHILDREN {
+        let n = (MAX_CHILDREN - have).min(MAX_FORKS as usize);
+        let res = s
+            .post(
+                &format!("/api/sessions/{}/children", root.session.id),
+                serde_json::json!({ "prompt": "sibling", "variants": n }),
+            )
+            .send()
+            .await;
+        assert_eq!(
+            res.status,
+            axum::http::StatusCode::CREATED,
+            "{}",
+            String::from_utf8_lossy(&res.body)
+        );
+        have += n;
+    }
+    let too_many = s
+        .post(
+            &format!("/api/sessions/{}/children", root.session.id),
+            serde_json::json!({ "prompt": "one too many" }),
+        )
+        .send()
+        .await;
+    let msg = too_many.assert_error(
+        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+    );
+    assert!(msg.contains(&format!("at most {MAX_CHILDREN}")), "{msg}");
+}

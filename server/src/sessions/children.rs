@@ -1,7 +1,7 @@
 //! Child sessions: spawned by a session's agent (or through the API) to work in parallel — on the
 //! same or another repo, or as N variants of one prompt from a copy of the parent's workspace.
 
-use tandem_protocol::limits::MAX_FORKS;
+use tandem_protocol::limits::{MAX_CHILD_DEPTH, MAX_CHILDREN, MAX_FORKS};
 use tandem_protocol::*;
 
 use crate::db;
@@ -22,6 +22,24 @@ pub async fn spawn(
     let p = super::get(&state.db, parent).await?.session;
     if matches!(p.state, SessionState::Stopped | SessionState::Failed) {
         return Err(Error::Conflict("the parent session has ended".into()));
+    }
+    // Bounded: an agent spawning children that spawn children must stop somewhere.
+    let mut depth = 1;
+    let mut up = p.parent_id;
+    while let Some(id) = up {
+        depth += 1;
+        if depth > MAX_CHILD_DEPTH {
+            return Err(Error::Invalid(format!(
+                "child sessions nest at most {MAX_CHILD_DEPTH} deep"
+            )));
+        }
+        up = super::get(&state.db, id).await?.session.parent_id;
+    }
+    let existing = db::sessions::children(state.db.pool(), parent).await?.len();
+    if existing + n as usize > MAX_CHILDREN {
+        return Err(Error::Invalid(format!(
+            "a session spawns at most {MAX_CHILDREN} child sessions; this one has {existing}"
+        )));
     }
     let agent = req.agent.clone().unwrap_or_else(|| p.agent.clone());
     let children = if req.fork {
