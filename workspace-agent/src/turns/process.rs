@@ -21,6 +21,10 @@ pub struct Finished {
 }
 
 /// Reads a pipe to the end, keeping at most `max` bytes; each chunk also goes to `each`.
+/// How long output is still read after the shell exits, from what it left running in the
+/// background (which is then ended: nothing a command starts outlives it).
+const BACKGROUND_GRACE: Duration = Duration::from_millis(500);
+
 async fn drain(mut pipe: impl AsyncRead + Unpin, max: usize, mut each: impl FnMut(&str)) -> String {
     let mut kept = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
@@ -61,22 +65,51 @@ pub async fn run(
     let pgid = child.id().map(|p| Pid::from_raw(p as i32));
     let (out, err) = (child.stdout.take(), child.stderr.take());
     let work = async {
-        let (stdout, stderr) = tokio::join!(
-            async {
-                match out {
-                    Some(o) => drain(o, max_output, on_stdout).await,
-                    None => String::new(),
+        let readers = async {
+            tokio::join!(
+                async {
+                    match out {
+                        Some(o) => drain(o, max_output, on_stdout).await,
+                        None => String::new(),
+                    }
+                },
+                async {
+                    match err {
+                        Some(e) => drain(e, max_output, |_| {}).await,
+                        None => String::new(),
+                    }
                 }
-            },
-            async {
-                match err {
-                    Some(e) => drain(e, max_output, |_| {}).await,
-                    None => String::new(),
+            )
+        };
+        tokio::pin!(readers);
+        let mut outputs = None;
+        let mut status = None;
+        let mut grace: Option<tokio::time::Instant> = None;
+        while outputs.is_none() || status.is_none() {
+            let until_grace = async {
+                match grace {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = &mut readers, if outputs.is_none() => outputs = Some(r),
+                s = child.wait(), if status.is_none() => {
+                    status = Some(s.ok().and_then(|s| s.code()));
+                    // The shell is done; what it left running in the background may still
+                    // hold its output open: a moment to finish writing, then it ends.
+                    grace = Some(tokio::time::Instant::now() + BACKGROUND_GRACE);
+                }
+                () = until_grace => {
+                    if let Some(pg) = pgid {
+                        let _ = killpg(pg, Signal::SIGKILL);
+                    }
+                    grace = None;
                 }
             }
-        );
-        let status = child.wait().await.ok();
-        (status.and_then(|s| s.code()), stdout, stderr)
+        }
+        let (stdout, stderr) = outputs.unwrap_or_default();
+        (status.flatten(), stdout, stderr)
     };
     let limit = timeout.unwrap_or(Duration::from_secs(24 * 3600));
     let mut timed_out = false;
@@ -100,4 +133,52 @@ pub async fn run(
         timed_out,
         cancelled,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_command_that_leaves_something_in_the_background_returns_when_the_shell_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = std::time::Instant::now();
+        let f = run(
+            dir.path(),
+            "sleep 30 & echo done",
+            &[],
+            Some(Duration::from_secs(60)),
+            1 << 20,
+            &CancellationToken::new(),
+            |_| {},
+        )
+        .await
+        .unwrap();
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "it waited {:?} for the background sleep",
+            t.elapsed()
+        );
+        assert_eq!(
+            (f.code, f.stdout.as_str(), f.timed_out),
+            (Some(0), "done\n", false)
+        );
+    }
+
+    #[tokio::test]
+    async fn output_written_after_the_shell_by_a_background_job_within_the_grace_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = run(
+            dir.path(),
+            "(sleep 0.1; echo late) & echo early",
+            &[],
+            Some(Duration::from_secs(60)),
+            1 << 20,
+            &CancellationToken::new(),
+            |_| {},
+        )
+        .await
+        .unwrap();
+        assert_eq!(f.stdout, "early\nlate\n");
+    }
 }
