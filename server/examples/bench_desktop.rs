@@ -309,7 +309,24 @@ async fn main() -> Result<()> {
         }
         runs.push(run);
         // The stream ends when the last viewer leaves; the next run starts a fresh one.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let t0 = Instant::now();
+        loop {
+            let page: DesktopPage = http
+                .get(format!("{url}/api/sessions/{id}/desktop"))
+                .bearer_auth(&token)
+                .send()
+                .await?
+                .json()
+                .await?;
+            if page.stream.is_none() {
+                break;
+            }
+            ensure!(
+                t0.elapsed() < Duration::from_secs(30),
+                "the stream outlived its viewers"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     println!(

@@ -89,75 +89,9 @@ fn main() -> Result<()> {
                 drop(pg);
                 res
             }
-            Some((b, flags)) if b == "live" => {
-                deps::ensure(deps::Needs { test: true })?;
-                run::step("benchmark: live channel (release build; root)");
-                run::cmd(
-                    run::cargo()
-                        .args([
-                            "build",
-                            "--release",
-                            "-p",
-                            "tandem-workspace-agent",
-                            "-p",
-                            "tandem-server",
-                            "--bin",
-                            "tandem",
-                            // Named too: `--bin` filters every package's binaries.
-                            "--bin",
-                            "tandem-workspace-agent",
-                        ])
-                        .current_dir(run::root()),
-                )?;
-                run::cmd(
-                    run::cargo()
-                        .args([
-                            "run",
-                            "--release",
-                            "-p",
-                            "tandem-server",
-                            "--example",
-                            "bench_live",
-                            "--",
-                        ])
-                        .args(flags)
-                        .current_dir(run::root()),
-                )
-            }
+            Some((b, flags)) if b == "live" => release_bench("bench_live", "live channel", flags),
             Some((b, flags)) if b == "desktop" => {
-                deps::ensure(deps::Needs { test: true })?;
-                run::step("benchmark: desktop stream (release build; root)");
-                run::cmd(
-                    run::cargo()
-                        .args([
-                            "build",
-                            "--release",
-                            "-p",
-                            "tandem-workspace-agent",
-                            "-p",
-                            "tandem-server",
-                            "--bin",
-                            "tandem",
-                            // Named too: `--bin` filters every package's binaries.
-                            "--bin",
-                            "tandem-workspace-agent",
-                        ])
-                        .current_dir(run::root()),
-                )?;
-                run::cmd(
-                    run::cargo()
-                        .args([
-                            "run",
-                            "--release",
-                            "-p",
-                            "tandem-server",
-                            "--example",
-                            "bench_desktop",
-                            "--",
-                        ])
-                        .args(flags)
-                        .current_dir(run::root()),
-                )
+                release_bench("bench_desktop", "desktop stream", flags)
             }
             _ => bail!(
                 "benchmarks: `cargo xtask bench start`, `cargo xtask bench queue` or `cargo xtask bench live`"
@@ -177,4 +111,41 @@ fn main() -> Result<()> {
         }
         other => bail!("unknown xtask {other:?}; try `cargo xtask help`"),
     }
+}
+
+/// A benchmark against the release `tandem serve` and workspace agent: builds both, then runs
+/// the example with `flags`.
+fn release_bench(example: &str, what: &str, flags: &[String]) -> Result<()> {
+    deps::ensure(deps::Needs { test: true })?;
+    run::step(&format!("benchmark: {what} (release build; root)"));
+    run::cmd(
+        run::cargo()
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "tandem-workspace-agent",
+                "-p",
+                "tandem-server",
+                "--bin",
+                "tandem",
+            ])
+            // Named too: `--bin` filters every package's binaries.
+            .args(["--bin", "tandem-workspace-agent"])
+            .current_dir(run::root()),
+    )?;
+    run::cmd(
+        run::cargo()
+            .args([
+                "run",
+                "--release",
+                "-p",
+                "tandem-server",
+                "--example",
+                example,
+                "--",
+            ])
+            .args(flags)
+            .current_dir(run::root()),
+    )
 }

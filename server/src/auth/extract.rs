@@ -46,7 +46,7 @@ impl FromRequestParts<AppState> for CurrentUser {
             }
             return user_for_jwt(state, token).await.map(CurrentUser);
         }
-        if let Some(jwt) = session_cookie(parts) {
+        if let Some(jwt) = cookie(&parts.headers, SESSION_COOKIE) {
             return user_for_jwt(state, &jwt).await.map(CurrentUser);
         }
         Err(Error::Unauthorized(
@@ -55,15 +55,15 @@ impl FromRequestParts<AppState> for CurrentUser {
     }
 }
 
-fn session_cookie(parts: &Parts) -> Option<String> {
-    parts
-        .headers
+/// The value of cookie `name` in a request's headers.
+pub fn cookie(headers: &axum::http::HeaderMap, name: &str) -> Option<String> {
+    headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == SESSION_COOKIE)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_string())
 }
 

@@ -3,6 +3,7 @@
 //! into a [`CurrentUser`].
 
 mod extract;
+pub use extract::cookie;
 pub mod jwt;
 mod secrets;
 

@@ -5,7 +5,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::header::{COOKIE, LOCATION, SET_COOKIE};
+use axum::http::header::{LOCATION, SET_COOKIE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -17,6 +17,7 @@ use tandem_protocol::live::Role;
 use tandem_protocol::{ArtifactId, ArtifactInfo, Repo, SessionId};
 
 use crate::auth::CurrentUser;
+use crate::auth::cookie;
 use crate::github::{self, pr, signin, webhook};
 use crate::sessions::access;
 use crate::state::AppState;
@@ -123,17 +124,6 @@ fn secure(state: &AppState) -> &'static str {
     } else {
         ""
     }
-}
-
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_string())
 }
 
 async fn installable(
