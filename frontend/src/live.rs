@@ -251,13 +251,17 @@ impl Live {
                 have.extend(events.into_iter().filter(|e| e.seq > last));
             }),
             WsServer::Terminals { terminals } => s.terminals.set(terminals),
-            WsServer::Participants {
-                participants,
-                controller,
-            } => {
-                s.participants.set(participants);
-                s.controller.set(controller);
-            }
+            WsServer::Joined { participant } => s.participants.update(|ps| {
+                ps.retain(|p| p.id != participant.id);
+                ps.push(participant);
+            }),
+            WsServer::Left { id } => s.participants.update(|ps| ps.retain(|p| p.id != id)),
+            WsServer::Presence { id, looking_at } => s.participants.update(|ps| {
+                if let Some(p) = ps.iter_mut().find(|p| p.id == id) {
+                    p.looking_at = looking_at;
+                }
+            }),
+            WsServer::Control { controller } => s.controller.set(controller),
             WsServer::ControlRequested { by } => s.control_asked.set(Some(by)),
             WsServer::Refused { request, reason } => {
                 s.refused.set(Some(format!("{request}: {reason}")))

@@ -11,6 +11,10 @@ use crate::ids::*;
 
 /// Largest frame a client may send (bigger ones close the channel with [`close::TOO_BIG`]).
 pub const MAX_FRAME_BYTES: usize = 64 * 1024;
+/// Most terminal bytes in one server → client frame: output already queued for a client goes
+/// out merged into frames up to this size, so a client that falls behind gets fewer, larger
+/// frames instead of more small ones.
+pub const MAX_OUTPUT_FRAME_BYTES: usize = 64 * 1024;
 /// Most bytes waiting to be written to one client; a client that falls this far behind is
 /// closed with [`close::TOO_SLOW`] so it never holds the others back.
 pub const MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
@@ -175,11 +179,15 @@ pub enum WsServer {
     Events { events: Vec<Event> },
     /// The terminals changed (opened, resized, ended).
     Terminals { terminals: Vec<Terminal> },
-    /// Someone joined, left, changed what they look at, or control moved.
-    Participants {
-        participants: Vec<Participant>,
-        controller: Option<u32>,
-    },
+    /// Someone joined (the participant list changes by deltas after the hello, so a crowd
+    /// costs each member one small message per change, never a list per change).
+    Joined { participant: Participant },
+    /// Someone left. If they held control, a `control` with `None` follows.
+    Left { id: u32 },
+    /// What someone looks at changed.
+    Presence { id: u32, looking_at: Option<String> },
+    /// Control moved; `None`: free, every driver may type.
+    Control { controller: Option<u32> },
     /// Someone asks for control (sent to the holder and the owner).
     ControlRequested { by: u32 },
     /// Something this client asked for was not done, and why.

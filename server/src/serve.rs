@@ -97,7 +97,11 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         let db = self.state.db.clone();
         crate::scheduler::start(&self.state).await?;
-        axum::serve(self.listener, crate::app(self.state))
+        // No Nagle: terminal echo and live frames go out as soon as they are written.
+        let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        axum::serve(listener, crate::app(self.state))
             .with_graceful_shutdown(shutdown)
             .await?;
         db.close().await;

@@ -61,13 +61,17 @@ impl Peer {
                 }
                 WsServer::Events { events } => self.events.extend(events),
                 WsServer::Terminals { terminals } => self.terminals = terminals,
-                WsServer::Participants {
-                    participants,
-                    controller,
-                } => {
-                    self.participants = participants;
-                    self.controller = controller;
+                WsServer::Joined { participant } => {
+                    self.participants.retain(|p| p.id != participant.id);
+                    self.participants.push(participant);
                 }
+                WsServer::Left { id } => self.participants.retain(|p| p.id != id),
+                WsServer::Presence { id, looking_at } => {
+                    if let Some(p) = self.participants.iter_mut().find(|p| p.id == id) {
+                        p.looking_at = looking_at;
+                    }
+                }
+                WsServer::Control { controller } => self.controller = controller,
                 WsServer::ControlRequested { .. } | WsServer::DesktopAnswer { .. } => {}
                 WsServer::Refused { request, reason } => self.refused.push((request, reason)),
             },

@@ -14,6 +14,8 @@ use tokio::sync::broadcast;
 
 /// Output chunks queued per client before it is skipped ahead.
 const CLIENT_QUEUE: usize = 8192;
+/// Most output bytes sent to a client in one frame when several reads are waiting.
+const COALESCE_BYTES: usize = 64 * 1024;
 
 /// One terminal.
 pub struct Pty {
@@ -169,8 +171,9 @@ impl Pty {
         .await;
     }
 
-    /// Serves one attached client: scrollback first, then live output; its binary frames are
-    /// input, its text frames control.
+    /// Serves one attached client: scrollback first, then live output (what is already read
+    /// goes out together, in frames of up to [`COALESCE_BYTES`]); its binary frames are input,
+    /// its text frames control.
     pub async fn attach(self: Arc<Self>, socket: WebSocket) {
         // Subscribe before reading the scrollback, so no output falls in between.
         let mut rx = self.output.subscribe();
@@ -182,33 +185,67 @@ impl Pty {
         {
             return;
         }
+        let mut next = None;
         loop {
-            tokio::select! {
-                out = rx.recv() => match out {
-                    Ok(Out::Data(d)) => if sink.send(Message::Binary(d.into())).await.is_err() { return },
-                    Ok(Out::Exit(code)) => {
-                        let text = serde_json::to_string(&PtyControl::Exit { code }).unwrap_or_default();
-                        let _ = sink.send(Message::Text(text.into())).await;
-                        let _ = sink.close().await;
-                        return;
+            let out = match next.take() {
+                Some(out) => out,
+                None => tokio::select! {
+                    out = rx.recv() => out,
+                    msg = stream.next() => {
+                        match msg {
+                            Some(Ok(Message::Binary(b))) => self.write(b.to_vec()).await,
+                            Some(Ok(Message::Text(t))) => {
+                                if let Ok(PtyControl::Resize { cols, rows }) = serde_json::from_str(&t) {
+                                    self.resize(cols, rows);
+                                }
+                            }
+                            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                            Some(Ok(_)) => {}
+                        }
+                        continue;
                     }
-                    // Too slow: skip ahead to the current screen rather than hold anyone up.
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        rx = self.output.subscribe();
-                        if sink.send(Message::Binary(self.snapshot().into())).await.is_err() { return }
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return,
                 },
-                msg = stream.next() => match msg {
-                    Some(Ok(Message::Binary(b))) => self.write(b.to_vec()).await,
-                    Some(Ok(Message::Text(t))) => {
-                        if let Ok(PtyControl::Resize { cols, rows }) = serde_json::from_str(&t) {
-                            self.resize(cols, rows);
+            };
+            match out {
+                Ok(Out::Data(mut d)) => {
+                    // Fewer, larger frames under load; no wait when nothing more is there.
+                    while d.len() < COALESCE_BYTES {
+                        match rx.try_recv() {
+                            Ok(Out::Data(more)) => d.extend_from_slice(&more),
+                            Ok(other) => {
+                                next = Some(Ok(other));
+                                break;
+                            }
+                            Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                                next = Some(Err(broadcast::error::RecvError::Lagged(n)));
+                                break;
+                            }
+                            Err(_) => break,
                         }
                     }
-                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
-                    Some(Ok(_)) => {}
-                },
+                    if sink.send(Message::Binary(d.into())).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(Out::Exit(code)) => {
+                    let text =
+                        serde_json::to_string(&PtyControl::Exit { code }).unwrap_or_default();
+                    let _ = sink.send(Message::Text(text.into())).await;
+                    let _ = sink.close().await;
+                    return;
+                }
+                // Too slow: skip ahead to the current screen rather than hold anyone up.
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    rx = self.output.subscribe();
+                    if sink
+                        .send(Message::Binary(self.snapshot().into()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
             }
         }
     }

@@ -2,7 +2,9 @@
 
 use futures::{SinkExt, StreamExt};
 use tandem_protocol::SessionId;
-use tandem_protocol::live::{WsClient, WsServer, decode_terminal, encode_terminal};
+use tandem_protocol::live::{
+    MAX_OUTPUT_FRAME_BYTES, WsClient, WsServer, decode_terminal, encode_terminal,
+};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
@@ -77,7 +79,11 @@ impl LiveClient {
                     .map_err(|_| Error::BadRequest("token".into()))?,
             );
         }
-        let (ws, _) = tokio_tungstenite::connect_async(req)
+        // Read buffer sized to the server's largest output frame: tungstenite zeroes the
+        // buffer's free part before every read, so an oversized one costs on every frame.
+        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .read_buffer_size(MAX_OUTPUT_FRAME_BYTES + 16);
+        let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(config), true)
             .await
             .map_err(|e| Error::Unavailable(format!("cannot open the live channel: {e}")))?;
         Ok(Self { ws })

@@ -157,6 +157,8 @@ struct Member {
     out: Outbox,
     /// Terminal sizes this member reported (drivers).
     sizes: HashMap<u32, (u16, u16)>,
+    /// When this member's presence was last sent to the others.
+    presence_sent: Option<std::time::Instant>,
 }
 
 #[derive(Default)]
@@ -170,18 +172,20 @@ struct State {
 pub struct Hub {
     state: Mutex<State>,
     next_id: AtomicU32,
-    /// The participant list and the terminal list, as their latest `participants` and
-    /// `terminals` messages. Watches, not queues: a member gets the newest state when it gets
-    /// to it, so N joins cost N messages per member at most once each, never N² queued.
-    roster: tokio::sync::watch::Sender<Arc<String>>,
+    /// The terminal list as its latest `terminals` message. A watch, not a queue: a member
+    /// gets the newest list when it gets to it. (Participants change by small deltas instead,
+    /// queued in order: a list per change would cost N² bytes for N joins.)
     screens: tokio::sync::watch::Sender<Arc<String>>,
 }
 
 /// A member's views of the hub's current state.
 pub struct Watches {
-    pub roster: tokio::sync::watch::Receiver<Arc<String>>,
     pub screens: tokio::sync::watch::Receiver<Arc<String>>,
 }
+
+/// Presence changes of one member closer together than this are recorded but not sent to
+/// the others (a client flooding presence would otherwise cost every member a message each).
+pub const PRESENCE_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Why a request was refused (sent back as `refused`).
 pub type Refusal = String;
@@ -191,7 +195,6 @@ impl Default for Hub {
         Self {
             state: Mutex::new(State::default()),
             next_id: AtomicU32::new(1),
-            roster: tokio::sync::watch::channel(Arc::new(String::new())).0,
             screens: tokio::sync::watch::channel(Arc::new(String::new())).0,
         }
     }
@@ -203,7 +206,7 @@ impl Hub {
     }
 
     /// Adds a member: it gets `hello` (made from its record and the hub as it is), every
-    /// terminal's scrollback, then everything after it. Everyone sees the new participant list.
+    /// terminal's scrollback, then everything after it. The others get `joined`.
     pub fn join(
         &self,
         name: String,
@@ -249,14 +252,20 @@ impl Hub {
                 jti,
                 out,
                 sizes: HashMap::new(),
+                presence_sent: None,
             },
         );
         // Subscribed under the lock, after the hello: what it shows is already in the hello.
         let watches = Watches {
-            roster: self.roster.subscribe(),
             screens: self.screens.subscribe(),
         };
-        self.publish_roster(&st);
+        Self::broadcast(
+            &st,
+            &WsServer::Joined {
+                participant: info.clone(),
+            },
+            Some(id),
+        );
         (info, watches)
     }
 
@@ -264,11 +273,12 @@ impl Hub {
     pub fn leave(&self, id: u32) -> bool {
         let mut st = self.lock();
         if st.members.remove(&id).is_some() {
+            Self::broadcast(&st, &WsServer::Left { id }, None);
             if st.controller == Some(id) {
                 st.controller = None;
+                Self::broadcast_control(&st);
             }
             let resized = recompute_sizes(&mut st);
-            self.publish_roster(&st);
             if resized {
                 self.publish_screens(&st);
             }
@@ -392,10 +402,22 @@ impl Hub {
     /// What member `id` looks at.
     pub fn presence(&self, id: u32, looking_at: Option<String>) {
         let mut st = self.lock();
-        if let Some(m) = st.members.get_mut(&id) {
-            m.info.looking_at = looking_at.map(|l| l.chars().take(100).collect());
+        let Some(m) = st.members.get_mut(&id) else {
+            return;
+        };
+        let looking_at: Option<String> = looking_at.map(|l| l.chars().take(100).collect());
+        if m.info.looking_at == looking_at {
+            return;
         }
-        self.publish_roster(&st);
+        m.info.looking_at = looking_at.clone();
+        let now = std::time::Instant::now();
+        if m.presence_sent
+            .is_some_and(|t| now.duration_since(t) < PRESENCE_MIN_INTERVAL)
+        {
+            return;
+        }
+        m.presence_sent = Some(now);
+        Self::broadcast(&st, &WsServer::Presence { id, looking_at }, None);
     }
 
     /// Member `id` asks for control: granted if free, else the holder and owners are asked.
@@ -408,7 +430,7 @@ impl Hub {
         match st.controller {
             None => {
                 st.controller = Some(id);
-                self.publish_roster(&st);
+                Self::broadcast_control(&st);
             }
             Some(c) if c == id => {}
             Some(c) => {
@@ -440,7 +462,7 @@ impl Hub {
             None => return Err(format!("no participant {to}")),
         }
         st.controller = Some(to);
-        self.publish_roster(&st);
+        Self::broadcast_control(&st);
         Ok(())
     }
 
@@ -451,7 +473,7 @@ impl Hub {
             return Err("you do not hold control".into());
         }
         st.controller = None;
-        self.publish_roster(&st);
+        Self::broadcast_control(&st);
         Ok(())
     }
 
@@ -462,7 +484,7 @@ impl Hub {
             return Err("only the owner can take control".into());
         }
         st.controller = Some(id);
-        self.publish_roster(&st);
+        Self::broadcast_control(&st);
         Ok(())
     }
 
@@ -480,13 +502,22 @@ impl Hub {
 }
 
 impl Hub {
-    fn publish_roster(&self, st: &State) {
-        let msg = WsServer::Participants {
-            participants: st.members.values().map(|m| m.info.clone()).collect(),
-            controller: st.controller,
-        };
-        self.roster
-            .send_replace(Arc::new(serde_json::to_string(&msg).unwrap_or_default()));
+    /// Queues `msg` (serialised once) to every member but `except`.
+    fn broadcast(st: &State, msg: &WsServer, except: Option<u32>) {
+        let text = serde_json::to_string(msg).unwrap_or_default();
+        for m in st.members.values().filter(|m| Some(m.info.id) != except) {
+            m.out.push(Out::Text(text.clone()));
+        }
+    }
+
+    fn broadcast_control(st: &State) {
+        Self::broadcast(
+            st,
+            &WsServer::Control {
+                controller: st.controller,
+            },
+            None,
+        );
     }
 
     fn publish_screens(&self, st: &State) {
@@ -521,4 +552,95 @@ fn recompute_sizes(st: &mut State) -> bool {
         }
     }
     changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A member; its hello (stood in for by `control`, the hub does not read it) is taken.
+    fn join(hub: &Hub, role: Role) -> (Participant, Inbox) {
+        let (out, mut inbox) = outbox();
+        let (me, _) = hub.join("p".into(), None, role, None, out, |_, _, c, _| {
+            WsServer::Control { controller: c }
+        });
+        assert_eq!(texts(&mut inbox).len(), 1, "the hello");
+        (me, inbox)
+    }
+
+    fn texts(inbox: &mut Inbox) -> Vec<WsServer> {
+        let mut v = Vec::new();
+        while let Ok(out) = inbox.rx.try_recv() {
+            inbox.written(&out);
+            if let Out::Text(t) = out {
+                v.push(serde_json::from_str(&t).expect("a server message"));
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn a_crowd_joining_costs_each_member_one_small_message_per_join() {
+        let hub = Hub::default();
+        let (_, mut first) = join(&hub, Role::Owner);
+        let mut others = Vec::new();
+        for _ in 0..300 {
+            others.push(join(&hub, Role::Viewer));
+        }
+        // Lists per join would queue 300 lists of up to 300 entries (N²); deltas queue N.
+        assert!(
+            first.queued.load(Ordering::Relaxed) < 300 * 200,
+            "{} bytes queued for 300 joins",
+            first.queued.load(Ordering::Relaxed)
+        );
+        let got = texts(&mut first);
+        assert_eq!(got.len(), 300);
+        let ids: Vec<u32> = got
+            .iter()
+            .map(|m| match m {
+                WsServer::Joined { participant } => participant.id,
+                other => panic!("expected joined, got {other:?}"),
+            })
+            .collect();
+        let want: Vec<u32> = others.iter().map(|(p, _)| p.id).collect();
+        assert_eq!(ids, want, "in join order");
+        // The last joiner gets nothing about itself beyond its hello.
+        assert!(texts(&mut others.last_mut().unwrap().1).is_empty());
+    }
+
+    #[test]
+    fn leaving_with_control_frees_it_and_presence_floods_are_throttled() {
+        let hub = Hub::default();
+        let (owner, _owner_inbox) = join(&hub, Role::Owner);
+        let (driver, _) = join(&hub, Role::Driver);
+        let (_, mut viewer) = join(&hub, Role::Viewer);
+        hub.take_control(owner.id).unwrap();
+        hub.grant_control(owner.id, driver.id).unwrap();
+        texts(&mut viewer);
+        hub.leave(driver.id);
+        assert_eq!(
+            texts(&mut viewer),
+            vec![
+                WsServer::Left { id: driver.id },
+                WsServer::Control { controller: None }
+            ]
+        );
+        for i in 0..1000 {
+            hub.presence(owner.id, Some(format!("terminal:{i}")));
+        }
+        let sent = texts(&mut viewer);
+        assert!(
+            !sent.is_empty() && sent.len() < 10,
+            "{} presence messages for a flood of 1000",
+            sent.len()
+        );
+        // The newest is recorded all the same: joiners see it.
+        let (ps, _, _) = hub.snapshot();
+        let o = ps.iter().find(|p| p.id == owner.id).unwrap();
+        assert_eq!(o.looking_at.as_deref(), Some("terminal:999"));
+        // An unchanged presence is not news.
+        std::thread::sleep(PRESENCE_MIN_INTERVAL);
+        hub.presence(owner.id, Some("terminal:999".into()));
+        assert!(texts(&mut viewer).is_empty());
+    }
 }

@@ -132,7 +132,7 @@ async fn run(
     let _ = writer.await;
 }
 
-/// Writes queued frames and the newest participant and terminal lists, pings on the heartbeat,
+/// Writes queued frames and the newest terminal list, pings on the heartbeat,
 /// and closes when the hub says so.
 async fn write(
     mut sink: futures::stream::SplitSink<WebSocket, Message>,
@@ -158,18 +158,7 @@ async fn write(
             }
             out = inbox.rx.recv() => {
                 let Some(out) = out else { return };
-                inbox.written(&out);
-                let msg = match out {
-                    Out::Text(t) => Message::Text(t.into()),
-                    Out::Binary(b) => Message::Binary(b),
-                };
-                if sink.send(msg).await.is_err() {
-                    return;
-                }
-            }
-            Ok(()) = watches.roster.changed() => {
-                let text = watches.roster.borrow_and_update().clone();
-                if sink.send(Message::Text(text.as_str().into())).await.is_err() {
+                if write_queued(&mut sink, &mut inbox, out).await.is_err() {
                     return;
                 }
             }
@@ -186,6 +175,77 @@ async fn write(
             }
         }
     }
+}
+
+/// Most queued items one write takes before it flushes.
+const BATCH_ITEMS: usize = 256;
+
+/// Writes `first` and what else is already queued (up to [`BATCH_ITEMS`]) with one flush,
+/// consecutive output of one terminal merged into frames of up to [`MAX_OUTPUT_FRAME_BYTES`]:
+/// the further a client falls behind, the fewer and larger its frames, so the cost per byte
+/// falls as the load rises. Order is kept.
+async fn write_queued(
+    sink: &mut futures::stream::SplitSink<WebSocket, Message>,
+    inbox: &mut Inbox,
+    first: Out,
+) -> Result<(), axum::Error> {
+    let mut items = vec![first];
+    while items.len() < BATCH_ITEMS {
+        match inbox.rx.try_recv() {
+            Ok(out) => items.push(out),
+            Err(_) => break,
+        }
+    }
+    let mut run: Vec<bytes::Bytes> = Vec::new();
+    let mut run_bytes = 0;
+    for out in items {
+        inbox.written(&out);
+        match out {
+            Out::Binary(frame) => {
+                let terminal = decode_terminal(&frame).map(|(id, _)| id);
+                let same = run
+                    .first()
+                    .and_then(|f| decode_terminal(f))
+                    .map(|(id, _)| id);
+                if !run.is_empty()
+                    && (same != terminal
+                        || run_bytes + frame.len().saturating_sub(4) > MAX_OUTPUT_FRAME_BYTES)
+                {
+                    sink.feed(Message::Binary(merge(&mut run))).await?;
+                    run_bytes = 0;
+                }
+                run_bytes += frame.len().saturating_sub(4);
+                run.push(frame);
+            }
+            Out::Text(t) => {
+                if !run.is_empty() {
+                    sink.feed(Message::Binary(merge(&mut run))).await?;
+                    run_bytes = 0;
+                }
+                sink.feed(Message::Text(t.into())).await?;
+            }
+        }
+    }
+    if !run.is_empty() {
+        sink.feed(Message::Binary(merge(&mut run))).await?;
+    }
+    sink.flush().await
+}
+
+/// One terminal frame from consecutive frames of the same terminal (no copy for one).
+fn merge(run: &mut Vec<bytes::Bytes>) -> bytes::Bytes {
+    if run.len() == 1 {
+        return run.pop().unwrap_or_default();
+    }
+    let mut out = Vec::with_capacity(run.iter().map(|f| f.len()).sum());
+    for (i, frame) in run.drain(..).enumerate() {
+        out.extend_from_slice(if i == 0 {
+            &frame[..]
+        } else {
+            &frame[4.min(frame.len())..]
+        });
+    }
+    out.into()
 }
 
 struct Member {
@@ -415,5 +475,23 @@ async fn pump(db: db::Db, session: SessionId, after: i64, out: Outbox) {
             r = watch.changed() => if r.is_err() { return },
             () = tokio::time::sleep(POLL_OTHER_PROCESSES) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_output_keeps_one_header_and_every_byte_in_order() {
+        let mut run: Vec<bytes::Bytes> = ["ab", "cd", "ef"]
+            .iter()
+            .map(|s| encode_terminal(7, s.as_bytes()).into())
+            .collect();
+        let one = merge(&mut run);
+        assert_eq!(decode_terminal(&one), Some((7, &b"abcdef"[..])));
+        assert!(run.is_empty());
+        let mut single = vec![bytes::Bytes::from(encode_terminal(2, b"x"))];
+        assert_eq!(decode_terminal(&merge(&mut single)), Some((2, &b"x"[..])));
     }
 }
