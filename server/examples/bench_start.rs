@@ -1,5 +1,6 @@
 //! Session start benchmark (`cargo xtask bench start`): POST /api/sessions → the `ready` boot
-//! event, from a warm snapshot, for a small and a large repo, against `cp -a` of the same tree
+//! event, from a warm snapshot, for a small and a large repo (starts interleaved, so both meet
+//! the same machine state), against `cp -a` of the same tree
 //! measured in the same run, and from the warm pool. Needs root, runc and mmdebstrap.
 //!
 //! Flags: `--runs N` (default 10), `--large-files N` (100000), `--large-mib N` (2048),
@@ -279,9 +280,11 @@ async fn main() -> Result<()> {
         ("10 MB / 1k files", 1000usize, 10usize << 20, a.runs),
         ("large", a.large_files, a.large_mib << 20, a.cp_runs_large),
     ];
-    let mut rows = Vec::new();
-    let mut medians = Vec::new();
-    let mut small_repo = None;
+    // Both repos and snapshots first, then the starts interleaved (small, large, large, small,
+    // …), so both sizes start under the same conditions: timing one size after generating
+    // gigabytes and the other before would measure this benchmark's own disk and page cache
+    // churn, not the start.
+    let mut prepared = Vec::new();
     for (label, files, bytes, cp_runs) in cases {
         let label = if label == "large" {
             format!("{} MiB / {}k files", a.large_mib, a.large_files / 1000)
@@ -320,21 +323,28 @@ async fn main() -> Result<()> {
             .join("snapshots")
             .join(snap.id.to_string())
             .join("layer/workspace");
-        // Writing gigabytes leaves the disk busy with writeback for a while; flush it first so
-        // the starts measure starting, not this benchmark's own setup.
-        Command::new("sync").status()?;
-        let mut starts = Vec::new();
-        for i in 0..a.runs {
-            let (ms, id) = start_once(&c, repo.id).await?;
+        prepared.push((label, repo.id, tree, cp_runs, Vec::new()));
+    }
+    // Writing gigabytes leaves the disk busy with writeback for a while; flush it first so
+    // the starts measure starting, not this benchmark's own setup.
+    Command::new("sync").status()?;
+    for i in 0..a.runs {
+        let order: Vec<usize> = if i % 2 == 0 { vec![0, 1] } else { vec![1, 0] };
+        for k in order {
+            let (label, repo, _, _, starts) = &mut prepared[k];
+            let (ms, id) = start_once(&c, *repo).await?;
             eprintln!("[{label}] start {}: {ms:.0} ms", i + 1);
             starts.push(ms);
             stop(&c, id).await?;
         }
-        // The copy runs after the starts: copying gigabytes evicts the page cache, which would
-        // otherwise slow the starts that follow it.
+    }
+    let mut rows = Vec::new();
+    let mut medians = Vec::new();
+    // The copies run after every start: copying gigabytes evicts the page cache.
+    for (label, _, tree, cp_runs, starts) in &prepared {
         eprintln!("[{label}] cp -a baseline ×{cp_runs}…");
-        let cp = cp_a(&tree, work.path(), cp_runs)?;
-        let r = row(&format!("session start, {label}"), starts);
+        let cp = cp_a(tree, work.path(), *cp_runs)?;
+        let r = row(&format!("session start, {label}"), starts.clone());
         medians.push(r.median);
         let cpr = row(&format!("cp -a of the same tree, {label}"), cp);
         eprintln!(
@@ -343,11 +353,9 @@ async fn main() -> Result<()> {
         );
         rows.push(r);
         rows.push(cpr);
-        if small_repo.is_none() {
-            // Kept: sessions fetch from it.
-            small_repo = Some(repo.id);
-        }
     }
+    // Kept: sessions fetch from it.
+    let small_repo = Some(prepared[0].1);
 
     // Warm pool on the small repo.
     let repo = small_repo.context("small repo")?;
