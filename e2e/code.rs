@@ -85,8 +85,14 @@ async fn vs_code_loads_through_the_proxy_and_opens_a_repo_file() {
         .for_element(Locator::Css("#code-frame"))
         .await
         .unwrap();
+    // The session's own origin, a ticket in the path.
     let src_attr = frame.attr("src").await.unwrap().unwrap_or_default();
-    assert_eq!(src_attr, format!("/sessions/{id}/code/?folder=/workspace"));
+    let port = s.url.rsplit(':').next().unwrap();
+    assert!(
+        src_attr.starts_with(&format!("http://{id}.localhost:{port}/_t/"))
+            && src_attr.ends_with("/?folder=/workspace"),
+        "{src_attr}"
+    );
     frame.enter_frame().await.unwrap();
     // The workbench, with the repo's files in its explorer (through the remote connection).
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -132,6 +138,26 @@ async fn vs_code_loads_through_the_proxy_and_opens_a_repo_file() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Script in VS Code's frame cannot use Tandem's sign-in: the cookie is not there, and
+    // Tandem's API answers it nothing it may read.
+    let seen = a
+        .client
+        .execute(
+            "return fetch(arguments[0] + '/api/me', {credentials: 'include'})
+                .then(r => r.text().then(t => 'read ' + r.status + ' ' + t))
+                .catch(() => 'blocked')
+                .then(r => [document.cookie, r]);",
+            vec![serde_json::json!(s.url)],
+        )
+        .await
+        .unwrap();
+    let seen: (String, String) = serde_json::from_value(seen).unwrap();
+    assert!(
+        !seen.0.contains("tandem"),
+        "cookies in VS Code's frame: {}",
+        seen.0
+    );
+    assert_eq!(seen.1, "blocked", "Tandem's API from VS Code's frame");
     a.client.enter_parent_frame().await.unwrap();
     a.screenshot("vscode-file-open").await;
     a.close().await;

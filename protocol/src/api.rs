@@ -394,6 +394,17 @@ pub struct ExecResult {
     pub duration_ms: i64,
 }
 
+/// `POST /api/sessions/{id}/code`: where the session's VS Code opens for the person asking.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeLink {
+    /// The URL to load (in a frame): on VS Code's own origin for this session, with a ticket
+    /// for this person and session only in its path.
+    pub url: String,
+    /// False where the server has no origin for VS Code (it then shares Tandem's; see the
+    /// README's caveat).
+    pub isolated: bool,
+}
+
 /// `GET /api/sessions/{id}/diff`: the session's changes against the commit it started from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diff {

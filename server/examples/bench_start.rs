@@ -259,6 +259,7 @@ async fn main() -> Result<()> {
         github: None,
         desktop: Default::default(),
         snapshot_keep: 100,
+        code_url: None,
     };
     let server = Server::bind(config).await?;
     let url = server.url();

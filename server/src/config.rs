@@ -49,6 +49,10 @@ pub struct Config {
     pub github: Option<GithubConfig>,
     /// The desktop stream (`[desktop]` in the file).
     pub desktop: DesktopConfig,
+    /// Where each session's VS Code is served: `http(s)://{session}.<domain>[:port]` (wildcard
+    /// DNS and certificate pointing at this server). None: `<session>.localhost` when the
+    /// public URL is on loopback, else VS Code shares Tandem's origin.
+    pub code_url: Option<String>,
 }
 
 /// `[desktop]`: how the workspace's desktop is streamed to browsers.
@@ -211,6 +215,7 @@ pub struct FileConfig {
     pub github: Option<GithubConfig>,
     #[serde(default)]
     pub desktop: DesktopConfig,
+    pub code_url: Option<String>,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -291,6 +296,13 @@ impl Config {
                 ..file.agents
             },
             desktop: file.desktop.clone(),
+            code_url: match file.code_url {
+                Some(t) => {
+                    crate::code::origin::CodeOrigin::parse(&t)?;
+                    Some(t.trim_end_matches('/').to_string())
+                }
+                None => None,
+            },
             github: file.github.map(|g| GithubConfig {
                 api_url: g.api_url.trim_end_matches('/').to_string(),
                 web_url: g.web_url.trim_end_matches('/').to_string(),

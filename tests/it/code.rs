@@ -1,5 +1,6 @@
-//! VS Code through the server: code-server in a real workspace, reached at
-//! `/sessions/{id}/code/` with Tandem's sign-in, the prefix stripped; drivers only.
+//! VS Code through the server: code-server in a real workspace, on an origin of its own per
+//! session (`<session>.localhost`) with a ticket in the path, or under Tandem's origin where
+//! there is none; drivers only.
 
 use axum::http::{Method, StatusCode};
 use serde_json::json;
@@ -24,15 +25,10 @@ pub fn code_server_dir() -> Option<std::path::PathBuf> {
     }
 }
 
-#[tokio::test]
-async fn vs_code_loads_through_the_proxy_for_drivers_and_not_for_viewers() {
-    let Some(dir) = code_server_dir() else { return };
-    let Some(s) = crate::workspaces::server(move |c| c.agents.code_server_dir = Some(dir)).await
-    else {
-        return;
-    };
+/// A ready session with no agent on `s`.
+async fn ready_session(s: &crate::harness::TestServer) -> SessionId {
     let src = source_repo("[workspace]\nsetup = []\n");
-    let repo = add_repo(&s, "acme/code", src.path()).await;
+    let repo = add_repo(s, "acme/code", src.path()).await;
     let created: SessionDetail = s
         .post(
             "/api/sessions",
@@ -42,9 +38,165 @@ async fn vs_code_loads_through_the_proxy_for_drivers_and_not_for_viewers() {
         .await
         .parse();
     let id = created.session.id;
-    wait_state(&s, id, &[SessionState::Ready]).await;
+    wait_state(s, id, &[SessionState::Ready]).await;
+    // The source repo may go: the session fetched what it needs.
+    drop(src);
+    id
+}
 
-    // Without the trailing slash: redirected to the base path (which the client follows).
+fn excerpt(body: &[u8]) -> String {
+    String::from_utf8_lossy(body).chars().take(500).collect()
+}
+
+#[tokio::test]
+async fn vs_code_has_an_origin_of_its_own_per_session_for_drivers_only() {
+    let Some(dir) = code_server_dir() else { return };
+    let Some(s) = crate::workspaces::server(move |c| c.agents.code_server_dir = Some(dir)).await
+    else {
+        return;
+    };
+    let id = ready_session(&s).await;
+    let port = s.url.rsplit(':').next().unwrap().to_string();
+    let base = format!("http://{id}.localhost:{port}");
+
+    // The owner asks where VS Code opens: the session's own origin, a ticket in the path.
+    let link: CodeLink = s
+        .post(&format!("/api/sessions/{id}/code"), json!({}))
+        .send()
+        .await
+        .parse();
+    assert!(link.isolated);
+    let prefix = format!("{base}/_t/");
+    assert!(link.url.starts_with(&prefix), "{}", link.url);
+    let ticket = link.url[prefix.len()..]
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+
+    // The browser resolves `*.localhost` to loopback itself; this client is told to.
+    let addr: std::net::SocketAddr = s.url.trim_start_matches("http://").parse().unwrap();
+    let browser = reqwest::Client::builder()
+        .resolve(&format!("{id}.localhost"), addr)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let get = |url: String| {
+        let b = browser.clone();
+        async move {
+            let r = b.get(url).send().await.unwrap();
+            (r.status(), r.bytes().await.unwrap().to_vec())
+        }
+    };
+    // The workbench, from code-server in the workspace, with no Tandem credential at all.
+    let (status, body) = get(link.url.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{}", excerpt(&body));
+    let html = String::from_utf8_lossy(&body);
+    assert!(html.contains("workbench"), "{}", excerpt(&body));
+    // An asset beside it (relative URLs keep the ticket).
+    let (status, body) = get(format!("{base}/_t/{ticket}/manifest.json")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(String::from_utf8_lossy(&body).contains("code-server"));
+
+    // The code origin is VS Code only: not Tandem's API or pages, even with a credential.
+    let api = browser
+        .get(format!("{base}/api/sessions"))
+        .bearer_auth(&s.admin_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), StatusCode::NOT_FOUND);
+    // And Tandem's origin no longer serves VS Code (a link there would run workspace-served
+    // script beside Tandem's credentials).
+    let same = s.get(&format!("/sessions/{id}/code/")).send().await;
+    assert_eq!(same.status, StatusCode::NOT_FOUND);
+
+    // The ticket opens this session's VS Code only, and is no login.
+    let other: SessionId = "0b8c2a52-3c1f-4c36-9a59-7d9d2a1e4f10".parse().unwrap();
+    let cross = reqwest::Client::builder()
+        .resolve(&format!("{other}.localhost"), addr)
+        .build()
+        .unwrap()
+        .get(format!("http://{other}.localhost:{port}/_t/{ticket}/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross.status(), StatusCode::UNAUTHORIZED);
+    let as_login = s
+        .req(Method::GET, "/api/sessions")
+        .bearer(&ticket)
+        .send()
+        .await;
+    assert_eq!(as_login.status, StatusCode::UNAUTHORIZED);
+    // Forged, expired and missing tickets.
+    let forged = tandem_server::auth::JwtKeys::from_secret(&[9u8; 32])
+        .unwrap()
+        .issue_code(
+            tandem_protocol::UserId(uuid::Uuid::new_v4()),
+            &id.to_string(),
+            600,
+        )
+        .unwrap();
+    let admin_id = s.get("/api/me").send().await.parse::<User>().id;
+    let expired = s
+        .state
+        .jwt
+        .issue_code(admin_id, &id.to_string(), -1)
+        .unwrap();
+    for bad in [forged, expired, "nothing".to_string()] {
+        let (status, _) = get(format!("{base}/_t/{bad}/")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+    let (status, _) = get(format!("{base}/")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Someone who only watches gets no link, and a ticket of theirs opens nothing: the role
+    // is checked on every request, not only when the link is made.
+    let (vera, viewer) = crate::agent_runs::another_user(&s, "vera").await;
+    let refused = s
+        .req(Method::POST, &format!("/api/sessions/{id}/code"))
+        .bearer(&viewer)
+        .json(&json!({}))
+        .send()
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let hers = s
+        .state
+        .jwt
+        .issue_code(vera.id, &id.to_string(), 600)
+        .unwrap();
+    let (status, _) = get(format!("{base}/_t/{hers}/")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let anonymous = s
+        .req(Method::POST, &format!("/api/sessions/{id}/code"))
+        .json(&json!({}))
+        .send()
+        .await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn without_an_origin_of_its_own_vs_code_stays_under_tandems() {
+    let Some(dir) = code_server_dir() else { return };
+    // Reached by a non-loopback address and no `code_url`: no `*.localhost` to use.
+    let Some(s) = crate::workspaces::server(move |c| {
+        c.agents.code_server_dir = Some(dir);
+        c.public_url = Some("http://10.9.9.9:8080".into());
+    })
+    .await
+    else {
+        return;
+    };
+    let id = ready_session(&s).await;
+    let link: CodeLink = s
+        .post(&format!("/api/sessions/{id}/code"), json!({}))
+        .send()
+        .await
+        .parse();
+    assert!(!link.isolated);
+    assert_eq!(link.url, format!("/sessions/{id}/code/?folder=/workspace"));
+
+    // Without the trailing slash: redirected to the base path.
     let no_redirects = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -60,36 +212,9 @@ async fn vs_code_loads_through_the_proxy_for_drivers_and_not_for_viewers() {
         bare.headers()["location"],
         format!("/sessions/{id}/code/").as_str()
     );
-
-    // The workbench page, from code-server inside the workspace, with relative asset paths.
-    let page = s
-        .get(&format!("/sessions/{id}/code/?folder=/workspace"))
-        .send()
-        .await;
-    assert_eq!(
-        page.status,
-        StatusCode::OK,
-        "{}",
-        String::from_utf8_lossy(&page.body)
-            .chars()
-            .take(500)
-            .collect::<String>()
-    );
-    let html = String::from_utf8_lossy(&page.body).to_string();
-    assert!(
-        html.contains("vs/code/browser/workbench/workbench") || html.contains("workbench"),
-        "{}",
-        html.chars().take(800).collect::<String>()
-    );
-    // An asset under the base path (its static files).
-    let manifest = s
-        .get(&format!("/sessions/{id}/code/manifest.json"))
-        .send()
-        .await;
-    assert_eq!(manifest.status, StatusCode::OK);
-    assert!(String::from_utf8_lossy(&manifest.body).contains("code-server"));
-
-    // Someone who only watches gets none; nor does anyone signed out.
+    let page = s.get(&link.url).send().await;
+    assert_eq!(page.status, StatusCode::OK, "{}", excerpt(&page.body));
+    assert!(String::from_utf8_lossy(&page.body).contains("workbench"));
     let (_, viewer) = crate::agent_runs::another_user(&s, "vera").await;
     let refused = s
         .req(Method::GET, &format!("/sessions/{id}/code/"))

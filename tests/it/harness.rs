@@ -109,7 +109,7 @@ pub struct TestServer {
     pub backend: Backend,
     pub transport: Transport,
     pub state: AppState,
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, where it listens.
     pub url: String,
     /// The one-time login code printed on first start.
     pub first_login_code: String,
@@ -219,12 +219,14 @@ impl TestServer {
             snapshot_interval_secs: 0,
             agents: Default::default(),
             snapshot_keep: 3,
+            code_url: None,
             github: None,
             desktop: Default::default(),
         };
         tweak(&mut config);
         let server = Server::bind(config).await.expect("server starts");
-        let url = server.url();
+        // Where it listens (its public URL may name another address).
+        let url = format!("http://{}", server.state().config.listen);
         let state = server.state().clone();
         let login = server
             .first_login_url

@@ -1,5 +1,6 @@
 //! Reusable pieces of pages.
 
+pub mod code;
 pub mod desktop;
 pub mod diff;
 pub mod error_box;

@@ -9,6 +9,7 @@ use tandem_protocol::live::{Role, WsClient};
 use tandem_protocol::{EventKind, SessionDetail, SessionId, SessionState, User};
 
 use crate::api;
+use crate::components::code::CodePane;
 use crate::components::desktop::DesktopPane;
 use crate::components::diff::DiffView;
 use crate::components::header::Header;
@@ -236,7 +237,7 @@ pub fn SessionPage() -> impl IntoView {
                         })}
                         {move || (tab.get() == "diff").then(|| view! { <DiffView session=id refresh=Signal::derive(move || file_changes.get()) /> })}
                         {move || (tab.get() == "code").then(|| if can_drive.get() {
-                            view! { <iframe class="code" id="code-frame" title="VS Code" src=format!("/sessions/{id}/code/?folder=/workspace")></iframe> }.into_any()
+                            view! { <CodePane session=id /> }.into_any()
                         } else {
                             view! { <p class="muted placeholder" id="code-viewer">"VS Code is for the owner and drivers; viewers watch the terminal and the desktop."</p> }.into_any()
                         })}

@@ -44,6 +44,19 @@ pub struct ShareClaims {
     pub kind: String,
 }
 
+/// What a VS Code ticket says: this person may open this session's VS Code on its own origin.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CodeClaims {
+    /// The user id.
+    pub sub: String,
+    /// The session.
+    pub sid: String,
+    pub iat: i64,
+    pub exp: i64,
+    /// Always `"code"`: never accepted as a login or a share link.
+    pub kind: String,
+}
+
 /// The signing and verifying keys.
 pub struct JwtKeys {
     encoding: EncodingKey,
@@ -162,6 +175,44 @@ impl JwtKeys {
             })?;
         if data.claims.kind != "share" {
             return Err(Error::Unauthorized("not a share link".into()));
+        }
+        Ok(data.claims)
+    }
+
+    /// A VS Code ticket for `user` in `session`, valid for `ttl_secs`.
+    pub fn issue_code(&self, user: UserId, session: &str, ttl_secs: i64) -> Result<String> {
+        let now = now_ms() / 1000;
+        let claims = CodeClaims {
+            sub: user.to_string(),
+            sid: session.to_string(),
+            iat: now,
+            exp: now + ttl_secs,
+            kind: "code".into(),
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .map_err(|e| Error::Internal(format!("signing JWT: {e}")))
+    }
+
+    /// Verifies a VS Code ticket's signature, algorithm, expiry (no leeway), kind and session.
+    pub fn verify_code(&self, token: &str, session: &str) -> Result<CodeClaims> {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.leeway = 0;
+        validation.set_required_spec_claims(&["exp", "sub"]);
+        let data = jsonwebtoken::decode::<CodeClaims>(token, &self.decoding, &validation).map_err(
+            |e| {
+                Error::Unauthorized(match e.kind() {
+                    ErrorKind::ExpiredSignature => {
+                        "this VS Code link has expired; open VS Code from the session page again"
+                            .to_string()
+                    }
+                    _ => "this VS Code link is not valid".to_string(),
+                })
+            },
+        )?;
+        if data.claims.kind != "code" || data.claims.sid != session {
+            return Err(Error::Unauthorized(
+                "this VS Code link is for another session".into(),
+            ));
         }
         Ok(data.claims)
     }

@@ -39,6 +39,7 @@ pub fn app(state: AppState) -> Router {
         .merge(links::router())
         .merge(sessions::router())
         .merge(snapshots::router())
+        .merge(crate::code::api_router())
         .fallback(json_errors::no_such_route)
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -53,10 +54,19 @@ pub fn app(state: AppState) -> Router {
         // VS Code, proxied (outside /api: it is a web app of its own, under its base path).
         .merge(crate::code::router())
         .merge(web::router(state.config.web_dir.clone()))
+        // A session's VS Code origin is VS Code's, whatever the path.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::code::origin::dispatch,
+        ))
         .layer(CompressionLayer::new())
-        // Spans name the method and path only: a query can carry a share token (`?share=`).
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<axum::body::Body>| {
-            tracing::debug_span!("request", method = %req.method(), path = %req.uri().path())
-        }))
+        // Spans name the method and path only (a query can carry a share token, `?share=`),
+        // with a VS Code ticket cut out of the path.
+        .layer(TraceLayer::new_for_http().make_span_with(
+            |req: &axum::http::Request<axum::body::Body>| {
+                let path = crate::code::origin::loggable_path(req.uri().path());
+                tracing::debug_span!("request", method = %req.method(), path = %path)
+            },
+        ))
         .with_state(state)
 }

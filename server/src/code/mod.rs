@@ -1,9 +1,12 @@
-//! VS Code in the browser: `/sessions/{id}/code/…` is code-server in the session's workspace,
-//! reverse-proxied (HTTP and WebSocket upgrades, the prefix stripped, `Host` kept) with
-//! Tandem's own sign-in and roles: drivers and the owner use it; viewers get none (a full
-//! editor with a terminal cannot be made read-only). Each request goes through a byte tunnel
-//! the workspace agent opens to code-server on the workspace's loopback: the workspace has no
-//! network the server could reach otherwise.
+//! VS Code in the browser: code-server in the session's workspace, reverse-proxied (HTTP and
+//! WebSocket upgrades, the prefix stripped, `Host` kept) with Tandem's roles: drivers and the
+//! owner use it; viewers get none (a full editor with a terminal cannot be made read-only).
+//! It is served on an origin of its own per session where there is one ([`origin`]), else at
+//! `/sessions/{id}/code/…` on Tandem's. Each request goes through a byte tunnel the workspace
+//! agent opens to code-server on the workspace's loopback: the workspace has no network the
+//! server could reach otherwise.
+
+pub mod origin;
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -41,30 +44,74 @@ pub fn router() -> Router<AppState> {
         )
 }
 
+/// `POST /api/sessions/{id}/code`.
+pub fn api_router() -> Router<AppState> {
+    Router::new().route("/sessions/{id}/code", axum::routing::post(open))
+}
+
+async fn open(
+    State(app): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+) -> Result<axum::Json<tandem_protocol::CodeLink>> {
+    require_driver(&app, id, &user.0).await?;
+    let (url, isolated) = origin::link(&app, id, &user.0)?;
+    Ok(axum::Json(tandem_protocol::CodeLink { url, isolated }))
+}
+
+async fn require_driver(app: &AppState, id: SessionId, user: &tandem_protocol::User) -> Result<()> {
+    crate::sessions::access::require(&app.db, id, user, Role::Driver)
+        .await
+        .map(|_| ())
+        .map_err(|e| match e {
+            Error::Forbidden(_) => Error::Forbidden(
+                "VS Code is for the session's owner and drivers; viewers watch the terminal and the desktop".into(),
+            ),
+            other => other,
+        })
+}
+
 async fn to_slash(Path(id): Path<SessionId>) -> Redirect {
     Redirect::permanent(&format!("/sessions/{id}/code/"))
 }
 
 async fn proxy_root(
-    state: State<AppState>,
+    State(app): State<AppState>,
     user: CurrentUser,
     Path(id): Path<SessionId>,
     req: Request,
 ) -> Response {
-    forward(state, user, id, String::new(), req)
+    same_origin(app, user, id, String::new(), req)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn proxy(
-    state: State<AppState>,
+    State(app): State<AppState>,
     user: CurrentUser,
     Path((id, rest)): Path<(SessionId, String)>,
     req: Request,
 ) -> Response {
-    forward(state, user, id, rest, req)
+    same_origin(app, user, id, rest, req)
         .await
         .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// VS Code under Tandem's own origin: only where it has none of its own (else a link could
+/// load workspace-served script next to Tandem's credentials).
+async fn same_origin(
+    app: AppState,
+    user: CurrentUser,
+    id: SessionId,
+    rest: String,
+    req: Request,
+) -> Result<Response> {
+    if origin::CodeOrigin::of(&app).is_some() {
+        return Err(Error::NotFound(
+            "VS Code has an origin of its own here: open it from the session page".into(),
+        ));
+    }
+    forward(app, &user.0, id, rest, req).await
 }
 
 /// A tunnel to code-server in workspace `wid` (started first if need be).
@@ -151,16 +198,15 @@ pub async fn open_tunnel(
         .map_err(|e| Error::Unavailable(format!("the tunnel to {service}: {e}")))
 }
 
+/// Proxies `req` to session `id`'s code-server as `/<rest>`, if `user` may drive the session.
 async fn forward(
-    State(app): State<AppState>,
-    user: CurrentUser,
+    app: AppState,
+    user: &tandem_protocol::User,
     id: SessionId,
     rest: String,
     mut req: Request,
 ) -> Result<Response> {
-    crate::sessions::access::require(&app.db, id, &user.0, Role::Driver)
-        .await
-        .map_err(|_| Error::Forbidden("VS Code is for the session's owner and drivers; viewers watch the terminal and the desktop".into()))?;
+    require_driver(&app, id, user).await?;
     let ws = app.workspaces()?.clone();
     let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, id).await?;
     let io = tunnel(&app, &ws, &wid, pid).await?;

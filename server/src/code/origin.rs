@@ -1,0 +1,248 @@
+//! VS Code on an origin of its own per session, so what it serves — workspace extensions
+//! included — runs where no Tandem credential is: `http://<session>.localhost:<port>` when
+//! Tandem is reached on loopback (browsers resolve `*.localhost` to loopback themselves), else
+//! the `code_url` template of the config (`https://{session}.code.example.com`: a wildcard DNS
+//! name and certificate for the server). Tandem's cookie is host-only and `SameSite`, so it is
+//! never sent to, or from, that origin.
+//!
+//! The web app asks `POST /api/sessions/{id}/code` for a URL `<origin>/_t/<ticket>/…`. The
+//! ticket (HS256, kind `code`, one person, one session, [`TICKET_TTL_SECS`]) rides in the path,
+//! which code-server's relative URLs keep, so the code origin needs no cookie of its own. Every
+//! request checks the ticket, the host's session against it, and that the person may still
+//! drive the session: a revoked link or a demoted driver is cut off at the next request.
+//! Without an origin (Tandem reached by a non-loopback address and no `code_url`), VS Code
+//! stays under Tandem's own origin at `/sessions/{id}/code/`, with the README's caveat.
+
+use std::borrow::Cow;
+
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tandem_protocol::SessionId;
+
+use crate::state::AppState;
+use crate::{Error, Result, db};
+
+/// How long a VS Code URL works; the person's role is checked on every request besides.
+pub const TICKET_TTL_SECS: i64 = 12 * 3600;
+/// The path prefix that carries the ticket on the code origin.
+const TICKET_PREFIX: &str = "/_t/";
+/// What the template names the session by.
+const SESSION: &str = "{session}";
+
+/// Where VS Code is served: `<scheme>://<session><suffix>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeOrigin {
+    /// `http://` or `https://`.
+    scheme: String,
+    /// What follows the session's label: `.localhost:8080`, `.code.example.com`.
+    suffix: String,
+}
+
+impl CodeOrigin {
+    /// From a template such as `https://{session}.code.example.com` (the session must be the
+    /// first label; no path).
+    pub fn parse(template: &str) -> Result<Self> {
+        let t = template.trim_end_matches('/');
+        let bad = || {
+            Error::Config(format!(
+                "code_url {template:?}: expected http(s)://{{session}}.<domain>[:port], nothing after"
+            ))
+        };
+        let (scheme, rest) = t.split_once("://").ok_or_else(bad)?;
+        if scheme != "http" && scheme != "https" {
+            return Err(bad());
+        }
+        let suffix = rest.strip_prefix(SESSION).ok_or_else(bad)?;
+        if !suffix.starts_with('.')
+            || suffix.len() < 2
+            || suffix.contains(['/', '?', '#', '{', '}', '@'])
+        {
+            return Err(bad());
+        }
+        Ok(Self {
+            scheme: format!("{scheme}://"),
+            suffix: suffix.to_string(),
+        })
+    }
+
+    /// The configured template, else `<session>.localhost` beside a loopback public URL, else
+    /// none.
+    pub fn of(app: &AppState) -> Option<Self> {
+        if let Some(t) = &app.config.code_url {
+            return Self::parse(t).ok();
+        }
+        Self::beside(&app.public_url())
+    }
+
+    /// `http://{session}.localhost:<port>` if `public_url` is on loopback.
+    fn beside(public_url: &str) -> Option<Self> {
+        let rest = public_url.strip_prefix("http://")?;
+        let authority = rest.split('/').next()?;
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(':') && p.chars().all(|c| c.is_ascii_digit()) => {
+                (h, Some(p))
+            }
+            _ => (authority, None),
+        };
+        let loopback = host == "localhost"
+            || host.ends_with(".localhost")
+            || host
+                .trim_matches(['[', ']'])
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !loopback {
+            return None;
+        }
+        Some(Self {
+            scheme: "http://".into(),
+            suffix: match port {
+                Some(p) => format!(".localhost:{p}"),
+                None => ".localhost".into(),
+            },
+        })
+    }
+
+    /// The origin of session `id`'s VS Code.
+    pub fn base(&self, id: SessionId) -> String {
+        format!("{}{id}{}", self.scheme, self.suffix)
+    }
+
+    /// The session whose code origin `host` (a `Host` header) is, if it is one.
+    pub fn session_for_host(&self, host: &str) -> Option<SessionId> {
+        let host = host.to_ascii_lowercase();
+        let (label, rest) = host.split_once('.')?;
+        let strip_port = |s: &str| match s.rsplit_once(':') {
+            Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h.to_string(),
+            _ => s.to_string(),
+        };
+        if strip_port(&format!(".{rest}")) != strip_port(&self.suffix.to_ascii_lowercase()) {
+            return None;
+        }
+        label.parse().ok()
+    }
+}
+
+/// The URL of session `id`'s VS Code for `user`, and whether it has an origin of its own.
+pub fn link(app: &AppState, id: SessionId, user: &tandem_protocol::User) -> Result<(String, bool)> {
+    let folder = "?folder=/workspace";
+    Ok(match CodeOrigin::of(app) {
+        Some(origin) => {
+            let ticket = app
+                .jwt
+                .issue_code(user.id, &id.to_string(), TICKET_TTL_SECS)?;
+            (
+                format!("{}{TICKET_PREFIX}{ticket}/{folder}", origin.base(id)),
+                true,
+            )
+        }
+        None => (format!("/sessions/{id}/code/{folder}"), false),
+    })
+}
+
+/// Middleware: a request whose `Host` is a session's code origin is VS Code's, whatever its
+/// path; everything else goes on to Tandem's routes.
+pub async fn dispatch(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .map(str::to_string);
+    if let Some(host) = host
+        && let Some(origin) = CodeOrigin::of(&app)
+        && let Some(id) = origin.session_for_host(&host)
+    {
+        return serve(app, id, req)
+            .await
+            .unwrap_or_else(IntoResponse::into_response);
+    }
+    next.run(req).await
+}
+
+/// A request on session `id`'s code origin: `/_t/<ticket>/<rest>` goes to its code-server.
+async fn serve(app: AppState, id: SessionId, req: Request) -> Result<Response> {
+    let path = req.uri().path().to_string();
+    let Some((ticket, rest)) = path
+        .strip_prefix(TICKET_PREFIX)
+        .map(|p| p.split_once('/').unwrap_or((p, "")))
+    else {
+        return Err(Error::NotFound(
+            "this is a session's VS Code: open it from the session page".into(),
+        ));
+    };
+    let claims = app.jwt.verify_code(ticket, &id.to_string())?;
+    let user_id = claims
+        .sub
+        .parse()
+        .map_err(|_| Error::Unauthorized("this VS Code link is not valid".into()))?;
+    let user = db::users::get(app.db.pool(), user_id)
+        .await?
+        .ok_or_else(|| Error::Unauthorized("this VS Code link's person is gone".into()))?;
+    super::forward(app, &user, id, rest.to_string(), req).await
+}
+
+/// `path` as it may be logged: a ticket in it is cut out.
+pub fn loggable_path(path: &str) -> Cow<'_, str> {
+    match path.strip_prefix(TICKET_PREFIX) {
+        Some(rest) => Cow::Owned(format!(
+            "{TICKET_PREFIX}…/{}",
+            rest.split_once('/').map_or("", |(_, r)| r)
+        )),
+        None => Cow::Borrowed(path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_hosts_and_loopback_defaults() {
+        let o = CodeOrigin::parse("https://{session}.code.example.com/").unwrap();
+        let id: SessionId = "0b8c2a52-3c1f-4c36-9a59-7d9d2a1e4f10".parse().unwrap();
+        assert_eq!(
+            o.base(id),
+            "https://0b8c2a52-3c1f-4c36-9a59-7d9d2a1e4f10.code.example.com"
+        );
+        assert_eq!(o.session_for_host(&o.base(id)[8..]), Some(id));
+        assert_eq!(
+            o.session_for_host(&format!("{id}.code.example.com:443")),
+            Some(id)
+        );
+        assert_eq!(o.session_for_host("code.example.com"), None);
+        assert_eq!(o.session_for_host(&format!("{id}.evil.example.com")), None);
+        assert_eq!(o.session_for_host("not-a-session.code.example.com"), None);
+        for bad in [
+            "https://code.example.com",
+            "ftp://{session}.x",
+            "https://x.{session}.y",
+            "https://{session}.x/path",
+            "https://{session}",
+        ] {
+            assert!(CodeOrigin::parse(bad).is_err(), "{bad}");
+        }
+        let local = CodeOrigin::beside("http://127.0.0.1:8080").unwrap();
+        assert_eq!(local.base(id), format!("http://{id}.localhost:8080"));
+        assert_eq!(
+            local.session_for_host(&format!("{id}.localhost:8080")),
+            Some(id)
+        );
+        assert_eq!(local.session_for_host("127.0.0.1:8080"), None);
+        assert!(CodeOrigin::beside("http://[::1]:9").is_some());
+        assert!(CodeOrigin::beside("http://localhost").is_some());
+        assert!(CodeOrigin::beside("http://10.0.0.5:8080").is_none());
+        assert!(CodeOrigin::beside("https://tandem.example").is_none());
+    }
+
+    #[test]
+    fn tickets_stay_out_of_logged_paths() {
+        assert_eq!(
+            loggable_path("/_t/eyJsecret/static/x.js"),
+            "/_t/…/static/x.js"
+        );
+        assert_eq!(loggable_path("/_t/eyJsecret"), "/_t/…/");
+        assert_eq!(loggable_path("/api/health"), "/api/health");
+    }
+}
