@@ -88,7 +88,10 @@ async fn vs_code_has_an_origin_of_its_own_per_session_for_drivers_only() {
             (r.status(), r.bytes().await.unwrap().to_vec())
         }
     };
-    // The workbench, from code-server in the workspace, with no Tandem credential at all.
+    // The workbench, from code-server in the workspace, with no Tandem credential at all; its
+    // pages never send their URL (the ticket) to another origin.
+    let page = browser.get(&link.url).send().await.unwrap();
+    assert_eq!(page.headers()["referrer-policy"], "same-origin");
     let (status, body) = get(link.url.clone()).await;
     assert_eq!(status, StatusCode::OK, "{}", excerpt(&body));
     let html = String::from_utf8_lossy(&body);

@@ -180,7 +180,13 @@ async fn serve(app: AppState, id: SessionId, req: Request) -> Result<Response> {
     let user = db::users::get(app.db.pool(), user_id)
         .await?
         .ok_or_else(|| Error::Unauthorized("this VS Code link's person is gone".into()))?;
-    super::forward(app, &user, id, rest.to_string(), req).await
+    let mut res = super::forward(app, &user, id, rest.to_string(), req).await?;
+    // The ticket is in every URL here: no page of this origin names it to another.
+    res.headers_mut().insert(
+        header::REFERRER_POLICY,
+        header::HeaderValue::from_static("same-origin"),
+    );
+    Ok(res)
 }
 
 /// `path` as it may be logged: a ticket in it is cut out.
