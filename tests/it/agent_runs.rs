@@ -21,8 +21,13 @@ const RECIPE: &str = "[workspace]\nsetup = []\n";
 
 /// A workspace server whose model is `model`, with the key stored as a secret.
 async fn server(model: &ScriptedModel) -> Option<TestServer> {
+    server_on(model, crate::harness::Backend::Sqlite).await
+}
+
+/// [`server`] on `backend`.
+async fn server_on(model: &ScriptedModel, backend: crate::harness::Backend) -> Option<TestServer> {
     let url = model.base_url.clone();
-    let s = crate::workspaces::server(move |c| {
+    let s = crate::workspaces::server_on(backend, move |c| {
         c.agents.model_base_url = Some(url);
         c.agents.model = "scripted-1".into();
     })
@@ -595,6 +600,102 @@ async fn stop_ends_the_running_turn_within_two_seconds_and_the_queue_goes_on() {
         .await
         .assert_error(StatusCode::CONFLICT, "conflict");
     s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
+}
+
+#[tokio::test]
+async fn on_postgresql_another_server_process_steers_and_stops_a_turn_and_hears_its_events_at_once()
+{
+    let model = ScriptedModel::start(vec![
+        Reply::tool("run_command", gate_command("xsteer")),
+        Reply::text("Done, README too."),
+        Reply::tool("run_command", json!({ "command": "sleep 300" })),
+        Reply::text("never"),
+    ])
+    .await;
+    let Some(a) = server_on(&model, crate::harness::Backend::Postgres).await else {
+        return;
+    };
+    let (_src, repo) = repo(&a, "acme/xproc").await;
+    let id = new_session(&a, &repo, "Fix the sum").await;
+    wait_events(&a, id, |evs| {
+        evs.iter()
+            .any(|e| matches!(e.kind, EventKind::ToolCall { .. }))
+    })
+    .await;
+    // A second process (a second node) on the same database; the turn runs in the first.
+    let b = a.beside().await;
+    let steer: Prompt = b
+        .post(
+            &format!("/api/sessions/{id}/prompts"),
+            json!({ "text": "Also update the README", "mode": "steer" }),
+        )
+        .send()
+        .await
+        .parse();
+    // What the first process commits wakes the second's subscribers by itself (LISTEN/NOTIFY),
+    // not at its next poll: nothing in the second process writes this session's events now.
+    let mut watch = b.state.db.subscribe(id);
+    exec(&a, id, "touch /tmp/xsteer").await;
+    let newest = a
+        .get(&format!("/api/sessions/{id}"))
+        .send()
+        .await
+        .parse::<SessionDetail>()
+        .session
+        .last_seq;
+    tokio::time::timeout(Duration::from_secs(30), watch.wait_for(|s| *s >= newest))
+        .await
+        .expect("the second process heard of the first one's events")
+        .unwrap();
+    let evs = wait_events(&a, id, ended(1)).await;
+    let reqs = model.requests();
+    assert_eq!(
+        reqs[1].user_messages(),
+        ["Fix the sum", "Also update the README"],
+        "the steer sent to the second process reached the turn in the first"
+    );
+    assert!(evs.iter().any(|e| e.kind.type_name() == "steer_delivered"));
+    let detail = wait_state(&a, id, &[SessionState::Idle]).await;
+    let steered = detail.prompts.iter().find(|p| p.id == steer.id).unwrap();
+    assert_eq!(steered.state, PromptState::Delivered);
+
+    // A stop sent to the second process ends the turn running in the first.
+    a.post(
+        &format!("/api/sessions/{id}/prompts"),
+        json!({ "text": "Run forever" }),
+    )
+    .send()
+    .await;
+    wait_events(&a, id, |evs| {
+        evs.iter()
+            .filter(|e| matches!(e.kind, EventKind::ToolCall { .. }))
+            .count()
+            == 2
+    })
+    .await;
+    let res = b
+        .post(&format!("/api/sessions/{id}/turn/stop"), json!({}))
+        .send()
+        .await;
+    assert_eq!(
+        res.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    let evs = wait_events(&a, id, ended(2)).await;
+    let (_, outcome, _, error) = turn_ends(&evs)[1].clone();
+    assert_eq!(outcome, TurnOutcome::Stopped);
+    assert_eq!(error.as_deref(), Some("stopped by admin"));
+    // With no turn running anywhere, the second process says so.
+    wait_state(&a, id, &[SessionState::Idle]).await;
+    b.post(&format!("/api/sessions/{id}/turn/stop"), json!({}))
+        .send()
+        .await
+        .assert_error(StatusCode::CONFLICT, "conflict");
+    a.post(&format!("/api/sessions/{id}/stop"), json!({}))
         .send()
         .await;
 }

@@ -258,6 +258,32 @@ impl TestServer {
         })
     }
 
+    /// A second server process on this one's database (its own data dir, so its own runner
+    /// id), as a second node would be; the same admin token works on it.
+    pub async fn beside(&self) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = (*self.state.config).clone();
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.data_dir = dir.path().join("data");
+        let server = Server::bind(config).await.expect("second server starts");
+        let url = format!("http://{}", server.state().config.listen);
+        let state = server.state().clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(server.run(async move {
+            let _ = rx.await;
+        }));
+        Self {
+            backend: self.backend,
+            transport: self.transport,
+            state,
+            url,
+            first_login_code: String::new(),
+            admin_token: self.admin_token.clone(),
+            dir: Arc::new(dir),
+            shutdown: Some(tx),
+        }
+    }
+
     /// A request builder bound to this server and transport.
     pub fn req(&self, method: Method, path: &str) -> Req<'_> {
         Req {

@@ -54,18 +54,22 @@ pub async fn image() -> Option<PathBuf> {
 pub async fn server(
     tweak: impl FnOnce(&mut tandem_server::config::Config),
 ) -> Option<crate::harness::TestServer> {
+    server_on(crate::harness::Backend::Sqlite, tweak).await
+}
+
+/// [`server`] on `backend`.
+pub async fn server_on(
+    backend: crate::harness::Backend,
+    tweak: impl FnOnce(&mut tandem_server::config::Config),
+) -> Option<crate::harness::TestServer> {
     let image = image().await?;
     let images_dir = image.parent()?.parent()?.to_path_buf();
     let recipe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/test/image.toml");
-    crate::harness::TestServer::start_with(
-        crate::harness::Backend::Sqlite,
-        crate::harness::Transport::Socket,
-        move |c| {
-            c.images_dir = images_dir;
-            c.image_recipe = Some(recipe);
-            tweak(c);
-        },
-    )
+    crate::harness::TestServer::start_with(backend, crate::harness::Transport::Socket, move |c| {
+        c.images_dir = images_dir;
+        c.image_recipe = Some(recipe);
+        tweak(c);
+    })
     .await
 }
 

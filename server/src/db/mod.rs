@@ -9,9 +9,11 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
 use crate::{Error, Result};
+pub use bus::EventBus;
 
 pub mod artifacts;
 pub mod audit;
+pub mod bus;
 pub mod events;
 pub mod github;
 pub mod links;
@@ -55,48 +57,12 @@ pub struct Db {
     bus: std::sync::Arc<EventBus>,
 }
 
-/// Per-session "newest committed sequence number" watches. A subscriber reads the store after
-/// each change, so a notification can never carry or lose an event: it only says "look".
-#[derive(Debug, Default)]
-pub struct EventBus {
-    sessions: std::sync::Mutex<
-        std::collections::HashMap<tandem_protocol::SessionId, tokio::sync::watch::Sender<i64>>,
-    >,
-}
-
-impl EventBus {
-    /// A watch of `session`'s newest committed sequence number (as far as this process knows).
-    pub fn subscribe(
-        &self,
-        session: tandem_protocol::SessionId,
-    ) -> tokio::sync::watch::Receiver<i64> {
-        let mut map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        // Forget sessions nobody watches any more.
-        map.retain(|_, tx| tx.receiver_count() > 0);
-        map.entry(session)
-            .or_insert_with(|| tokio::sync::watch::channel(0).0)
-            .subscribe()
-    }
-
-    fn publish(&self, session: tandem_protocol::SessionId, seq: i64) {
-        let map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(tx) = map.get(&session) {
-            tx.send_if_modified(|cur| {
-                let newer = seq > *cur;
-                if newer {
-                    *cur = seq;
-                }
-                newer
-            });
-        }
-    }
-}
-
 /// A write transaction ([`Db::begin`]); rolls back unless committed.
 pub struct Tx {
     tx: sqlx::Transaction<'static, sqlx::Any>,
     _writer: Option<tokio::sync::OwnedMutexGuard<()>>,
     bus: std::sync::Arc<EventBus>,
+    backend: Backend,
     /// Events appended in this transaction, announced once it commits.
     appended: Vec<(tandem_protocol::SessionId, i64)>,
 }
@@ -115,7 +81,22 @@ impl std::ops::DerefMut for Tx {
 }
 
 impl Tx {
-    pub async fn commit(self) -> Result<()> {
+    pub async fn commit(mut self) -> Result<()> {
+        if self.backend == Backend::Postgres && !self.appended.is_empty() {
+            // Delivered to the other processes when (and only if) the commit happens.
+            let mut newest = std::collections::HashMap::new();
+            for (session, seq) in &self.appended {
+                let n = newest.entry(*session).or_insert(*seq);
+                *n = (*n).max(*seq);
+            }
+            for (session, seq) in newest {
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(bus::EVENTS_CHANNEL)
+                    .bind(bus::event_payload(session, seq))
+                    .execute(&mut *self.tx)
+                    .await?;
+            }
+        }
         self.tx.commit().await?;
         for (session, seq) in self.appended {
             self.bus.publish(session, seq);
@@ -174,11 +155,15 @@ impl Db {
         if backend == Backend::Sqlite {
             tokio::spawn(checkpoints(pool.clone()));
         }
+        let bus = std::sync::Arc::new(EventBus::default());
+        if backend == Backend::Postgres {
+            bus.listen(url);
+        }
         Ok(Self {
             pool,
             backend,
             writer,
-            bus: Default::default(),
+            bus,
         })
     }
 
@@ -206,6 +191,7 @@ impl Db {
             tx: self.pool.begin().await?,
             _writer: writer,
             bus: self.bus.clone(),
+            backend: self.backend,
             appended: Vec::new(),
         })
     }
@@ -216,6 +202,27 @@ impl Db {
         session: tandem_protocol::SessionId,
     ) -> tokio::sync::watch::Receiver<i64> {
         self.bus.subscribe(session)
+    }
+
+    /// Control messages from this process and, on PostgreSQL, every other one sharing the
+    /// database.
+    pub fn control(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.bus.control()
+    }
+
+    /// Sends a control message to every process sharing the database (on SQLite: this one).
+    pub async fn send_control(&self, msg: &str) -> Result<()> {
+        match self.backend {
+            Backend::Postgres => {
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(bus::CONTROL_CHANNEL)
+                    .bind(msg)
+                    .execute(&self.pool)
+                    .await?;
+            }
+            Backend::Sqlite => self.bus.deliver_control(msg.to_string()),
+        }
+        Ok(())
     }
 
     /// The pool, for the query modules.
@@ -231,6 +238,7 @@ impl Db {
 
     /// Closes every connection (waits for them to be returned).
     pub async fn close(&self) {
+        self.bus.stop();
         self.pool.close().await;
     }
 }

@@ -287,9 +287,7 @@ async fn stop_turn(
     if crate::turns::stop(&state, id, &user.author()).await? {
         Ok(StatusCode::ACCEPTED)
     } else {
-        Err(Error::Conflict(
-            "no turn of this session is running on this server".into(),
-        ))
+        Err(Error::Conflict("no turn of this session is running".into()))
     }
 }
 

@@ -52,6 +52,8 @@ pub fn spawn_boot(state: &AppState, id: SessionId) {
 /// After a start: sessions caught mid-boot fail (their boot cannot resume), live sessions whose
 /// workspace survived keep running, queued sessions boot. Then supervision starts.
 pub async fn start(state: &AppState) -> Result<()> {
+    // Other processes' stop and steer requests for the turns that run here.
+    crate::turns::listen_control(state);
     let Ok(ws) = state.workspaces.clone() else {
         return Ok(());
     };

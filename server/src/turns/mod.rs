@@ -471,18 +471,43 @@ pub async fn sweep(state: &AppState, mine: Option<String>) -> Result<()> {
     Ok(())
 }
 
-/// Stops the session's running turn. False when no turn of it runs in this process.
+/// What one server process asks of the one that runs a session's turn (over
+/// [`Db::send_control`]: on PostgreSQL every process sharing the database hears it).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Control {
+    Stop {
+        session: SessionId,
+        by: String,
+    },
+    Steer {
+        session: SessionId,
+        prompt: PromptId,
+    },
+}
+
+/// Stops the session's running turn, wherever it runs (this process, or on PostgreSQL any
+/// other sharing the database). False when none runs.
 pub async fn stop(state: &AppState, session: SessionId, by: &Author) -> Result<bool> {
-    let Some(turn) = state.turns.running(session) else {
-        return Ok(false);
+    let prompt = match stop_here(state, session, &by.name).await? {
+        Some(p) => p,
+        None if state.db.backend() == db::Backend::Postgres => {
+            let Some(running) = db::prompts::running(state.db.pool(), session).await? else {
+                return Ok(false);
+            };
+            // Its runner is another process: it hears this and stops the turn.
+            let msg = Control::Stop {
+                session,
+                by: by.name.clone(),
+            };
+            state
+                .db
+                .send_control(&serde_json::to_string(&msg).unwrap_or_default())
+                .await?;
+            running.id
+        }
+        None => return Ok(false),
     };
-    *turn.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) =
-        Some(format!("stopped by {}", by.name));
-    turn.stop.notify_one();
-    let ws = state.workspaces()?;
-    if let Err(e) = crate::agent::control_turn(ws, &turn.wid, turn.pid, turn.prompt, None).await {
-        tracing::warn!(session = %session, error = %e, "asking the agent to stop failed; the server ends the turn");
-    }
     crate::db::audit::record(
         state.db.pool(),
         now_ms(),
@@ -491,18 +516,50 @@ pub async fn stop(state: &AppState, session: SessionId, by: &Author) -> Result<b
             actor_name: &by.name,
             action: "turn.stop",
             target: &session.to_string(),
-            detail: serde_json::json!({ "prompt": turn.prompt }),
+            detail: serde_json::json!({ "prompt": prompt }),
         },
     )
     .await?;
     Ok(true)
 }
 
-/// Hands a steering prompt to the running turn; when there is none (or its agent cannot be
-/// steered) the prompt simply waits in the queue.
+/// Stops the session's turn if it runs in this process; its prompt if so.
+async fn stop_here(state: &AppState, session: SessionId, by: &str) -> Result<Option<PromptId>> {
+    let Some(turn) = state.turns.running(session) else {
+        return Ok(None);
+    };
+    *turn.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("stopped by {by}"));
+    turn.stop.notify_one();
+    let ws = state.workspaces()?;
+    if let Err(e) = crate::agent::control_turn(ws, &turn.wid, turn.pid, turn.prompt, None).await {
+        tracing::warn!(session = %session, error = %e, "asking the agent to stop failed; the server ends the turn");
+    }
+    Ok(Some(turn.prompt))
+}
+
+/// Hands a steering prompt to the running turn, wherever it runs; when there is none (or its
+/// agent cannot be steered) the prompt simply waits in the queue.
 pub async fn steer(state: &AppState, prompt: &Prompt) {
+    if state.turns.running(prompt.session_id).is_some() {
+        steer_here(state, prompt).await;
+    } else if state.db.backend() == db::Backend::Postgres {
+        let msg = Control::Steer {
+            session: prompt.session_id,
+            prompt: prompt.id,
+        };
+        if let Err(e) = state
+            .db
+            .send_control(&serde_json::to_string(&msg).unwrap_or_default())
+            .await
+        {
+            tracing::warn!(session = %prompt.session_id, error = %e, "steering another process's turn failed; the prompt waits in the queue");
+        }
+    }
+    kick(state, prompt.session_id);
+}
+
+async fn steer_here(state: &AppState, prompt: &Prompt) {
     let Some(turn) = state.turns.running(prompt.session_id) else {
-        kick(state, prompt.session_id);
         return;
     };
     let Ok(ws) = state.workspaces() else { return };
@@ -519,5 +576,41 @@ pub async fn steer(state: &AppState, prompt: &Prompt) {
             tracing::warn!(session = %prompt.session_id, error = %e, "steering failed; the prompt waits in the queue")
         }
     }
-    kick(state, prompt.session_id);
+}
+
+/// Acts on other processes' control messages for the turns running here, for as long as the
+/// server runs.
+pub fn listen_control(state: &AppState) {
+    let mut rx = state.db.control();
+    let state = state.clone();
+    tokio::spawn(async move {
+        loop {
+            let msg = match rx.recv().await {
+                Ok(m) => m,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "control messages were missed");
+                    continue;
+                }
+                Err(_) => return,
+            };
+            match serde_json::from_str::<Control>(&msg) {
+                Ok(Control::Stop { session, by }) => {
+                    if let Err(e) = stop_here(&state, session, &by).await {
+                        tracing::warn!(session = %session, error = %e, "stopping a turn for another process failed");
+                    }
+                }
+                Ok(Control::Steer { session, prompt }) => {
+                    if state.turns.running(session).is_some()
+                        && let Ok(Some(p)) = db::prompts::get(state.db.pool(), prompt).await
+                        && p.session_id == session
+                    {
+                        steer_here(&state, &p).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "a control message this server does not understand")
+                }
+            }
+        }
+    });
 }
