@@ -144,6 +144,7 @@ pub fn workspaces(
         ));
     }
     let agent_key = crate::agent::load_key(&config.data_dir).map_err(|e| e.to_string())?;
+    let host_id = server_id(&config.data_dir).map_err(|e| e.to_string())?;
     let rt = OciRuntime::new(kind, &config.data_dir).map_err(|e| e.to_string())?;
     // This binary when it is `tandem`, else (tests, examples) the one beside the agent.
     let tandem_bin = std::env::current_exe()
@@ -154,6 +155,7 @@ pub fn workspaces(
         runtime: Arc::new(rt),
         image,
         data_dir: config.data_dir.clone(),
+        host_id,
         agent_bin,
         agent_key,
         egress_hosts: config.egress_hosts.clone(),
@@ -162,6 +164,20 @@ pub fn workspaces(
         tandem_bin,
         github,
     })
+}
+
+/// This server's id, kept in `<data dir>/server-id` (made on first use): it names the turns it
+/// runs and the host of the workspaces it starts. Processes sharing a data dir share it.
+pub fn server_id(data_dir: &std::path::Path) -> crate::Result<String> {
+    let path = data_dir.join("server-id");
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+        _ => {
+            let id = uuid::Uuid::new_v4().to_string();
+            std::fs::write(&path, &id)?;
+            Ok(id)
+        }
+    }
 }
 
 /// The host's `node` and the configured code-server, when both are there.

@@ -1206,3 +1206,111 @@ async fn git_status_and_commit_go_through_the_agent() {
         .await;
     again.assert_error(StatusCode::CONFLICT, "conflict");
 }
+
+/// A session as the store holds it (created directly, so nothing boots it), moved to `to`
+/// with its workspace on `host` (none: a row from before hosts were recorded).
+async fn stored_session(
+    s: &TestServer,
+    repo: RepoId,
+    to: &[SessionState],
+    host: Option<&str>,
+    pid: i64,
+) -> SessionId {
+    use tandem_server::db;
+    let author = Author {
+        kind: AuthorKind::Automation,
+        user_id: None,
+        name: "test".into(),
+    };
+    let detail = tandem_server::sessions::create(
+        &s.state.db,
+        author,
+        CreateSession {
+            repo_id: repo,
+            prompt: String::new(),
+            branch: None,
+            agent: Some(AgentSpec::None),
+        },
+        &AgentSpec::None,
+    )
+    .await
+    .unwrap();
+    let id = detail.session.id;
+    for state in to {
+        let mut tx = s.state.db.begin().await.unwrap();
+        db::sessions::transition(&mut tx, id, *state, None, tandem_server::now_ms())
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    if let Some(host) = host {
+        db::sessions::set_workspace(
+            s.state.db.pool(),
+            id,
+            host,
+            Some(&format!("w-{}", id.0.simple())),
+            None,
+            None,
+            Some(pid),
+        )
+        .await
+        .unwrap();
+    }
+    id
+}
+
+#[tokio::test]
+async fn servers_sharing_a_database_look_after_their_own_hosts_workspaces_only() {
+    let Some(a) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
+    let repo: RepoId = crate::harness::make_repo(&a, "acme/hosts")
+        .await
+        .parse()
+        .unwrap();
+    let mine = a.state.workspaces().unwrap().host_id.clone();
+    // A process id nothing runs as any more.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let dead = i64::from(gone.id());
+    let live = [SessionState::Starting, SessionState::Ready];
+
+    // The supervisor leaves alone a session another server's host runs (that pid means
+    // nothing here)…
+    let foreign = stored_session(&a, repo, &live, Some("another-host"), dead).await;
+    // …and fails one whose workspace init died on its own host. It looks at sessions oldest
+    // first, so once this later one has failed, the other one was looked at too.
+    let created = tandem_server::now_ms();
+    while tandem_server::now_ms() == created {
+        std::hint::spin_loop();
+    }
+    let own = stored_session(&a, repo, &live, Some(&mine), dead).await;
+    wait_state(&a, own, &[SessionState::Failed]).await;
+    let d: SessionDetail = a
+        .get(&format!("/api/sessions/{foreign}"))
+        .send()
+        .await
+        .parse();
+    assert_eq!(d.session.state, SessionState::Ready);
+
+    // A second server starting on the same database (another host) fails the sessions that
+    // were starting on no recorded host, as after a restart, and leaves another host's alone.
+    let legacy = stored_session(&a, repo, &[SessionState::Starting], None, dead).await;
+    let starting = stored_session(
+        &a,
+        repo,
+        &[SessionState::Starting],
+        Some("another-host"),
+        dead,
+    )
+    .await;
+    let b = a.beside().await;
+    assert_ne!(b.state.workspaces().unwrap().host_id, mine);
+    wait_state(&b, legacy, &[SessionState::Failed]).await;
+    let d: SessionDetail = b
+        .get(&format!("/api/sessions/{starting}"))
+        .send()
+        .await
+        .parse();
+    assert_eq!(d.session.state, SessionState::Starting);
+}

@@ -328,22 +328,48 @@ pub struct WorkspaceRow {
     pub base_commit: Option<String>,
     pub workspace_pid: Option<i64>,
     pub snapshot_id: Option<String>,
+    /// The server whose host runs the workspace (its data dir's id); none before one claimed it.
+    pub workspace_host: Option<String>,
 }
 
-/// Records the workspace a session runs in.
+impl WorkspaceRow {
+    /// Whether the server `host` looks after this session's workspace (a row from before
+    /// hosts were recorded counts as everyone's).
+    pub fn hosted_by(&self, host: &str) -> bool {
+        self.workspace_host.as_deref().is_none_or(|h| h == host)
+    }
+}
+
+/// Records the workspace a session runs in, on the host of server `host`.
 pub async fn set_workspace<'e>(
     ex: impl Executor<'e, Database = Any>,
     id: SessionId,
+    host: &str,
     workspace_id: Option<&str>,
     snapshot: Option<SnapshotId>,
     base_commit: Option<&str>,
     pid: Option<i64>,
 ) -> Result<()> {
-    sqlx::query("UPDATE sessions SET workspace_id = $1, snapshot_id = $2, base_commit = $3, workspace_pid = $4 WHERE id = $5")
+    sqlx::query("UPDATE sessions SET workspace_id = $1, snapshot_id = $2, base_commit = $3, workspace_pid = $4, workspace_host = $5 WHERE id = $6")
         .bind(workspace_id)
         .bind(snapshot.map(|s| s.to_string()))
         .bind(base_commit)
         .bind(pid)
+        .bind(host)
+        .bind(id.to_string())
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// Records that server `host` is starting the session's workspace (before it has one).
+pub async fn set_host<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SessionId,
+    host: &str,
+) -> Result<()> {
+    sqlx::query("UPDATE sessions SET workspace_host = $1 WHERE id = $2")
+        .bind(host)
         .bind(id.to_string())
         .execute(ex)
         .await?;
@@ -370,7 +396,7 @@ pub async fn workspace<'e>(
     id: SessionId,
 ) -> Result<Option<WorkspaceRow>> {
     Ok(sqlx::query_as(
-        "SELECT id, state, workspace_id, base_commit, workspace_pid, snapshot_id FROM sessions WHERE id = $1",
+        "SELECT id, state, workspace_id, base_commit, workspace_pid, snapshot_id, workspace_host FROM sessions WHERE id = $1",
     )
     .bind(id.to_string())
     .fetch_optional(ex)
@@ -384,7 +410,7 @@ pub async fn in_states<'e>(
 ) -> Result<Vec<WorkspaceRow>> {
     let list: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
     Ok(sqlx::query_as(&format!(
-        "SELECT id, state, workspace_id, base_commit, workspace_pid, snapshot_id FROM sessions
+        "SELECT id, state, workspace_id, base_commit, workspace_pid, snapshot_id, workspace_host FROM sessions
          WHERE state IN ({}) ORDER BY created_at",
         list.join(", ")
     ))

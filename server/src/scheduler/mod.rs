@@ -60,6 +60,10 @@ pub async fn start(state: &AppState) -> Result<()> {
     let db = state.db.clone();
     pool::remove_orphans(&ws).await?;
     for row in db::sessions::in_states(db.pool(), &[SessionState::Starting]).await? {
+        // Another server's host is starting that one.
+        if !row.hosted_by(&ws.host_id) {
+            continue;
+        }
         let id: SessionId = row
             .id
             .parse()
@@ -145,6 +149,10 @@ async fn supervise(state: AppState, db: Db, ws: Arc<Workspaces>, pool: Arc<pool:
             gh.retain_prepared(&live);
         }
         for row in rows {
+            // Another server's host runs that workspace; its pid means nothing here.
+            if !row.hosted_by(&ws.host_id) {
+                continue;
+            }
             let (Some(pid), Some(wid), Ok(id)) = (
                 row.workspace_pid,
                 row.workspace_id.clone(),

@@ -164,6 +164,8 @@ pub async fn boot(db: &Db, ws: &Workspaces, pool: &WarmPool, id: SessionId) -> R
     if transition(db, id, SessionState::Starting, None).await? != Some(SessionState::Queued) {
         return Ok(());
     }
+    // Claimed: this server's host starts it (another server's restart leaves it alone).
+    db::sessions::set_host(db.pool(), id, &ws.host_id).await?;
     match boot_inner(db, ws, pool, &session, t0).await {
         Ok(()) => {
             became_ready(db, id, t0).await?;
@@ -267,6 +269,7 @@ async fn boot_inner(
     db::sessions::set_workspace(
         db.pool(),
         id,
+        &ws.host_id,
         Some(&wid),
         Some(snap.id),
         snap.commit.as_deref(),
@@ -304,6 +307,7 @@ async fn boot_inner(
     db::sessions::set_workspace(
         db.pool(),
         id,
+        &ws.host_id,
         Some(&wid),
         Some(snap.id),
         Some(&head),
@@ -608,7 +612,16 @@ pub async fn suspend(db: &Db, ws: &Workspaces, id: SessionId) -> Result<()> {
         .and_then(|r| r.snapshot_id.as_deref())
         .and_then(|s| s.parse().ok());
     let base = row.and_then(|r| r.base_commit);
-    db::sessions::set_workspace(db.pool(), id, Some(&wid), snapshot, base.as_deref(), None).await?;
+    db::sessions::set_workspace(
+        db.pool(),
+        id,
+        &ws.host_id,
+        Some(&wid),
+        snapshot,
+        base.as_deref(),
+        None,
+    )
+    .await?;
     transition(
         db,
         id,
@@ -660,6 +673,7 @@ pub async fn resume(db: &Db, ws: &Workspaces, id: SessionId) -> Result<()> {
         db::sessions::set_workspace(
             db.pool(),
             id,
+            &ws.host_id,
             Some(&wid),
             Some(snapshot),
             row.base_commit.as_deref(),
@@ -757,6 +771,7 @@ pub async fn fork(
             db::sessions::set_workspace(
                 db.pool(),
                 cid,
+                &ws.host_id,
                 Some(&wid),
                 Some(snapshot),
                 base.as_deref(),

@@ -29,6 +29,9 @@ pub struct Workspaces {
     pub runtime: Arc<dyn Runtime>,
     pub image: Image,
     pub data_dir: PathBuf,
+    /// This server's id ([`crate::serve::server_id`]): sessions record it as their workspace's
+    /// host, and only it supervises and recovers those workspaces.
+    pub host_id: String,
     /// The `tandem-workspace-agent` binary bound into session workspaces.
     pub agent_bin: PathBuf,
     /// Key the per-workspace agent tokens are derived from.

@@ -58,17 +58,8 @@ struct Running {
 impl Turns {
     /// Loads (or makes) this server's runner id from `<data dir>/server-id`.
     pub fn load(data_dir: &std::path::Path) -> Result<Self> {
-        let path = data_dir.join("server-id");
-        let runner = match std::fs::read_to_string(&path) {
-            Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
-            _ => {
-                let id = uuid::Uuid::new_v4().to_string();
-                std::fs::write(&path, &id)?;
-                id
-            }
-        };
         Ok(Self {
-            runner,
+            runner: crate::serve::server_id(data_dir)?,
             active: Mutex::new(HashMap::new()),
         })
     }
