@@ -701,6 +701,54 @@ async fn on_postgresql_another_server_process_steers_and_stops_a_turn_and_hears_
 }
 
 #[tokio::test]
+async fn a_turn_whose_prompt_another_process_took_back_stops_and_records_nothing_more() {
+    let model = ScriptedModel::start(vec![
+        Reply::tool("run_command", json!({ "command": "sleep 300" })),
+        Reply::text("second run done"),
+    ])
+    .await;
+    let Some(s) = server(&model).await else {
+        return;
+    };
+    let (_src, repo) = repo(&s, "acme/lease").await;
+    let id = new_session(&s, &repo, "Run forever").await;
+    wait_events(&s, id, |evs| {
+        evs.iter()
+            .any(|e| matches!(e.kind, EventKind::ToolCall { .. }))
+    })
+    .await;
+    // What another process's sweep does when this one's heartbeat lapses: the prompt is queued
+    // again, no longer this runner's.
+    let prompt = tandem_server::db::prompts::running(s.state.db.pool(), id)
+        .await
+        .unwrap()
+        .expect("a running prompt");
+    let mut tx = s.state.db.begin().await.unwrap();
+    assert!(
+        tandem_server::db::prompts::requeue(&mut tx, prompt.id, true, true)
+            .await
+            .unwrap()
+    );
+    tx.commit().await.unwrap();
+    // At its next heartbeat the first run notices, stops its agent (the command ends) and
+    // records no end of its own; the prompt runs again and that run ends it, once.
+    let evs = wait_events(&s, id, ended(1)).await;
+    let ends = turn_ends(&evs);
+    assert_eq!(ends.len(), 1, "one end for the prompt: {ends:?}");
+    assert_eq!(ends[0].1, TurnOutcome::Completed);
+    let starts = evs
+        .iter()
+        .filter(|e| e.kind.type_name() == "turn_started")
+        .count();
+    assert_eq!(starts, 2, "the prompt ran again");
+    let ps = exec(&s, id, "ps -eo args | grep -c '^sleep 300' || true").await;
+    assert_eq!(ps.stdout.trim(), "0", "the first run's command survived");
+    s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
+}
+
+#[tokio::test]
 async fn a_replaced_workspace_continues_the_same_conversation() {
     let model = ScriptedModel::start(vec![
         Reply::text("Noted: the codeword is PAPAYA."),

@@ -138,14 +138,15 @@ pub async fn edit(conn: &mut AnyConnection, id: PromptId, text: &str) -> Result<
     Ok(done.rows_affected() == 1)
 }
 
-/// Says `runner` still runs prompt `id`.
+/// Says `runner` still runs prompt `id`; false when it does not any more (its lease lapsed and
+/// another process took the prompt back).
 pub async fn heartbeat<'e>(
     ex: impl Executor<'e, Database = Any>,
     id: PromptId,
     runner: &str,
     now: i64,
-) -> Result<()> {
-    sqlx::query(
+) -> Result<bool> {
+    let done = sqlx::query(
         "UPDATE prompts SET heartbeat_at = $1 WHERE id = $2 AND runner = $3 AND state = 'running'",
     )
     .bind(now)
@@ -153,7 +154,7 @@ pub async fn heartbeat<'e>(
     .bind(runner)
     .execute(ex)
     .await?;
-    Ok(())
+    Ok(done.rows_affected() == 1)
 }
 
 /// Running prompts whose runner is gone: `runner` itself (it restarted), or any runner that has

@@ -260,7 +260,13 @@ async fn run(
             tracing::warn!(session = %session, error = %e, "preparing the workspace's git for GitHub failed");
         }
         let mut frames = crate::agent::start_turn(&ws, &wid, pid, &start).await?;
-        let heartbeat = tokio::spawn(beat(db.clone(), prompt.id, state.turns.runner.clone()));
+        let lease_lost = Arc::new(Notify::new());
+        let heartbeat = tokio::spawn(beat(
+            db.clone(),
+            prompt.id,
+            state.turns.runner.clone(),
+            lease_lost.clone(),
+        ));
         let _stop_beating = AbortOnDrop(heartbeat);
         let mut deadline: Option<tokio::time::Instant> = None;
         loop {
@@ -272,7 +278,7 @@ async fn run(
             };
             tokio::select! {
                 item = frames.recv() => match item {
-                    Some(Ok(TurnFrame::End { outcome, usage, error, .. })) => return Ok(Some((outcome, usage, error))),
+                    Some(Ok(TurnFrame::End { outcome, usage, error, .. })) => return Ok(Ending::Agent(outcome, usage, error)),
                     Some(Ok(frame)) => rec.frame(frame).await?,
                     Some(Err(e)) => return Err(e),
                     None => return Err(Error::Unavailable("the turn's stream ended without an end".into())),
@@ -280,7 +286,8 @@ async fn run(
                 () = running.stop.notified(), if deadline.is_none() => {
                     deadline = Some(tokio::time::Instant::now() + STOP_GRACE);
                 }
-                () = wait_stop => return Ok(None),
+                () = wait_stop => return Ok(Ending::StopTimedOut),
+                () = lease_lost.notified() => return Ok(Ending::LeaseLost),
             }
         }
     }
@@ -293,7 +300,7 @@ async fn run(
         .clone();
     let ms = t0.elapsed().as_millis() as i64;
     match result {
-        Ok(Some((outcome, usage, error))) => {
+        Ok(Ending::Agent(outcome, usage, error)) => {
             let error = error.or_else(|| {
                 (outcome == TurnOutcome::Stopped)
                     .then(|| stopped_by.clone())
@@ -305,10 +312,21 @@ async fn run(
         }
         // The agent did not end a stopped turn in time: the server ends it (dropping the
         // stream stops the agent's side).
-        Ok(None) => {
+        Ok(Ending::StopTimedOut) => {
             let usage = rec.usage();
             rec.end(TurnOutcome::Stopped, usage, stopped_by, ms).await?;
             after_turn(state, session, &prompt).await;
+            Ok(())
+        }
+        // Another process took the prompt back (this one's heartbeat lapsed, say a stalled
+        // database connection): it queued the prompt again and records that turn's end. This
+        // one stops its agent and records nothing more, so the session never has two runs of
+        // one prompt going.
+        Ok(Ending::LeaseLost) => {
+            tracing::warn!(session = %session, prompt = %prompt.id, "another server took this turn's prompt back; stopping the turn here");
+            if let Err(e) = crate::agent::control_turn(&ws, &wid, pid, prompt.id, None).await {
+                tracing::warn!(session = %session, error = %e, "asking the agent to stop failed");
+            }
             Ok(())
         }
         // The agent is still ending the turn before (a stop it took longer than the grace to
@@ -363,12 +381,29 @@ impl Drop for AbortOnDrop {
     }
 }
 
-async fn beat(db: Db, prompt: PromptId, runner: String) {
+/// How a turn's wait ended.
+enum Ending {
+    /// The agent ended it.
+    Agent(TurnOutcome, Usage, Option<String>),
+    /// It was stopped and the agent did not end it within [`STOP_GRACE`].
+    StopTimedOut,
+    /// Its prompt is not this process's to run any more.
+    LeaseLost,
+}
+
+/// Renews the turn's lease every [`HEARTBEAT`]; tells `lost` when the database says the prompt
+/// is no longer this runner's.
+async fn beat(db: Db, prompt: PromptId, runner: String, lost: Arc<Notify>) {
     let mut tick = tokio::time::interval(HEARTBEAT);
     loop {
         tick.tick().await;
-        if let Err(e) = db::prompts::heartbeat(db.pool(), prompt, &runner, now_ms()).await {
-            tracing::warn!(error = %e, "a turn's heartbeat failed");
+        match db::prompts::heartbeat(db.pool(), prompt, &runner, now_ms()).await {
+            Ok(true) => {}
+            Ok(false) => {
+                lost.notify_one();
+                return;
+            }
+            Err(e) => tracing::warn!(error = %e, "a turn's heartbeat failed"),
         }
     }
 }
