@@ -110,6 +110,21 @@ async fn run(
             },
         )
     });
+    // A revoke commits before it closes the hub's holders of the link; a joiner checked the
+    // link before joining and checks it again after, so one of the two always sees the other.
+    if let Some(jti) = &access.jti {
+        let revoked = match db::links::get(state.db.pool(), jti).await {
+            Ok(Some(link)) => link.revoked_at.is_some(),
+            Ok(None) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "re-checking a share link failed");
+                true
+            }
+        };
+        if revoked {
+            out.close(close::FORBIDDEN);
+        }
+    }
     let (sink, stream) = socket.split();
     let signal = inbox.close_signal();
     let writer = tokio::spawn(write(sink, inbox, watches));
