@@ -260,6 +260,7 @@ async fn main() -> Result<()> {
         desktop: Default::default(),
         snapshot_keep: 100,
         code_url: None,
+        advertise_url: None,
     };
     let server = Server::bind(config).await?;
     let url = server.url();

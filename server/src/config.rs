@@ -53,6 +53,10 @@ pub struct Config {
     /// DNS and certificate pointing at this server). None: `<session>.localhost` when the
     /// public URL is on loopback, else VS Code shares Tandem's origin.
     pub code_url: Option<String>,
+    /// Where the other server processes sharing the database reach this one (plain HTTP on
+    /// the cluster's network): requests about sessions whose workspace runs on this server's
+    /// host are forwarded here. Default: `http://<listen address>`.
+    pub advertise_url: Option<String>,
 }
 
 /// `[desktop]`: how the workspace's desktop is streamed to browsers.
@@ -216,6 +220,7 @@ pub struct FileConfig {
     #[serde(default)]
     pub desktop: DesktopConfig,
     pub code_url: Option<String>,
+    pub advertise_url: Option<String>,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -296,6 +301,14 @@ impl Config {
                 ..file.agents
             },
             desktop: file.desktop.clone(),
+            advertise_url: match file.advertise_url {
+                Some(u) if !u.starts_with("http://") => {
+                    return Err(Error::Config(format!(
+                        "advertise_url {u:?}: must be http://host:port (the cluster's own network)"
+                    )));
+                }
+                other => other.map(|u| u.trim_end_matches('/').to_string()),
+            },
             code_url: match file.code_url {
                 Some(t) => {
                     crate::code::origin::CodeOrigin::parse(&t)?;

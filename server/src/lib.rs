@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod auth;
 pub mod client;
+pub mod cluster;
 pub mod code;
 pub mod config;
 pub mod db;
@@ -16,6 +17,7 @@ pub mod http;
 pub mod images;
 pub mod live;
 pub mod mirrors;
+pub mod proxy;
 pub mod repos;
 pub mod runtime;
 pub mod scheduler;

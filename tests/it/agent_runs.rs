@@ -731,16 +731,25 @@ async fn a_turn_whose_prompt_another_process_took_back_stops_and_records_nothing
     );
     tx.commit().await.unwrap();
     // At its next heartbeat the first run notices, stops its agent (the command ends) and
-    // records no end of its own; the prompt runs again and that run ends it, once.
-    let evs = wait_events(&s, id, ended(1)).await;
+    // records no end of its own; the prompt runs again (after an attempt or two that find the
+    // agent still ending the first run) and completes.
+    let evs = wait_events(&s, id, |evs| {
+        turn_ends(evs)
+            .iter()
+            .any(|e| e.1 == TurnOutcome::Completed)
+    })
+    .await;
     let ends = turn_ends(&evs);
-    assert_eq!(ends.len(), 1, "one end for the prompt: {ends:?}");
-    assert_eq!(ends[0].1, TurnOutcome::Completed);
     let starts = evs
         .iter()
         .filter(|e| e.kind.type_name() == "turn_started")
         .count();
-    assert_eq!(starts, 2, "the prompt ran again");
+    assert_eq!(
+        ends.len(),
+        starts - 1,
+        "every run but the first has its end, the first none: {ends:?}"
+    );
+    assert_eq!(ends.last().unwrap().1, TurnOutcome::Completed);
     let ps = exec(&s, id, "ps -eo args | grep -c '^sleep 300' || true").await;
     assert_eq!(ps.stdout.trim(), "0", "the first run's command survived");
     s.post(&format!("/api/sessions/{id}/stop"), json!({}))

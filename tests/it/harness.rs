@@ -220,6 +220,7 @@ impl TestServer {
             agents: Default::default(),
             snapshot_keep: 3,
             code_url: None,
+            advertise_url: None,
             github: None,
             desktop: Default::default(),
         };

@@ -1314,3 +1314,91 @@ async fn servers_sharing_a_database_look_after_their_own_hosts_workspaces_only()
         .parse();
     assert_eq!(d.session.state, SessionState::Starting);
 }
+
+#[tokio::test]
+async fn on_postgresql_another_server_answers_for_a_session_by_forwarding_to_its_host() {
+    let Some(a) = crate::workspaces::server_on(crate::harness::Backend::Postgres, |_| {}).await
+    else {
+        return;
+    };
+    let src = source_repo("[workspace]\nsetup = []\n");
+    let repo = add_repo(&a, "acme/cluster", src.path()).await;
+    let created: SessionDetail = a
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "agent": { "kind": "none" } }),
+        )
+        .send()
+        .await
+        .parse();
+    let id = created.session.id;
+    wait_state(&a, id, &[SessionState::Ready]).await;
+    // A second server on the database, on another host as far as it knows: the workspace, its
+    // agent socket and its PTYs are not there. It forwards.
+    let b = a.beside().await;
+    assert_eq!(
+        exec(&b, id, "echo from-$((40+2))").await.stdout,
+        "from-42\n"
+    );
+    let diff = b.get(&format!("/api/sessions/{id}/diff")).send().await;
+    assert_eq!(diff.status, StatusCode::OK);
+    // The terminal, over B's live channel (a WebSocket upgrade, forwarded).
+    let creds = tandem_server::client::live::Credentials {
+        token: Some(b.admin_token.clone()),
+        ..Default::default()
+    };
+    let mut c = tandem_server::client::live::LiveClient::connect(&b.url, id, &creds)
+        .await
+        .unwrap();
+    let mut screen = Vec::new();
+    let mut typed = false;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !String::from_utf8_lossy(&screen).contains("via-b-2") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, c.next()).await {
+            Ok(Some(tandem_server::client::live::Incoming::Message(m))) => {
+                if let tandem_protocol::live::WsServer::Refused { request, reason } = *m {
+                    panic!("{request} refused: {reason}");
+                }
+            }
+            // Typed once the shell's prompt shows (through the forwarded channel too).
+            Ok(Some(tandem_server::client::live::Incoming::Terminal(t, bytes))) => {
+                screen.extend(bytes);
+                if !typed && String::from_utf8_lossy(&screen).contains("# ") {
+                    c.input(t, b"echo via-b-$((1+1))\r").await.unwrap();
+                    typed = true;
+                }
+            }
+            other => panic!(
+                "no echo through the second server ({other:?}); screen: {}",
+                String::from_utf8_lossy(&screen)
+            ),
+        }
+    }
+    // A host whose server cannot be reached: a clear 503, not a hang.
+    let host = a.state.workspaces().unwrap().host_id.clone();
+    tandem_server::db::servers::register(
+        a.state.db.pool(),
+        &host,
+        "http://127.0.0.1:1",
+        tandem_server::now_ms(),
+    )
+    .await
+    .unwrap();
+    let res = b
+        .post(
+            &format!("/api/sessions/{id}/exec"),
+            json!({ "command": "true" }),
+        )
+        .send()
+        .await;
+    assert_eq!(res.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        String::from_utf8_lossy(&res.body).contains("unreachable"),
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    a.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
+}

@@ -12,9 +12,8 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::any;
 use hyper_util::rt::TokioIo;
@@ -204,53 +203,23 @@ async fn forward(
     user: &tandem_protocol::User,
     id: SessionId,
     rest: String,
-    mut req: Request,
+    req: Request,
 ) -> Result<Response> {
     require_driver(&app, id, user).await?;
     let ws = app.workspaces()?.clone();
     let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, id).await?;
     let io = tunnel(&app, &ws, &wid, pid).await?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| Error::Unavailable(format!("VS Code: {e}")))?;
-    tokio::spawn(conn.with_upgrades());
-    let wants_upgrade = req.headers().contains_key(header::UPGRADE);
-    let client_upgrade = wants_upgrade.then(|| hyper::upgrade::on(&mut req));
-    let path = match req.uri().query() {
-        Some(q) => format!("/{rest}?{q}"),
-        None => format!("/{rest}"),
-    };
-    let (parts, body) = req.into_parts();
-    let mut up = hyper::Request::builder().method(parts.method).uri(path);
-    for (k, v) in parts.headers.iter() {
-        // Tandem's own credential stays here.
-        if k == header::COOKIE || k == header::AUTHORIZATION {
-            continue;
+    crate::proxy::relay(io, req, "VS Code", |parts| {
+        parts.uri = match parts.uri.query() {
+            Some(q) => format!("/{rest}?{q}"),
+            None => format!("/{rest}"),
         }
-        up = up.header(k, v);
-    }
-    let up = up
-        .body(body)
+        .parse()
         .map_err(|e| Error::BadRequest(format!("a request VS Code cannot take: {e}")))?;
-    let mut res = sender
-        .send_request(up)
-        .await
-        .map_err(|e| Error::Unavailable(format!("VS Code: {e}")))?;
-    if res.status() == hyper::StatusCode::SWITCHING_PROTOCOLS
-        && let Some(client) = client_upgrade
-    {
-        let upstream = hyper::upgrade::on(&mut res);
-        tokio::spawn(async move {
-            if let (Ok(c), Ok(u)) = (client.await, upstream.await) {
-                let _ =
-                    tokio::io::copy_bidirectional(&mut TokioIo::new(c), &mut TokioIo::new(u)).await;
-            }
-        });
-    }
-    let (parts, body) = res.into_parts();
-    let mut out = Response::from_parts(parts, Body::new(body));
-    if out.status() == StatusCode::SWITCHING_PROTOCOLS {
-        *out.body_mut() = Body::empty();
-    }
-    Ok(out)
+        // Tandem's own credential stays here.
+        parts.headers.remove(header::COOKIE);
+        parts.headers.remove(header::AUTHORIZATION);
+        Ok(())
+    })
+    .await
 }

@@ -20,6 +20,7 @@ pub mod links;
 pub mod prompts;
 pub mod repos;
 pub mod secrets;
+pub mod servers;
 pub mod sessions;
 pub mod snapshots;
 pub mod tokens;

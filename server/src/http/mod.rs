@@ -59,6 +59,11 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             crate::code::origin::dispatch,
         ))
+        // Before anything else: a session another server hosts is answered there.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::cluster::forward,
+        ))
         .layer(CompressionLayer::new())
         // Spans name the method and path only (a query can carry a share token, `?share=`),
         // with a VS Code ticket cut out of the path.

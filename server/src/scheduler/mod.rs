@@ -58,6 +58,8 @@ pub async fn start(state: &AppState) -> Result<()> {
         return Ok(());
     };
     let db = state.db.clone();
+    // Where the other servers forward requests about this host's sessions.
+    crate::cluster::register(state, ws.host_id.clone());
     pool::remove_orphans(&ws).await?;
     for row in db::sessions::in_states(db.pool(), &[SessionState::Starting]).await? {
         // Another server's host is starting that one.

@@ -1,0 +1,131 @@
+//! Several server processes on one PostgreSQL database. Each registers where the others reach
+//! it (`advertise_url`, by its server id); a request about a session whose workspace another
+//! server's host runs — its terminal, exec, diff, desktop, VS Code, stop — is forwarded to that
+//! server (HTTP and WebSocket upgrades), which answers it as if asked directly: the person's
+//! credentials travel with the request and are checked there (the database and the JWT key are
+//! shared). Reads the database can answer (the session, its events) stay where they arrive.
+
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::TokioIo;
+use tandem_protocol::SessionId;
+
+use crate::state::AppState;
+use crate::{Error, Result, db, now_ms};
+
+/// Marks a forwarded request: it is answered where it arrives, never forwarded again.
+pub const FORWARDED: &str = "x-tandem-forwarded";
+/// How often a server renews its registration.
+pub const REFRESH: Duration = Duration::from_secs(30);
+/// How long forwarding may take to reach the other server.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the other servers reach this one.
+pub fn advertise_url(app: &AppState) -> String {
+    app.config
+        .advertise_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", app.config.listen))
+}
+
+/// Registers this server (whose workspaces' host is `id`) now and every [`REFRESH`].
+pub fn register(app: &AppState, id: String) {
+    let app = app.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(REFRESH);
+        loop {
+            tick.tick().await;
+            let url = advertise_url(&app);
+            if let Err(e) = db::servers::register(app.db.pool(), &id, &url, now_ms()).await {
+                tracing::warn!(error = %e, "registering this server failed");
+            }
+        }
+    });
+}
+
+/// The session a request is about, by path (`/api/sessions/{id}/…`, `/sessions/{id}/…`) or by
+/// its VS Code origin — only for what needs its workspace.
+fn session_of(app: &AppState, req: &Request) -> Option<SessionId> {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
+    if let Some(host) = host
+        && let Some(origin) = crate::code::origin::CodeOrigin::of(app)
+        && let Some(id) = origin.session_for_host(host)
+    {
+        return Some(id);
+    }
+    let path = req.uri().path();
+    let id = if let Some(p) = path.strip_prefix("/api/sessions/") {
+        let (id, rest) = p.split_once('/')?;
+        // What the database answers stays here.
+        if req.method() == Method::GET && (rest == "events" || rest.is_empty()) {
+            return None;
+        }
+        id
+    } else {
+        let (id, rest) = path.strip_prefix("/sessions/")?.split_once('/')?;
+        if !(rest.starts_with("code") || rest.starts_with("vnc")) {
+            return None;
+        }
+        id
+    };
+    id.parse().ok()
+}
+
+/// Middleware: forwards a request about a session hosted by another server to it.
+pub async fn forward(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    // Only PostgreSQL is shared between hosts; processes on one SQLite file share a host.
+    if app.db.backend() != db::Backend::Postgres || req.headers().contains_key(FORWARDED) {
+        return next.run(req).await;
+    }
+    let Some(id) = session_of(&app, &req) else {
+        return next.run(req).await;
+    };
+    let mine = app.workspaces.as_ref().ok().map(|w| w.host_id.clone());
+    let host = match db::sessions::workspace(app.db.pool(), id).await {
+        Ok(Some(row)) => row.workspace_host,
+        _ => None,
+    };
+    let Some(host) = host.filter(|h| Some(h) != mine.as_ref()) else {
+        return next.run(req).await;
+    };
+    let url = match db::servers::url(app.db.pool(), &host).await {
+        Ok(Some(u)) => u,
+        // Never registered (or an error): answer here, which says what is missing.
+        _ => return next.run(req).await,
+    };
+    relay(&url, req)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Sends `req` to the server at `base` (`http://host:port`).
+async fn relay(base: &str, req: Request) -> Result<Response> {
+    let authority = base
+        .strip_prefix("http://")
+        .map(|a| a.trim_end_matches('/'))
+        .ok_or_else(|| Error::Internal(format!("a server registered {base:?}")))?;
+    let unreachable = |e: String| {
+        Error::Unavailable(format!(
+            "the server running this session's workspace ({authority}) is unreachable: {e}"
+        ))
+    };
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(authority))
+        .await
+        .map_err(|_| unreachable("timed out".into()))?
+        .map_err(|e| unreachable(e.to_string()))?;
+    let _ = stream.set_nodelay(true);
+    crate::proxy::relay(TokioIo::new(stream), req, "the session's server", |parts| {
+        parts
+            .headers
+            .insert(FORWARDED, HeaderValue::from_static("1"));
+        Ok(())
+    })
+    .await
+}

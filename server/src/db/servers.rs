@@ -1,0 +1,34 @@
+//! The server processes sharing the database, by id (`<data dir>/server-id`), and the URL the
+//! others reach each one at.
+
+use sqlx::{Any, Executor};
+
+use crate::Result;
+
+/// Records (or refreshes) where server `id` is reached.
+pub async fn register<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: &str,
+    url: &str,
+    now: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO servers (id, url, seen_at) VALUES ($1, $2, $3)
+         ON CONFLICT (id) DO UPDATE SET url = excluded.url, seen_at = excluded.seen_at",
+    )
+    .bind(id)
+    .bind(url)
+    .bind(now)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// Where server `id` is reached, if it ever said.
+pub async fn url<'e>(ex: impl Executor<'e, Database = Any>, id: &str) -> Result<Option<String>> {
+    let row: Option<(String,)> = sqlx::query_as("SELECT url FROM servers WHERE id = $1")
+        .bind(id)
+        .fetch_optional(ex)
+        .await?;
+    Ok(row.map(|r| r.0))
+}
