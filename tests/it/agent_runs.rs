@@ -734,9 +734,7 @@ async fn a_turn_whose_prompt_another_process_took_back_stops_and_records_nothing
     // records no end of its own; the prompt runs again (after an attempt or two that find the
     // agent still ending the first run) and completes.
     let evs = wait_events(&s, id, |evs| {
-        turn_ends(evs)
-            .iter()
-            .any(|e| e.1 == TurnOutcome::Completed)
+        turn_ends(evs).iter().any(|e| e.1 == TurnOutcome::Completed)
     })
     .await;
     let ends = turn_ends(&evs);

@@ -6,7 +6,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::json;
 use tandem_protocol::*;
 
-use crate::session_workspaces::{add_repo, source_repo, wait_state};
+use crate::session_workspaces::ready_session;
 
 /// The code-server `cargo xtask` set up, or `None` (SKIP printed) when it is not there.
 pub fn code_server_dir() -> Option<std::path::PathBuf> {
@@ -25,25 +25,6 @@ pub fn code_server_dir() -> Option<std::path::PathBuf> {
     }
 }
 
-/// A ready session with no agent on `s`.
-async fn ready_session(s: &crate::harness::TestServer) -> SessionId {
-    let src = source_repo("[workspace]\nsetup = []\n");
-    let repo = add_repo(s, "acme/code", src.path()).await;
-    let created: SessionDetail = s
-        .post(
-            "/api/sessions",
-            json!({ "repo_id": repo, "agent": { "kind": "none" } }),
-        )
-        .send()
-        .await
-        .parse();
-    let id = created.session.id;
-    wait_state(s, id, &[SessionState::Ready]).await;
-    // The source repo may go: the session fetched what it needs.
-    drop(src);
-    id
-}
-
 fn excerpt(body: &[u8]) -> String {
     String::from_utf8_lossy(body).chars().take(500).collect()
 }
@@ -55,7 +36,7 @@ async fn vs_code_has_an_origin_of_its_own_per_session_for_drivers_only() {
     else {
         return;
     };
-    let id = ready_session(&s).await;
+    let id = ready_session(&s, "acme/code").await;
     let port = s.url.rsplit(':').next().unwrap().to_string();
     let base = format!("http://{id}.localhost:{port}");
 
@@ -190,7 +171,7 @@ async fn without_an_origin_of_its_own_vs_code_stays_under_tandems() {
     else {
         return;
     };
-    let id = ready_session(&s).await;
+    let id = ready_session(&s, "acme/code").await;
     let link: CodeLink = s
         .post(&format!("/api/sessions/{id}/code"), json!({}))
         .send()

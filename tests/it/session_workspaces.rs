@@ -64,6 +64,25 @@ pub async fn events(s: &TestServer, id: SessionId) -> Vec<Event> {
     page.events
 }
 
+/// A ready session of a new repo `name` with no agent on `s`.
+pub async fn ready_session(s: &TestServer, name: &str) -> SessionId {
+    let src = source_repo("[workspace]\nsetup = []\n");
+    let repo = add_repo(s, name, src.path()).await;
+    let created: SessionDetail = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "agent": { "kind": "none" } }),
+        )
+        .send()
+        .await
+        .parse();
+    let id = created.session.id;
+    wait_state(s, id, &[SessionState::Ready]).await;
+    // The source repo may go: the session fetched what it needs.
+    drop(src);
+    id
+}
+
 pub async fn exec(s: &TestServer, id: SessionId, command: &str) -> ExecResult {
     let res = s
         .post(
@@ -1321,18 +1340,7 @@ async fn on_postgresql_another_server_answers_for_a_session_by_forwarding_to_its
     else {
         return;
     };
-    let src = source_repo("[workspace]\nsetup = []\n");
-    let repo = add_repo(&a, "acme/cluster", src.path()).await;
-    let created: SessionDetail = a
-        .post(
-            "/api/sessions",
-            json!({ "repo_id": repo, "agent": { "kind": "none" } }),
-        )
-        .send()
-        .await
-        .parse();
-    let id = created.session.id;
-    wait_state(&a, id, &[SessionState::Ready]).await;
+    let id = ready_session(&a, "acme/cluster").await;
     // A second server on the database, on another host as far as it knows: the workspace, its
     // agent socket and its PTYs are not there. It forwards.
     let b = a.beside().await;
