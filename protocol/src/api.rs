@@ -366,6 +366,15 @@ pub struct Snapshot {
     pub log: String,
     pub created_at: Timestamp,
     pub finished_at: Option<Timestamp>,
+    /// Session starts from it that failed in a row (the container, its agent or the recipe's
+    /// `start` commands), since it was built or last started well.
+    #[serde(default)]
+    pub boot_failures: i64,
+    /// When it was set aside after [`crate::limits::SNAPSHOT_BREAKER_FAILURES`] failed starts in
+    /// a row: new sessions start from the newest good snapshot before it, and it is not rebuilt
+    /// until the branch, the recipe or the image changes (or someone asks).
+    #[serde(default)]
+    pub quarantined_at: Option<Timestamp>,
 }
 
 /// `POST /api/sessions/{id}/exec`: run a shell command in the session's workspace.

@@ -150,6 +150,7 @@ pub fn Dashboard() -> impl IntoView {
                                                     Some(s) => {
                                                         let label = match s.state {
                                                             SnapshotState::Building => "building…".to_string(),
+                                                            SnapshotState::Ready if s.quarantined_at.is_some() => format!("set aside after {} failed starts · {}", s.boot_failures, s.commit.as_deref().map(|c| &c[..c.len().min(8)]).unwrap_or("?")),
                                                             SnapshotState::Ready => format!("ready · {} · {}", s.commit.as_deref().map(|c| &c[..c.len().min(8)]).unwrap_or("?"), ago(s.finished_at.unwrap_or(s.created_at))),
                                                             SnapshotState::Failed => format!("failed: {}", s.error.clone().unwrap_or_default()),
                                                             SnapshotState::Collected => "collected".to_string(),

@@ -21,11 +21,13 @@ struct Row {
     log: String,
     created_at: i64,
     finished_at: Option<i64>,
+    boot_failures: i64,
+    quarantined_at: Option<i64>,
 }
 
 const COLUMNS: &str =
     "id, repo_id, state, branch, commit_sha, image_digest, recipe_hash, agent_version, size_bytes,
-    build_ms, error, log, created_at, finished_at";
+    build_ms, error, log, created_at, finished_at, boot_failures, quarantined_at";
 
 fn state_str(s: SnapshotState) -> &'static str {
     match s {
@@ -63,6 +65,8 @@ impl Row {
             log: self.log,
             created_at: Timestamp(self.created_at),
             finished_at: self.finished_at.map(Timestamp),
+            boot_failures: self.boot_failures,
+            quarantined_at: self.quarantined_at.map(Timestamp),
         })
     }
 }
@@ -139,12 +143,63 @@ pub async fn latest_ready<'e>(
     repo: RepoId,
 ) -> Result<Option<Snapshot>> {
     let row: Option<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM snapshots WHERE repo_id = $1 AND state = 'ready' ORDER BY created_at DESC, id LIMIT 1"
+        "SELECT {COLUMNS} FROM snapshots WHERE repo_id = $1 AND state = 'ready' AND quarantined_at IS NULL
+         ORDER BY created_at DESC, id LIMIT 1"
     ))
     .bind(repo.to_string())
     .fetch_optional(ex)
     .await?;
     row.map(Row::into_snapshot).transpose()
+}
+
+/// The newest built snapshot of `repo`, set aside or not (what a rebuild would build again).
+pub async fn latest_built<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    repo: RepoId,
+) -> Result<Option<Snapshot>> {
+    let row: Option<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM snapshots WHERE repo_id = $1 AND state = 'ready'
+         ORDER BY created_at DESC, id LIMIT 1"
+    ))
+    .bind(repo.to_string())
+    .fetch_optional(ex)
+    .await?;
+    row.map(Row::into_snapshot).transpose()
+}
+
+/// Counts a failed session start from snapshot `id`; after `limit` in a row it is set aside,
+/// if another good snapshot of its repo is there to start from. True when it was set aside now.
+pub async fn boot_failed(db: &super::Db, id: SnapshotId, limit: i64, now: i64) -> Result<bool> {
+    let mut tx = db.begin().await?;
+    sqlx::query("UPDATE snapshots SET boot_failures = boot_failures + 1 WHERE id = $1")
+        .bind(id.to_string())
+        .execute(&mut *tx)
+        .await?;
+    let done = sqlx::query(
+        "UPDATE snapshots SET quarantined_at = $1
+         WHERE id = $2 AND boot_failures >= $3 AND quarantined_at IS NULL AND EXISTS (
+             SELECT 1 FROM snapshots o WHERE o.repo_id = snapshots.repo_id AND o.id <> snapshots.id
+             AND o.state = 'ready' AND o.quarantined_at IS NULL)",
+    )
+    .bind(now)
+    .bind(id.to_string())
+    .bind(limit)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// A session started well from snapshot `id`: its failures no longer count.
+pub async fn boot_succeeded<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SnapshotId,
+) -> Result<()> {
+    sqlx::query("UPDATE snapshots SET boot_failures = 0 WHERE id = $1 AND boot_failures <> 0")
+        .bind(id.to_string())
+        .execute(ex)
+        .await?;
+    Ok(())
 }
 
 /// Marks a snapshot collected (its layer deleted).

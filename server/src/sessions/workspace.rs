@@ -265,7 +265,10 @@ async fn boot_inner(
         .await;
         r.map(|(m, head)| (m, head, t.elapsed().as_millis()))
     },);
-    let (wid, pid) = started?;
+    let (wid, pid) = match started {
+        Ok(s) => s,
+        Err(e) => return Err(snapshot_fault(db, &snap, e).await),
+    };
     db::sessions::set_workspace(
         db.pool(),
         id,
@@ -316,8 +319,33 @@ async fn boot_inner(
     .await?;
 
     // The recipe at the head, read from the server's own mirror.
-    run_start_commands(db, ws, &repo, &wid, Some(&head), id, t0).await?;
+    if let Err(e) = run_start_commands(db, ws, &repo, &wid, Some(&head), id, t0).await {
+        return Err(snapshot_fault(db, &snap, e).await);
+    }
+    db::snapshots::boot_succeeded(db.pool(), snap.id).await?;
     Ok(())
+}
+
+/// A session start from `snap` failed with `e` where the snapshot may be at fault (its
+/// container or agent did not come up, or the recipe's `start` commands failed on it): counted,
+/// and after [`limits::SNAPSHOT_BREAKER_FAILURES`] in a row the snapshot is set aside if an
+/// older good one is there (a circuit breaker; [`db::snapshots::boot_failed`]).
+async fn snapshot_fault(db: &Db, snap: &Snapshot, e: Error) -> Error {
+    let limit = tandem_protocol::limits::SNAPSHOT_BREAKER_FAILURES;
+    match db::snapshots::boot_failed(db, snap.id, limit, now_ms()).await {
+        Ok(true) => {
+            tracing::warn!(snapshot = %snap.id, "snapshot set aside after {limit} failed starts in a row");
+            Error::Invalid(format!(
+                "{e} (snapshot {} has failed {limit} starts in a row and is set aside: new sessions start from the good one before it)",
+                short(snap.commit.as_deref())
+            ))
+        }
+        Ok(false) => e,
+        Err(db_error) => {
+            tracing::warn!(snapshot = %snap.id, error = %db_error, "counting a failed start failed");
+            e
+        }
+    }
 }
 
 /// Brings the checkout to `head`: the workspace fetches the delta from the read-only mirror

@@ -105,6 +105,8 @@ pub async fn start_build_inline(db: &Db, ws: &Workspaces, repo: &Repo) -> Result
         log: String::new(),
         created_at: Timestamp(now_ms()),
         finished_at: None,
+        boot_failures: 0,
+        quarantined_at: None,
     };
     db::snapshots::insert(db.pool(), &snap).await?;
     Ok(snap)
@@ -245,7 +247,9 @@ fn tail(s: &str, max: usize) -> String {
 /// Why `repo`'s newest good snapshot is out of date (its branch moved, the image or the recipe
 /// changed, or there is none), or `None` when it is current. Fetches the remote's delta.
 pub async fn staleness(db: &Db, ws: &Workspaces, repo: &Repo) -> Result<Option<String>> {
-    let Some(latest) = db::snapshots::latest_ready(db.pool(), repo.id).await? else {
+    // Against the newest built one, set aside or not: a snapshot sessions could not start
+    // from is not built again from the same commit, recipe and image.
+    let Some(latest) = db::snapshots::latest_built(db.pool(), repo.id).await? else {
         return Ok(Some("there is no snapshot yet".into()));
     };
     let (mirror, head) = crate::mirrors::update(
