@@ -123,7 +123,11 @@ pub fn snapshots(snaps: &[Snapshot], as_json: bool) -> Result<()> {
             .map(|s| {
                 vec![
                     s.id.to_string(),
-                    format!("{:?}", s.state).to_lowercase(),
+                    if s.quarantined_at.is_some() {
+                        format!("set aside ({} failed starts)", s.boot_failures)
+                    } else {
+                        format!("{:?}", s.state).to_lowercase()
+                    },
                     s.commit
                         .as_deref()
                         .map(|c| c.chars().take(12).collect())
