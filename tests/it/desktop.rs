@@ -433,3 +433,85 @@ async fn the_desktop_over_vnc_speaks_rfb_through_the_websocket_and_viewers_get_t
         "{procs}"
     );
 }
+
+#[tokio::test]
+async fn a_vnc_connection_that_takes_input_is_closed_when_control_moves_away() {
+    use futures::StreamExt;
+    use tandem_protocol::live::{WsClient, WsServer};
+    use tandem_server::client::live::{Credentials, Incoming, LiveClient};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
+    let id = crate::session_workspaces::ready_session(&s, "acme/vnc-control").await;
+    // Bob drives (a link's role); no one holds control, so his VNC connection takes input.
+    let (_, bob) = crate::agent_runs::another_user(&s, "bob").await;
+    let link: tandem_protocol::live::ShareLink = s
+        .post(
+            &format!("/api/sessions/{id}/links"),
+            json!({ "role": "driver" }),
+        )
+        .send()
+        .await
+        .parse();
+    let joined = s
+        .req(axum::http::Method::POST, "/api/links/join")
+        .bearer(&bob)
+        .json(&json!({ "token": link.token.unwrap() }))
+        .send()
+        .await;
+    assert_eq!(
+        joined.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&joined.body)
+    );
+    let mut req = format!(
+        "{}/api/sessions/{id}/vnc",
+        s.url.replacen("http://", "ws://", 1)
+    )
+    .into_client_request()
+    .unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {bob}").parse().unwrap());
+    req.headers_mut()
+        .insert("sec-websocket-protocol", "binary".parse().unwrap());
+    let (mut vnc, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let greeting = vnc.next().await.unwrap().unwrap().into_data();
+    assert!(greeting.starts_with(b"RFB 003.00"));
+
+    // The owner takes control.
+    let creds = Credentials {
+        token: Some(s.admin_token.clone()),
+        ..Default::default()
+    };
+    let mut owner = LiveClient::connect(&s.url, id, &creds).await.unwrap();
+    owner.send(&WsClient::TakeControl).await.unwrap();
+    loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(30), owner.next()).await {
+            Ok(Some(Incoming::Message(m)))
+                if matches!(
+                    *m,
+                    WsServer::Control {
+                        controller: Some(_)
+                    }
+                ) =>
+            {
+                break;
+            }
+            Ok(Some(_)) => {}
+            other => panic!("control never moved: {other:?}"),
+        }
+    }
+    // Bob's input-taking connection ends, saying why.
+    let code = loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(10), vnc.next()).await {
+            Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Close(f)))) => {
+                break f.map(|f| u16::from(f.code));
+            }
+            Ok(Some(Ok(_))) => {}
+            other => panic!("Bob's VNC connection was not closed: {other:?}"),
+        }
+    };
+    assert_eq!(code, Some(tandem_protocol::live::close::FORBIDDEN));
+}

@@ -127,7 +127,12 @@ pub fn DesktopPane(live: Live, session: SessionId, can_control: Signal<bool>) ->
             <video node_ref=video id="desktop-video" tabindex="0" autoplay muted playsinline
                 class:hidden=move || vnc.get()
                 class:controllable=move || can_control.get()></video>
-            {move || vnc.get().then(|| view! { <VncPane session can_control /> })}
+            // Connected again whenever control comes or goes: the server decides at connection
+            // whether it takes input (and closes an input-taking one when control moves).
+            {move || vnc.get().then(|| {
+                let _ = can_control.get();
+                view! { <VncPane session can_control /> }
+            })}
             {move || (!can_control.get()).then(|| view! { <p class="muted small">"You are watching; the participant in control uses the desktop."</p> })}
         </div>
     }

@@ -2,7 +2,9 @@
 //! `GET /api/sessions/{id}/vnc` is a WebSocket (subprotocol `binary`, what noVNC speaks) bridged
 //! to x11vnc in the workspace through the agent's tunnel. Whoever may control gets the server
 //! that takes input; everyone else (viewers, or drivers while someone else holds control) the
-//! view-only one — decided when they connect.
+//! view-only one — decided when they connect, and an input-taking connection is closed (4403)
+//! as soon as its person may no longer control: the web app then connects again and gets the
+//! view-only server (and the other way round when control comes to them).
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
@@ -25,27 +27,51 @@ pub async fn socket(
     ws: WebSocketUpgrade,
 ) -> Result<Response> {
     let access = crate::sessions::access::require(&app.db, id, &user.0, Role::Viewer).await?;
-    // Input only for a driver no one else holds control from (the live hub knows who does).
-    let may_control = access.role.can_drive()
-        && app
-            .hubs
-            .controller_of(id)
-            .is_none_or(|c| c == Some(user.0.id));
-    let service = if may_control { "vnc" } else { "vnc-view" };
+    let takes_input = may_control(&app, id, access.role, user.0.id);
+    let service = if takes_input { "vnc" } else { "vnc-view" };
     let workspaces = app.workspaces()?.clone();
     let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, id).await?;
     let tunnel = crate::code::open_tunnel(&workspaces, &wid, pid, service).await?;
     Ok(ws
         .protocols(["binary"])
         .max_message_size(1 << 20)
-        .on_upgrade(move |socket| bridge(socket, TokioIo::new(tunnel))))
+        .on_upgrade(move |socket| {
+            let still = move || may_control(&app, id, access.role, user.0.id);
+            bridge(socket, TokioIo::new(tunnel), takes_input.then_some(still))
+        }))
 }
 
-async fn bridge(socket: WebSocket, mut tunnel: TokioIo<hyper::upgrade::Upgraded>) {
+/// Input only for a driver no one else holds control from (the live hub knows who does).
+fn may_control(app: &AppState, id: SessionId, role: Role, user: tandem_protocol::UserId) -> bool {
+    role.can_drive() && app.hubs.controller_of(id).is_none_or(|c| c == Some(user))
+}
+
+/// How often an input-taking connection checks that its person may still control.
+const CONTROL_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Joins the socket and the tunnel; `input`, for a connection that takes input, says whether
+/// its person still may.
+async fn bridge(
+    socket: WebSocket,
+    mut tunnel: TokioIo<hyper::upgrade::Upgraded>,
+    input: Option<impl Fn() -> bool>,
+) {
     let (mut sink, mut stream) = socket.split();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut check = tokio::time::interval(CONTROL_CHECK);
     loop {
         tokio::select! {
+            _ = check.tick(), if input.is_some() => {
+                if input.as_ref().is_some_and(|still| !still()) {
+                    let _ = sink
+                        .send(Message::Close(Some(axum::extract::ws::CloseFrame {
+                            code: tandem_protocol::live::close::FORBIDDEN,
+                            reason: "control moved: connect again to watch".into(),
+                        })))
+                        .await;
+                    return;
+                }
+            }
             m = stream.next() => match m {
                 Some(Ok(Message::Binary(b))) => {
                     if tunnel.write_all(&b).await.is_err() {
