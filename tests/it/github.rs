@@ -810,6 +810,60 @@ async fn wait_state_not_running(s: &TestServer, id: SessionId) {
 }
 
 #[tokio::test]
+async fn an_expired_github_token_is_refreshed_so_the_pull_request_is_still_the_persons() {
+    let script = vec![
+        Reply::tool(
+            "write_file",
+            json!({ "path": "later.txt", "content": "hours later\n" }),
+        )
+        .at_step(0),
+        Reply::text("Done.").at_step(1),
+    ];
+    let Some(w) = world(script).await else { return };
+    let alice_jwt = sign_in_with_github(&w).await;
+    let repo = import(&w).await;
+    let created =
+        w.s.req(Method::POST, "/api/sessions")
+            .bearer(&alice_jwt)
+            .json(&json!({ "repo_id": repo, "prompt": "Write it down" }))
+            .send()
+            .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let id = created.parse::<SessionDetail>().session.id;
+    wait_events(&w.s, id, |e| {
+        e.iter()
+            .any(|e| matches!(e.kind, EventKind::Committed { .. }))
+    })
+    .await;
+    // Eight hours on: GitHub no longer takes the token Alice signed in with.
+    w.gh.expire_user_tokens("alice-gh");
+    assert_eq!(w.gh.refreshes(), 0);
+    let res =
+        w.s.req(Method::POST, &format!("/api/sessions/{id}/pr"))
+            .bearer(&alice_jwt)
+            .json(&json!({ "title": "Write it down" }))
+            .send()
+            .await;
+    assert_eq!(
+        res.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    let pr: PullRequest = res.parse();
+    assert_eq!(pr.opened_by, "alice-gh", "opened as Alice, not the App");
+    assert_eq!(w.gh.refreshes(), 1, "her token was refreshed once");
+    assert_eq!(w.gh.pulls()[0].opened_by, "alice-gh");
+    // Neither token reaches the log, the events or the audit log.
+    let evs = crate::session_workspaces::events(&w.s, id).await;
+    let text = serde_json::to_string(&evs).unwrap();
+    assert!(!text.contains("gho_") && !text.contains("ghr_"));
+    w.s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
+}
+
+#[tokio::test]
 async fn a_stale_base_is_offered_a_rebase_and_a_protected_branch_refuses_the_push() {
     let script = vec![
         Reply::tool(

@@ -16,10 +16,13 @@ pub struct Account {
     pub name: Option<String>,
     pub email: Option<String>,
     pub token_sealed: Option<String>,
+    /// The refresh token (sealed), when GitHub gave one (its user tokens then expire).
+    pub refresh_sealed: Option<String>,
+    /// When the access token expires (ms), if it does.
+    pub token_expires_at: Option<i64>,
 }
 
-const ACCOUNT: &str =
-    "SELECT user_id, github_id, login, name, email, token_sealed FROM github_accounts";
+const ACCOUNT: &str = "SELECT user_id, github_id, login, name, email, token_sealed, refresh_sealed, token_expires_at FROM github_accounts";
 
 pub async fn account_by_github_id<'e>(
     ex: impl Executor<'e, Database = Any>,
@@ -48,9 +51,9 @@ pub async fn put_account<'e>(
     now: i64,
 ) -> Result<()> {
     sqlx::query(
-        "INSERT INTO github_accounts (user_id, github_id, login, name, email, token_sealed, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ON CONFLICT (user_id) DO UPDATE SET github_id = $2, login = $3, name = $4, email = $5, token_sealed = $6, updated_at = $7",
+        "INSERT INTO github_accounts (user_id, github_id, login, name, email, token_sealed, updated_at, refresh_sealed, token_expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (user_id) DO UPDATE SET github_id = $2, login = $3, name = $4, email = $5, token_sealed = $6, updated_at = $7, refresh_sealed = $8, token_expires_at = $9",
     )
     .bind(&a.user_id)
     .bind(a.github_id)
@@ -59,6 +62,30 @@ pub async fn put_account<'e>(
     .bind(&a.email)
     .bind(&a.token_sealed)
     .bind(now)
+    .bind(&a.refresh_sealed)
+    .bind(a.token_expires_at)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// Replaces a linked account's tokens (after a refresh).
+pub async fn set_tokens<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    user_id: &str,
+    token_sealed: &str,
+    refresh_sealed: Option<&str>,
+    token_expires_at: Option<i64>,
+    now: i64,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE github_accounts SET token_sealed = $1, refresh_sealed = $2, token_expires_at = $3, updated_at = $4 WHERE user_id = $5",
+    )
+    .bind(token_sealed)
+    .bind(refresh_sealed)
+    .bind(token_expires_at)
+    .bind(now)
+    .bind(user_id)
     .execute(ex)
     .await?;
     Ok(())

@@ -466,12 +466,8 @@ async fn client_for(
 ) -> Result<(octocrab::Octocrab, bool)> {
     if by.kind == AuthorKind::User
         && let Some(user) = by.user_id
-        && let Some(account) = db::github::account_of(app.db.pool(), user).await?
-        && let Some(sealed) = account.token_sealed
+        && let Some(token) = super::signin::person_token(app, gh, user, true).await?
     {
-        let token = app
-            .secrets
-            .open_value(&super::signin::sealed_name(user), &sealed)?;
         return Ok((gh.client(&token)?, true));
     }
     Ok((app_client(gh, session).await?, false))
@@ -504,11 +500,20 @@ async fn create(
         .draft(Some(draft))
         .send()
         .await;
-    // The person's GitHub token expired (they last signed in long ago): the App opens it.
+    // The person's GitHub token was refused (expired early, or revoked): refreshed once and
+    // tried again; failing that, the App opens it.
     let fallback;
-    if personal && matches!(&made, Err(e) if status_of(e) == Some(401)) {
-        tracing::info!(%session, "the person's GitHub token was refused; the App opens the pull request");
-        fallback = app_client(gh, session).await?;
+    if personal
+        && matches!(&made, Err(e) if status_of(e) == Some(401))
+        && let Some(user) = by.user_id
+    {
+        fallback = match super::signin::person_token(app, gh, user, true).await? {
+            Some(token) => gh.client(&token)?,
+            None => {
+                tracing::info!(%session, "the person's GitHub token was refused; the App opens the pull request");
+                app_client(gh, session).await?
+            }
+        };
         pulls = fallback.pulls(&repo.owner, &repo.name);
         made = pulls
             .create(title, branch, base)
@@ -516,6 +521,17 @@ async fn create(
             .draft(Some(draft))
             .send()
             .await;
+        if matches!(&made, Err(e) if status_of(e) == Some(401)) {
+            tracing::info!(%session, "the person's refreshed GitHub token was refused too; the App opens the pull request");
+            let app_only = app_client(gh, session).await?;
+            made = app_only
+                .pulls(&repo.owner, &repo.name)
+                .create(title, branch, base)
+                .body(body.clone())
+                .draft(Some(draft))
+                .send()
+                .await;
+        }
     }
     let made = match made {
         Ok(pr) => pr,

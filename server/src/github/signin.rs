@@ -42,8 +42,134 @@ pub fn authorize_url(app: &AppState, gh: &GitHub, state: &str) -> Result<String>
 #[derive(Deserialize)]
 struct TokenAnswer {
     access_token: Option<String>,
+    /// Seconds; present when the App's user tokens expire (then with a refresh token).
+    expires_in: Option<i64>,
+    refresh_token: Option<String>,
     error: Option<String>,
     error_description: Option<String>,
+}
+
+/// A person's GitHub tokens as GitHub handed them out.
+struct Tokens {
+    access: String,
+    refresh: Option<String>,
+    /// When the access token expires (ms).
+    expires_at: Option<i64>,
+}
+
+/// Where a person's refresh token is sealed (its own name: the two never open each other).
+fn refresh_sealed_name(user: UserId) -> String {
+    format!("github.user-refresh.{user}")
+}
+
+/// Refresh this long before a person's token expires.
+const REFRESH_MARGIN_MS: i64 = 5 * 60 * 1000;
+
+/// Asks GitHub's token endpoint for a person's tokens (`params`: a code, or a refresh token).
+async fn token_request(gh: &GitHub, params: &[(&str, &str)], what: &str) -> Result<Tokens> {
+    let secret = gh
+        .secret(&gh.config.client_secret, "OAuth client secret")
+        .await?;
+    let mut form = vec![
+        ("client_id", client_id(gh)?),
+        ("client_secret", secret.as_str()),
+    ];
+    form.extend_from_slice(params);
+    let answer: TokenAnswer = gh
+        .http
+        .post(format!("{}/login/oauth/access_token", gh.config.web_url))
+        .header("accept", "application/json")
+        .form(&form)
+        .send()
+        .await
+        .map_err(|e| {
+            Error::BadGateway(format!(
+                "GitHub is not reachable for {what}: {}",
+                e.without_url()
+            ))
+        })?
+        .json()
+        .await
+        .map_err(|e| {
+            Error::BadGateway(format!(
+                "GitHub's answer to {what} is not JSON: {}",
+                e.without_url()
+            ))
+        })?;
+    match answer {
+        TokenAnswer {
+            access_token: Some(access),
+            expires_in,
+            refresh_token,
+            ..
+        } => Ok(Tokens {
+            access,
+            refresh: refresh_token,
+            expires_at: expires_in.map(|s| now_ms() + s * 1000),
+        }),
+        TokenAnswer {
+            error,
+            error_description,
+            ..
+        } => Err(Error::Unauthorized(format!(
+            "GitHub {what} failed: {}",
+            error_description
+                .or(error)
+                .unwrap_or_else(|| "no token in GitHub's answer".into())
+        ))),
+    }
+}
+
+/// The person's own GitHub token, refreshed first when it is about to expire (or `force`d: it
+/// was just refused). None when they never linked GitHub, or it cannot be refreshed.
+pub async fn person_token(
+    app: &AppState,
+    gh: &GitHub,
+    user: UserId,
+    force: bool,
+) -> Result<Option<String>> {
+    let Some(account) = db::github::account_of(app.db.pool(), user).await? else {
+        return Ok(None);
+    };
+    let Some(sealed) = account.token_sealed else {
+        return Ok(None);
+    };
+    let due = account
+        .token_expires_at
+        .is_some_and(|at| at - REFRESH_MARGIN_MS <= now_ms());
+    let refresh = match (&account.refresh_sealed, force || due) {
+        (Some(r), true) => app.secrets.open_value(&refresh_sealed_name(user), r)?,
+        (None, true) if force => return Ok(None),
+        _ => return Ok(Some(app.secrets.open_value(&sealed_name(user), &sealed)?)),
+    };
+    let fresh = match token_request(
+        gh,
+        &[("grant_type", "refresh_token"), ("refresh_token", &refresh)],
+        "refreshing a person's token",
+    )
+    .await
+    {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(%user, error = %e, "refreshing a person's GitHub token failed");
+            return Ok(None);
+        }
+    };
+    db::github::set_tokens(
+        app.db.pool(),
+        &account.user_id,
+        &app.secrets.seal_value(&sealed_name(user), &fresh.access)?,
+        fresh
+            .refresh
+            .as_deref()
+            .map(|r| app.secrets.seal_value(&refresh_sealed_name(user), r))
+            .transpose()?
+            .as_deref(),
+        fresh.expires_at,
+        now_ms(),
+    )
+    .await?;
+    Ok(Some(fresh.access))
 }
 
 #[derive(Deserialize)]
@@ -64,54 +190,14 @@ pub async fn complete(
     code: &str,
     current: Option<User>,
 ) -> Result<User> {
-    let secret = gh
-        .secret(&gh.config.client_secret, "OAuth client secret")
-        .await?;
     let redirect = format!("{}{CALLBACK_PATH}", app.public_url());
-    let answer: TokenAnswer = gh
-        .http
-        .post(format!("{}/login/oauth/access_token", gh.config.web_url))
-        .header("accept", "application/json")
-        .form(&[
-            ("client_id", client_id(gh)?),
-            ("client_secret", secret.as_str()),
-            ("code", code),
-            ("redirect_uri", redirect.as_str()),
-        ])
-        .send()
-        .await
-        .map_err(|e| {
-            Error::BadGateway(format!(
-                "GitHub is not reachable for sign-in: {}",
-                e.without_url()
-            ))
-        })?
-        .json()
-        .await
-        .map_err(|e| {
-            Error::BadGateway(format!(
-                "GitHub's sign-in answer is not JSON: {}",
-                e.without_url()
-            ))
-        })?;
-    let token = match answer {
-        TokenAnswer {
-            access_token: Some(t),
-            ..
-        } => t,
-        TokenAnswer {
-            error,
-            error_description,
-            ..
-        } => {
-            return Err(Error::Unauthorized(format!(
-                "GitHub sign-in failed: {}",
-                error_description
-                    .or(error)
-                    .unwrap_or_else(|| "no token in GitHub's answer".into())
-            )));
-        }
-    };
+    let tokens = token_request(
+        gh,
+        &[("code", code), ("redirect_uri", redirect.as_str())],
+        "sign-in",
+    )
+    .await?;
+    let token = tokens.access.clone();
     let me: GhUser = gh
         .client(&token)?
         .get("/user", None::<&()>)
@@ -161,6 +247,12 @@ pub async fn complete(
         name: me.name,
         email: me.email,
         token_sealed: Some(app.secrets.seal_value(&sealed_name(user.id), &token)?),
+        refresh_sealed: tokens
+            .refresh
+            .as_deref()
+            .map(|r| app.secrets.seal_value(&refresh_sealed_name(user.id), r))
+            .transpose()?,
+        token_expires_at: tokens.expires_at,
     };
     db::github::put_account(app.db.pool(), &account, now_ms()).await?;
     db::audit::record(

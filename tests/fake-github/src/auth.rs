@@ -92,6 +92,13 @@ pub(crate) fn resolve(shared: &Shared, headers: &HeaderMap) -> Caller {
 fn token_caller(shared: &Shared, secret: &str) -> Caller {
     let world = shared.world();
     if let Some(login) = world.user_tokens.get(secret) {
+        if world
+            .user_token_expiry
+            .get(secret)
+            .is_some_and(|e| *e <= now())
+        {
+            return Caller::Refused(Refusal::Credentials);
+        }
         return Caller::User {
             login: login.clone(),
         };

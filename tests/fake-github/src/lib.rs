@@ -195,6 +195,25 @@ impl FakeGithub {
         t.minted.expires_at = shapes::timestamp(t.expires);
     }
 
+    /// Makes every user access token of `login` expire now (their refresh tokens still work).
+    pub fn expire_user_tokens(&self, login: &str) {
+        let mut world = self.shared.world();
+        let theirs: Vec<String> = world
+            .user_tokens
+            .iter()
+            .filter(|(_, l)| *l == login)
+            .map(|(t, _)| t.clone())
+            .collect();
+        for t in theirs {
+            world.user_token_expiry.insert(t, now());
+        }
+    }
+
+    /// Refresh grants answered so far.
+    pub fn refreshes(&self) -> usize {
+        self.shared.world().refreshes
+    }
+
     /// Every pull request, in the order they were opened.
     pub fn pulls(&self) -> Vec<PullRecord> {
         self.shared

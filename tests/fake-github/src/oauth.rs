@@ -104,7 +104,20 @@ async fn access_token(
             .oauth_codes
             .get(param("code"))
             .filter(|c| c.expires > now());
-        if !client_ok {
+        let refresh = param("grant_type") == "refresh_token";
+        if client_ok && refresh {
+            match world.refresh_tokens.remove(param("refresh_token")) {
+                Some(login) => {
+                    world.refreshes += 1;
+                    user_tokens(&mut world, login)
+                }
+                None => error(
+                    "bad_refresh_token",
+                    "The refresh token passed is incorrect or expired.",
+                    "#bad-refresh-token",
+                ),
+            }
+        } else if !client_ok {
             error(
                 "incorrect_client_credentials",
                 "The client_id and/or client_secret passed are incorrect.",
@@ -130,19 +143,20 @@ async fn access_token(
                 .oauth_codes
                 .remove(param("code"))
                 .expect("checked above");
-            let token = format!("gho_{}", random_text(36));
-            world.user_tokens.insert(token.clone(), code.login);
-            vec![
-                ("access_token", token),
-                ("token_type", "bearer".into()),
-                ("scope", String::new()),
-            ]
+            user_tokens(&mut world, code.login)
         }
     };
     if json {
+        // Lifetimes are numbers in GitHub's JSON answer.
         let map: serde_json::Map<String, serde_json::Value> = answer
             .into_iter()
-            .map(|(k, v)| (k.to_string(), v.into()))
+            .map(|(k, v)| {
+                let value = match v.parse::<u64>() {
+                    Ok(n) if k.ends_with("expires_in") => n.into(),
+                    _ => v.into(),
+                };
+                (k.to_string(), value)
+            })
             .collect();
         axum::Json(map).into_response()
     } else {
@@ -156,6 +170,29 @@ async fn access_token(
         )
             .into_response()
     }
+}
+
+/// How long a user token lasts (GitHub Apps' expire after 8 hours) and its refresh token.
+const USER_TOKEN_SECS: u64 = 8 * 3600;
+const REFRESH_TOKEN_SECS: u64 = 184 * 24 * 3600;
+
+/// A new user access token and refresh token for `login`, as GitHub answers them.
+fn user_tokens(world: &mut crate::state::World, login: String) -> Vec<(&'static str, String)> {
+    let token = format!("gho_{}", random_text(36));
+    let refresh = format!("ghr_{}", random_text(76));
+    world.user_tokens.insert(token.clone(), login.clone());
+    world
+        .user_token_expiry
+        .insert(token.clone(), now() + USER_TOKEN_SECS);
+    world.refresh_tokens.insert(refresh.clone(), login);
+    vec![
+        ("access_token", token),
+        ("expires_in", USER_TOKEN_SECS.to_string()),
+        ("refresh_token", refresh),
+        ("refresh_token_expires_in", REFRESH_TOKEN_SECS.to_string()),
+        ("token_type", "bearer".into()),
+        ("scope", String::new()),
+    ]
 }
 
 fn error(code: &str, description: &str, anchor: &str) -> Vec<(&'static str, String)> {

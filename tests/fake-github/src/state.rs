@@ -154,6 +154,12 @@ pub(crate) struct World {
     pub oauth_codes: HashMap<String, OAuthCode>,
     /// User access token → login.
     pub user_tokens: HashMap<String, String>,
+    /// User access token → when it expires (seconds; GitHub Apps' user tokens last 8 hours).
+    pub user_token_expiry: HashMap<String, u64>,
+    /// Refresh token → login (each is good once).
+    pub refresh_tokens: HashMap<String, String>,
+    /// Refresh grants answered.
+    pub refreshes: usize,
     pub tokens: Vec<Token>,
     pub pulls: Vec<Pull>,
     pub comments: Vec<CommentRecord>,
