@@ -255,6 +255,12 @@ impl OciRuntime {
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let ((out, t1), (err, t2)) = tokio::join!(read_capped(stdout), read_capped(stderr));
         let status = child.wait().await?;
+        // The runtime's own refusal (no such container here) is not the command's output.
+        if !status.success() && !self.is_running_inner(id).await? {
+            return Err(Error::Conflict(format!(
+                "workspace {id} is not running on this server"
+            )));
+        }
         let code = status
             .code()
             .or_else(|| std::os::unix::process::ExitStatusExt::signal(&status).map(|s| 128 + s));
