@@ -7,8 +7,6 @@
 //!
 //! Flags: `--seconds N` (10) per run, `--fps N` (15).
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -16,13 +14,10 @@ use anyhow::{Context, Result, bail, ensure};
 use serde_json::json;
 use tandem_protocol::agent::DesktopPage;
 use tandem_protocol::live::{WsClient, WsServer};
-use tandem_protocol::*;
-use tandem_server::client::Client;
 use tandem_server::client::desktop::DesktopViewer;
 use tandem_server::client::live::{Credentials, Incoming, LiveClient};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
-const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
+mod bench_common;
 
 /// A page that repaints every frame (a moving gradient and a clock): the encoder's real work.
 const BUSY_PAGE: &str = r#"<!doctype html><title>busy</title><body style="margin:0">
@@ -102,101 +97,15 @@ struct Run {
 async fn main() -> Result<()> {
     let seconds = flag("--seconds", 10)?;
     let fps = flag("--fps", 15)?;
-    ensure!(
-        nix::unistd::geteuid().is_root(),
-        "the benchmark starts a real workspace: run it as root"
-    );
-    let target = PathBuf::from(
-        std::env::var("CARGO_TARGET_DIR")
-            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into()),
-    );
-    let images_dir = target.join("tandem-test-images");
-    tandem_server::images::build(&images_dir, TEST_RECIPE, |_| {}).await?;
-    let work = tempfile::Builder::new()
-        .prefix("tandem-bench-desktop-")
-        .tempdir()?;
-    let recipe = work.path().join("image.toml");
-    std::fs::write(&recipe, TEST_RECIPE)?;
-    let data = work.path().join("data");
-    let bin = target.join("release/tandem");
-    std::fs::create_dir_all(&data)?;
-    std::fs::write(
-        data.join("tandem.toml"),
-        format!("[desktop]\nfps = {fps}\n"),
-    )?;
-    let mut server = tokio::process::Command::new(&bin)
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .arg("--images-dir")
-        .arg(&images_dir)
-        .arg("--image-recipe")
-        .arg(&recipe)
-        .env("TANDEM_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let pid = server.id().context("server pid")?;
-    let mut lines = BufReader::new(server.stdout.take().context("stdout")?).lines();
-    let url = loop {
-        let line = lines.next_line().await?.context("the server exited")?;
-        if let Some((_, u)) = line.split_once("listening on ") {
-            break u.trim().to_string();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let out = std::process::Command::new(&bin)
-        .args(["token", "create", "--data-dir"])
-        .arg(&data)
-        .env_remove("TANDEM_TOKEN")
-        .output()?;
-    let token = String::from_utf8(out.stdout)?.trim().to_string();
-    let c = Client::new(&url, Some(token.clone()))?;
-    let src = work.path().join("src");
-    std::fs::create_dir_all(&src)?;
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args([
-                "-c",
-                "user.name=B",
-                "-c",
-                "user.email=b@example.invalid",
-                "-c",
-                "init.defaultBranch=main",
-            ])
-            .args(args)
-            .current_dir(&src)
-            .status()
-    };
-    git(&["init", "-q"])?;
-    std::fs::write(src.join("busy.html"), BUSY_PAGE)?;
-    git(&["add", "-A"])?;
-    git(&["commit", "-qm", "init"])?;
-    let repo = c
-        .create_repo(&CreateRepo {
-            name: "bench/desktop".into(),
-            url: src.to_string_lossy().into(),
-            default_branch: None,
-            warm_pool: None,
-        })
+    let srv = bench_common::start(
+        "tandem-bench-desktop-",
+        &format!("[desktop]\nfps = {fps}\n"),
+    )
+    .await?;
+    let (url, token, pid, _c) = (&srv.url, &srv.token, srv.pid, &srv.client);
+    let id = srv
+        .ready_session("bench/desktop", &[("busy.html", BUSY_PAGE)])
         .await?;
-    let id = c
-        .create_session(&CreateSession {
-            repo_id: repo.id,
-            prompt: String::new(),
-            branch: None,
-            agent: Some(AgentSpec::None),
-        })
-        .await?
-        .session
-        .id;
-    let t0 = Instant::now();
-    while c.session(id).await?.session.state != SessionState::Ready {
-        ensure!(
-            t0.elapsed() < Duration::from_secs(300),
-            "the session did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     let http = reqwest::Client::new();
     let res = http
         .post(format!("{url}/api/sessions/{id}/desktop/open"))
@@ -221,7 +130,7 @@ async fn main() -> Result<()> {
         let mut members = Vec::new();
         let mut viewers = Vec::new();
         for _ in 0..n {
-            let mut live = LiveClient::connect(&url, id, &creds).await?;
+            let mut live = LiveClient::connect(url, id, &creds).await?;
             let (viewer, offer) = DesktopViewer::offer("127.0.0.1:0").await?;
             live.send(&WsClient::DesktopOffer { sdp: offer }).await?;
             let answer = loop {
@@ -359,6 +268,6 @@ async fn main() -> Result<()> {
         "\n1280×720 at {fps} fps: {:.1} fps delivered, capture+encode {:.1}% of a core (target ≥ 15 fps within one core)",
         base.fps_median, base.encoder_cpu
     );
-    let _ = server.kill().await;
+    drop(srv);
     Ok(())
 }

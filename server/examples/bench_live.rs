@@ -7,19 +7,14 @@
 //!
 //! Flags: `--keys N` (200), `--viewers N` (500), `--seconds N` (30), `--rate-kib N` (1024).
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, bail};
 use futures::{SinkExt, StreamExt};
 use tandem_protocol::live::{WsClient, WsServer};
-use tandem_protocol::*;
-use tandem_server::client::Client;
 use tandem_server::client::live::{Credentials, Incoming, LiveClient};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
-const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
+mod bench_common;
 
 struct Args {
     keys: usize,
@@ -101,96 +96,11 @@ async fn screen_until(c: &mut LiveClient, needle: &[u8], buf: &mut Vec<u8>) -> R
 #[tokio::main]
 async fn main() -> Result<()> {
     let a = args()?;
-    ensure!(
-        nix::unistd::geteuid().is_root(),
-        "the benchmark starts a real workspace: run it as root"
-    );
-    let target = PathBuf::from(
-        std::env::var("CARGO_TARGET_DIR")
-            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into()),
-    );
-    let images_dir = target.join("tandem-test-images");
-    tandem_server::images::build(&images_dir, TEST_RECIPE, |_| {}).await?;
-    let work = tempfile::Builder::new()
-        .prefix("tandem-bench-live-")
-        .tempdir()?;
-    let recipe = work.path().join("image.toml");
-    std::fs::write(&recipe, TEST_RECIPE)?;
-    let data = work.path().join("data");
-    let bin = target.join("release/tandem");
-    let mut server = tokio::process::Command::new(&bin)
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .arg("--images-dir")
-        .arg(&images_dir)
-        .arg("--image-recipe")
-        .arg(&recipe)
-        .env("TANDEM_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let pid = server.id().context("server pid")?;
-    let mut lines = BufReader::new(server.stdout.take().context("stdout")?).lines();
-    let url = loop {
-        let line = lines.next_line().await?.context("the server exited")?;
-        if let Some((_, u)) = line.split_once("listening on ") {
-            break u.trim().to_string();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let out = std::process::Command::new(&bin)
-        .args(["token", "create", "--data-dir"])
-        .arg(&data)
-        .env_remove("TANDEM_TOKEN")
-        .output()?;
-    let token = String::from_utf8(out.stdout)?.trim().to_string();
-    let c = Client::new(&url, Some(token.clone()))?;
-    let src = work.path().join("src");
-    std::fs::create_dir_all(&src)?;
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args([
-                "-c",
-                "user.name=B",
-                "-c",
-                "user.email=b@example.invalid",
-                "-c",
-                "init.defaultBranch=main",
-            ])
-            .args(args)
-            .current_dir(&src)
-            .status()
-    };
-    git(&["init", "-q"])?;
-    std::fs::write(src.join("README.md"), "bench\n")?;
-    git(&["add", "-A"])?;
-    git(&["commit", "-qm", "init"])?;
-    let repo = c
-        .create_repo(&CreateRepo {
-            name: "bench/live".into(),
-            url: src.to_string_lossy().into(),
-            default_branch: None,
-            warm_pool: None,
-        })
+    let srv = bench_common::start("tandem-bench-live-", "").await?;
+    let (url, token, pid, c) = (&srv.url, &srv.token, srv.pid, &srv.client);
+    let id = srv
+        .ready_session("bench/live", &[("README.md", "bench\n")])
         .await?;
-    let id = c
-        .create_session(&CreateSession {
-            repo_id: repo.id,
-            prompt: String::new(),
-            branch: None,
-            agent: Some(AgentSpec::None),
-        })
-        .await?
-        .session
-        .id;
-    let t0 = Instant::now();
-    while c.session(id).await?.session.state != SessionState::Ready {
-        ensure!(
-            t0.elapsed() < Duration::from_secs(300),
-            "the session did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     let creds = Credentials {
         token: Some(token.clone()),
         ..Default::default()
@@ -198,8 +108,8 @@ async fn main() -> Result<()> {
     eprintln!("session {id} ready; (a) {} keystrokes…", a.keys);
 
     // (a) Keystroke → echo at a second client, and on a direct attachment to the agent's PTY.
-    let mut typist = LiveClient::connect(&url, id, &creds).await?;
-    let mut watcher = LiveClient::connect(&url, id, &creds).await?;
+    let mut typist = LiveClient::connect(url, id, &creds).await?;
+    let mut watcher = LiveClient::connect(url, id, &creds).await?;
     let term = loop {
         match typist.next().await {
             Some(Incoming::Message(m)) => match *m {
@@ -229,10 +139,10 @@ async fn main() -> Result<()> {
     }
     // The baseline: the same on the agent's PTY directly (what the hub sits in front of).
     let config = tandem_server::config::Config::resolve(tandem_server::config::Overrides {
-        data_dir: Some(data.clone()),
-        images_dir: Some(images_dir.clone()),
-        image_recipe: Some(recipe.clone()),
-        agent_bin: Some(target.join("release/tandem-workspace-agent")),
+        data_dir: Some(srv.data.clone()),
+        images_dir: Some(srv.images_dir.clone()),
+        image_recipe: Some(srv.recipe.clone()),
+        agent_bin: Some(srv.target.join("release/tandem-workspace-agent")),
         ..Default::default()
     })?;
     let ws = tandem_server::serve::workspaces(&config, None).map_err(anyhow::Error::msg)?;
@@ -284,7 +194,7 @@ async fn main() -> Result<()> {
     eprintln!("(b) connecting {} viewers…", a.viewers);
     let mut viewers = Vec::new();
     for _ in 0..a.viewers {
-        viewers.push(LiveClient::connect(&url, id, &creds).await?);
+        viewers.push(LiveClient::connect(url, id, &creds).await?);
     }
     let (u0, _) = usage(pid);
     let started = Instant::now();
@@ -353,7 +263,7 @@ async fn main() -> Result<()> {
     let slice = a.rate_kib * 1024 / 10;
     let rounds = a.seconds * 10;
     let sent = slice * rounds as usize;
-    let mut loader = LiveClient::connect(&url, id, &creds).await?;
+    let mut loader = LiveClient::connect(url, id, &creds).await?;
     loader
         .send(&WsClient::Resize {
             terminal: term,
@@ -428,6 +338,6 @@ async fn main() -> Result<()> {
         rss / 1024
     );
     let _ = c.session_action(id, "stop").await;
-    server.kill().await?;
+    drop(srv);
     Ok(())
 }

@@ -1,0 +1,144 @@
+//! What the release benchmarks against `tandem serve` share: the server in its own process on a
+//! throwaway data dir, an API token, and a ready session of a throwaway repo.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use tandem_protocol::*;
+use tandem_server::client::Client;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+pub const TEST_RECIPE: &str = include_str!("../../../images/test/image.toml");
+
+/// The release server, running until this is dropped (each benchmark reads what it needs).
+#[allow(dead_code)]
+pub struct BenchServer {
+    pub url: String,
+    pub token: String,
+    pub pid: u32,
+    pub client: Client,
+    pub target: PathBuf,
+    pub data: PathBuf,
+    pub images_dir: PathBuf,
+    pub recipe: PathBuf,
+    pub work: tempfile::TempDir,
+    _server: tokio::process::Child,
+}
+
+/// Starts the release `tandem serve` (its `tandem.toml` holding `config`) on the test image.
+pub async fn start(prefix: &str, config: &str) -> Result<BenchServer> {
+    ensure!(
+        nix::unistd::geteuid().is_root(),
+        "the benchmark starts a real workspace: run it as root"
+    );
+    let target = PathBuf::from(
+        std::env::var("CARGO_TARGET_DIR")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into()),
+    );
+    let images_dir = target.join("tandem-test-images");
+    tandem_server::images::build(&images_dir, TEST_RECIPE, |_| {}).await?;
+    let work = tempfile::Builder::new().prefix(prefix).tempdir()?;
+    let recipe = work.path().join("image.toml");
+    std::fs::write(&recipe, TEST_RECIPE)?;
+    let data = work.path().join("data");
+    std::fs::create_dir_all(&data)?;
+    std::fs::write(data.join("tandem.toml"), config)?;
+    let bin = target.join("release/tandem");
+    let mut server = tokio::process::Command::new(&bin)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .arg("--images-dir")
+        .arg(&images_dir)
+        .arg("--image-recipe")
+        .arg(&recipe)
+        .env("TANDEM_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = server.id().context("server pid")?;
+    let mut lines = BufReader::new(server.stdout.take().context("stdout")?).lines();
+    let url = loop {
+        let line = lines.next_line().await?.context("the server exited")?;
+        if let Some((_, u)) = line.split_once("listening on ") {
+            break u.trim().to_string();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let out = std::process::Command::new(&bin)
+        .args(["token", "create", "--data-dir"])
+        .arg(&data)
+        .env_remove("TANDEM_TOKEN")
+        .output()?;
+    let token = String::from_utf8(out.stdout)?.trim().to_string();
+    let client = Client::new(&url, Some(token.clone()))?;
+    Ok(BenchServer {
+        url,
+        token,
+        pid,
+        client,
+        target,
+        data,
+        images_dir,
+        recipe,
+        work,
+        _server: server,
+    })
+}
+
+impl BenchServer {
+    /// A repo `name` of `files` and a ready session of it without an agent.
+    pub async fn ready_session(&self, name: &str, files: &[(&str, &str)]) -> Result<SessionId> {
+        let src = self.work.path().join("src");
+        std::fs::create_dir_all(&src)?;
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=B",
+                    "-c",
+                    "user.email=b@example.invalid",
+                    "-c",
+                    "init.defaultBranch=main",
+                ])
+                .args(args)
+                .current_dir(&src)
+                .status()
+        };
+        git(&["init", "-q"])?;
+        for (path, text) in files {
+            std::fs::write(src.join(path), text)?;
+        }
+        git(&["add", "-A"])?;
+        git(&["commit", "-qm", "init"])?;
+        let c = &self.client;
+        let repo = c
+            .create_repo(&CreateRepo {
+                name: name.into(),
+                url: src.to_string_lossy().into(),
+                default_branch: None,
+                warm_pool: None,
+            })
+            .await?;
+        let id = c
+            .create_session(&CreateSession {
+                repo_id: repo.id,
+                prompt: String::new(),
+                branch: None,
+                agent: Some(AgentSpec::None),
+            })
+            .await?
+            .session
+            .id;
+        let t0 = Instant::now();
+        while c.session(id).await?.session.state != SessionState::Ready {
+            ensure!(
+                t0.elapsed() < Duration::from_secs(300),
+                "the session did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(id)
+    }
+}
