@@ -97,7 +97,7 @@ async fn screen_until(c: &mut LiveClient, needle: &[u8], buf: &mut Vec<u8>) -> R
 async fn main() -> Result<()> {
     let a = args()?;
     let srv = bench_common::start("tandem-bench-live-", "").await?;
-    let (url, token, pid, c) = (&srv.url, &srv.token, srv.pid, &srv.client);
+    let (url, token, pid) = (&srv.url, &srv.token, srv.pid);
     let id = srv
         .ready_session("bench/live", &[("README.md", "bench\n")])
         .await?;
@@ -337,7 +337,5 @@ async fn main() -> Result<()> {
         a.viewers,
         rss / 1024
     );
-    let _ = c.session_action(id, "stop").await;
-    drop(srv);
-    Ok(())
+    srv.finish().await
 }

@@ -88,6 +88,26 @@ pub async fn start(prefix: &str, config: &str) -> Result<BenchServer> {
 }
 
 impl BenchServer {
+    /// Stops the server, then every workspace under its data dir (workspaces outlive their
+    /// server on purpose; a benchmark's must not outlive the benchmark).
+    pub async fn finish(mut self) -> Result<()> {
+        self._server.kill().await?;
+        let config = tandem_server::config::Config::resolve(tandem_server::config::Overrides {
+            data_dir: Some(self.data.clone()),
+            images_dir: Some(self.images_dir.clone()),
+            image_recipe: Some(self.recipe.clone()),
+            agent_bin: Some(self.target.join("release/tandem-workspace-agent")),
+            ..Default::default()
+        })?;
+        let ws = tandem_server::serve::workspaces(&config, None).map_err(anyhow::Error::msg)?;
+        for id in ws.runtime.list().await? {
+            ws.runtime
+                .stop(&id, tandem_server::runtime::Keep::Nothing)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// A repo `name` of `files` and a ready session of it without an agent.
     pub async fn ready_session(&self, name: &str, files: &[(&str, &str)]) -> Result<SessionId> {
         let src = self.work.path().join("src");
