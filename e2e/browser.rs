@@ -162,6 +162,47 @@ impl Browser {
         }
     }
 
+    /// Clicks the element at `css` (which must be there).
+    pub async fn click(&self, css: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css:?} to click: {e}"))
+            .click()
+            .await
+            .unwrap();
+    }
+
+    /// Types `text` into the element at `css`, waiting for it to appear.
+    pub async fn type_into(&self, css: &str, text: &str) {
+        self.client
+            .wait()
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css:?} to type into: {e}"))
+            .send_keys(text)
+            .await
+            .unwrap();
+    }
+
+    /// Signs in with a one-time login code and waits for the dashboard.
+    pub async fn sign_in(&self, url: &str, code: &str) {
+        self.client
+            .goto(&format!("{url}/login#code={code}"))
+            .await
+            .unwrap();
+        self.wait_path(|p| p == "/").await;
+    }
+
+    /// Opens session `id`'s page and waits until it says the session is ready.
+    pub async fn open_ready_session(&self, url: &str, id: impl std::fmt::Display) {
+        self.client
+            .goto(&format!("{url}/sessions/{id}"))
+            .await
+            .unwrap();
+        self.wait_text("#session-state", "ready").await;
+    }
+
     /// Ends the WebDriver session.
     pub async fn close(self) {
         let _ = self.client.close().await;

@@ -62,23 +62,9 @@ async fn vs_code_loads_through_the_proxy_and_opens_a_repo_file() {
         .id;
 
     let a = Browser::start("vscode-owner").await;
-    a.client
-        .goto(&format!("{}/login#code={}", s.url, s.first_login_code))
-        .await
-        .unwrap();
-    a.wait_path(|p| p == "/").await;
-    a.client
-        .goto(&format!("{}/sessions/{id}", s.url))
-        .await
-        .unwrap();
-    a.wait_text("#session-state", "ready").await;
-    a.client
-        .find(Locator::Css("#tab-code"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    a.sign_in(&s.url, &s.first_login_code).await;
+    a.open_ready_session(&s.url, id).await;
+    a.click("#tab-code").await;
     let frame = a
         .client
         .wait()

@@ -31,30 +31,14 @@ async fn sign_in_with_a_login_link_and_start_a_session_from_the_dashboard() {
     b.screenshot("01-login").await;
 
     // The one-time link signs in and lands on the dashboard.
-    b.client
-        .goto(&format!("{}/login#code={}", s.url, s.first_login_code))
-        .await
-        .unwrap();
-    b.wait_path(|p| p == "/").await;
+    b.sign_in(&s.url, &s.first_login_code).await;
     b.wait_text("#user-name", "admin").await;
     b.wait_text("#new-session-repo", "acme/web").await;
     b.screenshot("02-dashboard-empty").await;
 
     let prompt = "Make the signup button blue and add a test";
-    b.client
-        .find(Locator::Css("#new-session-prompt"))
-        .await
-        .unwrap()
-        .send_keys(prompt)
-        .await
-        .unwrap();
-    b.client
-        .find(Locator::Css("#new-session-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.type_into("#new-session-prompt", prompt).await;
+    b.click("#new-session-submit").await;
 
     // The new session's page opens and shows its events.
     let path = b.wait_path(|p| p.starts_with("/sessions/")).await;
@@ -96,13 +80,7 @@ async fn a_wrong_credential_is_refused_and_an_api_token_signs_in() {
         .await
         .unwrap();
     input.send_keys("tlc_not-a-real-code").await.unwrap();
-    b.client
-        .find(Locator::Css("#login-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("#login-submit").await;
     b.wait_text(".error", "login code unknown").await;
     b.screenshot("01-refused").await;
 
@@ -113,13 +91,7 @@ async fn a_wrong_credential_is_refused_and_an_api_token_signs_in() {
         .unwrap();
     input.clear().await.unwrap();
     input.send_keys(&s.admin_token).await.unwrap();
-    b.client
-        .find(Locator::Css("#login-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("#login-submit").await;
     b.wait_path(|p| p == "/").await;
     b.wait_text("#user-name", "admin").await;
     b.close().await;

@@ -136,23 +136,9 @@ async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewe
 
     // The owner opens the desktop tab: the workspace's screen plays.
     let a = Browser::start("desktop-owner").await;
-    a.client
-        .goto(&format!("{}/login#code={}", s.url, s.first_login_code))
-        .await
-        .unwrap();
-    a.wait_path(|p| p == "/").await;
-    a.client
-        .goto(&format!("{}/sessions/{id}", s.url))
-        .await
-        .unwrap();
-    a.wait_text("#session-state", "ready").await;
-    a.client
-        .find(Locator::Css("#tab-desktop"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    a.sign_in(&s.url, &s.first_login_code).await;
+    a.open_ready_session(&s.url, id).await;
+    a.click("#tab-desktop").await;
     let first = wait_frames(&a, 5).await;
 
     // The workspace's browser shows the page (opened through the pane's URL box).
@@ -166,13 +152,7 @@ async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewe
         .send_keys("file:///workspace/page.html")
         .await
         .unwrap();
-    a.client
-        .find(Locator::Css("#desktop form button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    a.click("#desktop form button[type=submit]").await;
     a.wait_text("#desktop-page", "waiting — file:///workspace/page.html")
         .await;
     let later = wait_frames(&a, first + 10).await;
@@ -191,21 +171,8 @@ async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewe
         .parse();
     let b = Browser::start("desktop-viewer").await;
     b.client.goto(link.url.as_deref().unwrap()).await.unwrap();
-    b.client
-        .wait()
-        .for_element(Locator::Css("#guest-name"))
-        .await
-        .unwrap()
-        .send_keys("Vic")
-        .await
-        .unwrap();
-    b.client
-        .find(Locator::Css("#guest-join"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.type_into("#guest-name", "Vic").await;
+    b.click("#guest-join").await;
     b.wait_path(|p| p.starts_with("/sessions/")).await;
     b.client
         .wait()
@@ -216,13 +183,7 @@ async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewe
         .await
         .unwrap();
     wait_frames(&b, 5).await;
-    b.client
-        .find(Locator::Css("#desktop-video"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("#desktop-video").await;
     b.wait_text("#refused", "desktop_input: viewers cannot type")
         .await;
     let page: DesktopPage = s
@@ -237,13 +198,7 @@ async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewe
     );
 
     // The owner (in control: no one else holds it) clicks the button through the video.
-    a.client
-        .find(Locator::Css("#desktop-video"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    a.click("#desktop-video").await;
     let deadline = Instant::now() + WAIT;
     loop {
         let page: DesktopPage = s
@@ -266,13 +221,7 @@ async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewe
     a.screenshot("desktop-after-click").await;
 
     // Where UDP cannot reach: the same desktop over VNC (noVNC through the server's WebSocket).
-    a.client
-        .find(Locator::Css("#desktop-use-vnc"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    a.click("#desktop-use-vnc").await;
     let deadline = Instant::now() + WAIT;
     loop {
         let px = a
@@ -358,11 +307,7 @@ async fn the_agents_screenshot_shows_in_the_timeline() {
         .session
         .id;
     let a = Browser::start("timeline-screenshot").await;
-    a.client
-        .goto(&format!("{}/login#code={}", s.url, s.first_login_code))
-        .await
-        .unwrap();
-    a.wait_path(|p| p == "/").await;
+    a.sign_in(&s.url, &s.first_login_code).await;
     a.client
         .goto(&format!("{}/sessions/{id}", s.url))
         .await

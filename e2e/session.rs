@@ -57,20 +57,9 @@ async fn wait_terminal(b: &Browser, needle: &str) -> String {
 
 /// Types into the visible terminal (xterm.js listens on its hidden textarea).
 async fn type_in_terminal(b: &Browser, keys: &str) {
-    b.client
-        .find(Locator::Css(".pane:not(.hidden) .xterm"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    b.client
-        .find(Locator::Css(".pane:not(.hidden) .xterm-helper-textarea"))
-        .await
-        .unwrap()
-        .send_keys(keys)
-        .await
-        .unwrap();
+    b.click(".pane:not(.hidden) .xterm").await;
+    b.type_into(".pane:not(.hidden) .xterm-helper-textarea", keys)
+        .await;
 }
 
 async fn share_link(b: &Browser, role: &str) -> String {
@@ -81,13 +70,7 @@ async fn share_link(b: &Browser, role: &str) -> String {
         Some(el) => el.prop("value").await.unwrap().unwrap_or_default(),
         None => String::new(),
     };
-    b.client
-        .find(Locator::Css("#share-create"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("#share-create").await;
     let deadline = Instant::now() + WAIT;
     loop {
         if let Ok(el) = b.client.find(Locator::Css("#share-url")).await
@@ -104,21 +87,8 @@ async fn share_link(b: &Browser, role: &str) -> String {
 
 async fn join_as_guest(b: &Browser, url: &str, name: &str) {
     b.client.goto(url).await.unwrap();
-    b.client
-        .wait()
-        .for_element(Locator::Css("#guest-name"))
-        .await
-        .unwrap()
-        .send_keys(name)
-        .await
-        .unwrap();
-    b.client
-        .find(Locator::Css("#guest-join"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.type_into("#guest-name", name).await;
+    b.click("#guest-join").await;
     b.wait_path(|p| p.starts_with("/sessions/")).await;
 }
 
@@ -161,11 +131,7 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
 
     // A: the owner, signed in, starts a session with the agent.
     let a = Browser::start("session-owner").await;
-    a.client
-        .goto(&format!("{}/login#code={}", s.url, s.first_login_code))
-        .await
-        .unwrap();
-    a.wait_path(|p| p == "/").await;
+    a.sign_in(&s.url, &s.first_login_code).await;
     let id = api
         .create_session(&CreateSession {
             repo_id: repo.id,
@@ -203,56 +169,20 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
     b.screenshot("02-guest-driver").await;
 
     // The diff view shows the agent's change.
-    a.client
-        .find(Locator::Css("#tab-diff"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    a.click("#tab-diff").await;
     a.wait_text("#diff-files", "NOTE.md").await;
     a.wait_text("#diff", "+written by the agent").await;
     a.screenshot("03-diff").await;
 
     // B queues a prompt from the prompt box; it runs; A stops it from A's prompt box.
-    b.client
-        .find(Locator::Css("#prompt-text"))
-        .await
-        .unwrap()
-        .send_keys("Run forever")
-        .await
-        .unwrap();
-    b.client
-        .find(Locator::Css("#prompt-queue"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.type_into("#prompt-text", "Run forever").await;
+    b.click("#prompt-queue").await;
     a.wait_text("#timeline", "$ sleep 300").await;
     // While it runs, B steers it.
-    b.client
-        .find(Locator::Css("#prompt-text"))
-        .await
-        .unwrap()
-        .send_keys("Also say hi")
-        .await
-        .unwrap();
-    b.client
-        .find(Locator::Css("#prompt-steer"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.type_into("#prompt-text", "Also say hi").await;
+    b.click("#prompt-steer").await;
     a.wait_text("#timeline", "Also say hi").await;
-    a.client
-        .find(Locator::Css("#turn-stop"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    a.click("#turn-stop").await;
     a.wait_text("#timeline", "turn stopped").await;
     let detail = api.session(id).await.unwrap();
     let by_bea: Vec<&Prompt> = detail
@@ -265,13 +195,7 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
     assert_eq!(by_bea[1].mode, PromptMode::Steer);
 
     // A viewer link: the page says so, the prompt box is disabled, keys never reach the shell.
-    a.client
-        .find(Locator::Css(".tabs button[role=tab]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    a.click(".tabs button[role=tab]").await;
     let viewer_url = share_link(&a, "viewer").await;
     let v = Browser::start("session-viewer").await;
     join_as_guest(&v, &viewer_url, "Vic").await;

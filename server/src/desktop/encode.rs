@@ -120,7 +120,7 @@ pub async fn start(
         ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
@@ -130,6 +130,9 @@ pub async fn start(
             ))
         })?;
     let pid = child.id();
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(log_stderr(err));
+    }
     let mut out = child
         .stdout
         .take()
@@ -343,4 +346,44 @@ fn enter_display_dir(dir: &PathBuf) -> Result<()> {
     )
     .map_err(|e| Error::Unavailable(format!("binding the workspace's display: {e}")))?;
     Ok(())
+}
+/// Most lines of an encoder's own complaints logged as warnings (the rest at debug).
+const STDERR_WARNINGS: usize = 20;
+
+/// Logs what an encoder child prints: Xlib's last words when the workspace's display goes away
+/// (the workspace ended) are expected and logged at debug; anything else as a warning, a few.
+async fn log_stderr(err: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(err).lines();
+    let mut warned = 0;
+    while let Ok(Some(line)) = lines.next_line().await {
+        if display_gone(&line) || warned >= STDERR_WARNINGS {
+            tracing::debug!("desktop encoder: {line}");
+        } else {
+            warned += 1;
+            tracing::warn!("desktop encoder: {line}");
+        }
+    }
+}
+
+/// Xlib's report of a lost display (`XIO: fatal IO error … on X server ":99"` and its
+/// `after N requests …` line).
+fn display_gone(line: &str) -> bool {
+    line.contains("XIO:") || (line.contains("requests") && line.contains("events remaining"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn xlibs_words_on_a_lost_display_are_told_apart() {
+        assert!(super::display_gone(
+            "XIO:  fatal IO error 11 (Resource temporarily unavailable) on X server \":99\""
+        ));
+        assert!(super::display_gone(
+            "      after 2291 requests (2291 known processed) with 0 events remaining."
+        ));
+        assert!(!super::display_gone(
+            "ERROR: from element /GstPipeline: could not link"
+        ));
+    }
 }
