@@ -68,19 +68,11 @@ pub async fn events(s: &TestServer, id: SessionId) -> Vec<Event> {
 pub async fn ready_session(s: &TestServer, name: &str) -> SessionId {
     let src = source_repo("[workspace]\nsetup = []\n");
     let repo = add_repo(s, name, src.path()).await;
-    let created: SessionDetail = s
-        .post(
-            "/api/sessions",
-            json!({ "repo_id": repo, "agent": { "kind": "none" } }),
-        )
-        .send()
-        .await
-        .parse();
-    let id = created.session.id;
-    wait_state(s, id, &[SessionState::Ready]).await;
+    let d = start_session(s, &repo).await;
+    assert_eq!(d.session.state, SessionState::Ready);
     // The source repo may go: the session fetched what it needs.
     drop(src);
-    id
+    d.session.id
 }
 
 pub async fn exec(s: &TestServer, id: SessionId, command: &str) -> ExecResult {
@@ -1425,7 +1417,7 @@ async fn build_snapshot(s: &TestServer, repo: &str) -> Snapshot {
 }
 
 /// A session of `repo` without an agent, started and waited for until it is ready or failed.
-async fn start_session(s: &TestServer, repo: &str) -> SessionDetail {
+pub async fn start_session(s: &TestServer, repo: &str) -> SessionDetail {
     let created: SessionDetail = s
         .post(
             "/api/sessions",
