@@ -36,7 +36,20 @@ window.TandemDesktop = {
     const onDown = (e) => { video.focus(); e.preventDefault(); input({ kind: "down", ...at(e), button: e.button + 1 }); };
     const onUp = (e) => { e.preventDefault(); input({ kind: "up", ...at(e), button: e.button + 1 }); };
     const onWheel = (e) => { e.preventDefault(); input({ kind: "scroll", ...at(e), dy: Math.sign(e.deltaY) * Math.max(1, Math.round(Math.abs(e.deltaY) / 50)) }); };
-    const onKey = (e) => { e.preventDefault(); input({ kind: "key", key: e.key }); };
+    const modifier = (k) => ["Control", "Alt", "Shift", "Meta", "AltGraph", "CapsLock"].includes(k);
+    const onKey = (e) => {
+      // Ctrl/Cmd+V: the browser's paste event brings this computer's clipboard, typed below.
+      if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "v") return;
+      e.preventDefault();
+      if (modifier(e.key)) return; // held modifiers travel with the key they modify
+      input({ kind: "key", key: e.key, ctrl: e.ctrlKey, alt: e.altKey, shift: e.shiftKey, meta: e.metaKey });
+    };
+    // Pasting types the text into the workspace's focused window.
+    const onPaste = (e) => {
+      e.preventDefault();
+      const text = e.clipboardData && e.clipboardData.getData("text/plain");
+      if (text) input({ kind: "text", text: text.slice(0, 2000) });
+    };
     const onMenu = (e) => e.preventDefault();
     video.addEventListener("mousemove", onMove);
     video.addEventListener("mousedown", onDown);
@@ -44,10 +57,11 @@ window.TandemDesktop = {
     video.addEventListener("wheel", onWheel, { passive: false });
     video.addEventListener("keydown", onKey);
     video.addEventListener("contextmenu", onMenu);
+    video.addEventListener("paste", onPaste);
     return {
       answer(sdp) { pc.setRemoteDescription({ type: "answer", sdp }).catch((e) => console.warn("desktop answer", e)); },
       close() {
-        for (const [t, f] of [["mousemove", onMove], ["mousedown", onDown], ["mouseup", onUp], ["wheel", onWheel], ["keydown", onKey], ["contextmenu", onMenu]]) video.removeEventListener(t, f);
+        for (const [t, f] of [["mousemove", onMove], ["mousedown", onDown], ["mouseup", onUp], ["wheel", onWheel], ["keydown", onKey], ["contextmenu", onMenu], ["paste", onPaste]]) video.removeEventListener(t, f);
         send(JSON.stringify({ type: "desktop_close" }));
         pc.close();
       },

@@ -153,9 +153,18 @@ pub enum DesktopInput {
         y: f64,
         dy: i32,
     },
-    /// A key by its DOM `key` name (`a`, `Enter`, `ArrowLeft`, …), pressed and released.
+    /// A key by its DOM `key` name (`a`, `Enter`, `ArrowLeft`, …), pressed and released, with
+    /// the modifiers held (Shift is in `key` itself for characters: `A`, `!`).
     Key {
         key: String,
+        #[serde(default)]
+        ctrl: bool,
+        #[serde(default)]
+        alt: bool,
+        #[serde(default)]
+        shift: bool,
+        #[serde(default)]
+        meta: bool,
     },
     /// Text typed as is.
     Text {

@@ -186,6 +186,10 @@ async fn next_matching<T>(
 const BIG_BUTTON: &str = r#"<!doctype html><title>waiting</title>
 <button id="go" style="position:fixed;inset:0;width:100vw;height:100vh;font-size:80px" onclick="document.title='clicked'">Go</button>"#;
 
+/// A text field filling the page; the title shows what it holds.
+const BIG_FIELD: &str = r#"<!doctype html><title>v:</title>
+<input id="t" style="position:fixed;inset:0;width:100vw;height:100vh;font-size:80px" oninput="document.title='v:'+this.value">"#;
+
 #[tokio::test]
 async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuses_a_viewers() {
     // Keyframes only when asked for (a viewer joining, or a PLI), so the count says who asked.
@@ -194,6 +198,7 @@ async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuse
     };
     let src = source_repo("[workspace]\nsetup = []\n");
     std::fs::write(src.path().join("page.html"), BIG_BUTTON).unwrap();
+    std::fs::write(src.path().join("field.html"), BIG_FIELD).unwrap();
     git(src.path(), &["add", "-A"]);
     git(src.path(), &["commit", "-qm", "page"]);
     let repo = add_repo(&s, "acme/desk", src.path()).await;
@@ -325,6 +330,60 @@ async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuse
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 
+    // Keys with modifiers: typed text, then Ctrl+A selects it all and the next text replaces it.
+    let opened = s
+        .req(
+            axum::http::Method::POST,
+            &format!("/api/sessions/{id}/desktop/open"),
+        )
+        .bearer(&s.admin_token)
+        .json(&json!({ "url": "file:///workspace/field.html" }))
+        .send()
+        .await;
+    assert_eq!(opened.status, StatusCode::OK);
+    let key = |key: &str, ctrl: bool| DesktopInput::Key {
+        key: key.into(),
+        ctrl,
+        alt: false,
+        shift: false,
+        meta: false,
+    };
+    for input in [
+        DesktopInput::Down {
+            x: 0.5,
+            y: 0.5,
+            button: 1,
+        },
+        DesktopInput::Up {
+            x: 0.5,
+            y: 0.5,
+            button: 1,
+        },
+        DesktopInput::Text {
+            text: "hello".into(),
+        },
+        key("a", true),
+        DesktopInput::Text { text: "X".into() },
+    ] {
+        owner.send(&WsClient::DesktopInput { input }).await.unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let page: DesktopPage = s
+            .get(&format!("/api/sessions/{id}/desktop"))
+            .send()
+            .await
+            .parse();
+        if page.title.as_deref() == Some("v:X") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Ctrl+A did not select the typed text: {page:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
     // A viewer (through a share link) watches but cannot click.
     let link: tandem_protocol::live::ShareLink = s
         .post(
@@ -344,6 +403,10 @@ async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuse
         .send(&WsClient::DesktopInput {
             input: DesktopInput::Key {
                 key: "Enter".into(),
+                ctrl: false,
+                alt: false,
+                shift: false,
+                meta: false,
             },
         })
         .await

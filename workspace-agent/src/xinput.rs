@@ -15,6 +15,9 @@ const BUTTON_PRESS: u8 = 4;
 const BUTTON_RELEASE: u8 = 5;
 const MOTION_NOTIFY: u8 = 6;
 const SHIFT_L: Keysym = 0xffe1;
+const CONTROL_L: Keysym = 0xffe3;
+const ALT_L: Keysym = 0xffe9;
+const SUPER_L: Keysym = 0xffeb;
 /// Most characters typed by one event.
 pub const MAX_TEXT: usize = 4096;
 
@@ -151,8 +154,35 @@ pub fn inject(display: &str, events: &[DesktopInput]) -> Result<()> {
                     d.fake(BUTTON_RELEASE, button, 0, 0)?;
                 }
             }
-            DesktopInput::Key { key } => {
-                d.press_key(keysym(key).with_context(|| format!("unknown key {key:?}"))?)?
+            DesktopInput::Key {
+                key,
+                ctrl,
+                alt,
+                shift,
+                meta,
+            } => {
+                let sym = keysym(key).with_context(|| format!("unknown key {key:?}"))?;
+                // Shift for a character is already in the character (`A`); for the others
+                // (Shift+Tab, Shift+ArrowLeft) it is held like the rest.
+                let named = key.chars().count() > 1;
+                let held: Vec<u8> = [
+                    (*ctrl, CONTROL_L),
+                    (*alt, ALT_L),
+                    (*meta, SUPER_L),
+                    (*shift && named, SHIFT_L),
+                ]
+                .into_iter()
+                .filter(|(on, _)| *on)
+                .filter_map(|(_, sym)| d.keycode(sym).map(|k| k.0))
+                .collect();
+                for code in &held {
+                    d.fake(KEY_PRESS, *code, 0, 0)?;
+                }
+                let pressed = d.press_key(sym);
+                for code in held.iter().rev() {
+                    d.fake(KEY_RELEASE, *code, 0, 0)?;
+                }
+                pressed?
             }
             DesktopInput::Text { text } => {
                 if text.chars().count() > MAX_TEXT {
