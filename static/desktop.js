@@ -42,7 +42,9 @@ window.TandemDesktop = {
       if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "v") return;
       e.preventDefault();
       if (modifier(e.key)) return; // held modifiers travel with the key they modify
-      input({ kind: "key", key: e.key, ctrl: e.ctrlKey, alt: e.altKey, shift: e.shiftKey, meta: e.metaKey });
+      // AltGr (reported as Ctrl+Alt on some systems) already made the character in `key`.
+      const altgr = e.getModifierState && e.getModifierState("AltGraph");
+      input({ kind: "key", key: e.key, ctrl: e.ctrlKey && !altgr, alt: e.altKey && !altgr, shift: e.shiftKey, meta: e.metaKey });
     };
     // Pasting types the text into the workspace's focused window.
     const onPaste = (e) => {
