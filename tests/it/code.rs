@@ -157,6 +157,65 @@ async fn vs_code_has_an_origin_of_its_own_per_session_for_drivers_only() {
         .send()
         .await;
     assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+
+    // A guest with a driver link gets VS Code too, for as long as the link holds; a guest who
+    // only watches gets none.
+    let link = |role: &str| {
+        let s = &s;
+        let role = role.to_string();
+        async move {
+            s.post(
+                &format!("/api/sessions/{id}/links"),
+                json!({ "role": role, "allow_guests": true }),
+            )
+            .send()
+            .await
+            .parse::<tandem_protocol::live::ShareLink>()
+        }
+    };
+    let driver = link("driver").await;
+    let as_guest = |token: &str| {
+        format!(
+            "/api/sessions/{id}/code?share={}&name=Gus",
+            urlencoding_free(token)
+        )
+    };
+    let gus: CodeLink = s
+        .req(Method::POST, &as_guest(driver.token.as_deref().unwrap()))
+        .json(&json!({}))
+        .send()
+        .await
+        .parse();
+    let (status, _) = get(gus.url.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    let watcher = link("viewer").await;
+    let refused = s
+        .req(Method::POST, &as_guest(watcher.token.as_deref().unwrap()))
+        .json(&json!({}))
+        .send()
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let revoked = s
+        .req(
+            Method::DELETE,
+            &format!("/api/sessions/{id}/links/{}", driver.jti),
+        )
+        .bearer(&s.admin_token)
+        .send()
+        .await;
+    assert!(revoked.status.is_success());
+    let (status, _) = get(gus.url.clone()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "a revoked link's VS Code");
+}
+
+/// A share token as a query value (its characters need no escaping: base64url and dots).
+fn urlencoding_free(token: &str) -> &str {
+    assert!(
+        token
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    );
+    token
 }
 
 #[tokio::test]

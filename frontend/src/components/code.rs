@@ -10,9 +10,23 @@ use crate::api;
 #[component]
 pub fn CodePane(session: SessionId) -> impl IntoView {
     let link = RwSignal::new(None::<Result<CodeLink, String>>);
+    // A guest asks with the share link they joined through, as on the live channel.
+    let guest = crate::pages::session::guest_for(session);
+    let mut query = Vec::new();
+    if let Some(s) = &guest.share {
+        query.push(format!("share={}", js_sys::encode_uri_component(s)));
+    }
+    if let Some(n) = &guest.name {
+        query.push(format!("name={}", js_sys::encode_uri_component(n)));
+    }
+    let path = if query.is_empty() {
+        format!("/api/sessions/{session}/code")
+    } else {
+        format!("/api/sessions/{session}/code?{}", query.join("&"))
+    };
     spawn_local(async move {
         link.set(Some(
-            api::post::<_, CodeLink>(&format!("/api/sessions/{session}/code"), &())
+            api::post::<_, CodeLink>(&path, &())
                 .await
                 .map_err(|e| e.message),
         ));

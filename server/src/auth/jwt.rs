@@ -47,7 +47,7 @@ pub struct ShareClaims {
 /// What a VS Code ticket says: this person may open this session's VS Code on its own origin.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CodeClaims {
-    /// The user id.
+    /// The user id, or `link:<jti>` for a guest who came through a share link.
     pub sub: String,
     /// The session.
     pub sid: String,
@@ -181,9 +181,14 @@ impl JwtKeys {
 
     /// A VS Code ticket for `user` in `session`, valid for `ttl_secs`.
     pub fn issue_code(&self, user: UserId, session: &str, ttl_secs: i64) -> Result<String> {
+        self.issue_code_for(&user.to_string(), session, ttl_secs)
+    }
+
+    /// A VS Code ticket for `subject` (a user id, or `link:<jti>` for a share link's guest).
+    pub fn issue_code_for(&self, subject: &str, session: &str, ttl_secs: i64) -> Result<String> {
         let now = now_ms() / 1000;
         let claims = CodeClaims {
-            sub: user.to_string(),
+            sub: subject.to_string(),
             sid: session.to_string(),
             iat: now,
             exp: now + ttl_secs,

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use axum::Router;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::any;
@@ -48,14 +48,42 @@ pub fn api_router() -> Router<AppState> {
     Router::new().route("/sessions/{id}/code", axum::routing::post(open))
 }
 
+/// A signed-in driver, or a guest with a driver link (`?share=…&name=…`, as on the live
+/// channel), gets a URL.
 async fn open(
     State(app): State<AppState>,
-    user: CurrentUser,
+    user: Result<CurrentUser, Error>,
     Path(id): Path<SessionId>,
+    Query(q): Query<crate::live::socket::LiveQuery>,
 ) -> Result<axum::Json<tandem_protocol::CodeLink>> {
-    require_driver(&app, id, &user.0).await?;
-    let (url, isolated) = origin::link(&app, id, &user.0)?;
+    let user = user.ok().map(|u| u.0);
+    let session = crate::sessions::get(&app.db, id).await?.session;
+    let access = crate::sessions::access::resolve(
+        &app.db,
+        &app.jwt,
+        &session,
+        user.as_ref(),
+        q.share.as_deref(),
+        q.name.as_deref(),
+    )
+    .await?;
+    if access.role < Role::Driver {
+        return Err(not_for_viewers());
+    }
+    let holder = match (access.user_id, &access.jti) {
+        (Some(u), _) => origin::Holder::User(u),
+        (None, Some(jti)) => origin::Holder::Link(jti.clone()),
+        (None, None) => return Err(Error::Unauthorized("sign in to use VS Code".into())),
+    };
+    let (url, isolated) = origin::link(&app, id, &holder)?;
     Ok(axum::Json(tandem_protocol::CodeLink { url, isolated }))
+}
+
+fn not_for_viewers() -> Error {
+    Error::Forbidden(
+        "VS Code is for the session's owner and drivers; viewers watch the terminal and the desktop"
+            .into(),
+    )
 }
 
 async fn require_driver(app: &AppState, id: SessionId, user: &tandem_protocol::User) -> Result<()> {
@@ -63,9 +91,7 @@ async fn require_driver(app: &AppState, id: SessionId, user: &tandem_protocol::U
         .await
         .map(|_| ())
         .map_err(|e| match e {
-            Error::Forbidden(_) => Error::Forbidden(
-                "VS Code is for the session's owner and drivers; viewers watch the terminal and the desktop".into(),
-            ),
+            Error::Forbidden(_) => not_for_viewers(),
             other => other,
         })
 }
@@ -110,7 +136,8 @@ async fn same_origin(
             "VS Code has an origin of its own here: open it from the session page".into(),
         ));
     }
-    forward(app, &user.0, id, rest, req).await
+    require_driver(&app, id, &user.0).await?;
+    forward(app, id, rest, req).await
 }
 
 /// A tunnel to code-server in workspace `wid` (started first if need be).
@@ -197,15 +224,8 @@ pub async fn open_tunnel(
         .map_err(|e| Error::Unavailable(format!("the tunnel to {service}: {e}")))
 }
 
-/// Proxies `req` to session `id`'s code-server as `/<rest>`, if `user` may drive the session.
-async fn forward(
-    app: AppState,
-    user: &tandem_protocol::User,
-    id: SessionId,
-    rest: String,
-    req: Request,
-) -> Result<Response> {
-    require_driver(&app, id, user).await?;
+/// Proxies `req` to session `id`'s code-server as `/<rest>` (the caller checked who asks).
+async fn forward(app: AppState, id: SessionId, rest: String, req: Request) -> Result<Response> {
     let ws = app.workspaces()?.clone();
     let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, id).await?;
     let io = tunnel(&app, &ws, &wid, pid).await?;

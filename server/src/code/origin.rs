@@ -124,18 +124,38 @@ impl CodeOrigin {
     }
 }
 
-/// The URL of session `id`'s VS Code for `user`, and whether it has an origin of its own.
-pub fn link(app: &AppState, id: SessionId, user: &tandem_protocol::User) -> Result<(String, bool)> {
+/// Who a ticket is for.
+pub enum Holder {
+    /// A signed-in person (their role is checked on every request).
+    User(tandem_protocol::UserId),
+    /// A guest who came through share link `jti` (the link is checked on every request).
+    Link(String),
+}
+
+const LINK_SUBJECT: &str = "link:";
+
+/// The URL of session `id`'s VS Code for `holder`, and whether it has an origin of its own.
+pub fn link(app: &AppState, id: SessionId, holder: &Holder) -> Result<(String, bool)> {
     let folder = "?folder=/workspace";
     Ok(match CodeOrigin::of(app) {
         Some(origin) => {
+            let subject = match holder {
+                Holder::User(u) => u.to_string(),
+                Holder::Link(jti) => format!("{LINK_SUBJECT}{jti}"),
+            };
             let ticket = app
                 .jwt
-                .issue_code(user.id, &id.to_string(), TICKET_TTL_SECS)?;
+                .issue_code_for(&subject, &id.to_string(), TICKET_TTL_SECS)?;
             (
                 format!("{}{TICKET_PREFIX}{ticket}/{folder}", origin.base(id)),
                 true,
             )
+        }
+        // Tandem's own origin authenticates with Tandem's own credential: signed-in people only.
+        None if matches!(holder, Holder::Link(_)) => {
+            return Err(Error::Forbidden(
+                "VS Code needs a signed-in person on this server (it has no origin of its own for VS Code)".into(),
+            ));
         }
         None => (format!("/sessions/{id}/code/{folder}"), false),
     })
@@ -173,14 +193,23 @@ async fn serve(app: AppState, id: SessionId, req: Request) -> Result<Response> {
         ));
     };
     let claims = app.jwt.verify_code(ticket, &id.to_string())?;
-    let user_id = claims
-        .sub
-        .parse()
-        .map_err(|_| Error::Unauthorized("this VS Code link is not valid".into()))?;
-    let user = db::users::get(app.db.pool(), user_id)
-        .await?
-        .ok_or_else(|| Error::Unauthorized("this VS Code link's person is gone".into()))?;
-    let mut res = super::forward(app, &user, id, rest.to_string(), req).await?;
+    if let Some(jti) = claims.sub.strip_prefix(LINK_SUBJECT) {
+        // A guest: as long as their driver link holds.
+        let link = crate::sessions::access::link_by_id(&app.db, id, jti).await?;
+        if link.role < tandem_protocol::live::Role::Driver || !link.allow_guests {
+            return Err(super::not_for_viewers());
+        }
+    } else {
+        let user_id = claims
+            .sub
+            .parse()
+            .map_err(|_| Error::Unauthorized("this VS Code link is not valid".into()))?;
+        let user = db::users::get(app.db.pool(), user_id)
+            .await?
+            .ok_or_else(|| Error::Unauthorized("this VS Code link's person is gone".into()))?;
+        super::require_driver(&app, id, &user).await?;
+    }
+    let mut res = super::forward(app, id, rest.to_string(), req).await?;
     // The ticket is in every URL here: no page of this origin names it to another.
     res.headers_mut().insert(
         header::REFERRER_POLICY,

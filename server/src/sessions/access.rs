@@ -62,9 +62,19 @@ pub async fn link(db: &Db, jwt: &JwtKeys, session: SessionId, token: &str) -> Re
             "this share link is for another session".into(),
         ));
     }
-    let link = db::links::get(db.pool(), &claims.jti)
+    link_by_id(db, session, &claims.jti).await
+}
+
+/// Share link `jti` of `session`, if it still holds (not revoked, not expired).
+pub async fn link_by_id(db: &Db, session: SessionId, jti: &str) -> Result<ShareLink> {
+    let link = db::links::get(db.pool(), jti)
         .await?
         .ok_or_else(|| Error::Unauthorized("this share link does not exist".into()))?;
+    if link.session_id != session {
+        return Err(Error::Forbidden(
+            "this share link is for another session".into(),
+        ));
+    }
     if link.revoked_at.is_some() {
         return Err(Error::Forbidden("this share link was revoked".into()));
     }
