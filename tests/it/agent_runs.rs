@@ -661,8 +661,9 @@ async fn on_postgresql_another_server_process_steers_and_stops_a_turn_and_hears_
     let steered = detail.prompts.iter().find(|p| p.id == steer.id).unwrap();
     assert_eq!(steered.state, PromptState::Delivered);
 
-    // A stop sent to the second process ends the turn running in the first.
-    a.post(
+    // A prompt queued through the second process runs in the first (whose host has the
+    // workspace; the second hands the kick over), and a stop sent to the second ends it.
+    b.post(
         &format!("/api/sessions/{id}/prompts"),
         json!({ "text": "Run forever" }),
     )

@@ -466,7 +466,7 @@ async fn client_for(
 ) -> Result<(octocrab::Octocrab, bool)> {
     if by.kind == AuthorKind::User
         && let Some(user) = by.user_id
-        && let Some(token) = super::signin::person_token(app, gh, user, true).await?
+        && let Some(token) = super::signin::person_token(app, gh, user, false).await?
     {
         return Ok((gh.client(&token)?, true));
     }

@@ -130,6 +130,14 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
     let Some(row) = db::sessions::workspace(db.pool(), session).await? else {
         return Ok(false);
     };
+    // Another server's host runs the workspace: that server runs its turns (a webhook or a
+    // sweep may kick a session anywhere).
+    if !row.hosted_by(&state.workspaces()?.host_id) {
+        let msg = Control::Kick { session };
+        db.send_control(&serde_json::to_string(&msg).unwrap_or_default())
+            .await?;
+        return Ok(false);
+    }
     let (Some(wid), Some(pid)) = (row.workspace_id, row.workspace_pid) else {
         return Ok(false);
     };
@@ -510,6 +518,10 @@ enum Control {
         session: SessionId,
         prompt: PromptId,
     },
+    /// The session has work: the server whose host runs its workspace runs it.
+    Kick {
+        session: SessionId,
+    },
 }
 
 /// Stops the session's running turn, wherever it runs (this process, or on PostgreSQL any
@@ -623,6 +635,18 @@ pub fn listen_control(state: &AppState) {
                 Ok(Control::Stop { session, by }) => {
                     if let Err(e) = stop_here(&state, session, &by).await {
                         tracing::warn!(session = %session, error = %e, "stopping a turn for another process failed");
+                    }
+                }
+                Ok(Control::Kick { session }) => {
+                    let here = match (
+                        db::sessions::workspace(state.db.pool(), session).await,
+                        state.workspaces(),
+                    ) {
+                        (Ok(Some(row)), Ok(ws)) => row.hosted_by(&ws.host_id),
+                        _ => false,
+                    };
+                    if here {
+                        kick(&state, session);
                     }
                 }
                 Ok(Control::Steer { session, prompt }) => {
