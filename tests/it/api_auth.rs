@@ -49,6 +49,32 @@ async fn login_code_signs_in_once(s: TestServer) {
         .send()
         .await;
     assert_eq!(repo.status, StatusCode::CREATED);
+    // …from Tandem's own pages only: another origin's request carrying the cookie (a session's
+    // VS Code on a subdomain of the same site, say) is refused, reads and bearer tokens aside.
+    let from = |origin: &str| {
+        s.req(Method::POST, "/api/repos")
+            .header("cookie", &cookie)
+            .header("origin", origin)
+            .json(&json!({ "name": format!("from-{}", origin.len()), "url": "https://example.invalid/y.git" }))
+    };
+    let foreign = from("http://0b8c2a52-3c1f-4c36-9a59-7d9d2a1e4f10.localhost:1")
+        .send()
+        .await;
+    assert_eq!(foreign.status, StatusCode::FORBIDDEN);
+    let own = from(&s.url).send().await;
+    assert_eq!(
+        own.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&own.body)
+    );
+    let read = s
+        .req(Method::GET, "/api/me")
+        .header("cookie", &cookie)
+        .header("origin", "http://elsewhere.example")
+        .send()
+        .await;
+    assert_eq!(read.status, StatusCode::OK);
     // A login code works once.
     let again = s
         .req(Method::POST, "/api/auth/login")

@@ -16,6 +16,7 @@ use crate::state::AppState;
 
 mod admin;
 mod auth;
+mod csrf;
 mod github;
 mod health;
 mod json_errors;
@@ -54,6 +55,10 @@ pub fn app(state: AppState) -> Router {
         // VS Code, proxied (outside /api: it is a web app of its own, under its base path).
         .merge(crate::code::router())
         .merge(web::router(state.config.web_dir.clone()))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            csrf::layer,
+        ))
         // A session's VS Code origin is VS Code's, whatever the path.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
