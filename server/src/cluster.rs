@@ -17,8 +17,23 @@ use tandem_protocol::SessionId;
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 
-/// Marks a forwarded request: it is answered where it arrives, never forwarded again.
+/// Marks a forwarded request: it is answered where it arrives, never forwarded again. Its value
+/// is signed with the key the servers share (`jwt.key`), so a client cannot set it to make a
+/// server that does not host a session act on it.
 pub const FORWARDED: &str = "x-tandem-forwarded";
+
+/// The marker's value for a request to `path`.
+fn marker(app: &AppState, path: &str) -> String {
+    app.jwt.sign("cluster-forward", path)
+}
+
+/// Whether `req` was forwarded by a server sharing this one's key.
+fn forwarded(app: &AppState, req: &Request) -> bool {
+    req.headers()
+        .get(FORWARDED)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|sig| app.jwt.verify_sig("cluster-forward", req.uri().path(), sig))
+}
 /// How often a server renews its registration.
 pub const REFRESH: Duration = Duration::from_secs(30);
 /// How long forwarding may take to reach the other server.
@@ -34,6 +49,15 @@ pub fn advertise_url(app: &AppState) -> String {
 
 /// Registers this server (whose workspaces' host is `id`) now and every [`REFRESH`].
 pub fn register(app: &AppState, id: String) {
+    if app.db.backend() == db::Backend::Postgres
+        && app.config.advertise_url.is_none()
+        && app.config.listen.ip().is_loopback()
+    {
+        tracing::warn!(
+            "on PostgreSQL other servers forward requests about this server's sessions to {}: set advertise_url to an address they reach",
+            advertise_url(app)
+        );
+    }
     let app = app.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(REFRESH);
@@ -81,7 +105,7 @@ fn session_of(app: &AppState, req: &Request) -> Option<SessionId> {
 /// Middleware: forwards a request about a session hosted by another server to it.
 pub async fn forward(State(app): State<AppState>, req: Request, next: Next) -> Response {
     // Only PostgreSQL is shared between hosts; processes on one SQLite file share a host.
-    if app.db.backend() != db::Backend::Postgres || req.headers().contains_key(FORWARDED) {
+    if app.db.backend() != db::Backend::Postgres || forwarded(&app, &req) {
         return next.run(req).await;
     }
     let Some(id) = session_of(&app, &req) else {
@@ -100,13 +124,14 @@ pub async fn forward(State(app): State<AppState>, req: Request, next: Next) -> R
         // Never registered (or an error): answer here, which says what is missing.
         _ => return next.run(req).await,
     };
-    relay(&url, req)
+    let signed = marker(&app, req.uri().path());
+    relay(&url, req, signed)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
 
-/// Sends `req` to the server at `base` (`http://host:port`).
-async fn relay(base: &str, req: Request) -> Result<Response> {
+/// Sends `req` to the server at `base` (`http://host:port`), marked with `signed`.
+async fn relay(base: &str, req: Request, signed: String) -> Result<Response> {
     let authority = base
         .strip_prefix("http://")
         .map(|a| a.trim_end_matches('/'))
@@ -122,9 +147,9 @@ async fn relay(base: &str, req: Request) -> Result<Response> {
         .map_err(|e| unreachable(e.to_string()))?;
     let _ = stream.set_nodelay(true);
     crate::proxy::relay(TokioIo::new(stream), req, "the session's server", |parts| {
-        parts
-            .headers
-            .insert(FORWARDED, HeaderValue::from_static("1"));
+        let value = HeaderValue::from_str(&signed)
+            .map_err(|e| Error::Internal(format!("forwarding marker: {e}")))?;
+        parts.headers.insert(FORWARDED, value);
         Ok(())
     })
     .await

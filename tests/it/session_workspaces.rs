@@ -1340,6 +1340,17 @@ async fn on_postgresql_another_server_answers_for_a_session_by_forwarding_to_its
         exec(&b, id, "echo from-$((40+2))").await.stdout,
         "from-42\n"
     );
+    // A client cannot pass its request off as already forwarded (the marker is signed).
+    let forged: ExecResult = b
+        .post(
+            &format!("/api/sessions/{id}/exec"),
+            json!({ "command": "echo still-forwarded" }),
+        )
+        .header("x-tandem-forwarded", "1")
+        .send()
+        .await
+        .parse();
+    assert_eq!(forged.stdout, "still-forwarded\n");
     let diff = b.get(&format!("/api/sessions/{id}/diff")).send().await;
     assert_eq!(diff.status, StatusCode::OK);
     // The terminal, over B's live channel (a WebSocket upgrade, forwarded).

@@ -70,9 +70,14 @@ async fn open(
     if access.role < Role::Driver {
         return Err(not_for_viewers());
     }
-    let holder = match (access.user_id, &access.jti) {
-        (Some(u), _) => origin::Holder::User(u),
-        (None, Some(jti)) => origin::Holder::Link(jti.clone()),
+    // On VS Code's own origin, whoever came through a share link (a guest, or a signed-in
+    // person asking with one) holds a ticket for the link, which each request checks; on
+    // Tandem's origin the signed-in person's own role is checked.
+    let isolated = origin::CodeOrigin::of(&app).is_some();
+    let holder = match (&access.jti, access.user_id) {
+        (Some(jti), _) if isolated => origin::Holder::Link(jti.clone()),
+        (_, Some(u)) => origin::Holder::User(u),
+        (Some(jti), None) => origin::Holder::Link(jti.clone()),
         (None, None) => return Err(Error::Unauthorized("sign in to use VS Code".into())),
     };
     let (url, isolated) = origin::link(&app, id, &holder)?;

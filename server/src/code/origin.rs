@@ -151,7 +151,8 @@ pub fn link(app: &AppState, id: SessionId, holder: &Holder) -> Result<(String, b
                 true,
             )
         }
-        // Tandem's own origin authenticates with Tandem's own credential: signed-in people only.
+        // Tandem's own origin authenticates with Tandem's own credential: signed-in people
+        // only (those who came through a link need the membership it gave them).
         None if matches!(holder, Holder::Link(_)) => {
             return Err(Error::Forbidden(
                 "VS Code needs a signed-in person on this server (it has no origin of its own for VS Code)".into(),
@@ -196,7 +197,7 @@ async fn serve(app: AppState, id: SessionId, req: Request) -> Result<Response> {
     if let Some(jti) = claims.sub.strip_prefix(LINK_SUBJECT) {
         // A guest: as long as their driver link holds.
         let link = crate::sessions::access::link_by_id(&app.db, id, jti).await?;
-        if link.role < tandem_protocol::live::Role::Driver || !link.allow_guests {
+        if link.role < tandem_protocol::live::Role::Driver {
             return Err(super::not_for_viewers());
         }
     } else {

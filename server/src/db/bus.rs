@@ -3,9 +3,10 @@
 //! it). Within a process it is a watch per session and a broadcast. On PostgreSQL, processes
 //! also hear each other at once through LISTEN/NOTIFY: a transaction that appends events
 //! notifies `tandem_events` as part of its commit, and control messages go out on
-//! `tandem_control`. A notification only ever says "look": subscribers read the store, so a
-//! lost one (a listener reconnecting) costs time, never an event — the live channel still
-//! looks every [`crate::live::socket::POLL_OTHER_PROCESSES`].
+//! `tandem_control`. An event notification only ever says "look": subscribers read the store,
+//! so a lost one (a listener reconnecting) costs time, never an event — the live channel still
+//! looks every [`crate::live::socket::POLL_OTHER_PROCESSES`]. A control message sent while the
+//! listener that should hear it reconnects is lost (a stop, say, must then be asked again).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -115,6 +116,11 @@ async fn listen(url: String, bus: Weak<EventBus>, mut stop: oneshot::Receiver<()
         };
         if let Err(e) = listener.listen_all([EVENTS_CHANNEL, CONTROL_CHANNEL]).await {
             tracing::warn!(error = %e, "LISTEN failed; retrying");
+            tokio::select! {
+                _ = &mut stop => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(Duration::from_secs(10));
             continue;
         }
         delay = Duration::from_millis(200);

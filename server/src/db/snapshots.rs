@@ -179,7 +179,7 @@ pub async fn boot_failed(db: &super::Db, id: SnapshotId, limit: i64, now: i64) -
         "UPDATE snapshots SET quarantined_at = $1
          WHERE id = $2 AND boot_failures >= $3 AND quarantined_at IS NULL AND EXISTS (
              SELECT 1 FROM snapshots o WHERE o.repo_id = snapshots.repo_id AND o.id <> snapshots.id
-             AND o.state = 'ready' AND o.quarantined_at IS NULL)",
+             AND o.created_at < snapshots.created_at AND o.state = 'ready' AND o.quarantined_at IS NULL)",
     )
     .bind(now)
     .bind(id.to_string())

@@ -353,16 +353,40 @@ const STDERR_WARNINGS: usize = 20;
 /// Logs what an encoder child prints: Xlib's last words when the workspace's display goes away
 /// (the workspace ended) are expected and logged at debug; anything else as a warning, a few.
 async fn log_stderr(err: tokio::process::ChildStderr) {
-    use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(err).lines();
+    use tokio::io::AsyncReadExt;
+    // Read to the end whatever it is (the encoder must never block on, or die of, a closed
+    // pipe); lines are cut at 1 KiB and decoded lossily.
+    let mut reader = tokio::io::BufReader::new(err);
+    let mut buf = [0u8; 4096];
+    let mut line = Vec::new();
     let mut warned = 0;
-    while let Ok(Some(line)) = lines.next_line().await {
-        if display_gone(&line) || warned >= STDERR_WARNINGS {
-            tracing::debug!("desktop encoder: {line}");
-        } else {
-            warned += 1;
-            tracing::warn!("desktop encoder: {line}");
+    let mut lines = Vec::new();
+    loop {
+        let n = match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for b in &buf[..n] {
+            if *b == b'\n' || line.len() >= 1024 {
+                lines.push(String::from_utf8_lossy(&line).into_owned());
+                line.clear();
+            }
+            if *b != b'\n' {
+                line.push(*b);
+            }
         }
+        for line in lines.drain(..) {
+            log_line(&line, &mut warned);
+        }
+    }
+}
+
+fn log_line(line: &str, warned: &mut usize) {
+    if display_gone(line) || *warned >= STDERR_WARNINGS {
+        tracing::debug!("desktop encoder: {line}");
+    } else {
+        *warned += 1;
+        tracing::warn!("desktop encoder: {line}");
     }
 }
 
