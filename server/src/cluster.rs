@@ -146,11 +146,17 @@ async fn relay(base: &str, req: Request, signed: String) -> Result<Response> {
         .map_err(|_| unreachable("timed out".into()))?
         .map_err(|e| unreachable(e.to_string()))?;
     let _ = stream.set_nodelay(true);
-    crate::proxy::relay(TokioIo::new(stream), req, "the session's server", |parts| {
-        let value = HeaderValue::from_str(&signed)
-            .map_err(|e| Error::Internal(format!("forwarding marker: {e}")))?;
-        parts.headers.insert(FORWARDED, value);
-        Ok(())
-    })
+    crate::proxy::relay(
+        TokioIo::new(stream),
+        req,
+        "the session's server",
+        |parts| {
+            let value = HeaderValue::from_str(&signed)
+                .map_err(|e| Error::Internal(format!("forwarding marker: {e}")))?;
+            parts.headers.insert(FORWARDED, value);
+            Ok(())
+        },
+        std::future::pending(),
+    )
     .await
 }

@@ -11,12 +11,14 @@ use hyper_util::rt::TokioIo;
 use crate::{Error, Result};
 
 /// Sends `req` over `io` after `prepare` adjusted its head; on `101 Switching Protocols` the
-/// two upgraded connections are joined. `what` names the other side in errors.
+/// two upgraded connections are joined until either ends or `until` completes (access was
+/// lost, say). `what` names the other side in errors.
 pub async fn relay<IO>(
     io: IO,
     mut req: Request,
     what: &str,
     prepare: impl FnOnce(&mut Parts) -> Result<()>,
+    until: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Response>
 where
     IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
@@ -41,8 +43,11 @@ where
         let upstream = hyper::upgrade::on(&mut res);
         tokio::spawn(async move {
             if let (Ok(c), Ok(u)) = (client.await, upstream.await) {
-                let _ =
-                    tokio::io::copy_bidirectional(&mut TokioIo::new(c), &mut TokioIo::new(u)).await;
+                let (mut c, mut u) = (TokioIo::new(c), TokioIo::new(u));
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut c, &mut u) => {}
+                    () = until => {}
+                }
             }
         });
     }

@@ -195,6 +195,27 @@ async fn vs_code_has_an_origin_of_its_own_per_session_for_drivers_only() {
         .send()
         .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    // Gus's VS Code holds a WebSocket to code-server (its remote connection: terminals, files).
+    let gus_ticket = gus.url[prefix.len()..]
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut code_ws = {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut req = format!(
+            "ws://{id}.localhost:{port}/_t/{gus_ticket}/?reconnectionToken={}&reconnection=false&skipWebSocketFrames=false",
+            uuid::Uuid::new_v4()
+        )
+        .into_client_request()
+        .unwrap();
+        req.headers_mut().insert("origin", base.parse().unwrap());
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tokio_tungstenite::client_async(req, tcp)
+            .await
+            .expect("code-server's WebSocket opens through the origin")
+            .0
+    };
     let revoked = s
         .req(
             Method::DELETE,
@@ -206,6 +227,16 @@ async fn vs_code_has_an_origin_of_its_own_per_session_for_drivers_only() {
     assert!(revoked.status.is_success());
     let (status, _) = get(gus.url.clone()).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "a revoked link's VS Code");
+    // …and the open connection ends too (it is checked every couple of seconds).
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(15), async {
+        use futures::StreamExt;
+        while let Some(Ok(_)) = code_ws.next().await {}
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the revoked guest's VS Code connection stayed open"
+    );
 }
 
 /// A share token as a query value (its characters need no escaping: base64url and dots).

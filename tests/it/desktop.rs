@@ -529,19 +529,37 @@ async fn a_vnc_connection_that_takes_input_is_closed_when_control_moves_away() {
         "{}",
         String::from_utf8_lossy(&joined.body)
     );
-    let mut req = format!(
-        "{}/api/sessions/{id}/vnc",
-        s.url.replacen("http://", "ws://", 1)
-    )
-    .into_client_request()
-    .unwrap();
-    req.headers_mut()
-        .insert("authorization", format!("Bearer {bob}").parse().unwrap());
-    req.headers_mut()
-        .insert("sec-websocket-protocol", "binary".parse().unwrap());
-    let (mut vnc, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-    let greeting = vnc.next().await.unwrap().unwrap().into_data();
-    assert!(greeting.starts_with(b"RFB 003.00"));
+    let jti = link.jti.clone();
+    let connect = || async {
+        let mut req = format!(
+            "{}/api/sessions/{id}/vnc",
+            s.url.replacen("http://", "ws://", 1)
+        )
+        .into_client_request()
+        .unwrap();
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {bob}").parse().unwrap());
+        req.headers_mut()
+            .insert("sec-websocket-protocol", "binary".parse().unwrap());
+        let (mut vnc, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+        let greeting = vnc.next().await.unwrap().unwrap().into_data();
+        assert!(greeting.starts_with(b"RFB 003.00"));
+        vnc
+    };
+    let closed = |mut vnc: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >| async move {
+        loop {
+            match tokio::time::timeout(std::time::Duration::from_secs(10), vnc.next()).await {
+                Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Close(f)))) => {
+                    break f.map(|f| u16::from(f.code));
+                }
+                Ok(Some(Ok(_))) => {}
+                other => panic!("Bob's VNC connection was not closed: {other:?}"),
+            }
+        }
+    };
+    let vnc = connect().await;
 
     // The owner takes control.
     let creds = Credentials {
@@ -567,14 +585,36 @@ async fn a_vnc_connection_that_takes_input_is_closed_when_control_moves_away() {
         }
     }
     // Bob's input-taking connection ends, saying why.
-    let code = loop {
-        match tokio::time::timeout(std::time::Duration::from_secs(10), vnc.next()).await {
-            Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Close(f)))) => {
-                break f.map(|f| u16::from(f.code));
+    assert_eq!(
+        closed(vnc).await,
+        Some(tandem_protocol::live::close::FORBIDDEN)
+    );
+
+    // Control free again, Bob takes input again — until the owner revokes his link.
+    owner.send(&WsClient::ReleaseControl).await.unwrap();
+    loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(30), owner.next()).await {
+            Ok(Some(Incoming::Message(m)))
+                if matches!(*m, WsServer::Control { controller: None }) =>
+            {
+                break;
             }
-            Ok(Some(Ok(_))) => {}
-            other => panic!("Bob's VNC connection was not closed: {other:?}"),
+            Ok(Some(_)) => {}
+            other => panic!("control was never released: {other:?}"),
         }
-    };
-    assert_eq!(code, Some(tandem_protocol::live::close::FORBIDDEN));
+    }
+    let vnc = connect().await;
+    let revoked = s
+        .req(
+            axum::http::Method::DELETE,
+            &format!("/api/sessions/{id}/links/{jti}"),
+        )
+        .bearer(&s.admin_token)
+        .send()
+        .await;
+    assert!(revoked.status.is_success());
+    assert_eq!(
+        closed(vnc).await,
+        Some(tandem_protocol::live::close::FORBIDDEN)
+    );
 }

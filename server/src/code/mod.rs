@@ -142,7 +142,16 @@ async fn same_origin(
         ));
     }
     require_driver(&app, id, &user.0).await?;
-    forward(app, id, rest, req).await
+    let (db, person) = (app.db.clone(), user.0.clone());
+    let until = origin::while_allowed(move || {
+        let (db, person) = (db.clone(), person.clone());
+        async move {
+            crate::sessions::access::require(&db, id, &person, Role::Driver)
+                .await
+                .is_ok()
+        }
+    });
+    forward(app, id, rest, req, until).await
 }
 
 /// A tunnel to code-server in workspace `wid` (started first if need be).
@@ -229,22 +238,35 @@ pub async fn open_tunnel(
         .map_err(|e| Error::Unavailable(format!("the tunnel to {service}: {e}")))
 }
 
-/// Proxies `req` to session `id`'s code-server as `/<rest>` (the caller checked who asks).
-async fn forward(app: AppState, id: SessionId, rest: String, req: Request) -> Result<Response> {
+/// Proxies `req` to session `id`'s code-server as `/<rest>` (the caller checked who asks); a
+/// WebSocket it upgrades to lasts until `until` completes.
+async fn forward(
+    app: AppState,
+    id: SessionId,
+    rest: String,
+    req: Request,
+    until: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<Response> {
     let ws = app.workspaces()?.clone();
     let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, id).await?;
     let io = tunnel(&app, &ws, &wid, pid).await?;
-    crate::proxy::relay(io, req, "VS Code", |parts| {
-        parts.uri = match parts.uri.query() {
-            Some(q) => format!("/{rest}?{q}"),
-            None => format!("/{rest}"),
-        }
-        .parse()
-        .map_err(|e| Error::BadRequest(format!("a request VS Code cannot take: {e}")))?;
-        // Tandem's own credential stays here.
-        parts.headers.remove(header::COOKIE);
-        parts.headers.remove(header::AUTHORIZATION);
-        Ok(())
-    })
+    crate::proxy::relay(
+        io,
+        req,
+        "VS Code",
+        |parts| {
+            parts.uri = match parts.uri.query() {
+                Some(q) => format!("/{rest}?{q}"),
+                None => format!("/{rest}"),
+            }
+            .parse()
+            .map_err(|e| Error::BadRequest(format!("a request VS Code cannot take: {e}")))?;
+            // Tandem's own credential stays here.
+            parts.headers.remove(header::COOKIE);
+            parts.headers.remove(header::AUTHORIZATION);
+            Ok(())
+        },
+        until,
+    )
     .await
 }

@@ -194,29 +194,58 @@ async fn serve(app: AppState, id: SessionId, req: Request) -> Result<Response> {
         ));
     };
     let claims = app.jwt.verify_code(ticket, &id.to_string())?;
-    if let Some(jti) = claims.sub.strip_prefix(LINK_SUBJECT) {
-        // A guest: as long as their driver link holds.
-        let link = crate::sessions::access::link_by_id(&app.db, id, jti).await?;
-        if link.role < tandem_protocol::live::Role::Driver {
-            return Err(super::not_for_viewers());
-        }
-    } else {
-        let user_id = claims
-            .sub
-            .parse()
-            .map_err(|_| Error::Unauthorized("this VS Code link is not valid".into()))?;
-        let user = db::users::get(app.db.pool(), user_id)
-            .await?
-            .ok_or_else(|| Error::Unauthorized("this VS Code link's person is gone".into()))?;
-        super::require_driver(&app, id, &user).await?;
-    }
-    let mut res = super::forward(app, id, rest.to_string(), req).await?;
+    allowed(&app, id, &claims.sub).await?;
+    // A WebSocket (code-server's terminals and files) lasts only while that holds.
+    let (check, sub) = (app.clone(), claims.sub.clone());
+    let until = while_allowed(move || {
+        let (app, sub) = (check.clone(), sub.clone());
+        async move { allowed(&app, id, &sub).await.is_ok() }
+    });
+    let mut res = super::forward(app, id, rest.to_string(), req, until).await?;
     // The ticket is in every URL here: no page of this origin names it to another.
     res.headers_mut().insert(
         header::REFERRER_POLICY,
         header::HeaderValue::from_static("same-origin"),
     );
     Ok(res)
+}
+
+/// Whether the ticket's subject may still use session `id`'s VS Code: a guest's driver link
+/// still holds, or a person may still drive.
+async fn allowed(app: &AppState, id: SessionId, subject: &str) -> Result<()> {
+    if let Some(jti) = subject.strip_prefix(LINK_SUBJECT) {
+        let link = crate::sessions::access::link_by_id(&app.db, id, jti).await?;
+        if link.role < tandem_protocol::live::Role::Driver {
+            return Err(super::not_for_viewers());
+        }
+        return Ok(());
+    }
+    let user_id = subject
+        .parse()
+        .map_err(|_| Error::Unauthorized("this VS Code link is not valid".into()))?;
+    let user = db::users::get(app.db.pool(), user_id)
+        .await?
+        .ok_or_else(|| Error::Unauthorized("this VS Code link's person is gone".into()))?;
+    super::require_driver(app, id, &user).await
+}
+
+/// How often an open VS Code connection checks that its holder may still use it.
+pub const RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Completes once `check` says no (looked at every [`RECHECK`]).
+pub fn while_allowed<F, Fut>(check: F) -> impl std::future::Future<Output = ()> + Send + 'static
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    async move {
+        loop {
+            tokio::time::sleep(RECHECK).await;
+            if !check().await {
+                return;
+            }
+        }
+    }
 }
 
 /// `path` as it may be logged: a ticket in it is cut out.

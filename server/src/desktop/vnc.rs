@@ -36,7 +36,16 @@ pub async fn socket(
         .protocols(["binary"])
         .max_message_size(1 << 20)
         .on_upgrade(move |socket| {
-            let still = move || may_control(&app, id, access.role, user.0.id);
+            // The role is looked up again (a revoked link, a demoted driver), control in memory.
+            let still = move || {
+                let (app, user) = (app.clone(), user.0.clone());
+                async move {
+                    match crate::sessions::access::require(&app.db, id, &user, Role::Driver).await {
+                        Ok(a) => may_control(&app, id, a.role, user.id),
+                        Err(_) => false,
+                    }
+                }
+            };
             bridge(socket, TokioIo::new(tunnel), takes_input.then_some(still))
         }))
 }
@@ -51,10 +60,10 @@ const CONTROL_CHECK: std::time::Duration = std::time::Duration::from_millis(250)
 
 /// Joins the socket and the tunnel; `input`, for a connection that takes input, says whether
 /// its person still may.
-async fn bridge(
+async fn bridge<F: std::future::Future<Output = bool>>(
     socket: WebSocket,
     mut tunnel: TokioIo<hyper::upgrade::Upgraded>,
-    input: Option<impl Fn() -> bool>,
+    input: Option<impl Fn() -> F>,
 ) {
     let (mut sink, mut stream) = socket.split();
     let mut buf = vec![0u8; 64 * 1024];
@@ -62,7 +71,11 @@ async fn bridge(
     loop {
         tokio::select! {
             _ = check.tick(), if input.is_some() => {
-                if input.as_ref().is_some_and(|still| !still()) {
+                let allowed = match &input {
+                    Some(still) => still().await,
+                    None => true,
+                };
+                if !allowed {
                     let _ = sink
                         .send(Message::Close(Some(axum::extract::ws::CloseFrame {
                             code: tandem_protocol::live::close::FORBIDDEN,

@@ -144,7 +144,14 @@ async fn run(
     live.hub.leave(me.id);
     state.hubs.release(&live);
     out.close(1000);
-    let _ = writer.await;
+    // The writer says goodbye if the client still reads; it is not waited for beyond that.
+    let abort = writer.abort_handle();
+    if tokio::time::timeout(Duration::from_secs(2), writer)
+        .await
+        .is_err()
+    {
+        abort.abort();
+    }
 }
 
 /// Writes queued frames and the newest terminal list, pings on the heartbeat,
@@ -173,8 +180,10 @@ async fn write(
             }
             out = inbox.rx.recv() => {
                 let Some(out) = out else { return };
-                if write_queued(&mut sink, &mut inbox, out).await.is_err() {
-                    return;
+                // A client that takes nothing for this long is gone (its TCP window stays shut).
+                match tokio::time::timeout(WRITE_STALL, write_queued(&mut sink, &mut inbox, out)).await {
+                    Ok(Ok(())) => {}
+                    _ => return,
                 }
             }
             Ok(()) = watches.screens.changed() => {
@@ -191,6 +200,9 @@ async fn write(
         }
     }
 }
+
+/// How long one write may wait on a client before the channel is dropped.
+const WRITE_STALL: Duration = Duration::from_secs(30);
 
 /// Most queued items one write takes before it flushes.
 const BATCH_ITEMS: usize = 256;
