@@ -366,8 +366,8 @@ pub struct Snapshot {
     pub log: String,
     pub created_at: Timestamp,
     pub finished_at: Option<Timestamp>,
-    /// Session starts from it that failed in a row (the container, its agent or the recipe's
-    /// `start` commands), since it was built or last started well.
+    /// Session starts from it whose recipe `start` commands failed, in a row, since it was built
+    /// or last started well.
     #[serde(default)]
     pub boot_failures: i64,
     /// When it was set aside after [`crate::limits::SNAPSHOT_BREAKER_FAILURES`] failed starts in

@@ -265,10 +265,7 @@ async fn boot_inner(
         .await;
         r.map(|(m, head)| (m, head, t.elapsed().as_millis()))
     },);
-    let (wid, pid) = match started {
-        Ok(s) => s,
-        Err(e) => return Err(snapshot_fault(db, &snap, e).await),
-    };
+    let (wid, pid) = started?;
     db::sessions::set_workspace(
         db.pool(),
         id,
@@ -326,10 +323,11 @@ async fn boot_inner(
     Ok(())
 }
 
-/// A session start from `snap` failed with `e` where the snapshot may be at fault (its
-/// container or agent did not come up, or the recipe's `start` commands failed on it): counted,
-/// and after [`limits::SNAPSHOT_BREAKER_FAILURES`] in a row the snapshot is set aside if an
-/// older good one is there (a circuit breaker; [`db::snapshots::boot_failed`]).
+/// A session start from `snap` failed with `e` where the snapshot is the likely cause (the
+/// recipe's `start` commands failed on what its `setup` left; a container that does not come
+/// up is more likely the host's trouble, and is not counted): counted, and after
+/// [`limits::SNAPSHOT_BREAKER_FAILURES`] in a row the snapshot is set aside if an older good one
+/// is there (a circuit breaker; [`db::snapshots::boot_failed`]).
 async fn snapshot_fault(db: &Db, snap: &Snapshot, e: Error) -> Error {
     let limit = tandem_protocol::limits::SNAPSHOT_BREAKER_FAILURES;
     match db::snapshots::boot_failed(db, snap.id, limit, now_ms()).await {
