@@ -159,6 +159,8 @@ struct Member {
     sizes: HashMap<u32, (u16, u16)>,
     /// When this member's presence was last sent to the others.
     presence_sent: Option<std::time::Instant>,
+    /// A newer presence was held back and is owed to the others.
+    presence_held: bool,
 }
 
 #[derive(Default)]
@@ -183,8 +185,9 @@ pub struct Watches {
     pub screens: tokio::sync::watch::Receiver<Arc<String>>,
 }
 
-/// Presence changes of one member closer together than this are recorded but not sent to
-/// the others (a client flooding presence would otherwise cost every member a message each).
+/// Presence changes of one member closer together than this are held back and the newest sent
+/// once the interval has passed (a client flooding presence would otherwise cost every member
+/// a message each).
 pub const PRESENCE_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Why a request was refused (sent back as `refused`).
@@ -253,6 +256,7 @@ impl Hub {
                 out,
                 sizes: HashMap::new(),
                 presence_sent: None,
+                presence_held: false,
             },
         );
         // Subscribed under the lock, after the hello: what it shows is already in the hello.
@@ -400,23 +404,45 @@ impl Hub {
     }
 
     /// What member `id` looks at.
-    pub fn presence(&self, id: u32, looking_at: Option<String>) {
+    /// True when the change was held back (too soon after the last one sent): the caller then
+    /// calls [`Hub::flush_presence`] once [`PRESENCE_MIN_INTERVAL`] has passed.
+    pub fn presence(&self, id: u32, looking_at: Option<String>) -> bool {
         let mut st = self.lock();
         let Some(m) = st.members.get_mut(&id) else {
-            return;
+            return false;
         };
         let looking_at: Option<String> = looking_at.map(|l| l.chars().take(100).collect());
         if m.info.looking_at == looking_at {
-            return;
+            return false;
         }
         m.info.looking_at = looking_at.clone();
         let now = std::time::Instant::now();
         if m.presence_sent
             .is_some_and(|t| now.duration_since(t) < PRESENCE_MIN_INTERVAL)
         {
-            return;
+            // One flush per held-back burst.
+            let first = !m.presence_held;
+            m.presence_held = true;
+            return first;
         }
         m.presence_sent = Some(now);
+        m.presence_held = false;
+        Self::broadcast(&st, &WsServer::Presence { id, looking_at }, None);
+        false
+    }
+
+    /// Sends member `id`'s newest presence if a change was held back.
+    pub fn flush_presence(&self, id: u32) {
+        let mut st = self.lock();
+        let Some(m) = st.members.get_mut(&id) else {
+            return;
+        };
+        if !m.presence_held {
+            return;
+        }
+        m.presence_held = false;
+        m.presence_sent = Some(std::time::Instant::now());
+        let looking_at = m.info.looking_at.clone();
         Self::broadcast(&st, &WsServer::Presence { id, looking_at }, None);
     }
 
@@ -625,8 +651,11 @@ mod tests {
                 WsServer::Control { controller: None }
             ]
         );
+        let mut flushes = 0;
         for i in 0..1000 {
-            hub.presence(owner.id, Some(format!("terminal:{i}")));
+            if hub.presence(owner.id, Some(format!("terminal:{i}"))) {
+                flushes += 1;
+            }
         }
         let sent = texts(&mut viewer);
         assert!(
@@ -634,10 +663,25 @@ mod tests {
             "{} presence messages for a flood of 1000",
             sent.len()
         );
-        // The newest is recorded all the same: joiners see it.
+        assert!(
+            flushes >= 1 && flushes <= sent.len(),
+            "one flush per held-back burst"
+        );
+        // The newest is recorded all the same (joiners see it) and owed to the others: the
+        // flush after the interval sends it.
         let (ps, _, _) = hub.snapshot();
         let o = ps.iter().find(|p| p.id == owner.id).unwrap();
         assert_eq!(o.looking_at.as_deref(), Some("terminal:999"));
+        hub.flush_presence(owner.id);
+        assert_eq!(
+            texts(&mut viewer),
+            vec![WsServer::Presence {
+                id: owner.id,
+                looking_at: Some("terminal:999".into())
+            }]
+        );
+        hub.flush_presence(owner.id);
+        assert!(texts(&mut viewer).is_empty(), "nothing owed twice");
         // An unchanged presence is not news.
         std::thread::sleep(PRESENCE_MIN_INTERVAL);
         hub.presence(owner.id, Some("terminal:999".into()));

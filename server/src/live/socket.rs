@@ -392,7 +392,13 @@ impl Member {
                 rows,
             } => hub.resize(self.id, terminal, cols, rows),
             WsClient::Presence { looking_at } => {
-                hub.presence(self.id, looking_at);
+                if hub.presence(self.id, looking_at) {
+                    let (live, id) = (self.live.clone(), self.id);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(super::hub::PRESENCE_MIN_INTERVAL).await;
+                        live.hub.flush_presence(id);
+                    });
+                }
                 Ok(())
             }
             WsClient::RequestControl => hub.request_control(self.id),
