@@ -702,6 +702,40 @@ async fn on_postgresql_another_server_process_steers_and_stops_a_turn_and_hears_
 }
 
 #[tokio::test]
+async fn a_stop_asked_elsewhere_is_found_at_the_next_heartbeat_when_its_notification_is_lost() {
+    let model = ScriptedModel::start(vec![Reply::tool(
+        "run_command",
+        json!({ "command": "sleep 300" }),
+    )])
+    .await;
+    let Some(s) = server(&model).await else {
+        return;
+    };
+    let (_src, repo) = repo(&s, "acme/stop-asked").await;
+    let id = new_session(&s, &repo, "Run forever").await;
+    wait_events(&s, id, |evs| {
+        evs.iter()
+            .any(|e| matches!(e.kind, EventKind::ToolCall { .. }))
+    })
+    .await;
+    // What a stop through another server leaves in the store; its notification never came.
+    let prompt = tandem_server::db::prompts::running(s.state.db.pool(), id)
+        .await
+        .unwrap()
+        .expect("a running prompt");
+    tandem_server::db::prompts::request_stop(s.state.db.pool(), prompt.id, "Remy")
+        .await
+        .unwrap();
+    let evs = wait_events(&s, id, ended(1)).await;
+    let (_, outcome, _, error) = turn_ends(&evs)[0].clone();
+    assert_eq!(outcome, TurnOutcome::Stopped);
+    assert_eq!(error.as_deref(), Some("stopped by Remy"));
+    s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
+}
+
+#[tokio::test]
 async fn a_turn_whose_prompt_another_process_took_back_stops_and_records_nothing_more() {
     let model = ScriptedModel::start(vec![
         Reply::tool("run_command", json!({ "command": "sleep 300" })),

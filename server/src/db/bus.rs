@@ -6,7 +6,8 @@
 //! `tandem_control`. An event notification only ever says "look": subscribers read the store,
 //! so a lost one (a listener reconnecting) costs time, never an event — the live channel still
 //! looks every [`crate::live::socket::POLL_OTHER_PROCESSES`]. A control message sent while the
-//! listener that should hear it reconnects is lost (a stop, say, must then be asked again).
+//! listener that should hear it reconnects is lost; a stop is also kept with its prompt, which
+//! the running turn's next heartbeat finds.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};

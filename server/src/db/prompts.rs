@@ -32,7 +32,7 @@ pub async fn claim_next(
     now: i64,
 ) -> Result<Option<Prompt>> {
     let claimed: std::result::Result<Option<PromptRow>, sqlx::Error> = sqlx::query_as(&format!(
-        "UPDATE prompts SET state = 'running', runner = $1, heartbeat_at = $2, started_at = $2
+        "UPDATE prompts SET state = 'running', runner = $1, heartbeat_at = $2, started_at = $2, stop_requested_by = NULL
          WHERE state = 'queued' AND id = (SELECT id FROM prompts WHERE session_id = $3 AND state = 'queued' ORDER BY position LIMIT 1)
          RETURNING {PROMPT_COLUMNS}"
     ))
@@ -138,23 +138,53 @@ pub async fn edit(conn: &mut AnyConnection, id: PromptId, text: &str) -> Result<
     Ok(done.rows_affected() == 1)
 }
 
-/// Says `runner` still runs prompt `id`; false when it does not any more (its lease lapsed and
-/// another process took the prompt back).
+/// What a heartbeat learns about the prompt it renews.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lease {
+    /// Still this runner's.
+    Held,
+    /// Still this runner's, and someone asked (through another process) to stop it.
+    StopAsked(String),
+    /// Not this runner's any more (its lease lapsed and another process took it back).
+    Lost,
+}
+
+/// Says `runner` still runs prompt `id`.
 pub async fn heartbeat<'e>(
     ex: impl Executor<'e, Database = Any>,
     id: PromptId,
     runner: &str,
     now: i64,
-) -> Result<bool> {
-    let done = sqlx::query(
-        "UPDATE prompts SET heartbeat_at = $1 WHERE id = $2 AND runner = $3 AND state = 'running'",
+) -> Result<Lease> {
+    let row: Option<(Option<String>,)> = sqlx::query_as(
+        "UPDATE prompts SET heartbeat_at = $1 WHERE id = $2 AND runner = $3 AND state = 'running'
+         RETURNING stop_requested_by",
     )
     .bind(now)
     .bind(id.to_string())
     .bind(runner)
-    .execute(ex)
+    .fetch_optional(ex)
     .await?;
-    Ok(done.rows_affected() == 1)
+    Ok(match row {
+        None => Lease::Lost,
+        Some((Some(by),)) => Lease::StopAsked(by),
+        Some((None,)) => Lease::Held,
+    })
+}
+
+/// Records that `by` asked to stop running prompt `id` (for a process that may miss the
+/// notification).
+pub async fn request_stop<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: PromptId,
+    by: &str,
+) -> Result<()> {
+    sqlx::query("UPDATE prompts SET stop_requested_by = $1 WHERE id = $2 AND state = 'running'")
+        .bind(by)
+        .bind(id.to_string())
+        .execute(ex)
+        .await?;
+    Ok(())
 }
 
 /// Running prompts whose runner is gone: `runner` itself (it restarted), or any runner that has

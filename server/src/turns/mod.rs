@@ -270,9 +270,9 @@ async fn run(
         let mut frames = crate::agent::start_turn(&ws, &wid, pid, &start).await?;
         let lease_lost = Arc::new(Notify::new());
         let heartbeat = tokio::spawn(beat(
-            db.clone(),
+            state.clone(),
+            session,
             prompt.id,
-            state.turns.runner.clone(),
             lease_lost.clone(),
         ));
         let _stop_beating = AbortOnDrop(heartbeat);
@@ -400,14 +400,23 @@ enum Ending {
 }
 
 /// Renews the turn's lease every [`HEARTBEAT`]; tells `lost` when the database says the prompt
-/// is no longer this runner's.
-async fn beat(db: Db, prompt: PromptId, runner: String, lost: Arc<Notify>) {
+/// is no longer this runner's, and stops the turn when a stop was asked through another process.
+async fn beat(state: AppState, session: SessionId, prompt: PromptId, lost: Arc<Notify>) {
     let mut tick = tokio::time::interval(HEARTBEAT);
+    let mut stopping = false;
     loop {
         tick.tick().await;
-        match db::prompts::heartbeat(db.pool(), prompt, &runner, now_ms()).await {
-            Ok(true) => {}
-            Ok(false) => {
+        let runner = &state.turns.runner;
+        match db::prompts::heartbeat(state.db.pool(), prompt, runner, now_ms()).await {
+            Ok(db::prompts::Lease::Held) => {}
+            Ok(db::prompts::Lease::StopAsked(by)) if !stopping => {
+                stopping = true;
+                if let Err(e) = stop_here(&state, session, &by).await {
+                    tracing::warn!(session = %session, error = %e, "stopping a turn asked elsewhere failed");
+                }
+            }
+            Ok(db::prompts::Lease::StopAsked(_)) => {}
+            Ok(db::prompts::Lease::Lost) => {
                 lost.notify_one();
                 return;
             }
@@ -533,7 +542,9 @@ pub async fn stop(state: &AppState, session: SessionId, by: &Author) -> Result<b
             let Some(running) = db::prompts::running(state.db.pool(), session).await? else {
                 return Ok(false);
             };
-            // Its runner is another process: it hears this and stops the turn.
+            // Its runner is another process: it hears this and stops the turn, or finds the
+            // request at its next heartbeat if the notification is lost.
+            db::prompts::request_stop(state.db.pool(), running.id, &by.name).await?;
             let msg = Control::Stop {
                 session,
                 by: by.name.clone(),
