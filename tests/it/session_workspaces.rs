@@ -1510,4 +1510,25 @@ async fn a_snapshot_sessions_keep_failing_to_start_from_is_set_aside_for_the_goo
     s.post(&format!("/api/sessions/{}/stop", d.session.id), json!({}))
         .send()
         .await;
+    // Keeping one snapshot keeps the good one sessions start from (the one set aside does not
+    // count), and the set-aside one too (it stops the same build being made again).
+    wait_state(&s, d.session.id, &[SessionState::Stopped]).await;
+    let collected = tandem_server::snapshots::collect_garbage(
+        &s.state.db,
+        s.state.workspaces().unwrap(),
+        &r,
+        1,
+        &[],
+    )
+    .await
+    .unwrap();
+    assert!(collected.is_empty(), "collected {collected:?}");
+    for snap in [&good, &bad] {
+        let now: Snapshot = s
+            .get(&format!("/api/snapshots/{}", snap.id))
+            .send()
+            .await
+            .parse();
+        assert_eq!(now.state, SnapshotState::Ready);
+    }
 }

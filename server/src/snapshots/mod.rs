@@ -299,7 +299,9 @@ pub async fn rebuild_if_stale(
 }
 
 /// Deletes the layers of `repo`'s good snapshots beyond the newest `keep`, except those a session
-/// still uses (or `also_in_use`); returns the ones collected.
+/// still uses (or `also_in_use`); returns the ones collected. Snapshots set aside do not count
+/// towards `keep`; one newer than every good snapshot stays (it stops the same build from being
+/// made again), older ones go.
 pub async fn collect_garbage(
     db: &Db,
     ws: &Workspaces,
@@ -322,8 +324,15 @@ pub async fn collect_garbage(
         .await?
         .into_iter()
         .filter(|s| s.state == SnapshotState::Ready);
-    for snap in ready.skip(keep.max(1)) {
-        if in_use.contains(&snap.id.to_string()) {
+    let mut good = 0;
+    for snap in ready {
+        let keep_it = if snap.quarantined_at.is_some() {
+            good == 0
+        } else {
+            good += 1;
+            good <= keep.max(1)
+        };
+        if keep_it || in_use.contains(&snap.id.to_string()) {
             continue;
         }
         db::snapshots::mark_collected(db.pool(), snap.id).await?;
