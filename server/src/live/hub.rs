@@ -38,7 +38,12 @@ pub struct Inbox {
 impl Inbox {
     /// Marks `out` as written (its bytes leave the queue).
     pub fn written(&self, out: &Out) {
-        self.queued.fetch_sub(size(out), Ordering::Relaxed);
+        self.written_bytes(size(out));
+    }
+
+    /// Marks `n` queued bytes as written.
+    pub fn written_bytes(&self, n: usize) {
+        self.queued.fetch_sub(n, Ordering::Relaxed);
     }
 
     /// What completes when the hub closes this member.
@@ -64,7 +69,8 @@ impl CloseSignal {
     }
 }
 
-fn size(out: &Out) -> usize {
+/// Bytes `out` takes in a member's queue.
+pub fn size(out: &Out) -> usize {
     match out {
         Out::Text(t) => t.len(),
         Out::Binary(b) => b.len(),

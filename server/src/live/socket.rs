@@ -223,10 +223,11 @@ async fn write_queued(
             Err(_) => break,
         }
     }
+    // The batch counts against the member's queue bound until it is written.
+    let taken: usize = items.iter().map(super::hub::size).sum();
     let mut run: Vec<bytes::Bytes> = Vec::new();
     let mut run_bytes = 0;
     for out in items {
-        inbox.written(&out);
         match out {
             Out::Binary(frame) => {
                 let terminal = decode_terminal(&frame).map(|(id, _)| id);
@@ -256,7 +257,9 @@ async fn write_queued(
     if !run.is_empty() {
         sink.feed(Message::Binary(merge(&mut run))).await?;
     }
-    sink.flush().await
+    sink.flush().await?;
+    inbox.written_bytes(taken);
+    Ok(())
 }
 
 /// One terminal frame from consecutive frames of the same terminal (no copy for one).
