@@ -701,28 +701,45 @@ async fn on_postgresql_another_server_process_steers_and_stops_a_turn_and_hears_
         .await;
 }
 
-#[tokio::test]
-async fn a_stop_asked_elsewhere_is_found_at_the_next_heartbeat_when_its_notification_is_lost() {
-    let model = ScriptedModel::start(vec![Reply::tool(
+/// A turn running `sleep 300` (then `then`, if it runs again) on a new server and repo `name`:
+/// the model (kept alive), the server, the repo's source, the session and its running prompt.
+async fn a_long_turn(
+    name: &str,
+    then: Vec<Reply>,
+) -> Option<(
+    ScriptedModel,
+    TestServer,
+    tempfile::TempDir,
+    SessionId,
+    Prompt,
+)> {
+    let mut script = vec![Reply::tool(
         "run_command",
         json!({ "command": "sleep 300" }),
-    )])
-    .await;
-    let Some(s) = server(&model).await else {
-        return;
-    };
-    let (_src, repo) = repo(&s, "acme/stop-asked").await;
+    )];
+    script.extend(then);
+    let model = ScriptedModel::start(script).await;
+    let s = server(&model).await?;
+    let (src, repo) = repo(&s, name).await;
     let id = new_session(&s, &repo, "Run forever").await;
     wait_events(&s, id, |evs| {
         evs.iter()
             .any(|e| matches!(e.kind, EventKind::ToolCall { .. }))
     })
     .await;
-    // What a stop through another server leaves in the store; its notification never came.
     let prompt = tandem_server::db::prompts::running(s.state.db.pool(), id)
         .await
         .unwrap()
         .expect("a running prompt");
+    Some((model, s, src, id, prompt))
+}
+
+#[tokio::test]
+async fn a_stop_asked_elsewhere_is_found_at_the_next_heartbeat_when_its_notification_is_lost() {
+    let Some((_model, s, _src, id, prompt)) = a_long_turn("acme/stop-asked", vec![]).await else {
+        return;
+    };
+    // What a stop through another server leaves in the store; its notification never came.
     tandem_server::db::prompts::request_stop(s.state.db.pool(), prompt.id, "Remy")
         .await
         .unwrap();
@@ -737,27 +754,13 @@ async fn a_stop_asked_elsewhere_is_found_at_the_next_heartbeat_when_its_notifica
 
 #[tokio::test]
 async fn a_turn_whose_prompt_another_process_took_back_stops_and_records_nothing_more() {
-    let model = ScriptedModel::start(vec![
-        Reply::tool("run_command", json!({ "command": "sleep 300" })),
-        Reply::text("second run done"),
-    ])
-    .await;
-    let Some(s) = server(&model).await else {
+    let Some((_model, s, _src, id, prompt)) =
+        a_long_turn("acme/lease", vec![Reply::text("second run done")]).await
+    else {
         return;
     };
-    let (_src, repo) = repo(&s, "acme/lease").await;
-    let id = new_session(&s, &repo, "Run forever").await;
-    wait_events(&s, id, |evs| {
-        evs.iter()
-            .any(|e| matches!(e.kind, EventKind::ToolCall { .. }))
-    })
-    .await;
     // What another process's sweep does when this one's heartbeat lapses: the prompt is queued
     // again, no longer this runner's.
-    let prompt = tandem_server::db::prompts::running(s.state.db.pool(), id)
-        .await
-        .unwrap()
-        .expect("a running prompt");
     let mut tx = s.state.db.begin().await.unwrap();
     assert!(
         tandem_server::db::prompts::requeue(&mut tx, prompt.id, true, true)
