@@ -34,22 +34,12 @@ async fn vs_code_loads_through_the_proxy_and_opens_a_repo_file() {
         return;
     };
     let api = Client::new(&s.url, Some(s.admin_token.clone())).unwrap();
-    let src = crate::fixtures::git_repo();
-    std::fs::write(
-        src.path().join("NOTES.md"),
-        "# Notes\nopened-in-vscode-42\n",
+    let (_src, repo) = crate::fixtures::repo_with(
+        &api,
+        "acme/code",
+        &[("NOTES.md", "# Notes\nopened-in-vscode-42\n")],
     )
-    .unwrap();
-    crate::fixtures::commit_all(src.path());
-    let repo = api
-        .create_repo(&CreateRepo {
-            name: "acme/code".into(),
-            url: src.path().to_string_lossy().into(),
-            default_branch: None,
-            warm_pool: None,
-        })
-        .await
-        .unwrap();
+    .await;
     let id: SessionId = s
         .post(
             "/api/sessions",

@@ -113,18 +113,8 @@ async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewe
         return;
     };
     let api = Client::new(&s.url, Some(s.admin_token.clone())).unwrap();
-    let src = crate::fixtures::git_repo();
-    std::fs::write(src.path().join("page.html"), PAGE).unwrap();
-    crate::fixtures::commit_all(src.path());
-    let repo = api
-        .create_repo(&CreateRepo {
-            name: "acme/desktop".into(),
-            url: src.path().to_string_lossy().into(),
-            default_branch: None,
-            warm_pool: None,
-        })
-        .await
-        .unwrap();
+    let (_src, repo) =
+        crate::fixtures::repo_with(&api, "acme/desktop", &[("page.html", PAGE)]).await;
     let res = s
         .post(
             "/api/sessions",
@@ -284,18 +274,7 @@ async fn the_agents_screenshot_shows_in_the_timeline() {
         return;
     };
     let api = Client::new(&s.url, Some(s.admin_token.clone())).unwrap();
-    let src = crate::fixtures::git_repo();
-    std::fs::write(src.path().join("page.html"), PAGE).unwrap();
-    crate::fixtures::commit_all(src.path());
-    let repo = api
-        .create_repo(&CreateRepo {
-            name: "acme/shot".into(),
-            url: src.path().to_string_lossy().into(),
-            default_branch: None,
-            warm_pool: None,
-        })
-        .await
-        .unwrap();
+    let (_src, repo) = crate::fixtures::repo_with(&api, "acme/shot", &[("page.html", PAGE)]).await;
     let id: SessionId = s
         .post(
             "/api/sessions",

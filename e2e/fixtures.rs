@@ -66,3 +66,29 @@ pub fn commit_all(dir: &std::path::Path) {
         assert!(ok, "git {args:?}");
     }
 }
+
+/// A repo holding `files` (besides the README), added to the server behind `api` as `name`;
+/// the checkout lives as long as the returned directory.
+pub async fn repo_with(
+    api: &tandem_server::client::Client,
+    name: &str,
+    files: &[(&str, &str)],
+) -> (tempfile::TempDir, tandem_protocol::Repo) {
+    let src = git_repo();
+    if !files.is_empty() {
+        for (path, text) in files {
+            std::fs::write(src.path().join(path), text).unwrap();
+        }
+        commit_all(src.path());
+    }
+    let repo = api
+        .create_repo(&tandem_protocol::CreateRepo {
+            name: name.into(),
+            url: src.path().to_string_lossy().into(),
+            default_branch: None,
+            warm_pool: None,
+        })
+        .await
+        .unwrap();
+    (src, repo)
+}

@@ -78,16 +78,7 @@ async fn the_session_page_reconnects_after_the_server_restarts() {
         .unwrap();
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let api = Client::new(&url, Some(token.clone())).unwrap();
-    let src = crate::fixtures::git_repo();
-    let repo = api
-        .create_repo(&CreateRepo {
-            name: "acme/restart".into(),
-            url: src.path().to_string_lossy().into(),
-            default_branch: None,
-            warm_pool: None,
-        })
-        .await
-        .unwrap();
+    let (_src, repo) = crate::fixtures::repo_with(&api, "acme/restart", &[]).await;
     let id = api
         .create_session(&CreateSession {
             repo_id: repo.id,

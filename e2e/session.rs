@@ -118,16 +118,7 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
     api.set_secret("model_api_key", "sk-e2e".into())
         .await
         .unwrap();
-    let src = crate::fixtures::git_repo();
-    let repo = api
-        .create_repo(&CreateRepo {
-            name: "acme/live".into(),
-            url: src.path().to_string_lossy().into(),
-            default_branch: None,
-            warm_pool: None,
-        })
-        .await
-        .unwrap();
+    let (_src, repo) = crate::fixtures::repo_with(&api, "acme/live", &[]).await;
 
     // A: the owner, signed in, starts a session with the agent.
     let a = Browser::start("session-owner").await;

@@ -59,30 +59,6 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// utime+stime (clock ticks) and peak RSS (KiB) of a process.
-fn usage(pid: u32) -> (u64, u64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(") ")
-        .map(|(_, r)| r.split(' ').collect())
-        .unwrap_or_default();
-    let ticks = fields
-        .get(11)
-        .and_then(|u| u.parse::<u64>().ok())
-        .unwrap_or(0)
-        + fields
-            .get(12)
-            .and_then(|s| s.parse::<u64>().ok())
-            .unwrap_or(0);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    (ticks, hwm)
-}
-
 struct Run {
     viewers: usize,
     fps_median: f64,
@@ -173,11 +149,11 @@ async fn main() -> Result<()> {
             .iter()
             .map(|v| v.received.frames.load(Ordering::Relaxed))
             .collect();
-        let (s0, e0) = (usage(pid).0, usage(encoder).0);
+        let (s0, e0) = (bench_common::usage(pid).0, bench_common::usage(encoder).0);
         let t = Instant::now();
         tokio::time::sleep(Duration::from_secs(seconds)).await;
         let secs = t.elapsed().as_secs_f64();
-        let (s1, e1) = (usage(pid).0, usage(encoder).0);
+        let (s1, e1) = (bench_common::usage(pid).0, bench_common::usage(encoder).0);
         let mut rates: Vec<f64> = viewers
             .iter()
             .zip(&before)

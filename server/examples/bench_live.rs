@@ -54,30 +54,6 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     }
 }
 
-/// utime+stime (clock ticks) and peak RSS (KiB) of a process.
-fn usage(pid: u32) -> (u64, u64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(") ")
-        .map(|(_, r)| r.split(' ').collect())
-        .unwrap_or_default();
-    let ticks = fields
-        .get(11)
-        .and_then(|u| u.parse::<u64>().ok())
-        .unwrap_or(0)
-        + fields
-            .get(12)
-            .and_then(|s| s.parse::<u64>().ok())
-            .unwrap_or(0);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    (ticks, hwm)
-}
-
 async fn screen_until(c: &mut LiveClient, needle: &[u8], buf: &mut Vec<u8>) -> Result<()> {
     while !buf.windows(needle.len()).any(|w| w == needle) {
         match tokio::time::timeout(Duration::from_secs(30), c.next()).await? {
@@ -196,7 +172,7 @@ async fn main() -> Result<()> {
     for _ in 0..a.viewers {
         viewers.push(LiveClient::connect(url, id, &creds).await?);
     }
-    let (u0, _) = usage(pid);
+    let (u0, _) = bench_common::usage(pid);
     let started = Instant::now();
     let epoch = std::time::UNIX_EPOCH;
     let mut tasks = Vec::new();
@@ -281,7 +257,7 @@ async fn main() -> Result<()> {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     for n in 0..(a.seconds / 5) {
         tick.tick().await;
-        let (_, rss) = usage(pid);
+        let (_, rss) = bench_common::usage(pid);
         eprintln!("    {:>3} s, server RSS {} MiB", n * 5, rss / 1024);
     }
     eprintln!("(b) waiting for the viewers to drain…");
@@ -300,7 +276,7 @@ async fn main() -> Result<()> {
         }
     }
     let wall = started.elapsed().as_secs_f64();
-    let (u1, rss) = usage(pid);
+    let (u1, rss) = bench_common::usage(pid);
     let hz = 100.0;
     let cpu = (u1 - u0) as f64 / hz / wall * 100.0;
     let full = bytes.iter().filter(|b| **b >= sent as f64).count();

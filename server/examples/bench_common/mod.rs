@@ -162,3 +162,27 @@ impl BenchServer {
         Ok(id)
     }
 }
+
+/// utime+stime (clock ticks) and peak RSS (KiB) of a process.
+pub fn usage(pid: u32) -> (u64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(") ")
+        .map(|(_, r)| r.split(' ').collect())
+        .unwrap_or_default();
+    let ticks = fields
+        .get(11)
+        .and_then(|u| u.parse::<u64>().ok())
+        .unwrap_or(0)
+        + fields
+            .get(12)
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    (ticks, hwm)
+}

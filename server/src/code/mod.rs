@@ -29,6 +29,8 @@ use crate::{Error, Result};
 #[derive(Default)]
 pub struct CodeServers {
     up: Mutex<HashSet<String>>,
+    /// VS Code's origin, worked out from the configuration once ([`origin::CodeOrigin::of`]).
+    origin: std::sync::OnceLock<Option<origin::CodeOrigin>>,
 }
 
 pub fn router() -> Router<AppState> {

@@ -68,12 +68,15 @@ impl CodeOrigin {
     }
 
     /// The configured template, else `<session>.localhost` beside a loopback public URL, else
-    /// none.
-    pub fn of(app: &AppState) -> Option<Self> {
-        if let Some(t) = &app.config.code_url {
-            return Self::parse(t).ok();
-        }
-        Self::beside(&app.public_url())
+    /// none (worked out on first use; the configuration does not change).
+    pub fn of(app: &AppState) -> Option<&Self> {
+        app.code
+            .origin
+            .get_or_init(|| match &app.config.code_url {
+                Some(t) => Self::parse(t).ok(),
+                None => Self::beside(&app.public_url()),
+            })
+            .as_ref()
     }
 
     /// `http://{session}.localhost:<port>` if `public_url` is on loopback.

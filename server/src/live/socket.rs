@@ -225,23 +225,22 @@ async fn write_queued(
     }
     // The batch counts against the member's queue bound until it is written.
     let taken: usize = items.iter().map(super::hub::size).sum();
+    // Consecutive frames of one terminal, their payload bytes and whose they are.
     let mut run: Vec<bytes::Bytes> = Vec::new();
     let mut run_bytes = 0;
+    let mut run_terminal = None;
     for out in items {
         match out {
             Out::Binary(frame) => {
                 let terminal = decode_terminal(&frame).map(|(id, _)| id);
-                let same = run
-                    .first()
-                    .and_then(|f| decode_terminal(f))
-                    .map(|(id, _)| id);
                 if !run.is_empty()
-                    && (same != terminal
+                    && (run_terminal != terminal
                         || run_bytes + frame.len().saturating_sub(4) > MAX_OUTPUT_FRAME_BYTES)
                 {
                     sink.feed(Message::Binary(merge(&mut run))).await?;
                     run_bytes = 0;
                 }
+                run_terminal = terminal;
                 run_bytes += frame.len().saturating_sub(4);
                 run.push(frame);
             }
