@@ -43,6 +43,15 @@ pub async fn post<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> Ap
     read(req.send().await.map_err(network)?).await
 }
 
+/// `PUT path` with a JSON body.
+pub async fn put<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> ApiResult<T> {
+    let req = Request::put(path).json(body).map_err(|e| ApiError {
+        code: "encode".into(),
+        message: e.to_string(),
+    })?;
+    read(req.send().await.map_err(network)?).await
+}
+
 /// `PATCH path` with a JSON body.
 pub async fn patch<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> ApiResult<T> {
     let req = Request::patch(path).json(body).map_err(|e| ApiError {

@@ -6,7 +6,7 @@ use leptos_router::path;
 
 use crate::pages::{
     dashboard::Dashboard, embed::Embed, join::Join, login::Login, not_found::NotFound,
-    session::SessionPage,
+    session::SessionPage, settings::SettingsPage,
 };
 
 #[component]
@@ -18,6 +18,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/login") view=Login />
                 <Route path=path!("/sessions/:id") view=SessionPage />
                 <Route path=path!("/join") view=Join />
+                <Route path=path!("/settings") view=SettingsPage />
                 <Route path=path!("/embed/sessions/:id") view=Embed />
             </Routes>
         </Router>

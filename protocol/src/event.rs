@@ -47,6 +47,10 @@ pub enum EventKind {
         elapsed_ms: i64,
         detail: Option<String>,
     },
+    /// The session (or its next turn) cannot start yet: what stops it and what to do. It
+    /// starts by itself once the cause is fixed; a new `waiting` event follows if the cause
+    /// changes.
+    Waiting { problem: crate::api::Problem },
     /// Someone (or something) ran a command in the workspace.
     CommandRun {
         author: Author,
@@ -224,6 +228,7 @@ impl EventKind {
             Self::BootPhase { .. } => "boot_phase",
             Self::CommandRun { .. } => "command_run",
             Self::WorkspaceStopped { .. } => "workspace_stopped",
+            Self::Waiting { .. } => "waiting",
             Self::Error { .. } => "error",
             Self::PromptEdited { .. } => "prompt_edited",
             Self::PromptWithdrawn { .. } => "prompt_withdrawn",
@@ -291,6 +296,7 @@ impl EventKind {
             Self::WorkspaceStopped { diff_bytes } => {
                 format!("workspace stopped; diff kept ({diff_bytes} bytes)")
             }
+            Self::Waiting { problem } => format!("waiting: {} ({})", problem.message, problem.fix),
             Self::Error { message } => format!("error: {message}"),
             Self::PromptEdited { author, text, .. } => {
                 format!("{} edited a queued prompt: {text}", author.name)

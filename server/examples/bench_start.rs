@@ -261,6 +261,7 @@ async fn main() -> Result<()> {
         snapshot_keep: 100,
         code_url: None,
         advertise_url: None,
+        file_sets: Default::default(),
     };
     let server = Server::bind(config).await?;
     let url = server.url();

@@ -111,7 +111,7 @@ pub async fn forward(State(app): State<AppState>, req: Request, next: Next) -> R
     let Some(id) = session_of(&app, &req) else {
         return next.run(req).await;
     };
-    let mine = app.workspaces.as_ref().ok().map(|w| w.host_id.clone());
+    let mine = app.workspaces.get().ok().map(|w| w.host_id.clone());
     let host = match db::sessions::workspace(app.db.pool(), id).await {
         Ok(Some(row)) => row.workspace_host,
         _ => None,

@@ -57,6 +57,37 @@ pub struct Config {
     /// the cluster's network): requests about sessions whose workspace runs on this server's
     /// host are forwarded here. Default: `http://<listen address>`.
     pub advertise_url: Option<String>,
+    /// Which of the settings page's values `tandem.toml` sets (those the page cannot change).
+    pub file_sets: FileSets,
+}
+
+/// The settings-page keys `<data dir>/tandem.toml` gives a value (it wins over the page).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileSets {
+    pub model_base_url: bool,
+    pub model: bool,
+    pub api_key_secret: bool,
+    pub default_agent: bool,
+    /// A `[github]` table.
+    pub github: bool,
+}
+
+impl FileSets {
+    /// Reads which keys a `tandem.toml` text sets.
+    pub fn of(text: &str) -> Self {
+        let Ok(v) = text.parse::<toml::Table>() else {
+            return Self::default();
+        };
+        let agents = v.get("agents").and_then(|a| a.as_table());
+        let has = |k: &str| agents.is_some_and(|a| a.contains_key(k));
+        Self {
+            model_base_url: has("model_base_url"),
+            model: has("model"),
+            api_key_secret: has("api_key_secret"),
+            default_agent: has("default"),
+            github: v.contains_key("github"),
+        }
+    }
 }
 
 /// `[desktop]`: how the workspace's desktop is streamed to browsers.
@@ -265,6 +296,9 @@ impl Config {
     pub fn resolve(over: Overrides) -> Result<Self> {
         let data_dir = over.data_dir.unwrap_or_else(default_data_dir);
         let file = read_file_config(&data_dir)?;
+        let file_sets = std::fs::read_to_string(data_dir.join(CONFIG_FILE))
+            .map(|t| FileSets::of(&t))
+            .unwrap_or_default();
         let listen = match over.listen.or(file.listen) {
             Some(a) => a,
             None => DEFAULT_LISTEN
@@ -321,6 +355,7 @@ impl Config {
                 web_url: g.web_url.trim_end_matches('/').to_string(),
                 ..g
             }),
+            file_sets,
             data_dir,
         })
     }

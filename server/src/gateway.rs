@@ -66,7 +66,7 @@ impl Gateways {
     /// Makes sure workspace `wid`'s gateway is listening.
     pub async fn ensure(&self, app: &AppState, wid: &str) -> Result<()> {
         let ws = app.workspaces()?;
-        let dir = host_dir(ws, wid);
+        let dir = host_dir(&ws, wid);
         let path = dir.join(
             std::path::Path::new(agent::GATEWAY_SOCKET)
                 .file_name()
@@ -159,14 +159,14 @@ impl Gw {
 
 async fn upstream(g: &Gw, path: &str, body: Option<Bytes>) -> Result<Response> {
     g.session().await?;
-    let agents = &g.app.config.agents;
-    let base = agents.model_base_url.as_deref().ok_or_else(|| {
+    let model = g.app.settings.model();
+    let base = model.base_url.as_deref().ok_or_else(|| {
         Error::Unavailable(
-            "no model is configured: set model_base_url under [agents] in the server's tandem.toml"
+            "no model is configured: an admin sets it on the Settings page (or model_base_url under [agents] in tandem.toml)"
                 .into(),
         )
     })?;
-    let key = g.app.secrets.get(&g.app.db, &agents.api_key_secret).await?;
+    let key = g.app.secrets.get(&g.app.db, &model.api_key_secret).await?;
     let url = format!("{}/{path}", base.trim_end_matches('/'));
     let mut req = match body {
         Some(b) => g
@@ -256,7 +256,7 @@ async fn child_cancel(State(g): State<Gw>, Path(id): Path<SessionId>) -> Result<
     let author = g.author(session).await?;
     sessions::workspace::stop(
         &g.app.db,
-        g.app.workspaces()?,
+        &*g.app.workspaces()?,
         id,
         Some(format!("cancelled by its parent's {}", author.name)),
     )

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod availability;
 pub mod auth;
 pub mod client;
 pub mod cluster;
@@ -23,6 +24,7 @@ pub mod runtime;
 pub mod scheduler;
 pub mod secrets;
 pub mod serve;
+pub mod settings;
 pub mod sessions;
 pub mod snapshots;
 pub mod state;

@@ -46,22 +46,28 @@ impl Server {
         let addr = listener.local_addr()?;
         config.listen = addr;
         let secrets = Arc::new(crate::secrets::Secrets::load_or_create(&config.data_dir)?);
+        let settings = Arc::new(crate::settings::Settings::load(&db, &config).await?);
+        // The file's `[github]`, else the App set on the settings page.
+        config.github = settings.github_config();
         let github = config
             .github
             .clone()
             .map(|g| Arc::new(crate::github::GitHub::new(g, db.clone(), secrets.clone())));
-        let workspaces = workspaces(&config, github.clone())
-            .map(Arc::new)
-            .map_err(Arc::<str>::from);
-        if let Err(why) = &workspaces {
-            tracing::warn!("workspaces unavailable: {why}");
+        let workspaces = workspaces(&config, github.clone());
+        if let Err(p) = &workspaces {
+            tracing::warn!(
+                "workspaces unavailable: {}",
+                crate::availability::sentence(p)
+            );
         }
         let turns = Arc::new(crate::turns::Turns::load(&config.data_dir)?);
         let state = AppState {
             db,
             jwt: Arc::new(jwt),
             config: Arc::new(config),
-            workspaces,
+            workspaces: Arc::new(crate::availability::Slot::new(workspaces)),
+            settings,
+            boots: Default::default(),
             boot_slots: crate::scheduler::boot_slots(),
             pool: Default::default(),
             secrets,
@@ -109,43 +115,67 @@ impl Server {
     }
 }
 
-/// The runtime and image this server runs workspaces with, or why it cannot.
+/// The runtime this server runs workspaces with, or what keeps it from having one. What only
+/// starting needs (the image, the agent binary) is checked at each start instead
+/// ([`Workspaces::start_problem`]), so a server missing them still manages running workspaces.
 pub fn workspaces(
     config: &Config,
     github: Option<Arc<crate::github::GitHub>>,
-) -> std::result::Result<Workspaces, String> {
+) -> std::result::Result<Workspaces, tandem_protocol::Problem> {
+    use crate::availability::problem;
+    use tandem_protocol::ProblemKind;
     if !nix::unistd::geteuid().is_root() {
-        return Err(
-            "workspaces need root (mounts, cgroups, namespaces); see `tandem doctor`".into(),
-        );
+        return Err(problem(
+            ProblemKind::Root,
+            "this server does not run as root, and workspaces need it (mounts, cgroups, namespaces)",
+            "start `tandem serve` as root (`sudo`); `tandem doctor` lists what else the host needs",
+        ));
     }
     let kind = match &config.runtime {
-        Some(name) => Kind::parse(name)
-            .ok_or_else(|| format!("unknown runtime {name:?} (runc, crun, runsc)"))?,
-        None => runtime::doctor::default_runtime()
-            .ok_or("no OCI runtime installed (apt-get install runc)")?,
+        Some(name) => Kind::parse(name).ok_or_else(|| {
+            problem(
+                ProblemKind::Runtime,
+                format!("the configured runtime {name:?} is not one Tandem knows"),
+                "set `runtime` to runc, crun or runsc in tandem.toml (or leave it out)",
+            )
+        })?,
+        None => runtime::doctor::default_runtime().ok_or_else(|| {
+            problem(
+                ProblemKind::Runtime,
+                "no OCI runtime is installed",
+                "install one: `apt-get install runc` (Tandem picks it up within seconds)",
+            )
+        })?,
+    };
+    let internal = |what: &str, e: String| {
+        problem(
+            ProblemKind::Runtime,
+            format!("{what}: {e}"),
+            "check the data dir's permissions and free space, then see `tandem doctor`",
+        )
     };
     let recipe = match &config.image_recipe {
-        Some(p) => std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        Some(p) => std::fs::read_to_string(p).map_err(|e| {
+            problem(
+                ProblemKind::Image,
+                format!("the image recipe {} cannot be read: {e}", p.display()),
+                "fix `image_recipe` in tandem.toml",
+            )
+        })?,
         None => images::BASE_RECIPE.to_string(),
     };
-    let image = images::find(&config.images_dir, &recipe)
-        .ok_or("the workspace image is not built yet; run `tandem image build`")?;
     let agent_bin = match &config.agent_bin {
         Some(p) => p.clone(),
         None => std::env::current_exe()
-            .map_err(|e| e.to_string())?
+            .map_err(|e| internal("cannot find this binary", e.to_string()))?
             .with_file_name("tandem-workspace-agent"),
     };
-    if !agent_bin.is_file() {
-        return Err(format!(
-            "the workspace agent binary is missing at {} (cargo build -p tandem-workspace-agent)",
-            agent_bin.display()
-        ));
-    }
-    let agent_key = crate::agent::load_key(&config.data_dir).map_err(|e| e.to_string())?;
-    let host_id = server_id(&config.data_dir).map_err(|e| e.to_string())?;
-    let rt = OciRuntime::new(kind, &config.data_dir).map_err(|e| e.to_string())?;
+    let agent_key = crate::agent::load_key(&config.data_dir)
+        .map_err(|e| internal("the agent key", e.to_string()))?;
+    let host_id =
+        server_id(&config.data_dir).map_err(|e| internal("the server id", e.to_string()))?;
+    let rt = OciRuntime::new(kind, &config.data_dir)
+        .map_err(|e| internal("the runtime", e.to_string()))?;
     // This binary when it is `tandem`, else (tests, examples) the one beside the agent.
     let tandem_bin = std::env::current_exe()
         .ok()
@@ -153,7 +183,8 @@ pub fn workspaces(
         .unwrap_or_else(|| agent_bin.with_file_name("tandem"));
     Ok(Workspaces {
         runtime: Arc::new(rt),
-        image,
+        images_dir: config.images_dir.clone(),
+        image_recipe: recipe,
         data_dir: config.data_dir.clone(),
         host_id,
         agent_bin,

@@ -13,8 +13,13 @@ pub struct AppState {
     pub db: Db,
     pub jwt: Arc<JwtKeys>,
     pub config: Arc<Config>,
-    /// The workspace runtime and image, or why this server cannot run workspaces.
-    pub workspaces: Result<Arc<Workspaces>, Arc<str>>,
+    /// The workspace runtime, or why this server cannot run workspaces (probed again while
+    /// missing).
+    pub workspaces: Arc<crate::availability::Slot>,
+    /// What the settings page changes, layered under `tandem.toml`.
+    pub settings: Arc<crate::settings::Settings>,
+    /// Sessions whose boot is under way or waiting for a cause to go away.
+    pub boots: Arc<crate::scheduler::Boots>,
     /// Limits how many workspaces boot at once.
     pub boot_slots: Arc<tokio::sync::Semaphore>,
     /// Started, unclaimed workspaces per repo.
@@ -37,9 +42,12 @@ pub struct AppState {
 
 impl AppState {
     /// The workspaces, or a 503 that says why there are none.
-    pub fn workspaces(&self) -> crate::Result<&Arc<Workspaces>> {
-        self.workspaces.as_ref().map_err(|why| {
-            crate::Error::Unavailable(format!("this server cannot run workspaces: {why}"))
+    pub fn workspaces(&self) -> crate::Result<Arc<Workspaces>> {
+        self.workspaces.get().map_err(|p| {
+            crate::Error::Unavailable(format!(
+                "this server cannot run workspaces: {}",
+                crate::availability::sentence(&p)
+            ))
         })
     }
 

@@ -223,6 +223,7 @@ impl TestServer {
             advertise_url: None,
             github: None,
             desktop: Default::default(),
+            file_sets: Default::default(),
         };
         tweak(&mut config);
         let server = Server::bind(config).await.expect("server starts");

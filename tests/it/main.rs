@@ -17,6 +17,7 @@ mod cli;
 mod code;
 mod desktop;
 mod egress;
+mod first_run;
 mod github;
 mod restart;
 mod session_workspaces;

@@ -140,6 +140,22 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
     assert_eq!(res.status(), 200);
 }
 
+/// An admin API token minted locally in `data` (`tandem token create`).
+pub async fn local_token(data: &std::path::Path) -> String {
+    let out = Command::new(BIN)
+        .args(["token", "create", "--data-dir", data.to_str().unwrap()])
+        .env_remove("TANDEM_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 /// `tandem serve` with workspaces on the test image.
 pub async fn serve_with_workspaces(
     data: &std::path::Path,

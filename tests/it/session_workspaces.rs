@@ -924,7 +924,7 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
         env: vec![],
         timeout_secs: None,
     };
-    let exit = agent::exec_stream(ws, &wid, pid, &req, |f| frames.push(f))
+    let exit = agent::exec_stream(&ws, &wid, pid, &req, |f| frames.push(f))
         .await
         .unwrap();
     assert_eq!(
@@ -952,7 +952,7 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
         timeout_secs: Some(1),
     };
     assert_eq!(
-        agent::exec_stream(ws, &wid, pid, &slow, |_| {})
+        agent::exec_stream(&ws, &wid, pid, &slow, |_| {})
             .await
             .unwrap(),
         ExecFrame::Exit {
@@ -982,7 +982,7 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
         seen
     }
     let info = agent::open_pty(
-        ws,
+        &ws,
         &wid,
         pid,
         &PtyOpen {
@@ -995,7 +995,7 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
     .await
     .unwrap();
     assert_eq!(info.command[0], "/bin/bash");
-    let mut a = agent::attach_pty(ws, &wid, pid, info.id).await.unwrap();
+    let mut a = agent::attach_pty(&ws, &wid, pid, info.id).await.unwrap();
     a.send(Message::Binary(
         b"echo hello-$((6*7)); pwd\n".to_vec().into(),
     ))
@@ -1014,7 +1014,7 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
     // The agent reports the new size once it has applied it.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (_, body) = agent::call(ws, &wid, pid, hyper::Method::GET, "/ptys", None)
+        let (_, body) = agent::call(&ws, &wid, pid, hyper::Method::GET, "/ptys", None)
             .await
             .unwrap();
         let list: Vec<tandem_protocol::agent::PtyInfo> = serde_json::from_slice(&body).unwrap();
@@ -1036,7 +1036,7 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
     read_until(&mut a, "30 100").await;
 
     // A late joiner gets the screen so far first, then the live output.
-    let mut b = agent::attach_pty(ws, &wid, pid, info.id).await.unwrap();
+    let mut b = agent::attach_pty(&ws, &wid, pid, info.id).await.unwrap();
     read_until(&mut b, "hello-42").await;
     b.send(Message::Binary(b"echo from-b\n".to_vec().into()))
         .await
@@ -1050,7 +1050,7 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
         assert!(ended.contains("\"type\":\"exit\""), "{ended}");
     }
     assert!(matches!(
-        agent::attach_pty(ws, &wid, pid, info.id).await,
+        agent::attach_pty(&ws, &wid, pid, info.id).await,
         Err(tandem_server::Error::NotFound(_))
     ));
 }
@@ -1503,7 +1503,7 @@ async fn a_snapshot_sessions_keep_failing_to_start_from_is_set_aside_for_the_goo
     assert_eq!(out.stdout, format!("{head}\n0\n"));
     // And it is not rebuilt from the same commit, recipe and image: nothing is stale.
     let r: Repo = s.get(&format!("/api/repos/{repo}")).send().await.parse();
-    let stale = tandem_server::snapshots::staleness(&s.state.db, s.state.workspaces().unwrap(), &r)
+    let stale = tandem_server::snapshots::staleness(&s.state.db, &s.state.workspaces().unwrap(), &r)
         .await
         .unwrap();
     assert_eq!(stale, None);
@@ -1515,7 +1515,7 @@ async fn a_snapshot_sessions_keep_failing_to_start_from_is_set_aside_for_the_goo
     wait_state(&s, d.session.id, &[SessionState::Stopped]).await;
     let collected = tandem_server::snapshots::collect_garbage(
         &s.state.db,
-        s.state.workspaces().unwrap(),
+        &s.state.workspaces().unwrap(),
         &r,
         1,
         &[],

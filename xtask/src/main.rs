@@ -120,18 +120,8 @@ fn release_bench(example: &str, what: &str, flags: &[String]) -> Result<()> {
     run::step(&format!("benchmark: {what} (release build; root)"));
     run::cmd(
         run::cargo()
-            .args([
-                "build",
-                "--release",
-                "-p",
-                "tandem-workspace-agent",
-                "-p",
-                "tandem-server",
-                "--bin",
-                "tandem",
-            ])
-            // Named too: `--bin` filters every package's binaries.
-            .args(["--bin", "tandem-workspace-agent"])
+            .args(run::SERVER_BINARIES)
+            .arg("--release")
             .current_dir(run::root()),
     )?;
     run::cmd(

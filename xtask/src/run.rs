@@ -6,6 +6,33 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
+/// `cargo build` arguments for everything `tandem serve` runs: the server binary and the
+/// workspace agent it binds into workspaces. Both binaries are named: `--bin` filters the
+/// binaries of every package given, so `--bin tandem` alone would drop the agent.
+pub const SERVER_BINARIES: &[&str] = &[
+    "build",
+    "-p",
+    "tandem-server",
+    "-p",
+    "tandem-workspace-agent",
+    "--bin",
+    "tandem",
+    "--bin",
+    "tandem-workspace-agent",
+];
+
+/// The binaries `up` needs in `profile_dir` (`target/release` or `target/debug`), checked
+/// after the build so a filtered build can never pass unnoticed.
+pub fn check_server_binaries(profile_dir: &Path) -> Result<()> {
+    for bin in ["tandem", "tandem-workspace-agent"] {
+        let p = profile_dir.join(bin);
+        if !p.is_file() {
+            bail!("the build did not produce {}", p.display());
+        }
+    }
+    Ok(())
+}
+
 /// The repository root (the parent of `xtask/`).
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

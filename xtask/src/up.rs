@@ -63,24 +63,16 @@ pub fn run(o: Options) -> Result<()> {
     });
     let mut build = run::cargo();
     build
-        .args([
-            "build",
-            "-p",
-            "tandem-server",
-            "--bin",
-            "tandem",
-            "-p",
-            "tandem-workspace-agent",
-        ])
+        .args(run::SERVER_BINARIES)
         .current_dir(run::root());
     if !o.debug {
         build.arg("--release");
     }
     cmd(&mut build)?;
     run::done(t);
-    let bin = run::target_dir()
-        .join(if o.debug { "debug" } else { "release" })
-        .join("tandem");
+    let profile_dir = run::target_dir().join(if o.debug { "debug" } else { "release" });
+    run::check_server_binaries(&profile_dir)?;
+    let bin = profile_dir.join("tandem");
     if o.image {
         if run::is_root() && run::which("mmdebstrap").is_some() {
             // Once: an existing image of the same recipe is found by its digest and kept.

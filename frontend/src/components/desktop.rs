@@ -53,6 +53,8 @@ pub fn DesktopPane(live: Live, session: SessionId, can_control: Signal<bool>) ->
     let page = RwSignal::new(None::<DesktopPage>);
     let url = RwSignal::new(String::new());
     let error = RwSignal::new(None::<String>);
+    // The stream plays: the desktop is up even if the page it shows is not known yet.
+    let playing = RwSignal::new(false);
     let l = live.clone();
     video.on_load(move |el| {
         let sender = l.clone();
@@ -113,7 +115,11 @@ pub fn DesktopPane(live: Live, session: SessionId, can_control: Signal<bool>) ->
     view! {
         <div class="desktop" id="desktop">
             <div class="row desktop-bar">
-                <span class="muted" id="desktop-page">{move || page.get().and_then(|p| p.title.zip(p.url)).map(|(t, u)| format!("{t} — {u}")).unwrap_or_else(|| "starting the desktop…".into())}</span>
+                <span class="muted" id="desktop-page">{move || match page.get().and_then(|p| p.title.zip(p.url)) {
+                    Some((t, u)) => format!("{t} — {u}"),
+                    None if playing.get() => "the desktop is live".into(),
+                    None => "starting the desktop…".into(),
+                }}</span>
                 <label class="small"><input type="checkbox" id="desktop-use-vnc" prop:checked=move || vnc.get() on:change=move |ev| vnc.set(event_target_checked(&ev)) />" VNC (no UDP)"</label>
                 {move || can_control.get().then(|| view! {
                     <form class="row" on:submit=open>
@@ -125,6 +131,8 @@ pub fn DesktopPane(live: Live, session: SessionId, can_control: Signal<bool>) ->
             </div>
             {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
             <video node_ref=video id="desktop-video" tabindex="0" autoplay muted playsinline
+                // What the browser shows is read again once the stream is up.
+                on:playing=move |_| { playing.set(true); reload(); }
                 class:hidden=move || vnc.get()
                 class:controllable=move || can_control.get()></video>
             // Connected again whenever control comes or goes: the server decides at connection

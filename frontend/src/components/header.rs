@@ -22,6 +22,7 @@ pub fn Header(user: Signal<Option<User>>) -> impl IntoView {
             <a class="brand" href="/">"Tandem"</a>
             <span class="spacer"></span>
             {move || user.get().map(|u| view! {
+                {u.is_admin.then(|| view! { <a class="link" id="nav-settings" href="/settings">"Settings"</a> })}
                 <span class="who" id="user-name">{u.name}</span>
                 <button class="link" on:click=sign_out>"Sign out"</button>
             })}

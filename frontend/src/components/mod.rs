@@ -5,6 +5,7 @@ pub mod desktop;
 pub mod diff;
 pub mod error_box;
 pub mod header;
+pub mod host_banner;
 pub mod new_session;
 pub mod participants;
 pub mod prompt_box;

@@ -89,6 +89,12 @@ fn item(e: &Event) -> Option<AnyView> {
             <li class="ev pr" data-seq=seq>"pull request "<a href=url.clone() target="_blank" rel="noopener">{format!("#{number}")}</a>" opened by "{opened_by.clone()}</li>
         }
         .into_any(),
+        EventKind::Waiting { problem } => view! {
+            <li class="ev warn waiting" data-seq=seq role="status">
+                <strong>"Waiting: "</strong>{problem.message.clone()}
+                <span class="fix">" — "{problem.fix.clone()}</span>
+            </li>
+        }.into_any(),
         EventKind::Error { message } => view! { <li class="ev bad" data-seq=seq role="alert">{message.clone()}</li> }.into_any(),
         _ => view! { <li class="ev meta" data-seq=seq>{e.kind.summary()}</li> }.into_any(),
     };

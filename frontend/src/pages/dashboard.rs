@@ -5,7 +5,9 @@ use leptos_router::hooks::use_navigate;
 use tandem_protocol::{Repo, Session, SessionDetail, SessionState, Snapshot, SnapshotState};
 
 use crate::api;
-use crate::components::{header::Header, new_session::NewSession, repo_form::RepoForm};
+use crate::components::{
+    header::Header, host_banner::HostBanner, new_session::NewSession, repo_form::RepoForm,
+};
 use crate::format::{ago, state_class};
 use crate::pages::{every, require_user};
 
@@ -72,6 +74,18 @@ pub fn Dashboard() -> impl IntoView {
     view! {
         <Header user=user.into() />
         <main class="page dashboard">
+            <HostBanner tick />
+            {move || {
+                let admin = user.get().is_some_and(|u| u.is_admin);
+                let no_repos = repos.get().is_some_and(|r| r.is_empty());
+                (admin && no_repos).then(|| view! {
+                    <section class="card first-run" id="first-run">
+                        <h2>"Set up Tandem"</h2>
+                        <p>"Pick the model your agents use, then add the first repo — all on one page, no config file needed."</p>
+                        <a class="button" href="/settings" id="first-run-setup">"Open the setup page"</a>
+                    </section>
+                })
+            }}
             <section class="card">
                 <h2>"New session"</h2>
                 <NewSession repos=repo_list on_created />

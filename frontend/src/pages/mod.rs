@@ -6,6 +6,7 @@ pub mod join;
 pub mod login;
 pub mod not_found;
 pub mod session;
+pub mod settings;
 
 use leptos::prelude::*;
 use tandem_protocol::User;

@@ -152,6 +152,21 @@ pub fn SessionPage() -> impl IntoView {
             })
         })
     });
+    // What the session (or its next turn) waits for, until something happens after it.
+    let waiting = Memo::new(move |_| {
+        s.events.with(|e| {
+            for ev in e.iter().rev() {
+                match &ev.kind {
+                    EventKind::Waiting { problem } => return Some(problem.clone()),
+                    EventKind::BootPhase { .. }
+                    | EventKind::TurnStarted { .. }
+                    | EventKind::StateChanged { .. } => return None,
+                    _ => {}
+                }
+            }
+            None
+        })
+    });
     let look = live.clone();
     Effect::new(move |_| {
         let t = tab.get();
@@ -187,6 +202,12 @@ pub fn SessionPage() -> impl IntoView {
                 </p>
                 {move || (state.get() == Some(SessionState::Failed)).then(|| view! {
                     <p class="banner bad" role="alert">"The session failed: "{last_error.get().unwrap_or_else(|| "see the timeline".into())}</p>
+                })}
+                {move || waiting.get().map(|p| view! {
+                    <p class="banner warn" id="session-waiting" role="status">
+                        <strong>"Waiting: "</strong>{p.message}" — "{p.fix}
+                        <span class="muted">" It goes on by itself once that is fixed."</span>
+                    </p>
                 })}
                 {move || s.refused.get().map(|r| view! { <p class="notice" id="refused">{r}</p> })}
                 <PullRequestBar session=id events=s.events can_drive=can_drive />

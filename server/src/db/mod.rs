@@ -22,6 +22,7 @@ pub mod repos;
 pub mod secrets;
 pub mod servers;
 pub mod sessions;
+pub mod settings;
 pub mod snapshots;
 pub mod tokens;
 pub mod users;

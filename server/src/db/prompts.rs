@@ -48,6 +48,20 @@ pub async fn claim_next(
     }
 }
 
+/// The session's first queued prompt (the next to run), if any.
+pub async fn next_queued<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+) -> Result<Option<Prompt>> {
+    let row: Option<PromptRow> = sqlx::query_as(&format!(
+        "SELECT {PROMPT_COLUMNS} FROM prompts WHERE session_id = $1 AND state = 'queued' ORDER BY position LIMIT 1"
+    ))
+    .bind(session.to_string())
+    .fetch_optional(ex)
+    .await?;
+    row.map(PromptRow::into_prompt).transpose()
+}
+
 /// The prompt whose turn is running in `session`, if any.
 pub async fn running<'e>(
     ex: impl Executor<'e, Database = Any>,

@@ -199,7 +199,7 @@ async fn agent_call(
 ) -> Result<std::result::Result<bytes::Bytes, String>> {
     let ws = app.workspaces()?;
     let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
-    let (status, answer) = crate::agent::call(ws, &wid, pid, method, path, body).await?;
+    let (status, answer) = crate::agent::call(&ws, &wid, pid, method, path, body).await?;
     if status == want {
         Ok(Ok(answer))
     } else {

@@ -112,7 +112,7 @@ pub async fn prepare_session(app: &AppState, session: SessionId, wid: &str) -> R
     if credentials::linked(gh, session).await.is_err() {
         return Ok(());
     }
-    prepare_git(gh, app.workspaces()?, wid).await?;
+    prepare_git(gh, &*app.workspaces()?, wid).await?;
     gh.prepared
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -145,11 +145,11 @@ pub async fn commit_changes(
     message: &str,
 ) -> Result<Option<String>> {
     let ws = app.workspaces()?;
-    let status = workspace::git_status(&app.db, ws, session).await?;
+    let status = workspace::git_status(&app.db, &ws, session).await?;
     if status.changes.is_empty() {
         return Ok(None);
     }
-    let commit = workspace::git_commit(&app.db, ws, session, author, message).await?;
+    let commit = workspace::git_commit(&app.db, &ws, session, author, message).await?;
     workspace::event(
         &app.db,
         session,
@@ -213,10 +213,10 @@ pub async fn open(
         ),
     )
     .await?;
-    prepare_git(gh, ws, &wid).await?;
+    prepare_git(gh, &ws, &wid).await?;
     let base = base_commit.clone().unwrap_or_default();
     let ahead = git(
-        ws,
+        &ws,
         &wid,
         r#"git rev-list --count "$TANDEM_BASE..HEAD""#,
         &[("TANDEM_BASE".into(), base.clone())],
@@ -246,7 +246,7 @@ pub async fn open(
         .unwrap_or_else(|| s.branch.clone());
     // Has the base moved on GitHub since the session started?
     let remote = git(
-        ws,
+        &ws,
         &wid,
         r#"git ls-remote --heads origin "refs/heads/$TANDEM_BRANCH""#,
         &[("TANDEM_BRANCH".into(), base_branch.clone())],
@@ -272,7 +272,7 @@ pub async fn open(
                 });
             }
             Some(true) => {
-                rebase(app, ws, &wid, by, &base_branch).await?;
+                rebase(app, &ws, &wid, by, &base_branch).await?;
                 db::sessions::set_base_commit(app.db.pool(), session, &remote_head).await?;
                 force = true;
             }
@@ -283,7 +283,7 @@ pub async fn open(
         .as_ref()
         .map(|p| p.branch.clone())
         .unwrap_or_else(|| branch_name(session, &s.title));
-    let head_sha = push(ws, &wid, &branch, force).await?;
+    let head_sha = push(&ws, &wid, &branch, force).await?;
     let body = body(app, session).await?;
     let pr = match existing {
         Some(pr) => update(app, gh, &repo, pr, &head_sha, body).await?,

@@ -18,5 +18,6 @@ async fn health(State(state): State<AppState>) -> Result<Json<Health>> {
         status: "ok".into(),
         version: VERSION.into(),
         database: state.db.backend().as_str().into(),
+        workspaces: crate::availability::health(&state),
     }))
 }

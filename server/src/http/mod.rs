@@ -23,6 +23,7 @@ mod json_errors;
 mod links;
 mod repos;
 mod sessions;
+mod settings;
 mod snapshots;
 mod tokens;
 mod web;
@@ -39,6 +40,7 @@ pub fn app(state: AppState) -> Router {
         .merge(repos::router())
         .merge(links::router())
         .merge(sessions::router())
+        .merge(settings::router())
         .merge(snapshots::router())
         .merge(crate::code::api_router())
         .fallback(json_errors::no_such_route)

@@ -54,7 +54,7 @@ async fn create(
     Json(req): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<SessionDetail>)> {
     let detail =
-        sessions::create(&state.db, user.author(), req, &state.config.agents.default).await?;
+        sessions::create(&state.db, user.author(), req, &state.settings.default_agent()).await?;
     scheduler::spawn_boot(&state, detail.session.id);
     Ok((StatusCode::CREATED, Json(detail)))
 }
@@ -80,7 +80,7 @@ async fn exec(
     require_owner(&state, &user, id).await?;
     let ws = state.workspaces()?;
     Ok(Json(
-        workspace::exec(&state.db, ws, id, &user.author(), req).await?,
+        workspace::exec(&state.db, &ws, id, &user.author(), req).await?,
     ))
 }
 
@@ -90,7 +90,7 @@ async fn diff(
     Path(id): Path<SessionId>,
 ) -> Result<Json<Diff>> {
     let ws = state.workspaces()?;
-    Ok(Json(workspace::diff(&state.db, ws, id).await?))
+    Ok(Json(workspace::diff(&state.db, &ws, id).await?))
 }
 
 async fn stop(
@@ -102,7 +102,7 @@ async fn stop(
     let ws = state.workspaces()?;
     workspace::stop(
         &state.db,
-        ws,
+        &ws,
         id,
         Some(format!("stopped by {}", user.0.name)),
     )
@@ -145,7 +145,7 @@ async fn suspend(
     Path(id): Path<SessionId>,
 ) -> Result<Json<SessionDetail>> {
     require_owner(&state, &user, id).await?;
-    workspace::suspend(&state.db, state.workspaces()?, id).await?;
+    workspace::suspend(&state.db, &*state.workspaces()?, id).await?;
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
@@ -155,7 +155,7 @@ async fn resume(
     Path(id): Path<SessionId>,
 ) -> Result<Json<SessionDetail>> {
     require_owner(&state, &user, id).await?;
-    workspace::resume(&state.db, state.workspaces()?, id).await?;
+    workspace::resume(&state.db, &*state.workspaces()?, id).await?;
     crate::turns::kick(&state, id);
     Ok(Json(sessions::get(&state.db, id).await?))
 }
@@ -169,7 +169,7 @@ async fn fork(
 ) -> Result<(StatusCode, Json<Vec<Session>>)> {
     let forks = workspace::fork(
         &state.db,
-        state.workspaces()?,
+        &*state.workspaces()?,
         id,
         &user.author(),
         req.count,
@@ -186,7 +186,7 @@ async fn read_file(
     Query(q): Query<FileQuery>,
 ) -> Result<Json<FileView>> {
     Ok(Json(
-        workspace::read_file(&state.db, state.workspaces()?, id, &q.path).await?,
+        workspace::read_file(&state.db, &*state.workspaces()?, id, &q.path).await?,
     ))
 }
 
@@ -200,7 +200,7 @@ async fn write_file(
     require_owner(&state, &user, id).await?;
     workspace::write_file(
         &state.db,
-        state.workspaces()?,
+        &*state.workspaces()?,
         id,
         &user.author(),
         &q.path,
@@ -216,7 +216,7 @@ async fn git_status(
     Path(id): Path<SessionId>,
 ) -> Result<Json<GitStatus>> {
     Ok(Json(
-        workspace::git_status(&state.db, state.workspaces()?, id).await?,
+        workspace::git_status(&state.db, &*state.workspaces()?, id).await?,
     ))
 }
 
@@ -230,7 +230,7 @@ async fn git_commit(
     require_owner(&state, &user, id).await?;
     let commit = workspace::git_commit(
         &state.db,
-        state.workspaces()?,
+        &*state.workspaces()?,
         id,
         &user.author(),
         &req.message,

@@ -26,7 +26,7 @@ async fn build(
     let ws = state.workspaces()?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(snapshots::start_build(&state.db, ws, &repo).await?),
+        Json(snapshots::start_build(&state.db, &ws, &repo).await?),
     ))
 }
 

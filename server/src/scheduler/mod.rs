@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tandem_protocol::{SessionId, SessionState};
+use std::collections::{HashMap, HashSet};
+
+use tandem_protocol::{EventKind, Problem, SessionId, SessionState};
 use tokio::sync::Semaphore;
 
 use crate::db::{self, Db};
@@ -25,38 +27,185 @@ pub fn boot_slots() -> Arc<Semaphore> {
     Arc::new(Semaphore::new(MAX_CONCURRENT_BOOTS))
 }
 
-/// Boots `id` in the background, if this server runs workspaces; otherwise it stays queued.
+/// How often sessions waiting for a cause to go away (no runtime, no image, no agent binary,
+/// no model) are tried again, and a host without workspaces is probed again.
+pub const RETRY_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Sessions this process is booting, and what each waiting one was last told.
+#[derive(Default)]
+pub struct Boots(std::sync::Mutex<BootsInner>);
+
+#[derive(Default)]
+struct BootsInner {
+    booting: HashSet<SessionId>,
+    /// The problem message each waiting session's last `waiting` event gave.
+    told: HashMap<SessionId, String>,
+    /// Live sessions whose next turn waits for a model.
+    model: HashSet<SessionId>,
+}
+
+impl Boots {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BootsInner> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks `id` as booting here; false if it already is.
+    fn begin(&self, id: SessionId) -> bool {
+        self.lock().booting.insert(id)
+    }
+
+    fn end(&self, id: SessionId) {
+        self.lock().booting.remove(&id);
+    }
+
+    /// True when `id` has not yet been told `message` (and records that it now is).
+    fn tell(&self, id: SessionId, message: &str) -> bool {
+        let mut inner = self.lock();
+        if inner.told.get(&id).is_some_and(|m| m == message) {
+            return false;
+        }
+        inner.told.insert(id, message.to_string());
+        true
+    }
+
+    /// Its cause went away: the next problem is told again.
+    fn forget(&self, id: SessionId) {
+        self.lock().told.remove(&id);
+    }
+
+    /// Notes that `id`'s next turn waits for a model.
+    pub fn wait_for_model(&self, id: SessionId) {
+        self.lock().model.insert(id);
+    }
+
+    fn take_model_waiters(&self) -> Vec<SessionId> {
+        let mut inner = self.lock();
+        let ids: Vec<SessionId> = inner.model.drain().collect();
+        for id in &ids {
+            inner.told.remove(id);
+        }
+        ids
+    }
+}
+
+/// Appends a `waiting` event saying why `id` cannot go on, unless the session was already told
+/// that.
+pub async fn tell_waiting(state: &AppState, id: SessionId, problem: &Problem) -> Result<()> {
+    if !state.boots.tell(id, &problem.message) {
+        return Ok(());
+    }
+    tracing::info!(session = %id, "waiting: {}", crate::availability::sentence(problem));
+    workspace::event(
+        &state.db,
+        id,
+        EventKind::Waiting {
+            problem: problem.clone(),
+        },
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Boots `id` in the background when this server can start workspaces; otherwise the session
+/// stays queued with a `waiting` event saying why, and [`retry_waiting`] boots it once the
+/// cause is gone.
 pub fn spawn_boot(state: &AppState, id: SessionId) {
-    let Ok(ws) = state.workspaces.clone() else {
+    if !state.boots.begin(id) {
         return;
-    };
-    let (db, slots, pool) = (
-        state.db.clone(),
-        state.boot_slots.clone(),
-        state.pool.clone(),
-    );
+    }
     let state = state.clone();
     tokio::spawn(async move {
-        let Ok(permit) = slots.acquire_owned().await else {
-            return;
-        };
-        if let Err(e) = workspace::boot(&db, &ws, &pool, id).await {
-            tracing::error!(session = %id, error = %e, "booting a session failed");
+        let result = async {
+            if let Some(p) = crate::availability::start_problem(&state.workspaces) {
+                return tell_waiting(&state, id, &p).await;
+            }
+            let ws = state.workspaces()?;
+            let Ok(permit) = state.boot_slots.clone().acquire_owned().await else {
+                return Ok(());
+            };
+            state.boots.forget(id);
+            workspace::boot(&state.db, &ws, &state.pool, id).await?;
+            drop(permit);
+            Ok(())
         }
-        drop(permit);
-        // Ready: the agent starts on the queue.
-        crate::turns::kick(&state, id);
+        .await;
+        state.boots.end(id);
+        match result {
+            // Ready (or not ours): the agent starts on the queue.
+            Ok(()) => crate::turns::kick(&state, id),
+            Err(e) => tracing::error!(session = %id, error = %e, "booting a session failed"),
+        }
     });
 }
 
+/// Every [`RETRY_INTERVAL`]: probes the host again while it cannot run workspaces (and starts
+/// the host's side of the scheduler once it can), boots queued sessions whose cause went away,
+/// and restarts turns that waited for a model once one is configured.
+async fn retry_waiting(state: AppState) {
+    let mut tick = tokio::time::interval(RETRY_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if !state.workspaces.is_ok() {
+            match crate::serve::workspaces(&state.config, state.github.clone()) {
+                Ok(ws) => {
+                    if let Some(ws) = state.workspaces.fill(ws) {
+                        tracing::info!("workspaces are available now");
+                        if let Err(e) = start_host(&state, ws).await {
+                            tracing::error!(error = %e, "starting the workspace scheduler failed");
+                        }
+                    }
+                }
+                Err(p) => state.workspaces.still_missing(p),
+            }
+        }
+        match db::sessions::in_states(state.db.pool(), &[SessionState::Queued]).await {
+            Ok(rows) => {
+                for row in rows {
+                    if let Ok(id) = row.id.parse() {
+                        spawn_boot(&state, id);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "listing queued sessions failed"),
+        }
+        wake_model_waiters(&state);
+    }
+}
+
+/// Kicks the turns that waited for a model, if one is configured now.
+pub fn wake_model_waiters(state: &AppState) {
+    if state.settings.model().base_url.is_none() {
+        return;
+    }
+    for id in state.boots.take_model_waiters() {
+        crate::turns::kick(state, id);
+    }
+}
+
 /// After a start: sessions caught mid-boot fail (their boot cannot resume), live sessions whose
-/// workspace survived keep running, queued sessions boot. Then supervision starts.
+/// workspace survived keep running, queued sessions boot (or say why they wait). Then
+/// supervision starts.
 pub async fn start(state: &AppState) -> Result<()> {
     // Other processes' stop and steer requests for the turns that run here.
     crate::turns::listen_control(state);
-    let Ok(ws) = state.workspaces.clone() else {
-        return Ok(());
-    };
+    tokio::spawn(retry_waiting(state.clone()));
+    match state.workspaces.get() {
+        Ok(ws) => start_host(state, ws).await,
+        Err(_) => {
+            for row in db::sessions::in_states(state.db.pool(), &[SessionState::Queued]).await? {
+                if let Ok(id) = row.id.parse() {
+                    spawn_boot(state, id);
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The part of [`start`] that needs workspaces: at start-up, or when a later probe finds the
+/// host able.
+async fn start_host(state: &AppState, ws: Arc<Workspaces>) -> Result<()> {
     let db = state.db.clone();
     // Where the other servers forward requests about this host's sessions.
     crate::cluster::register(state, ws.host_id.clone());

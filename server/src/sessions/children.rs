@@ -45,7 +45,7 @@ pub async fn spawn(
     let children = if req.fork {
         let ws = state.workspaces()?;
         let forks =
-            super::workspace::fork(&state.db, ws, parent, &author, n, Some(req.prompt.clone()))
+            super::workspace::fork(&state.db, &ws, parent, &author, n, Some(req.prompt.clone()))
                 .await?;
         for f in &forks {
             turns::kick(state, f.id);
@@ -114,7 +114,7 @@ pub async fn list(state: &AppState, parent: SessionId) -> Result<Vec<ChildSessio
     for session in db::sessions::children(state.db.pool(), parent).await? {
         let prompts = db::sessions::prompts(state.db.pool(), session.id).await?;
         let files_changed = match state.workspaces() {
-            Ok(ws) => super::workspace::diff(&state.db, ws, session.id)
+            Ok(ws) => super::workspace::diff(&state.db, &ws, session.id)
                 .await
                 .map(|d| d.files.len() as i64)
                 .unwrap_or(0),

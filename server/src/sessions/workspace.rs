@@ -874,7 +874,7 @@ pub async fn spec_for(
     });
     Ok(WorkspaceSpec {
         id: wid.to_string(),
-        layers: vec![ws.layer(snapshot), ws.image.rootfs.clone()],
+        layers: vec![ws.layer(snapshot), ws.image()?.rootfs.clone()],
         upper,
         hostname: "tandem".into(),
         env,

@@ -27,7 +27,10 @@ pub const REPO_DIR: &str = "/workspace";
 /// What workspaces run on: a runtime, the image, and where layers live.
 pub struct Workspaces {
     pub runtime: Arc<dyn Runtime>,
-    pub image: Image,
+    /// Where built images live and the recipe of the one workspaces start on (looked up at each
+    /// start: [`Workspaces::image`]).
+    pub images_dir: PathBuf,
+    pub image_recipe: String,
     pub data_dir: PathBuf,
     /// This server's id ([`crate::serve::server_id`]): sessions record it as their workspace's
     /// host, and only it supervises and recovers those workspaces.
@@ -49,6 +52,42 @@ pub struct Workspaces {
 }
 
 impl Workspaces {
+    /// The image workspaces start on, or a 503 saying to build it.
+    pub fn image(&self) -> Result<Image> {
+        images::find(&self.images_dir, &self.image_recipe).ok_or_else(|| {
+            Error::Unavailable(
+                "the workspace image is not built yet; run `tandem image build`".into(),
+            )
+        })
+    }
+
+    /// What keeps a workspace from starting now (the image, the agent binary), if anything.
+    pub fn start_problem(&self) -> Option<tandem_protocol::Problem> {
+        use crate::availability::problem;
+        use tandem_protocol::ProblemKind;
+        if images::find(&self.images_dir, &self.image_recipe).is_none() {
+            return Some(problem(
+                ProblemKind::Image,
+                format!(
+                    "the workspace image is not built (looked in {})",
+                    self.images_dir.display()
+                ),
+                "build it: `tandem image build` (as root; a few minutes the first time)",
+            ));
+        }
+        if !self.agent_bin.is_file() {
+            return Some(problem(
+                ProblemKind::AgentBinary,
+                format!(
+                    "the workspace agent binary is missing at {}",
+                    self.agent_bin.display()
+                ),
+                "build it next to `tandem`: `cargo build --release -p tandem-workspace-agent` (or set `agent_bin` in tandem.toml)",
+            ));
+        }
+        None
+    }
+
     /// The network a recipe asks for: its allow-list, or none at all.
     pub fn egress(&self, recipe: &Recipe) -> Option<crate::runtime::network::Egress> {
         (!recipe.egress.is_empty()).then(|| crate::runtime::network::Egress {
@@ -96,7 +135,7 @@ pub async fn start_build_inline(db: &Db, ws: &Workspaces, repo: &Repo) -> Result
         state: SnapshotState::Building,
         branch: repo.default_branch.clone(),
         commit: None,
-        image_digest: Some(ws.image.digest.clone()),
+        image_digest: Some(ws.image()?.digest.clone()),
         recipe_hash: None,
         agent_version: Some(crate::VERSION.into()),
         size_bytes: None,
@@ -177,7 +216,7 @@ async fn run_build(
         ws.runtime
             .start(WorkspaceSpec {
                 id: id.clone(),
-                layers: vec![ws.image.rootfs.clone()],
+                layers: vec![ws.image()?.rootfs.clone()],
                 upper: Some(layer.to_path_buf()),
                 hostname: "snapshot".into(),
                 env: env.clone(),
@@ -266,7 +305,7 @@ pub async fn staleness(db: &Db, ws: &Workspaces, repo: &Repo) -> Result<Option<S
             &head[..head.len().min(12)]
         )));
     }
-    if latest.image_digest.as_deref() != Some(ws.image.digest.as_str()) {
+    if latest.image_digest.as_deref() != Some(ws.image()?.digest.as_str()) {
         return Ok(Some("the workspace image changed".into()));
     }
     let recipe = Recipe::parse(

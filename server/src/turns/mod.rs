@@ -87,7 +87,7 @@ impl Turns {
 /// Makes sure the session's queue is being worked on (call after anything is queued or the
 /// session became live). Cheap when a driver is already running.
 pub fn kick(state: &AppState, session: SessionId) {
-    if state.workspaces.is_err() {
+    if !state.workspaces.is_ok() {
         return;
     }
     {
@@ -132,7 +132,7 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
     };
     // Another server's host runs the workspace: that server runs its turns (a webhook or a
     // sweep may kick a session anywhere).
-    if !row.hosted_by(&state.workspaces()?.host_id) {
+    if !row.hosted_by(&*state.workspaces()?.host_id) {
         let msg = Control::Kick { session };
         db.send_control(&serde_json::to_string(&msg).unwrap_or_default())
             .await?;
@@ -141,6 +141,20 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
     let (Some(wid), Some(pid)) = (row.workspace_id, row.workspace_pid) else {
         return Ok(false);
     };
+    // An agent that needs a model waits for one (the session says why) instead of failing.
+    if let Some(p) = db::prompts::next_queued(db.pool(), session).await? {
+        let agent = match p.agent {
+            Some(a) => a,
+            None => db::sessions::agent(db.pool(), session)
+                .await?
+                .unwrap_or_default(),
+        };
+        if let Some(problem) = state.settings.model_problem(&agent) {
+            state.boots.wait_for_model(session);
+            crate::scheduler::tell_waiting(state, session, &problem).await?;
+            return Ok(false);
+        }
+    }
     match claim(db, session, &state.turns.runner).await? {
         Claim::Turn(prompt, agent) => {
             run(state, session, prompt, agent, wid, pid as i32).await?;
@@ -241,7 +255,7 @@ async fn run(
         prompt: prompt.text.clone(),
         author: prompt.author.clone(),
         agent: agent.clone(),
-        model: state.config.agents.model.clone(),
+        model: state.settings.model().model,
         state: kept,
         max_steps: state.config.agents.max_steps,
     };
@@ -580,7 +594,7 @@ async fn stop_here(state: &AppState, session: SessionId, by: &str) -> Result<Opt
     *turn.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("stopped by {by}"));
     turn.stop.notify_one();
     let ws = state.workspaces()?;
-    if let Err(e) = crate::agent::control_turn(ws, &turn.wid, turn.pid, turn.prompt, None).await {
+    if let Err(e) = crate::agent::control_turn(&ws, &turn.wid, turn.pid, turn.prompt, None).await {
         tracing::warn!(session = %session, error = %e, "asking the agent to stop failed; the server ends the turn");
     }
     Ok(Some(turn.prompt))
@@ -616,7 +630,7 @@ async fn steer_here(state: &AppState, prompt: &Prompt) {
         prompt_id: prompt.id,
         text: prompt.text.clone(),
     };
-    match crate::agent::control_turn(ws, &turn.wid, turn.pid, turn.prompt, Some(&req)).await {
+    match crate::agent::control_turn(&ws, &turn.wid, turn.pid, turn.prompt, Some(&req)).await {
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(session = %prompt.session_id, "the turn cannot be steered; the prompt waits in the queue")

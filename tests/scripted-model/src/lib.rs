@@ -130,6 +130,8 @@ struct Inner {
     /// Answers requests no scripted reply matches (kept, not used up).
     fallback: Option<Reply>,
     requests: Vec<Request>,
+    /// The `Authorization` header of each `GET /v1/models`.
+    model_lists: Vec<Option<String>>,
 }
 
 #[derive(Clone, Default)]
@@ -183,6 +185,11 @@ impl ScriptedModel {
         self.shared.inner.lock().unwrap().requests.clone()
     }
 
+    /// The `Authorization` header of every model-list request so far (connection tests).
+    pub fn model_lists(&self) -> Vec<Option<String>> {
+        self.shared.inner.lock().unwrap().model_lists.clone()
+    }
+
     /// Waits until at least `n` requests have arrived (a test's own timeout bounds it).
     pub async fn wait_requests(&self, n: usize) -> Vec<Request> {
         loop {
@@ -196,7 +203,12 @@ impl ScriptedModel {
     }
 }
 
-async fn models() -> Json<Value> {
+async fn models(State(shared): State<Shared>, headers: HeaderMap) -> Json<Value> {
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    shared.inner.lock().unwrap().model_lists.push(auth);
     Json(
         json!({ "object": "list", "data": [{ "id": "scripted", "object": "model", "owned_by": "tests" }] }),
     )

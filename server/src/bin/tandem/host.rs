@@ -7,11 +7,30 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tandem_server::config::Config;
 use tandem_server::{images, runtime};
 
-/// `tandem doctor`.
-pub fn doctor(json: bool) -> Result<()> {
+/// `tandem doctor`: the host's checks, then what stops sessions with this data dir's
+/// configuration (the same problems `/api/health` and the dashboard report).
+pub async fn doctor(config: &Config, json: bool) -> Result<()> {
     let checks = runtime::doctor::checks();
+    let mut problems: Vec<tandem_protocol::Problem> =
+        match tandem_server::serve::workspaces(config, None) {
+            Err(p) => vec![p],
+            Ok(ws) => ws.start_problem().into_iter().collect(),
+        };
+    // The model may be set on the settings page: read the database if it is there.
+    if let Ok(db) = tandem_server::db::Db::connect(&config.database_url).await
+        && let Ok(settings) = tandem_server::settings::Settings::load(&db, config).await
+    {
+        problems.extend(settings.model_problem(&settings.default_agent()));
+    }
     if json {
-        println!("{}", serde_json::to_string_pretty(&checks)?);
+        let out = serde_json::json!({
+            "checks": checks,
+            "workspaces": tandem_protocol::WorkspacesHealth {
+                ready: problems.is_empty(),
+                problems,
+            },
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
     for c in &checks {
@@ -21,6 +40,12 @@ pub fn doctor(json: bool) -> Result<()> {
             c.name,
             c.detail
         );
+    }
+    if problems.is_empty() {
+        println!("✓ {:<16} sessions can start here", "workspaces");
+    }
+    for p in &problems {
+        println!("✗ {:<16} {}\n  {:<16} fix: {}", "workspaces", p.message, "", p.fix);
     }
     Ok(())
 }

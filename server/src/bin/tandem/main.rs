@@ -89,6 +89,8 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        local: LocalArgs,
     },
 }
 
@@ -395,7 +397,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => serve(args).await,
         Command::LoginLink(local) => local::login_link(&local.config()?).await,
         Command::Image(ImageCommand::Build { local }) => host::image_build(&local.config()?).await,
-        Command::Doctor { json } => host::doctor(json),
+        Command::Doctor { json, local } => host::doctor(&local.config()?, json).await,
         Command::Repo(RepoCommand::Add {
             name,
             git_url,

@@ -1,0 +1,84 @@
+//! Whether this server can start sessions and run their agents right now, and if not, why and
+//! what to do, said the same way everywhere a person looks: `/api/health`, `tandem doctor`, the
+//! dashboard's banner, a waiting session's page and its events.
+//!
+//! The host's basics (root, an OCI runtime) are probed at start and again every few seconds
+//! while they are missing; what only starting needs (the image, the workspace agent binary) is
+//! checked at each start, so a server whose image is missing still lists, stops, suspends and
+//! attaches to the workspaces it runs, and a fix takes effect without a restart.
+
+use std::sync::{Arc, RwLock};
+
+use tandem_protocol::{Problem, ProblemKind, WorkspacesHealth};
+
+use crate::snapshots::Workspaces;
+
+/// The workspaces of this server, or the problem that keeps it from having any.
+pub struct Slot(RwLock<Result<Arc<Workspaces>, Problem>>);
+
+impl Slot {
+    pub fn new(initial: Result<Workspaces, Problem>) -> Self {
+        Self(RwLock::new(initial.map(Arc::new)))
+    }
+
+    /// The workspaces, or why there are none.
+    pub fn get(&self) -> Result<Arc<Workspaces>, Problem> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// True once the host can run workspaces.
+    pub fn is_ok(&self) -> bool {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).is_ok()
+    }
+
+    /// Puts workspaces in place (a later probe found the host able); false if they already were.
+    pub fn fill(&self, ws: Workspaces) -> Option<Arc<Workspaces>> {
+        let mut slot = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if slot.is_ok() {
+            return None;
+        }
+        let ws = Arc::new(ws);
+        *slot = Ok(ws.clone());
+        Some(ws)
+    }
+
+    /// Records the newest probe's problem while there are still no workspaces.
+    pub fn still_missing(&self, problem: Problem) {
+        let mut slot = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if slot.is_err() {
+            *slot = Err(problem);
+        }
+    }
+}
+
+/// A problem of `kind`.
+pub fn problem(kind: ProblemKind, message: impl Into<String>, fix: impl Into<String>) -> Problem {
+    Problem {
+        kind,
+        message: message.into(),
+        fix: fix.into(),
+    }
+}
+
+/// What stops a session from starting on this server now (none: it can start).
+pub fn start_problem(slot: &Slot) -> Option<Problem> {
+    match slot.get() {
+        Err(p) => Some(p),
+        Ok(ws) => ws.start_problem(),
+    }
+}
+
+/// Everything that stops sessions or the default agent here, most basic first.
+pub fn health(state: &crate::AppState) -> WorkspacesHealth {
+    let mut problems: Vec<Problem> = start_problem(&state.workspaces).into_iter().collect();
+    problems.extend(state.settings.model_problem(&state.settings.default_agent()));
+    WorkspacesHealth {
+        ready: problems.is_empty(),
+        problems,
+    }
+}
+
+/// The problem as one line for logs and API errors.
+pub fn sentence(p: &Problem) -> String {
+    format!("{}; {}", p.message, p.fix)
+}
