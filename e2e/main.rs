@@ -14,6 +14,7 @@ mod browser;
 mod code;
 mod dashboard;
 mod desktop;
+mod first_run;
 mod fixtures;
 mod reconnect;
 mod session;

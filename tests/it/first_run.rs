@@ -169,6 +169,7 @@ async fn the_settings_page_sets_the_model_tests_the_connection_and_a_waiting_tur
     assert!(!t.ok && t.message.contains("not reachable"), "{t:?}");
     // Not a URL, or a key in the URL: refused before anything is stored.
     s.req(Method::PUT, "/api/settings")
+        .bearer(&s.admin_token)
         .json(&json!({ "model_base_url": "file:///etc/passwd" }))
         .send()
         .await
@@ -177,6 +178,7 @@ async fn the_settings_page_sets_the_model_tests_the_connection_and_a_waiting_tur
     // Saving applies at once: the waiting turn runs against the model, with the key.
     let saved: Settings = s
         .req(Method::PUT, "/api/settings")
+        .bearer(&s.admin_token)
         .json(&json!({ "model_base_url": model.base_url, "model": "scripted-1", "model_api_key": KEY }))
         .send()
         .await
@@ -229,6 +231,7 @@ async fn a_value_the_config_file_sets_is_shown_as_such_and_cannot_be_changed_on_
     assert_eq!(settings.model_base_url.source, SettingSource::File);
     let msg = s
         .req(Method::PUT, "/api/settings")
+        .bearer(&s.admin_token)
         .json(&json!({ "model_base_url": "http://elsewhere/v1" }))
         .send()
         .await
@@ -237,6 +240,7 @@ async fn a_value_the_config_file_sets_is_shown_as_such_and_cannot_be_changed_on_
     // The model name is not in the file: the page may set it.
     let saved: Settings = s
         .req(Method::PUT, "/api/settings")
+        .bearer(&s.admin_token)
         .json(&json!({ "model": "big-model" }))
         .send()
         .await
@@ -249,7 +253,7 @@ async fn a_value_the_config_file_sets_is_shown_as_such_and_cannot_be_changed_on_
     );
     // Only admins see or change settings.
     let (_, token) = crate::agent_runs::another_user(&s, "pat").await;
-    s.get("/api/settings")
+    s.req(Method::GET, "/api/settings")
         .bearer(&token)
         .send()
         .await

@@ -1,8 +1,13 @@
-//! Smoke test of `cargo xtask up`: the same code path (this binary's `up`), on a free port and a
-//! fresh data dir; checks that `/api/health` answers and `/` serves the Leptos app.
+//! Smoke test of `cargo xtask up`: the same code path (this binary's `up`) in `up`'s default
+//! (release) profile, on a free port and a fresh data dir. It checks that the server answers
+//! and serves the Leptos app, then proves the main job in headless Chromium: the e2e test
+//! `first_run` runs against this server — the setup page sets the model (the scripted model),
+//! adds a local repo, and a session started from the dashboard builds its snapshot, reaches
+//! `ready`, runs a command in its terminal and gets its agent's reply.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -10,27 +15,34 @@ use anyhow::{Context, Result, bail, ensure};
 
 use crate::run;
 
-/// Runs `up --debug --no-install` and checks it.
+/// Runs `up --no-install` and checks it.
 pub fn up() -> Result<()> {
-    let t = run::step("smoke test: cargo xtask up");
+    let t = run::step("smoke test: cargo xtask up (release), then a first session in Chromium");
     let port = run::free_port()?;
     let data = std::env::temp_dir().join(format!("tandem-up-smoke-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
+    // The base image is built once per target dir (content-addressed by its recipe), as a
+    // user's is built once per data dir.
+    let images = run::target_dir().join("tandem-up-images");
     let mut child = Command::new(std::env::current_exe()?)
         .args([
             "up",
-            "--debug",
             "--no-install",
-            "--no-image",
             "--listen",
             &format!("127.0.0.1:{port}"),
             "--data-dir",
         ])
         .arg(&data)
+        .env("TANDEM_IMAGES_DIR", &images)
         .stdout(Stdio::piped())
         .spawn()
         .context("starting `up`")?;
     let result = check(&mut child, port);
+    stop_sessions(
+        &run::target_dir().join("release/tandem"),
+        &data,
+        &format!("http://127.0.0.1:{port}"),
+    );
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&data);
@@ -55,17 +67,31 @@ fn check(child: &mut std::process::Child, port: u16) -> Result<()> {
             break;
         }
     }
+    // Keep draining what the server prints so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
     let url = url.context("`up` never said where it listens")?;
     ensure!(
         url == format!("http://127.0.0.1:{port}"),
         "unexpected URL {url}"
     );
-    ensure!(link.is_some(), "`up` printed no login link");
+    let link = link.context("`up` printed no login link")?;
+    let code = link
+        .split_once("#code=")
+        .map(|(_, c)| c.trim().to_string())
+        .context("the login link has no code")?;
     let (head, body) = get(port, "/api/health")?;
     ensure!(head.starts_with("HTTP/1.1 200"), "health: {head}");
     ensure!(
         body.contains("\"status\":\"ok\"") && body.contains("sqlite"),
         "health body: {body}"
+    );
+    // The host can start sessions: only the model (set on the setup page) may be missing.
+    ensure!(
+        !body.contains("\"kind\":\"agent_binary\"")
+            && !body.contains("\"kind\":\"image\"")
+            && !body.contains("\"kind\":\"runtime\"")
+            && !body.contains("\"kind\":\"root\""),
+        "`up` started a server that cannot start sessions: {body}"
     );
     let (head, body) = get(port, "/")?;
     ensure!(head.starts_with("HTTP/1.1 200"), "/: {head}");
@@ -78,7 +104,60 @@ fn check(child: &mut std::process::Child, port: u16) -> Result<()> {
         head.starts_with("HTTP/1.1 200") && head.to_lowercase().contains("application/wasm"),
         "wasm: {head}"
     );
+    // The main job, in a browser, against this server.
+    run::cargo_test(
+        run::cargo()
+            .args(["test", "--workspace", "--test", "e2e", "first_run"])
+            .current_dir(run::root())
+            .env("TANDEM_E2E_UP_URL", &url)
+            .env("TANDEM_E2E_UP_CODE", &code)
+            .env("TANDEM_E2E_REQUIRE", "1")
+            .env_remove("TANDEM_TOKEN")
+            .env_remove("TANDEM_URL"),
+    )?;
     Ok(())
+}
+
+/// Stops the sessions the smoke test started, through the server `up` started (a workspace
+/// outlives its server by design; the smoke test's must not).
+fn stop_sessions(bin: &Path, data: &Path, url: &str) {
+    let Some(token) = run::output(
+        Command::new(bin)
+            .args(["token", "create", "--data-dir"])
+            .arg(data)
+            .env_remove("TANDEM_TOKEN"),
+    ) else {
+        return;
+    };
+    let token = token.trim().to_string();
+    let Some(list) = run::output(
+        Command::new(bin)
+            .args(["session", "ls", "--json", "--url", url, "--token", &token]),
+    ) else {
+        return;
+    };
+    for id in json_ids(&list) {
+        let _ = Command::new(bin)
+            .args(["session", "stop", &id, "--url", url, "--token", &token])
+            .stdout(Stdio::null())
+            .status();
+    }
+}
+
+/// The values of every `"id"` key in a JSON text (xtask stays free of a JSON crate).
+fn json_ids(text: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("\"id\"") {
+        rest = &rest[i + 4..];
+        let v = rest.trim_start().strip_prefix(':').map(str::trim_start);
+        if let Some(v) = v.and_then(|v| v.strip_prefix('"'))
+            && let Some(end) = v.find('"')
+        {
+            ids.push(v[..end].to_string());
+        }
+    }
+    ids
 }
 
 /// A plain HTTP/1.1 GET; returns the head and the body as text.

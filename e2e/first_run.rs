@@ -1,0 +1,165 @@
+//! The first run as a new user meets it, in headless Chromium: the dashboard says why sessions
+//! cannot run their agent yet, the setup page sets the model against the scripted model (with
+//! a connection test) and adds the first repo, a session started from the dashboard reaches
+//! `ready`, its terminal runs a command through the live channel and its agent answers.
+//!
+//! It runs against an in-process server on the test image, and — when `cargo xtask test`'s
+//! smoke test sets `TANDEM_E2E_UP_URL` and `TANDEM_E2E_UP_CODE` — against the real server
+//! `cargo xtask up` started, in `up`'s default profile and with its own image.
+
+use std::time::{Duration, Instant};
+
+use fantoccini::Locator;
+use scripted_model::{Reply, ScriptedModel};
+
+use crate::browser::{Browser, web_dir};
+use crate::harness::{Backend, TestServer, Transport};
+
+/// The first snapshot build and boot can take a while on a cold machine.
+const BOOT_WAIT: Duration = Duration::from_secs(240);
+
+/// Where the test runs: `up`'s server, or one started here.
+enum Target {
+    Up { url: String, code: String },
+    Local(TestServer),
+}
+
+impl Target {
+    fn url(&self) -> &str {
+        match self {
+            Target::Up { url, .. } => url,
+            Target::Local(s) => &s.url,
+        }
+    }
+    fn code(&self) -> &str {
+        match self {
+            Target::Up { code, .. } => code,
+            Target::Local(s) => &s.first_login_code,
+        }
+    }
+}
+
+async fn target() -> Option<Target> {
+    if let (Ok(url), Ok(code)) = (
+        std::env::var("TANDEM_E2E_UP_URL"),
+        std::env::var("TANDEM_E2E_UP_CODE"),
+    ) {
+        return Some(Target::Up { url, code });
+    }
+    let web = web_dir()?;
+    let images = crate::fixtures::test_images().await?;
+    let recipe = crate::fixtures::test_recipe();
+    let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, move |c| {
+        c.web_dir = Some(web);
+        c.images_dir = images;
+        c.image_recipe = Some(recipe);
+    })
+    .await?;
+    Some(Target::Local(s))
+}
+
+/// Waits up to `limit` for the element at `css` to contain `needle`.
+async fn wait_long(b: &Browser, css: &str, needle: &str, limit: Duration) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(el) = b.client.find(Locator::Css(css)).await
+            && let Ok(text) = el.text().await
+            && text.contains(needle)
+        {
+            return text;
+        }
+        if Instant::now() >= deadline {
+            let page = match b.client.find(Locator::Css("main")).await {
+                Ok(m) => m.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            panic!("timed out waiting for {css:?} to contain {needle:?}; the page says:\n{page}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn set_field(b: &Browser, css: &str, value: &str) {
+    let el = b
+        .client
+        .wait()
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css:?}: {e}"));
+    el.clear().await.unwrap();
+    el.send_keys(value).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_new_user_sets_up_the_model_and_a_repo_on_the_setup_page_and_gets_a_first_reply() {
+    let Some(t) = target().await else { return };
+    let model = ScriptedModel::start(vec![Reply::text("Hello from your first session.")]).await;
+    model.fallback(Reply::text("Noted."));
+    let src = crate::fixtures::git_repo();
+
+    let b = Browser::start("first-run").await;
+    b.sign_in(t.url(), t.code()).await;
+    // No model yet: the dashboard says so, and points the admin at the setup page.
+    b.wait_text("#host-banner", "no model is configured").await;
+    b.wait_text("#first-run", "Set up Tandem").await;
+    b.screenshot("01-dashboard-first-run").await;
+    b.click("#first-run-setup").await;
+    b.wait_path(|p| p == "/settings").await;
+
+    // The model, tested, then saved.
+    set_field(&b, "#setting-model-url", &model.base_url).await;
+    set_field(&b, "#setting-model", "scripted-1").await;
+    set_field(&b, "#setting-model-key", "sk-first-run").await;
+    b.click("#setting-model-test").await;
+    let result = b.wait_text("#model-test-result", "answered").await;
+    assert!(result.starts_with('✓'), "{result}");
+    assert_eq!(model.model_lists(), vec![Some("Bearer sk-first-run".into())]);
+    b.click("#setting-model-save").await;
+    b.wait_text("#setting-saved", "Saved").await;
+    b.wait_text("#setup-ready", "Sessions can start here").await;
+
+    // The first repo, on the same page.
+    set_field(&b, "#repo-name", "demo/app").await;
+    set_field(&b, "#repo-url", src.path().to_str().unwrap()).await;
+    b.click("#repo-submit").await;
+    b.wait_text("#setup-repo .repo-names", "demo/app").await;
+    b.screenshot("02-setup").await;
+
+    // A session from the dashboard: it boots, the terminal runs a command, the agent answers.
+    b.click("#setup-done").await;
+    b.wait_path(|p| p == "/").await;
+    b.wait_text("#new-session-repo", "demo/app").await;
+    assert!(
+        b.client.find(Locator::Css("#host-banner")).await.is_err(),
+        "no banner once the server is ready"
+    );
+    b.type_into("#new-session-prompt", "Say hello").await;
+    b.click("#new-session-submit").await;
+    b.wait_path(|p| p.starts_with("/sessions/")).await;
+    wait_long(&b, "#timeline", "Hello from your first session.", BOOT_WAIT).await;
+    wait_long(&b, "#session-state", "idle", Duration::from_secs(30)).await;
+    b.click(".pane:not(.hidden) .xterm").await;
+    b.type_into(
+        ".pane:not(.hidden) .xterm-helper-textarea",
+        "echo first-run-$((6*7))\n",
+    )
+    .await;
+    wait_long(
+        &b,
+        ".pane:not(.hidden) .xterm-rows",
+        "first-run-42",
+        Duration::from_secs(30),
+    )
+    .await;
+    b.screenshot("03-first-session").await;
+    // The model got the prompt, with the key the setup page stored.
+    let asked = model.requests();
+    assert!(
+        asked
+            .iter()
+            .any(|r| r.transcript().contains("Say hello")
+                && r.authorization.as_deref() == Some("Bearer sk-first-run")),
+        "{asked:?}"
+    );
+    b.close().await;
+}
