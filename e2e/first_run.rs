@@ -114,6 +114,11 @@ async fn a_new_user_sets_up_the_model_and_a_repo_on_the_setup_page_and_gets_a_fi
     let result = b.wait_text("#model-test-result", "answered").await;
     assert!(result.starts_with('✓'), "{result}");
     assert_eq!(model.model_lists(), vec![Some("Bearer sk-first-run".into())]);
+    b.client
+        .execute("window.scrollTo(0, 0)", vec![])
+        .await
+        .unwrap();
+    b.screenshot("02-settings-model").await;
     b.click("#setting-model-save").await;
     b.wait_text("#setting-saved", "Saved").await;
     b.wait_text("#setup-ready", "Sessions can start here").await;
@@ -123,7 +128,7 @@ async fn a_new_user_sets_up_the_model_and_a_repo_on_the_setup_page_and_gets_a_fi
     set_field(&b, "#repo-url", src.path().to_str().unwrap()).await;
     b.click("#repo-submit").await;
     b.wait_text("#setup-repo .repo-names", "demo/app").await;
-    b.screenshot("02-setup").await;
+    b.screenshot("03-setup-repo").await;
 
     // A session from the dashboard: it boots, the terminal runs a command, the agent answers.
     b.click("#setup-done").await;
@@ -151,7 +156,17 @@ async fn a_new_user_sets_up_the_model_and_a_repo_on_the_setup_page_and_gets_a_fi
         Duration::from_secs(30),
     )
     .await;
-    b.screenshot("03-first-session").await;
+    // The driver's terminal fits its pane: no horizontal scrollbar.
+    let overflow = b
+        .client
+        .execute(
+            "const t = document.querySelector('.pane:not(.hidden) .terminal'); return t.scrollWidth - t.clientWidth;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(overflow.as_i64(), Some(0), "the terminal overflows its pane");
+    b.screenshot("04-first-session").await;
     // The model got the prompt, with the key the setup page stored.
     let asked = model.requests();
     assert!(

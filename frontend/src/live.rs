@@ -10,7 +10,7 @@ use std::rc::Rc;
 use leptos::prelude::*;
 use send_wrapper::SendWrapper;
 use tandem_protocol::live::*;
-use tandem_protocol::{Event, Session, SessionId};
+use tandem_protocol::{Event, EventKind, Session, SessionId};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{BinaryType, CloseEvent, MessageEvent, WebSocket};
@@ -246,10 +246,24 @@ impl Live {
                 s.participants.set(participants);
                 s.controller.set(controller);
             }
-            WsServer::Events { events } => s.events.update(|have| {
-                let last = have.last().map_or(0, |e| e.seq);
-                have.extend(events.into_iter().filter(|e| e.seq > last));
-            }),
+            WsServer::Events { events } => {
+                let last = s.events.with_untracked(|e| e.last().map_or(0, |e| e.seq));
+                // The header's state follows the log (the hello's copy is a snapshot).
+                let newest_state = events.iter().rev().find_map(|e| match &e.kind {
+                    EventKind::StateChanged { to, .. } if e.seq > last => Some(*to),
+                    _ => None,
+                });
+                if let Some(to) = newest_state {
+                    s.session.update(|x| {
+                        if let Some(x) = x {
+                            x.state = to;
+                        }
+                    });
+                }
+                s.events.update(|have| {
+                    have.extend(events.into_iter().filter(|e| e.seq > last));
+                })
+            }
             WsServer::Terminals { terminals } => s.terminals.set(terminals),
             WsServer::Joined { participant } => s.participants.update(|ps| {
                 ps.retain(|p| p.id != participant.id);
@@ -303,6 +317,13 @@ impl Live {
             x.write_bytes(&p);
         }
         i.xterms.insert(id, x);
+    }
+
+    /// Shows terminal `id` at `cols`×`rows` (the size the server settled on).
+    pub fn resize_view(&self, id: u32, cols: u16, rows: u16) {
+        if let Some(x) = self.inner.borrow().xterms.get(&id) {
+            x.resize(cols, rows);
+        }
     }
 
     /// Turns keyboard input of terminal `id` off or on.

@@ -6,11 +6,16 @@ use tandem_protocol::{Health, Problem, ProblemKind};
 
 /// Each problem with its fix; admins get a link to Settings for what is set there.
 #[component]
-pub fn Problems(problems: Vec<Problem>) -> impl IntoView {
+pub fn Problems(
+    problems: Vec<Problem>,
+    /// Link model problems to the Settings page (not on that page itself).
+    #[prop(optional)]
+    no_settings_link: bool,
+) -> impl IntoView {
     view! {
         <ul class="problems">
             {problems.into_iter().map(|p| {
-                let settings = p.kind == ProblemKind::Model;
+                let settings = p.kind == ProblemKind::Model && !no_settings_link;
                 view! {
                     <li class="problem" data-kind=format!("{:?}", p.kind).to_lowercase()>
                         <strong>{p.message}</strong>

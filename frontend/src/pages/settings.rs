@@ -21,8 +21,18 @@ fn source_label(s: SettingSource) -> &'static str {
 }
 
 #[component]
-fn Source(source: SettingSource) -> impl IntoView {
-    view! { <span class=format!("source {}", match source { SettingSource::File => "file", SettingSource::Settings => "page", SettingSource::Default => "default" })>{source_label(source)}</span> }
+fn Source(source: Signal<SettingSource>) -> impl IntoView {
+    let class = move || {
+        format!(
+            "source {}",
+            match source.get() {
+                SettingSource::File => "file",
+                SettingSource::Settings => "page",
+                SettingSource::Default => "default",
+            }
+        )
+    };
+    view! { <span class=class>{move || source_label(source.get())}</span> }
 }
 
 fn agent_kind(a: &AgentSpec) -> String {
@@ -46,6 +56,7 @@ pub fn SettingsPage() -> impl IntoView {
         })
     };
     load();
+    let loaded = Memo::new(move |_| settings.with(|s| s.is_some()));
     let repos = LocalResource::new(move || async move {
         api::get::<Vec<Repo>>("/api/repos").await.unwrap_or_default()
     });
@@ -56,19 +67,24 @@ pub fn SettingsPage() -> impl IntoView {
         <main class="page settings">
             <h1>"Settings"</h1>
             <ErrorBox error=load_error.read_only() />
-            {move || settings.get().map(|s| {
-                let ready = s.workspaces.ready;
+            {move || settings.get().map(|s| view! {
+                <section class="card" id="setup-status">
+                    <h2>"This server"</h2>
+                    {if s.workspaces.ready {
+                        view! { <p class="ok" id="setup-ready">"Sessions can start here, and the default agent has what it needs."</p> }.into_any()
+                    } else {
+                        view! { <Problems problems=s.workspaces.problems.clone() no_settings_link=true /> }.into_any()
+                    }}
+                </section>
+            })}
+            // The forms are made once, from the first answer, so saving keeps what they show;
+            // where each value comes from follows every answer.
+            {move || loaded.get().then(|| {
+                let s = settings.get_untracked().unwrap_or_else(|| unreachable!("loaded"));
+                let on_saved = Callback::new(move |n: Settings| settings.set(Some(n)));
                 view! {
-                    <section class="card" id="setup-status">
-                        <h2>"This server"</h2>
-                        {if ready {
-                            view! { <p class="ok" id="setup-ready">"Sessions can start here, and the default agent has what it needs."</p> }.into_any()
-                        } else {
-                            view! { <Problems problems=s.workspaces.problems.clone() /> }.into_any()
-                        }}
-                    </section>
-                    <ModelSection s=s.clone() on_saved=Callback::new(move |n: Settings| settings.set(Some(n))) />
-                    <GithubSection s=s.clone() on_saved=Callback::new(move |n: Settings| settings.set(Some(n))) />
+                    <ModelSection s=s.clone() current=settings.read_only() on_saved />
+                    <GithubSection s current=settings.read_only() on_saved />
                 }
             })}
             <section class="card" id="setup-repo">
@@ -89,7 +105,20 @@ pub fn SettingsPage() -> impl IntoView {
 }
 
 #[component]
-fn ModelSection(s: Settings, on_saved: Callback<Settings>) -> impl IntoView {
+fn ModelSection(
+    s: Settings,
+    current: ReadSignal<Option<Settings>>,
+    on_saved: Callback<Settings>,
+) -> impl IntoView {
+    let src = move |f: fn(&Settings) -> SettingSource| {
+        Signal::derive(move || current.with(|c| c.as_ref().map(f).unwrap_or(SettingSource::Default)))
+    };
+    let key_note = move || {
+        current.with(|c| match c {
+            Some(c) if c.model_api_key_set => format!("stored in the secret store as {}", c.api_key_secret),
+            _ => "not set (some local endpoints need none)".to_string(),
+        })
+    };
     let url_locked = s.model_base_url.source == SettingSource::File;
     let model_locked = s.model.source == SettingSource::File;
     let agent_locked = s.default_agent.source == SettingSource::File;
@@ -162,21 +191,21 @@ fn ModelSection(s: Settings, on_saved: Callback<Settings>) -> impl IntoView {
             <h2>"Model"</h2>
             <p class="muted">"Any OpenAI-compatible chat-completions API. The key stays on this server: workspaces reach the model through it and never see the key."</p>
             <form class="stacked-form" on:submit=save>
-                <label>"Endpoint " <Source source=s.model_base_url.source />
+                <label>"Endpoint " <Source source=src(|c| c.model_base_url.source) />
                     <input id="setting-model-url" placeholder="https://api.openai.com/v1" disabled=url_locked
                         prop:value=base_url on:input=move |ev| base_url.set(event_target_value(&ev)) />
                 </label>
-                <label>"Model " <Source source=s.model.source />
+                <label>"Model " <Source source=src(|c| c.model.source) />
                     <input id="setting-model" placeholder="gpt-4.1-mini" disabled=model_locked
                         prop:value=model on:input=move |ev| model.set(event_target_value(&ev)) />
                 </label>
                 <label>"API key "
-                    <span class="source">{if s.model_api_key_set { format!("stored in the secret store as {}", s.api_key_secret) } else { "not set (some local endpoints need none)".to_string() }}</span>
+                    <span class="source" id="setting-key-state">{key_note}</span>
                     <input id="setting-model-key" type="password" autocomplete="off"
                         placeholder=if s.model_api_key_set { "leave empty to keep the stored key" } else { "sk-…" }
                         prop:value=key on:input=move |ev| key.set(event_target_value(&ev)) />
                 </label>
-                <label>"Default agent " <Source source=s.default_agent.source />
+                <label>"Default agent " <Source source=src(|c| c.default_agent.source) />
                     <select id="setting-agent" disabled=agent_locked on:change=move |ev| agent.set(event_target_value(&ev)) prop:value=agent>
                         <option value="builtin">"builtin — Tandem's tool-calling agent"</option>
                         <option value="opencode">"opencode"</option>
@@ -207,8 +236,18 @@ fn ModelSection(s: Settings, on_saved: Callback<Settings>) -> impl IntoView {
 }
 
 #[component]
-fn GithubSection(s: Settings, on_saved: Callback<Settings>) -> impl IntoView {
+fn GithubSection(
+    s: Settings,
+    current: ReadSignal<Option<Settings>>,
+    on_saved: Callback<Settings>,
+) -> impl IntoView {
     let g = s.github.clone();
+    let src = move |f: fn(&Settings) -> SettingSource| {
+        Signal::derive(move || current.with(|c| c.as_ref().map(f).unwrap_or(SettingSource::Default)))
+    };
+    let stored = move |f: fn(&Settings) -> bool| {
+        move || if current.with(|c| c.as_ref().is_some_and(f)) { "stored" } else { "not set" }
+    };
     let locked = g.app_id.source == SettingSource::File;
     let app_id = RwSignal::new(g.app_id.value.map(|v| v.to_string()).unwrap_or_default());
     let slug = RwSignal::new(g.app_slug.value.clone().unwrap_or_default());
@@ -265,7 +304,6 @@ fn GithubSection(s: Settings, on_saved: Callback<Settings>) -> impl IntoView {
             }
         });
     };
-    let set = |b: bool| if b { "stored" } else { "not set" };
     view! {
         <section class="card" id="setup-github">
             <h2>"GitHub App (optional)"</h2>
@@ -279,22 +317,22 @@ fn GithubSection(s: Settings, on_saved: Callback<Settings>) -> impl IntoView {
             </ul>
             <p class="muted">{if g.active { "The running server has the App." } else { "Changes here apply when the server next starts." }}</p>
             <form class="stacked-form" on:submit=save>
-                <label>"App ID " <Source source=g.app_id.source />
+                <label>"App ID " <Source source=src(|c| c.github.app_id.source) />
                     <input id="setting-gh-app-id" disabled=locked prop:value=app_id on:input=move |ev| app_id.set(event_target_value(&ev)) />
                 </label>
-                <label>"App slug (github.com/apps/<slug>) " <Source source=g.app_slug.source />
+                <label>"App slug (github.com/apps/<slug>) " <Source source=src(|c| c.github.app_slug.source) />
                     <input id="setting-gh-slug" disabled=locked prop:value=slug on:input=move |ev| slug.set(event_target_value(&ev)) />
                 </label>
-                <label>"OAuth client ID (for sign-in) " <Source source=g.client_id.source />
+                <label>"OAuth client ID (for sign-in) " <Source source=src(|c| c.github.client_id.source) />
                     <input id="setting-gh-client-id" disabled=locked prop:value=client_id on:input=move |ev| client_id.set(event_target_value(&ev)) />
                 </label>
-                <label>"Private key (PEM) " <span class="source">{set(g.private_key_set)}</span>
+                <label>"Private key (PEM) " <span class="source">{stored(|c| c.github.private_key_set)}</span>
                     <textarea id="setting-gh-key" rows="3" placeholder="-----BEGIN RSA PRIVATE KEY-----" prop:value=private_key on:input=move |ev| private_key.set(event_target_value(&ev))></textarea>
                 </label>
-                <label>"Webhook secret " <span class="source">{set(g.webhook_secret_set)}</span>
+                <label>"Webhook secret " <span class="source">{stored(|c| c.github.webhook_secret_set)}</span>
                     <input id="setting-gh-webhook" type="password" autocomplete="off" prop:value=webhook on:input=move |ev| webhook.set(event_target_value(&ev)) />
                 </label>
-                <label>"OAuth client secret " <span class="source">{set(g.client_secret_set)}</span>
+                <label>"OAuth client secret " <span class="source">{stored(|c| c.github.client_secret_set)}</span>
                     <input id="setting-gh-client-secret" type="password" autocomplete="off" prop:value=client_secret on:input=move |ev| client_secret.set(event_target_value(&ev)) />
                 </label>
                 <div class="row">
