@@ -6,6 +6,7 @@
 //! unless `TANDEM_TEST_REQUIRE_POSTGRES=1`, when they fail.
 
 mod harness;
+mod hostile;
 mod live;
 
 mod agent_runs;

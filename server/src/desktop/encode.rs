@@ -66,17 +66,92 @@ impl Encoder {
     }
 }
 
-/// The pipeline for display `:n` at `fps` frames per second and about `kbps`.
-pub fn pipeline_description(display: &str, fps: u32, kbps: u32, keyframe_secs: u32) -> String {
-    format!(
-        "ximagesrc display-name={display} use-damage=false show-pointer=true ! video/x-raw,framerate={fps}/1 ! \
-         videoconvert ! video/x-raw,format=I420 ! \
-         vp8enc name=enc deadline=1 cpu-used=8 threads=1 end-usage=cbr target-bitrate={bps} keyframe-max-dist={kf} \
-         error-resilient=partitions lag-in-frames=0 ! \
-         appsink name=sink sync=false max-buffers=2 drop=true emit-signals=false",
-        bps = kbps * 1000,
-        kf = fps * keyframe_secs.max(1),
-    )
+/// An X display number, parsed from the workspace's answer: only `:N` (decimal, at most
+/// 65535). The workspace is untrusted; its answer never becomes text another parser reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Display(u16);
+
+impl Display {
+    /// `:N`, and nothing else (no screen number, no host, no spaces).
+    pub fn parse(s: &str) -> Result<Self> {
+        let digits = s.strip_prefix(':').unwrap_or("");
+        if digits.is_empty() || digits.len() > 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Error::Invalid(format!(
+                "the workspace named display {:?}, which is not :N",
+                s.chars().take(40).collect::<String>()
+            )));
+        }
+        digits
+            .parse::<u16>()
+            .map(Display)
+            .map_err(|_| Error::Invalid("the workspace's display number is out of range".into()))
+    }
+
+    /// `:N`.
+    pub fn name(self) -> String {
+        format!(":{}", self.0)
+    }
+
+    /// The socket's name in the X11 socket directory (`X<N>`).
+    pub fn socket_name(self) -> String {
+        format!("X{}", self.0)
+    }
+}
+
+/// The capture → encode pipeline for `display`, built element by element with typed
+/// properties (never from launch syntax).
+pub fn build_pipeline(
+    display: Display,
+    fps: u32,
+    kbps: u32,
+    keyframe_secs: u32,
+) -> Result<(gst::Pipeline, gst_app::AppSink)> {
+    let make = |factory: &str| {
+        gst::ElementFactory::make(factory)
+            .build()
+            .map_err(|e| Error::Unavailable(format!("GStreamer element {factory}: {e}")))
+    };
+    let src = make("ximagesrc")?;
+    src.set_property("display-name", display.name());
+    src.set_property("use-damage", false);
+    src.set_property("show-pointer", true);
+    let rate = make("capsfilter")?;
+    rate.set_property(
+        "caps",
+        gst::Caps::builder("video/x-raw")
+            .field("framerate", gst::Fraction::new(fps.max(1) as i32, 1))
+            .build(),
+    );
+    let convert = make("videoconvert")?;
+    let format = make("capsfilter")?;
+    format.set_property(
+        "caps",
+        gst::Caps::builder("video/x-raw")
+            .field("format", "I420")
+            .build(),
+    );
+    let enc = make("vp8enc")?;
+    enc.set_property("deadline", 1i64);
+    enc.set_property("cpu-used", 8i32);
+    enc.set_property("threads", 1i32);
+    enc.set_property_from_str("end-usage", "cbr");
+    enc.set_property("target-bitrate", (kbps.saturating_mul(1000)) as i32);
+    enc.set_property("keyframe-max-dist", (fps.max(1) * keyframe_secs.max(1)) as i32);
+    enc.set_property_from_str("error-resilient", "partitions");
+    enc.set_property("lag-in-frames", 0i32);
+    let sink = gst_app::AppSink::builder()
+        .sync(false)
+        .max_buffers(2)
+        .drop(true)
+        .build();
+    let pipeline = gst::Pipeline::new();
+    let elements = [&src, &rate, &convert, &format, &enc, sink.upcast_ref()];
+    pipeline
+        .add_many(elements)
+        .map_err(|e| Error::Internal(format!("desktop pipeline: {e}")))?;
+    gst::Element::link_many(elements)
+        .map_err(|e| Error::Internal(format!("desktop pipeline: {e}")))?;
+    Ok((pipeline, sink))
 }
 
 /// Encode latencies kept for the stream's numbers.
@@ -91,28 +166,32 @@ const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 pub async fn start(
     bin: &Path,
     x11_dir: &Path,
-    display: &str,
+    data_dir: &Path,
+    display: Display,
     fps: u32,
     kbps: u32,
     keyframe_secs: u32,
     init_pid: i32,
 ) -> Result<Encoder> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let socket = x11_dir.join(format!("X{}", display.trim_start_matches(':')));
+    let socket = x11_dir.join(display.socket_name());
     // A real socket made by the workspace's X server; never a symlink the workspace planted.
     match std::fs::symlink_metadata(&socket) {
         Ok(m) if std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) => {}
         _ => {
             return Err(Error::Unavailable(format!(
-                "the workspace's display {display} is not up"
+                "the workspace's display {} is not up",
+                display.name()
             )));
         }
     }
     let mut child = tokio::process::Command::new(bin)
         .arg("desktop-encode")
+        .arg("--hide")
+        .arg(data_dir)
         .arg(x11_dir)
         .args([
-            display,
+            &display.name(),
             &fps.to_string(),
             &kbps.to_string(),
             &keyframe_secs.to_string(),
@@ -213,7 +292,8 @@ pub async fn start(
         .map_err(|_| Error::Unavailable("the desktop encoder sent no frame within 10 s".into()))?
         .map_err(|_| {
             Error::Unavailable(format!(
-                "the desktop encoder could not capture display {display}"
+                "the desktop encoder could not capture display {}",
+                display.name()
             ))
         })?;
     Ok(Encoder {
@@ -233,29 +313,33 @@ pub async fn start(
 pub fn child_main(
     x11_dir: &Path,
     display: &str,
+    data_dir: Option<&Path>,
     fps: u32,
     kbps: u32,
     keyframe_secs: u32,
     init_pid: i32,
 ) -> Result<()> {
     use std::io::{Read, Write};
+    let display = Display::parse(display)?;
     // Die with the server.
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     // Still one thread: the mount namespace can be ours alone, and the IPC namespace the
     // workspace's (its X server hands frames over in shared memory).
     let ipc = std::fs::File::open(format!("/proc/{init_pid}/ns/ipc"))?;
+    let net = std::fs::File::open(format!("/proc/{init_pid}/ns/net"))?;
     nix::sched::setns(ipc, nix::sched::CloneFlags::CLONE_NEWIPC)
         .map_err(|e| Error::Unavailable(format!("joining the workspace's IPC namespace: {e}")))?;
     enter_display_dir(&x11_dir.to_path_buf())?;
+    if let Some(d) = data_dir {
+        hide(d)?;
+    }
+    // The workspace's network, not the host's: the encoder reaches nothing the workspace cannot.
+    nix::sched::setns(net, nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| Error::Unavailable(format!("joining the workspace's network: {e}")))?;
+    drop_privileges()?;
     gst::init().map_err(|e| Error::Unavailable(format!("GStreamer cannot start: {e}")))?;
-    let pipeline = gst::parse::launch(&pipeline_description(display, fps, kbps, keyframe_secs))
-        .map_err(|e| Error::Internal(format!("desktop pipeline: {e}")))?
-        .downcast::<gst::Pipeline>()
-        .map_err(|_| Error::Internal("desktop pipeline is not a pipeline".into()))?;
-    let sink = pipeline
-        .by_name("sink")
-        .and_then(|s| s.downcast::<gst_app::AppSink>().ok())
-        .ok_or_else(|| Error::Internal("desktop pipeline has no sink".into()))?;
+    let (pipeline, sink) = build_pipeline(display, fps, kbps, keyframe_secs)?;
+    let display = display.name();
     pipeline
         .set_state(gst::State::Playing)
         .map_err(|_| Error::Unavailable(format!("the encoder cannot open display {display}")))?;
@@ -347,6 +431,46 @@ fn enter_display_dir(dir: &PathBuf) -> Result<()> {
     .map_err(|e| Error::Unavailable(format!("binding the workspace's display: {e}")))?;
     Ok(())
 }
+/// Covers the server's data dir (keys, database, every workspace's layers) with an empty
+/// read-only tmpfs in the encoder's mount namespace. The display directory, bound before,
+/// stays reachable at `/tmp/.X11-unix`.
+fn hide(dir: &Path) -> Result<()> {
+    use nix::mount::{MsFlags, mount};
+    mount(
+        Some("tmpfs"),
+        dir,
+        Some("tmpfs"),
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("size=4k,mode=0555"),
+    )
+    .map_err(|e| Error::Unavailable(format!("hiding the data dir from the encoder: {e}")))
+}
+
+/// The uid and gid the encoder runs as: `nobody`.
+pub const ENCODER_UID: u32 = 65534;
+
+/// Becomes `nobody` with no capabilities and no way back (`no_new_privs`): the encoder reads
+/// only what everyone may read, writes nowhere but its pipes.
+fn drop_privileges() -> Result<()> {
+    use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
+    let fail = |what: &str, e: nix::Error| {
+        Error::Unavailable(format!("the encoder could not drop privileges ({what}): {e}"))
+    };
+    setgroups(&[]).map_err(|e| fail("groups", e))?;
+    let gid = Gid::from_raw(ENCODER_UID);
+    setresgid(gid, gid, gid).map_err(|e| fail("gid", e))?;
+    let uid = Uid::from_raw(ENCODER_UID);
+    // From root to another uid: every capability goes (no keep-caps).
+    setresuid(uid, uid, uid).map_err(|e| fail("uid", e))?;
+    nix::sys::prctl::set_no_new_privs().map_err(|e| fail("no_new_privs", e))?;
+    if nix::unistd::geteuid().is_root() || nix::unistd::setuid(Uid::from_raw(0)).is_ok() {
+        return Err(Error::Unavailable(
+            "the encoder still has root after dropping it".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Most lines of an encoder's own complaints logged as warnings (the rest at debug).
 const STDERR_WARNINGS: usize = 20;
 
@@ -398,6 +522,29 @@ fn display_gone(line: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::Display;
+
+    #[test]
+    fn only_a_plain_display_number_is_a_display() {
+        assert_eq!(Display::parse(":99").unwrap().name(), ":99");
+        assert_eq!(Display::parse(":0").unwrap().socket_name(), "X0");
+        for hostile in [
+            ":99 ! filesrc location=/var/lib/tandem/jwt.key ! fakesink",
+            ":99 use-damage=true",
+            "99",
+            ":",
+            ":99.0",
+            "host:99",
+            ":-1",
+            ":999999",
+            ":65536",
+            ":9\n9",
+            "",
+        ] {
+            assert!(Display::parse(hostile).is_err(), "{hostile:?} was accepted");
+        }
+    }
+
     #[test]
     fn xlibs_words_on_a_lost_display_are_told_apart() {
         assert!(super::display_gone(

@@ -102,15 +102,14 @@ impl Desktops {
         let info: DesktopInfo = serde_json::from_slice(&body)
             .map_err(|e| Error::Internal(format!("the agent's desktop answer: {e}")))?;
         let dir = x11_dir(&ws, &wid);
-        let (display, fps, kbps) = (
-            info.display.clone(),
-            app.config.desktop.fps,
-            app.config.desktop.kbps,
-        );
+        // The workspace's answer is untrusted: a display number, or nothing.
+        let display = encode::Display::parse(&info.display)?;
+        let (fps, kbps) = (app.config.desktop.fps, app.config.desktop.kbps);
         let encoder = encode::start(
             &ws.tandem_bin,
             &dir,
-            &display,
+            &ws.data_dir,
+            display,
             fps,
             kbps,
             app.config.desktop.keyframe_secs,
@@ -141,15 +140,25 @@ impl Desktops {
 }
 
 /// A viewer's offer answered: the SDP, and what keeps the stream flowing to them.
+/// `may_start`: whether the asker may start the desktop (drivers); anyone may watch one that runs.
 pub async fn watch(
     app: &AppState,
     session: SessionId,
     offer: String,
+    may_start: bool,
 ) -> Result<(String, Arc<Stream>, peer::Viewer)> {
     if offer.len() > 64 * 1024 || !offer.starts_with("v=0") {
         return Err(Error::BadRequest("not an SDP offer".into()));
     }
-    let stream = app.desktops.stream(app, session).await?;
+    let stream = match app.desktops.get(session) {
+        Some(s) => s,
+        None if may_start => app.desktops.stream(app, session).await?,
+        None => {
+            return Err(Error::Forbidden(
+                "the desktop is not running; a driver starts it".into(),
+            ));
+        }
+    };
     let frames = stream.encoder.frames.subscribe();
     let weak = Arc::downgrade(&stream);
     let keyframe = move || {

@@ -410,7 +410,8 @@ impl Member {
             WsClient::Prompt { text, mode } => self.prompt(text, mode).await,
             WsClient::DesktopOffer { sdp } => {
                 self.desktop = None;
-                match crate::desktop::watch(&self.state, self.live.session, sdp).await {
+                let may_start = self.access.role.can_drive();
+                match crate::desktop::watch(&self.state, self.live.session, sdp, may_start).await {
                     Ok((answer, stream, viewer)) => {
                         self.desktop = Some((stream, viewer));
                         self.out.send(&WsServer::DesktopAnswer { sdp: answer });

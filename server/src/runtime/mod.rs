@@ -13,9 +13,11 @@ use serde::Serialize;
 use crate::Result;
 
 pub mod doctor;
+mod inroot;
 pub mod network;
 pub mod oci;
 mod overlay;
+pub mod seccomp;
 mod spec;
 
 /// Largest stdout or stderr kept from one `exec` (the rest is dropped and reported truncated).

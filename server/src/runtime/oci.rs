@@ -164,19 +164,13 @@ impl OciRuntime {
         };
         let ws = &ws;
         overlay::mount_overlay(&ws.layers, &upper, &work, &rootfs)?;
-        // Bind targets must exist in the root; creating them lands in the writable layer.
+        // Bind targets must exist in the root; creating them lands in the writable layer, which
+        // workspace code may have written (resumed and forked layers, a snapshot's setup): every
+        // step is resolved inside the root, never through a link it planted.
         for b in &ws.binds {
-            let target = rootfs.join(b.container.trim_start_matches('/'));
-            if b.host.is_dir() {
-                std::fs::create_dir_all(&target)?;
-            } else if !target.exists() {
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent)?;
-                }
-                std::fs::File::create(&target)?;
-            }
+            super::inroot::ensure(&rootfs, Path::new(&b.container), b.host.is_dir())?;
         }
-        spec::build(ws, &rootfs, netns.as_deref())?
+        spec::build(ws, &rootfs, netns.as_deref(), self.kind != Kind::Runsc)?
             .save(dir.join("config.json"))
             .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
         // The container inherits these descriptors, so they must be files, not pipes a wait
@@ -224,6 +218,11 @@ impl OciRuntime {
         }
         let mut c = self.command();
         c.arg("exec");
+        // The init's confinement for every exec'd process: crun does not take the config's
+        // `noNewPrivileges` for `exec`; the seccomp filter comes from the config on both.
+        if self.kind != Kind::Runsc {
+            c.arg("--no-new-privs");
+        }
         if let Some(cwd) = &req.cwd {
             c.args(["--cwd", cwd]);
         }

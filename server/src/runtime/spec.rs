@@ -23,7 +23,13 @@ fn oci(e: oci_spec::OciSpecError) -> Error {
 }
 
 /// The spec for `ws`, with its root at `rootfs`.
-pub fn build(ws: &WorkspaceSpec, rootfs: &Path, netns: Option<&Path>) -> Result<Spec> {
+/// `seccomp`: apply the default profile (runc and crun; gVisor filters syscalls itself).
+pub fn build(
+    ws: &WorkspaceSpec,
+    rootfs: &Path,
+    netns: Option<&Path>,
+    seccomp: bool,
+) -> Result<Spec> {
     let mut spec = Spec::default();
     spec.set_hostname(Some(ws.hostname.clone()));
 
@@ -45,6 +51,9 @@ pub fn build(ws: &WorkspaceSpec, rootfs: &Path, netns: Option<&Path>) -> Result<
     env.extend(ws.env.iter().map(|(k, v)| format!("{k}={v}")));
     process.set_env(Some(env));
     process.set_cwd("/".into());
+    // Stated, not left to the default: every process of the workspace, `exec`'d ones too,
+    // can never gain privileges.
+    process.set_no_new_privileges(Some(true));
     process.set_terminal(Some(false));
     // Builds and language servers open many files; a workspace may not exceed the host's hard limit.
     let host_hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
@@ -97,6 +106,9 @@ pub fn build(ws: &WorkspaceSpec, rootfs: &Path, netns: Option<&Path>) -> Result<
         .as_mut()
         .ok_or_else(|| Error::Internal("default spec has no linux section".into()))?;
     linux.set_cgroups_path(Some(format!("/tandem/{}", ws.id).into()));
+    if seccomp {
+        linux.set_seccomp(Some(super::seccomp::default_profile()));
+    }
     // With egress, the workspace joins the network namespace made for it instead of a new one.
     if let Some(path) = netns
         && let Some(namespaces) = linux.namespaces_mut()

@@ -363,15 +363,17 @@ fn main() -> Result<()> {
     // as it takes a mount namespace of its own).
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("desktop-encode") {
-        let [dir, display, fps, kbps, keyframe_secs, pid] = args
-            .get(2..8)
-            .and_then(|a| <[String; 6]>::try_from(a.to_vec()).ok())
-            .context(
-                "usage: tandem desktop-encode X11_DIR DISPLAY FPS KBPS KEYFRAME_SECS INIT_PID",
-            )?;
+        let usage = "usage: tandem desktop-encode [--hide DATA_DIR] X11_DIR DISPLAY FPS KBPS KEYFRAME_SECS INIT_PID";
+        let (hide, rest) = match args.get(2).map(String::as_str) {
+            Some("--hide") => (Some(args.get(3).context(usage)?.clone()), &args[4..]),
+            _ => (None, &args[2..]),
+        };
+        let [dir, display, fps, kbps, keyframe_secs, pid] =
+            <[String; 6]>::try_from(rest.to_vec()).ok().context(usage)?;
         return tandem_server::desktop::encode::child_main(
             std::path::Path::new(&dir),
             &display,
+            hide.as_deref().map(std::path::Path::new),
             fps.parse()?,
             kbps.parse()?,
             keyframe_secs.parse()?,

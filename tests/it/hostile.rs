@@ -1,0 +1,94 @@
+//! Attacks on the trust boundary, made the way a hostile workspace or a hostile person would
+//! make them, through the real HTTP boundary and real workspaces. Each test states the attack
+//! and asserts it gets nothing.
+
+use axum::http::{Method, StatusCode};
+
+use crate::harness::TestServer;
+use crate::session_workspaces::{exec, ready_session};
+
+async fn server() -> Option<TestServer> {
+    crate::workspaces::server(|_| {}).await
+}
+
+/// Workspace → host: a command people run through the runtime's `exec` gets the init's
+/// confinement (no new privileges, the seccomp filter), and the filter refuses what container
+/// escapes start with.
+#[tokio::test]
+async fn an_execd_command_is_confined_like_the_init_and_cannot_make_namespaces_or_mount() {
+    let Some(s) = server().await else { return };
+    let id = ready_session(&s, "hostile/exec").await;
+    let status = exec(&s, id, "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status").await;
+    assert!(
+        status.stdout.contains("NoNewPrivs:\t1"),
+        "exec'd commands must not gain privileges: {status:?}"
+    );
+    assert!(
+        status.stdout.contains("Seccomp:\t2"),
+        "exec'd commands run under the seccomp filter: {status:?}"
+    );
+    // The init's own tree too (the workspace agent's children: terminals, agents).
+    let init = exec(&s, id, "grep -E '^(NoNewPrivs|Seccomp):' /proc/1/status").await;
+    assert!(
+        init.stdout.contains("NoNewPrivs:\t1") && init.stdout.contains("Seccomp:\t2"),
+        "{init:?}"
+    );
+    for attack in [
+        "unshare --user --map-root-user true",
+        "unshare --mount true",
+        "mkdir -p /mnt/x && mount -t tmpfs none /mnt/x",
+    ] {
+        let r = exec(&s, id, attack).await;
+        assert_ne!(r.exit_code, Some(0), "{attack:?} worked: {r:?}");
+        let said = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            said.contains("not permitted") || said.contains("denied"),
+            "{attack:?}: {said}"
+        );
+    }
+    // Ordinary work still works under the filter.
+    let ok = exec(&s, id, "cd /workspace && git status --short && echo ok").await;
+    assert_eq!(ok.exit_code, Some(0), "{ok:?}");
+}
+
+/// Workspace → host: a symlink the workspace plants where the runtime creates a bind target
+/// (here, in place of `/run/tandem`) must not make root create anything on the host when the
+/// workspace is started again from that layer (resume; forks and snapshot setup alike).
+#[tokio::test]
+async fn a_symlink_planted_at_a_bind_target_makes_root_create_nothing_on_the_host() {
+    let Some(s) = server().await else { return };
+    let id = ready_session(&s, "hostile/binds").await;
+    let escape = std::env::temp_dir().join(format!("tandem-escape-{}", uuid::Uuid::new_v4()));
+    let plant = exec(
+        &s,
+        id,
+        &format!(
+            "mv /run/tandem /run/tandem.moved && ln -s {} /run/tandem && ls -l /run/tandem",
+            escape.display()
+        ),
+    )
+    .await;
+    assert_eq!(plant.exit_code, Some(0), "{plant:?}");
+    let res = s
+        .req(Method::POST, &format!("/api/sessions/{id}/suspend"))
+        .bearer(&s.admin_token)
+        .send()
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", String::from_utf8_lossy(&res.body));
+    let res = s
+        .req(Method::POST, &format!("/api/sessions/{id}/resume"))
+        .bearer(&s.admin_token)
+        .send()
+        .await;
+    assert!(
+        !escape.exists(),
+        "root followed the planted link and created {} on the host",
+        escape.display()
+    );
+    // Refused with a reason, not a crash.
+    if res.status != StatusCode::OK {
+        let msg = res.json()["message"].as_str().unwrap_or_default().to_string();
+        assert!(msg.contains("bind target"), "{msg}");
+    }
+    let _ = std::fs::remove_dir_all(&escape);
+}
