@@ -37,6 +37,8 @@ pub const MAX_FORKS: i64 = 8;
 pub const MAX_CHILD_DEPTH: usize = 3;
 /// Most child sessions one session may spawn in all.
 pub const MAX_CHILDREN: usize = 32;
+/// Most sessions in one tree of child sessions (the root and every descendant).
+pub const MAX_TREE_SESSIONS: usize = 64;
 
 /// Failed session starts in a row after which a snapshot is set aside, if an older good one
 /// exists to start from instead.

@@ -262,6 +262,8 @@ async fn main() -> Result<()> {
         code_url: None,
         advertise_url: None,
         file_sets: Default::default(),
+        local_repo_dirs: vec![std::env::temp_dir(), work.path().to_path_buf()],
+        unsafe_code_on_tandem_origin: false,
     };
     let server = Server::bind(config).await?;
     let url = server.url();

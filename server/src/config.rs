@@ -59,6 +59,12 @@ pub struct Config {
     pub advertise_url: Option<String>,
     /// Which of the settings page's values `tandem.toml` sets (those the page cannot change).
     pub file_sets: FileSets,
+    /// Directories under which a repo may be a local path or `file://` URL (the server's git
+    /// reads them as root). None: only network remotes.
+    pub local_repo_dirs: Vec<PathBuf>,
+    /// Serve VS Code on Tandem's own origin where it has none of its own. Unsafe: pages a
+    /// workspace serves (VS Code, its extensions) then run next to Tandem's credentials.
+    pub unsafe_code_on_tandem_origin: bool,
 }
 
 /// The settings-page keys `<data dir>/tandem.toml` gives a value (it wins over the page).
@@ -252,6 +258,10 @@ pub struct FileConfig {
     pub desktop: DesktopConfig,
     pub code_url: Option<String>,
     pub advertise_url: Option<String>,
+    #[serde(default)]
+    pub local_repo_dirs: Vec<PathBuf>,
+    #[serde(default)]
+    pub unsafe_code_on_tandem_origin: bool,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -356,6 +366,8 @@ impl Config {
                 ..g
             }),
             file_sets,
+            local_repo_dirs: file.local_repo_dirs,
+            unsafe_code_on_tandem_origin: file.unsafe_code_on_tandem_origin,
             data_dir,
         })
     }

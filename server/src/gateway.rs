@@ -220,7 +220,14 @@ async fn spawn_children(
     let author = g.author(session).await?;
     Ok((
         StatusCode::CREATED,
-        Json(sessions::children::spawn(&g.app, session, author, req).await?),
+        Json(sessions::children::spawn(
+            &g.app,
+            session,
+            author,
+            req,
+            sessions::children::Asker::Workspace,
+        )
+        .await?),
     ))
 }
 

@@ -27,10 +27,29 @@ async fn git(args: &[&str], cwd: Option<&Path>) -> Result<String> {
 /// its environment so it is never written into the mirror's config.
 async fn git_with(args: &[&str], cwd: Option<&Path>, auth: Option<&str>) -> Result<String> {
     let mut c = Command::new("git");
-    // No prompts, no system/global config surprises.
+    // No prompts, no system/global config surprises, and none of the server user's own
+    // credentials: no ssh keys or agent, no ~/.netrc (HOME is empty), no credential helper.
     c.env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null");
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", "/nonexistent")
+        .env_remove("SSH_AUTH_SOCK")
+        .env_remove("XDG_CONFIG_HOME")
+        .env(
+            "GIT_SSH_COMMAND",
+            "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityFile=/dev/null -o IdentityAgent=none",
+        );
+    // Only the transports a repo URL may name (never `ext::`, whatever a config says).
+    for kv in [
+        "protocol.allow=never",
+        "protocol.https.allow=always",
+        "protocol.http.allow=always",
+        "protocol.ssh.allow=always",
+        "protocol.git.allow=always",
+        "protocol.file.allow=always",
+    ] {
+        c.args(["-c", kv]);
+    }
     if let Some(header) = auth {
         c.env("GIT_CONFIG_COUNT", "1")
             .env("GIT_CONFIG_KEY_0", "http.extraHeader")

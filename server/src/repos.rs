@@ -8,9 +8,52 @@ use crate::db::{self, Db};
 use crate::error::conflict_on_unique;
 use crate::{Error, Result, now_ms};
 
-/// Registers a repo.
-pub async fn create(db: &Db, user: &CurrentUser, req: CreateRepo) -> Result<Repo> {
+/// Registers a repo by URL: admins only (the server's git fetches whatever it names), and a
+/// local path or `file://` URL only under one of `local_dirs`.
+pub async fn create(
+    db: &Db,
+    user: &CurrentUser,
+    req: CreateRepo,
+    local_dirs: &[std::path::PathBuf],
+) -> Result<Repo> {
+    if !user.0.is_admin {
+        return Err(Error::Forbidden(
+            "only admins add repos by URL (members import them from GitHub)".into(),
+        ));
+    }
+    check_local(req.url.trim(), local_dirs)?;
     create_with(db, user, req, None).await
+}
+
+/// A local path or `file://` URL must lie under a directory the operator allows
+/// (`local_repo_dirs` in tandem.toml), after symlinks are resolved.
+pub fn check_local(url: &str, local_dirs: &[std::path::PathBuf]) -> Result<()> {
+    let path = if let Some(p) = url.strip_prefix("file://") {
+        p
+    } else if url.starts_with('/') {
+        url
+    } else {
+        return Ok(());
+    };
+    let refuse = || {
+        Error::Forbidden(format!(
+            "local repos are allowed only under the directories in `local_repo_dirs` (tandem.toml); {path:?} is not under {}",
+            if local_dirs.is_empty() {
+                "any (none is listed)".to_string()
+            } else {
+                local_dirs
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ))
+    };
+    let real = std::fs::canonicalize(path).map_err(|_| refuse())?;
+    let allowed = local_dirs.iter().any(|d| {
+        std::fs::canonicalize(d).is_ok_and(|d| real.starts_with(&d))
+    });
+    if allowed { Ok(()) } else { Err(refuse()) }
 }
 
 /// Registers a repo, linked to the GitHub repository `(owner, name, installation id)` when given,

@@ -1102,21 +1102,25 @@ async fn bad_prompts_and_secrets_get_clear_errors() {
         .send()
         .await
         .assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
-    // A model that is not configured fails the turn with a message saying what to set.
+    // A model that is not configured: the turn waits (not fails), saying what to set.
     let unset = crate::workspaces::server(|_| {}).await.unwrap();
     let src2 = source_repo(RECIPE);
     let repo2 = add_repo(&unset, "acme/nomodel", src2.path()).await;
     let id2 = new_session(&unset, &repo2, "hello").await;
-    let evs = wait_events(&unset, id2, ended(1)).await;
-    let (_, outcome, _, error) = turn_ends(&evs)[0].clone();
-    assert_eq!(outcome, TurnOutcome::Failed);
-    assert!(
-        error
-            .as_deref()
-            .unwrap_or_default()
-            .contains("model_base_url"),
-        "{error:?}"
-    );
+    let evs = wait_events(&unset, id2, |evs| {
+        evs.iter()
+            .any(|e| matches!(&e.kind, EventKind::Waiting { problem } if problem.kind == ProblemKind::Model))
+    })
+    .await;
+    let waiting = evs
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Waiting { problem } => Some(problem.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(waiting.fix.contains("model_base_url"), "{waiting:?}");
+    assert!(turn_ends(&evs).is_empty(), "the prompt is kept, not failed");
     unset
         .post(&format!("/api/sessions/{id2}/stop"), json!({}))
         .send()

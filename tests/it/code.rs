@@ -250,12 +250,13 @@ fn urlencoding_free(token: &str) -> &str {
 }
 
 #[tokio::test]
-async fn without_an_origin_of_its_own_vs_code_stays_under_tandems() {
+async fn without_an_origin_of_its_own_vs_code_stays_under_tandems_where_the_operator_opts_in() {
     let Some(dir) = code_server_dir() else { return };
     // Reached by a non-loopback address and no `code_url`: no `*.localhost` to use.
     let Some(s) = crate::workspaces::server(move |c| {
         c.agents.code_server_dir = Some(dir);
         c.public_url = Some("http://10.9.9.9:8080".into());
+        c.unsafe_code_on_tandem_origin = true;
     })
     .await
     else {

@@ -224,6 +224,8 @@ impl TestServer {
             github: None,
             desktop: Default::default(),
             file_sets: Default::default(),
+            local_repo_dirs: vec![std::env::temp_dir()],
+            unsafe_code_on_tandem_origin: false,
         };
         tweak(&mut config);
         let server = Server::bind(config).await.expect("server starts");

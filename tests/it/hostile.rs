@@ -5,6 +5,7 @@
 use axum::http::{Method, StatusCode};
 
 use crate::harness::TestServer;
+use tandem_protocol::SessionDetail;
 use crate::session_workspaces::{exec, ready_session};
 
 async fn server() -> Option<TestServer> {
@@ -91,4 +92,81 @@ async fn a_symlink_planted_at_a_bind_target_makes_root_create_nothing_on_the_hos
         assert!(msg.contains("bind target"), "{msg}");
     }
     let _ = std::fs::remove_dir_all(&escape);
+}
+
+/// Person → person: without an origin of its own, VS Code (pages a workspace serves) is not
+/// served on Tandem's origin, where its script would act with the viewer's cookie.
+#[tokio::test]
+async fn vs_code_is_refused_on_tandems_own_origin_unless_the_operator_opts_in() {
+    let Some(s) = TestServer::start_with(
+        crate::harness::Backend::Sqlite,
+        crate::harness::Transport::Oneshot,
+        |c| c.public_url = Some("https://tandem.example.com".into()),
+    )
+    .await
+    else {
+        return;
+    };
+    let repo = crate::harness::make_repo(&s, "hostile/code").await;
+    let created: SessionDetail = s
+        .post("/api/sessions", serde_json::json!({ "repo_id": repo, "agent": { "kind": "none" } }))
+        .send()
+        .await
+        .parse();
+    let id = created.session.id;
+    let msg = s
+        .post(&format!("/api/sessions/{id}/code"), serde_json::json!({}))
+        .send()
+        .await
+        .assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    assert!(msg.contains("code_url"), "{msg}");
+    let page = s.get(&format!("/sessions/{id}/code/")).send().await;
+    assert_eq!(page.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(String::from_utf8_lossy(&page.body).contains("code_url"));
+}
+
+/// Person → person: forking copies the whole writable layer (shell history, credentials
+/// outside `/workspace`), so only the owner may; and only admins add repos by URL, local
+/// paths only under the directories the operator allows.
+#[tokio::test]
+async fn a_plain_user_cannot_fork_anothers_session_or_add_a_repo_by_url() {
+    let Some(s) = TestServer::start(
+        crate::harness::Backend::Sqlite,
+        crate::harness::Transport::Oneshot,
+    )
+    .await
+    else {
+        return;
+    };
+    let repo = crate::harness::make_repo(&s, "hostile/fork").await;
+    let created: SessionDetail = s
+        .post("/api/sessions", serde_json::json!({ "repo_id": repo, "agent": { "kind": "none" } }))
+        .send()
+        .await
+        .parse();
+    let id = created.session.id;
+    let (_, mallory) = crate::agent_runs::another_user(&s, "mallory").await;
+    s.req(Method::POST, &format!("/api/sessions/{id}/fork"))
+        .bearer(&mallory)
+        .json(&serde_json::json!({ "count": 1 }))
+        .send()
+        .await
+        .assert_error(StatusCode::FORBIDDEN, "forbidden");
+    for url in ["file:///root", "/etc", "ssh://git@internal/x.git", "http://169.254.169.254/x"] {
+        s.req(Method::POST, "/api/repos")
+            .bearer(&mallory)
+            .json(&serde_json::json!({ "name": "mallory/x", "url": url }))
+            .send()
+            .await
+            .assert_error(StatusCode::FORBIDDEN, "forbidden");
+    }
+    // Even an admin reaches local paths only under `local_repo_dirs` (here: the temp dir).
+    for url in ["file:///root", "/etc", "/proc/self/cwd"] {
+        let msg = s
+            .post("/api/repos", serde_json::json!({ "name": "admin/local", "url": url }))
+            .send()
+            .await
+            .assert_error(StatusCode::FORBIDDEN, "forbidden");
+        assert!(msg.contains("local_repo_dirs"), "{msg}");
+    }
 }

@@ -21,6 +21,15 @@ pub fn up() -> Result<()> {
     let port = run::free_port()?;
     let data = std::env::temp_dir().join(format!("tandem-up-smoke-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
+    // The browser test adds a local repo from the temp dir: the operator allows that directory.
+    std::fs::create_dir_all(&data)?;
+    std::fs::write(
+        data.join("tandem.toml"),
+        format!(
+            "local_repo_dirs = [{:?}]\n",
+            std::env::temp_dir().display().to_string()
+        ),
+    )?;
     // The base image is built once per target dir (content-addressed by its recipe), as a
     // user's is built once per data dir.
     let images = run::target_dir().join("tandem-up-images");

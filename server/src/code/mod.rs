@@ -143,6 +143,9 @@ async fn same_origin(
             "VS Code has an origin of its own here: open it from the session page".into(),
         ));
     }
+    if !app.config.unsafe_code_on_tandem_origin {
+        return Err(Error::Unavailable(origin::NO_ORIGIN.into()));
+    }
     require_driver(&app, id, &user.0).await?;
     let (db, person) = (app.db.clone(), user.0.clone());
     let until = origin::while_allowed(move || {
@@ -252,7 +255,7 @@ async fn forward(
     let ws = app.workspaces()?.clone();
     let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, id).await?;
     let io = tunnel(&app, &ws, &wid, pid).await?;
-    crate::proxy::relay(
+    let mut res = crate::proxy::relay(
         io,
         req,
         "VS Code",
@@ -270,5 +273,9 @@ async fn forward(
         },
         until,
     )
-    .await
+    .await?;
+    // A workspace sets no cookie on any origin of Tandem's (a same-site cookie could shadow
+    // or fixate Tandem's own).
+    res.headers_mut().remove(header::SET_COOKIE);
+    Ok(res)
 }

@@ -137,6 +137,9 @@ pub enum Holder {
 
 const LINK_SUBJECT: &str = "link:";
 
+/// Why VS Code is refused where it has no origin of its own.
+pub const NO_ORIGIN: &str = "VS Code needs an origin of its own on this server, or the pages a workspace serves would run on Tandem's: set `code_url` in tandem.toml (a wildcard name for this server, see the README's VS Code section)";
+
 /// The URL of session `id`'s VS Code for `holder`, and whether it has an origin of its own.
 pub fn link(app: &AppState, id: SessionId, holder: &Holder) -> Result<(String, bool)> {
     let folder = "?folder=/workspace";
@@ -156,6 +159,9 @@ pub fn link(app: &AppState, id: SessionId, holder: &Holder) -> Result<(String, b
         }
         // Tandem's own origin authenticates with Tandem's own credential: signed-in people
         // only (those who came through a link need the membership it gave them).
+        None if !app.config.unsafe_code_on_tandem_origin => {
+            return Err(Error::Unavailable(NO_ORIGIN.into()));
+        }
         None if matches!(holder, Holder::Link(_)) => {
             return Err(Error::Forbidden(
                 "VS Code needs a signed-in person on this server (it has no origin of its own for VS Code)".into(),

@@ -43,7 +43,7 @@ async fn create(
 ) -> Result<(StatusCode, Json<Repo>)> {
     Ok((
         StatusCode::CREATED,
-        Json(repos::create(&state.db, &user, req).await?),
+        Json(repos::create(&state.db, &user, req, &state.config.local_repo_dirs).await?),
     ))
 }
 

@@ -160,13 +160,15 @@ async fn resume(
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
-/// Anyone signed in may fork a session they can see; the forks are theirs.
+/// Only the owner (or an admin) may fork: a fork copies the whole writable layer — shell
+/// history, credentials outside `/workspace` — to the forker.
 async fn fork(
     State(state): State<AppState>,
     user: CurrentUser,
     Path(id): Path<SessionId>,
     Json(req): Json<ForkRequest>,
 ) -> Result<(StatusCode, Json<Vec<Session>>)> {
+    require_owner(&state, &user, id).await?;
     let forks = workspace::fork(
         &state.db,
         &*state.workspaces()?,
@@ -308,7 +310,14 @@ async fn spawn_children(
     sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
     Ok((
         StatusCode::CREATED,
-        Json(sessions::children::spawn(&state, id, user.author(), req).await?),
+        Json(sessions::children::spawn(
+            &state,
+            id,
+            user.author(),
+            req,
+            sessions::children::Asker::Person,
+        )
+        .await?),
     ))
 }
 

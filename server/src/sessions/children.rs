@@ -1,19 +1,30 @@
 //! Child sessions: spawned by a session's agent (or through the API) to work in parallel — on the
 //! same or another repo, or as N variants of one prompt from a copy of the parent's workspace.
 
-use tandem_protocol::limits::{MAX_CHILD_DEPTH, MAX_CHILDREN, MAX_FORKS};
+use tandem_protocol::limits::{MAX_CHILD_DEPTH, MAX_CHILDREN, MAX_FORKS, MAX_TREE_SESSIONS};
 use tandem_protocol::*;
 
 use crate::db;
 use crate::state::AppState;
 use crate::{Error, Result, now_ms, scheduler, turns};
 
-/// Spawns children of `parent` and records each in the parent's timeline.
+/// Who asks for children: a person through the API, or the parent's own workspace (its agent,
+/// through the gateway), which is untrusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asker {
+    Person,
+    Workspace,
+}
+
+/// Spawns children of `parent` and records each in the parent's timeline. A workspace's
+/// children stay on the parent's repo and agent: a workspace must not reach another repo (and
+/// its write token) or run a command template of its choosing.
 pub async fn spawn(
     state: &AppState,
     parent: SessionId,
     author: Author,
     req: CreateChildren,
+    asker: Asker,
 ) -> Result<Vec<Session>> {
     let n = req.variants.unwrap_or(1);
     if !(1..=MAX_FORKS).contains(&n) {
@@ -34,6 +45,40 @@ pub async fn spawn(
             )));
         }
         up = super::get(&state.db, id).await?.session.parent_id;
+    }
+    if asker == Asker::Workspace {
+        if req.repo_id.is_some_and(|r| r != p.repo_id) {
+            return Err(Error::Forbidden(
+                "a session's agent spawns children on its own repo only".into(),
+            ));
+        }
+        if req.agent.as_ref().is_some_and(|a| *a != p.agent) {
+            return Err(Error::Forbidden(
+                "a session's agent spawns children with its own agent only".into(),
+            ));
+        }
+    }
+    // The whole tree is bounded, not only each parent's count and the depth.
+    let root = {
+        let mut root = p.id;
+        let mut up = p.parent_id;
+        while let Some(id) = up {
+            root = id;
+            up = super::get(&state.db, id).await?.session.parent_id;
+        }
+        root
+    };
+    let mut tree = 1usize;
+    let mut frontier = vec![root];
+    while let Some(id) = frontier.pop() {
+        let kids = db::sessions::children(state.db.pool(), id).await?;
+        tree += kids.len();
+        frontier.extend(kids.into_iter().map(|k| k.id));
+    }
+    if tree + n as usize > MAX_TREE_SESSIONS {
+        return Err(Error::Invalid(format!(
+            "a tree of child sessions holds at most {MAX_TREE_SESSIONS} sessions; this one has {tree}"
+        )));
     }
     let existing = db::sessions::children(state.db.pool(), parent).await?.len();
     if existing + n as usize > MAX_CHILDREN {

@@ -434,6 +434,20 @@ pub async fn exec(
             "timeout_secs must be 1–{EXEC_MAX_TIMEOUT_SECS}"
         )));
     }
+    // The runtime takes the directory as a flag: only a plain absolute path.
+    if let Some(cwd) = &req.cwd {
+        let plain = cwd.starts_with('/')
+            && cwd.len() <= 4096
+            && !cwd.chars().any(char::is_control)
+            && std::path::Path::new(cwd)
+                .components()
+                .all(|c| !matches!(c, std::path::Component::ParentDir));
+        if !plain {
+            return Err(Error::Invalid(
+                "cwd must be an absolute path without `..`".into(),
+            ));
+        }
+    }
     let (_, wid, _) = live_workspace(db, id).await?;
     let t = Instant::now();
     let out = ws

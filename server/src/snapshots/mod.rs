@@ -56,7 +56,7 @@ impl Workspaces {
     pub fn image(&self) -> Result<Image> {
         images::find(&self.images_dir, &self.image_recipe).ok_or_else(|| {
             Error::Unavailable(
-                "the workspace image is not built yet; run `tandem image build`".into(),
+                "this server cannot run workspaces yet: the workspace image is not built; run `tandem image build`".into(),
             )
         })
     }

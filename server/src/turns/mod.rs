@@ -53,6 +53,9 @@ struct Running {
     pid: i32,
     stop: Arc<Notify>,
     stopped_by: Arc<Mutex<Option<String>>>,
+    /// The prompts handed to this turn as steering: the only ones its agent may report
+    /// delivered.
+    steered: Arc<Mutex<std::collections::HashSet<PromptId>>>,
 }
 
 impl Turns {
@@ -265,6 +268,7 @@ async fn run(
         pid,
         stop: Arc::new(Notify::new()),
         stopped_by: Default::default(),
+        steered: Default::default(),
     };
     state.turns.set_running(session, Some(running.clone()));
     let mut rec = record::Recorder::new(
@@ -274,6 +278,7 @@ async fn run(
         &agent,
         &state.turns.runner,
         state.github.clone(),
+        running.steered.clone(),
     );
     let result = async {
         state.gateways.ensure(state, &wid).await?;
@@ -630,7 +635,21 @@ async fn steer_here(state: &AppState, prompt: &Prompt) {
         prompt_id: prompt.id,
         text: prompt.text.clone(),
     };
-    match crate::agent::control_turn(&ws, &turn.wid, turn.pid, turn.prompt, Some(&req)).await {
+    // Noted before it is sent: the agent may report it delivered before the call returns.
+    let noted = |add: bool| {
+        let mut s = turn.steered.lock().unwrap_or_else(|e| e.into_inner());
+        if add {
+            s.insert(prompt.id);
+        } else {
+            s.remove(&prompt.id);
+        }
+    };
+    noted(true);
+    let sent = crate::agent::control_turn(&ws, &turn.wid, turn.pid, turn.prompt, Some(&req)).await;
+    if !matches!(sent, Ok(true)) {
+        noted(false);
+    }
+    match sent {
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(session = %prompt.session_id, "the turn cannot be steered; the prompt waits in the queue")

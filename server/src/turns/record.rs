@@ -27,6 +27,8 @@ pub struct Recorder {
     runner: String,
     /// Cuts the session's GitHub token out of what is recorded.
     github: Option<std::sync::Arc<crate::github::GitHub>>,
+    /// The prompts sent to this turn as steering (each may be reported delivered once).
+    steered: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<PromptId>>>,
 }
 
 impl Recorder {
@@ -37,6 +39,7 @@ impl Recorder {
         agent: &AgentSpec,
         runner: &str,
         github: Option<std::sync::Arc<crate::github::GitHub>>,
+        steered: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<PromptId>>>,
     ) -> Self {
         Self {
             db,
@@ -50,6 +53,7 @@ impl Recorder {
             usage: Usage::default(),
             runner: runner.to_string(),
             github,
+            steered,
         }
     }
 
@@ -212,7 +216,17 @@ impl Recorder {
                 .await
             }
             TurnFrame::Steered { prompt_id: steer } => {
-                // The agent is untrusted: only a prompt of this session can be delivered here.
+                // The agent is untrusted: only a prompt sent to this very turn as steering can
+                // be delivered by it (any other would be dropped from the queue unanswered).
+                let sent = self
+                    .steered
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&steer);
+                if !sent {
+                    tracing::warn!(session = %self.session, prompt = %steer, "the agent reported a prompt delivered that was never sent to it; ignored");
+                    return Ok(());
+                }
                 let Some(p) = db::prompts::get(self.db.pool(), steer)
                     .await?
                     .filter(|p| p.session_id == self.session)
