@@ -46,6 +46,14 @@ pub struct Problem {
     pub fix: String,
 }
 
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}; {}", self.message, self.fix)
+    }
+}
+
+impl std::error::Error for Problem {}
+
 /// [`Problem::kind`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -76,10 +76,11 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
         &tandem_server::auth::CurrentUser(admin.clone()),
         CreateRepo {
             name: "bench/queue".into(),
-            url: "/nonexistent".into(),
+            url: "https://example.invalid/bench-queue.git".into(),
             default_branch: None,
             warm_pool: None,
         },
+        &[],
     )
     .await?;
     let mut sessions = Vec::new();

@@ -80,5 +80,5 @@ pub fn health(state: &crate::AppState) -> WorkspacesHealth {
 
 /// The problem as one line for logs and API errors.
 pub fn sentence(p: &Problem) -> String {
-    format!("{}; {}", p.message, p.fix)
+    p.to_string()
 }
