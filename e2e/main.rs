@@ -16,5 +16,6 @@ mod dashboard;
 mod desktop;
 mod first_run;
 mod fixtures;
+mod hostile;
 mod reconnect;
 mod session;

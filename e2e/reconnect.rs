@@ -20,6 +20,7 @@ async fn serve(
     images: &std::path::Path,
 ) -> (Child, Option<String>) {
     let recipe = crate::fixtures::test_recipe();
+    crate::harness::allow_local_repos(data);
     let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
         .args([
             "serve",

@@ -10,6 +10,7 @@ pub mod event;
 pub mod github;
 pub mod ids;
 pub mod limits;
+pub mod links;
 pub mod live;
 pub mod turn;
 

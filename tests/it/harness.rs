@@ -471,3 +471,15 @@ pub async fn make_repo(s: &TestServer, name: &str) -> String {
     );
     res.json()["id"].as_str().unwrap().to_string()
 }
+
+/// Lets the server in `data` take local repos from the temp dir (where tests make them), keeping
+/// whatever else its `tandem.toml` says.
+pub fn allow_local_repos(data: &std::path::Path) {
+    std::fs::create_dir_all(data).unwrap();
+    let file = data.join("tandem.toml");
+    let old = std::fs::read_to_string(&file).unwrap_or_default();
+    if !old.contains("local_repo_dirs") {
+        let dir = std::env::temp_dir().display().to_string();
+        std::fs::write(&file, format!("local_repo_dirs = [{dir:?}]\n{old}")).unwrap();
+    }
+}

@@ -25,6 +25,7 @@ pub async fn serve_with(
         .append(true)
         .open(data.with_extension("log"))
         .unwrap();
+    crate::harness::allow_local_repos(data);
     let mut child = Command::new(BIN)
         .args([
             "serve",

@@ -3,17 +3,37 @@
 //! boot phases and errors.
 
 use leptos::prelude::*;
+use tandem_protocol::links::{Target, safe_url};
 use tandem_protocol::{Event, EventKind, TurnOutcome};
 
-/// Markdown to HTML, with raw HTML shown as text (never interpreted).
+/// Markdown to HTML, with raw HTML shown as text (never interpreted), and links and images
+/// only to safe targets: whoever wrote the text (an agent, a guest, a pull request comment) is
+/// untrusted, and whoever reads it may be an admin.
 pub fn markdown(src: &str) -> String {
-    use pulldown_cmark::{Event as Md, Options, Parser, html};
-    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).map(
-        |e| match e {
-            Md::Html(t) | Md::InlineHtml(t) => Md::Text(t),
-            e => e,
-        },
-    );
+    use pulldown_cmark::{Event as Md, Options, Parser, Tag, TagEnd, html};
+    // Links cannot nest, nor images: one flag each says "dropping the current one".
+    let (mut in_bad_link, mut in_bad_image) = (false, false);
+    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH)
+        .filter_map(move |e| match e {
+            Md::Html(t) | Md::InlineHtml(t) => Some(Md::Text(t)),
+            Md::Start(Tag::Link { ref dest_url, .. }) if !safe_url(dest_url, Target::Link) => {
+                in_bad_link = true;
+                None
+            }
+            Md::End(TagEnd::Link) if in_bad_link => {
+                in_bad_link = false;
+                None
+            }
+            Md::Start(Tag::Image { ref dest_url, .. }) if !safe_url(dest_url, Target::Image) => {
+                in_bad_image = true;
+                None
+            }
+            Md::End(TagEnd::Image) if in_bad_image => {
+                in_bad_image = false;
+                None
+            }
+            e => Some(e),
+        });
     let mut out = String::new();
     html::push_html(&mut out, parser);
     out

@@ -107,6 +107,11 @@ impl CodeOrigin {
         })
     }
 
+    /// Every session's VS Code origin as a CSP source (`http://*.localhost:7878`).
+    pub fn wildcard(&self) -> String {
+        format!("{}*{}", self.scheme, self.suffix)
+    }
+
     /// The origin of session `id`'s VS Code.
     pub fn base(&self, id: SessionId) -> String {
         format!("{}{id}{}", self.scheme, self.suffix)

@@ -232,6 +232,9 @@ async fn signed_artifact(
     Ok(artifact_response(info, body))
 }
 
+/// An artifact is data, never a page: nothing in it runs, even opened on its own.
+const ARTIFACT_CSP: &str = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox";
+
 /// An artifact's bytes with its content type (binary artifacts are stored base64).
 pub fn artifact_response(info: ArtifactInfo, body: String) -> Response {
     use base64::Engine;
@@ -246,6 +249,8 @@ pub fn artifact_response(info: ArtifactInfo, body: String) -> Response {
             [
                 ("content-type", info.content_type),
                 ("content-disposition", disposition),
+                ("content-security-policy", ARTIFACT_CSP.into()),
+                ("x-content-type-options", "nosniff".into()),
             ],
             bytes,
         )
@@ -255,6 +260,8 @@ pub fn artifact_response(info: ArtifactInfo, body: String) -> Response {
         [
             ("content-type", info.content_type),
             ("content-disposition", disposition),
+            ("content-security-policy", ARTIFACT_CSP.into()),
+            ("x-content-type-options", "nosniff".into()),
         ],
         body,
     )

@@ -18,6 +18,7 @@ mod admin;
 mod auth;
 mod csrf;
 mod github;
+mod headers;
 mod health;
 mod json_errors;
 mod links;
@@ -52,11 +53,19 @@ pub fn app(state: AppState) -> Router {
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         // Outermost, so it also sees the answers of the layers above.
         .layer(axum::middleware::from_fn(json_errors::layer));
-    Router::new()
+    // Tandem's own pages and API answers carry its security headers; VS Code (a web app of its
+    // own, with inline script) does not.
+    let own = Router::new()
         .nest("/api", api)
+        .merge(web::router(state.config.web_dir.clone()))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            headers::layer,
+        ));
+    Router::new()
+        .merge(own)
         // VS Code, proxied (outside /api: it is a web app of its own, under its base path).
         .merge(crate::code::router())
-        .merge(web::router(state.config.web_dir.clone()))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             csrf::layer,
