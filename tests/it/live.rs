@@ -889,3 +889,37 @@ async fn share_tokens_in_the_query_stay_out_of_the_log() {
     );
     assert!(!text.contains(&token), "the share token is in the log");
 }
+
+/// Person → person: a membership taken through a share link ends when the link expires, and
+/// its holders are closed (4403) at expiry as at revocation — not only when it is revoked.
+#[tokio::test]
+async fn an_expired_link_ends_the_membership_it_gave_and_closes_its_holders() {
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
+    let id = shared_session(&s).await;
+    let bob = user(&s, "bob").await;
+    let driver = link(&s, id, json!({ "role": "driver", "expires_in": 2 })).await;
+    let joined = s
+        .req(Method::POST, "/api/links/join")
+        .bearer(&bob)
+        .json(&json!({ "token": driver.token.unwrap() }))
+        .send()
+        .await;
+    assert_eq!(joined.parse::<Joined>().role, Role::Driver);
+    let mut b = Peer::connect(&s, id, token(&bob)).await;
+    b.until("hello", |p| p.me.is_some()).await;
+    assert_eq!(b.me.as_ref().unwrap().role, Role::Driver);
+    // The link expires: the channel it opened is closed as forbidden.
+    assert_eq!(b.closed_with().await, Some(close::FORBIDDEN));
+    // And the membership is gone: a driver's request is refused, a new channel watches.
+    s.req(Method::POST, &format!("/api/sessions/{id}/code"))
+        .bearer(&bob)
+        .json(&json!({}))
+        .send()
+        .await
+        .assert_error(StatusCode::FORBIDDEN, "forbidden");
+    let mut again = Peer::connect(&s, id, token(&bob)).await;
+    again.until("hello", |p| p.me.is_some()).await;
+    assert_eq!(again.me.as_ref().unwrap().role, Role::Viewer);
+}

@@ -112,17 +112,29 @@ async fn run(
     });
     // A revoke commits before it closes the hub's holders of the link; a joiner checked the
     // link before joining and checks it again after, so one of the two always sees the other.
+    // A link's holders also go when it expires, as when it is revoked.
+    let mut expiry = None;
     if let Some(jti) = &access.jti {
-        let revoked = match db::links::get(state.db.pool(), jti).await {
-            Ok(Some(link)) => link.revoked_at.is_some(),
-            Ok(None) => true,
+        let (gone, expires_at) = match db::links::get(state.db.pool(), jti).await {
+            Ok(Some(link)) => (
+                link.revoked_at.is_some() || link.expires_at.0 <= crate::now_ms(),
+                Some(link.expires_at.0),
+            ),
+            Ok(None) => (true, None),
             Err(e) => {
                 tracing::warn!(error = %e, "re-checking a share link failed");
-                true
+                (true, None)
             }
         };
-        if revoked {
+        if gone {
             out.close(close::FORBIDDEN);
+        } else if let Some(at) = expires_at {
+            let out = out.clone();
+            let left = Duration::from_millis(at.saturating_sub(crate::now_ms()).max(0) as u64);
+            expiry = Some(tokio::spawn(async move {
+                tokio::time::sleep(left).await;
+                out.close(close::FORBIDDEN);
+            }));
         }
     }
     let (sink, stream) = socket.split();
@@ -138,6 +150,9 @@ async fn run(
         desktop: None,
     };
     member.read(stream, signal).await;
+    if let Some(e) = expiry {
+        e.abort();
+    }
     if let Some(p) = member.pump.take() {
         p.abort();
     }

@@ -24,9 +24,16 @@ pub async fn of_user(db: &Db, session: &Session, user: &User) -> Result<Access> 
     let (role, jti) = if user.is_admin || session.author.user_id == Some(user.id) {
         (Role::Owner, None)
     } else {
-        db::links::member(db.pool(), session.id, user.id)
-            .await?
-            .unwrap_or((Role::Viewer, None))
+        match db::links::member(db.pool(), session.id, user.id).await? {
+            // A membership lasts as long as the link it came through: revoked or expired,
+            // the person is back to watching.
+            Some((role, Some(jti))) => match link_by_id(db, session.id, &jti).await {
+                Ok(_) => (role, Some(jti)),
+                Err(_) => (Role::Viewer, None),
+            },
+            Some((role, None)) => (role, None),
+            None => (Role::Viewer, None),
+        }
     };
     Ok(Access {
         name: user.name.clone(),
