@@ -273,15 +273,59 @@ async fn child_cancel(State(g): State<Gw>, Path(id): Path<SessionId>) -> Result<
 
 /// The session's GitHub credential, for its git credential helper (an installation token for
 /// the session's repository only; asking again renews it near expiry).
+/// The credential the workspace's git sends to the relay: an opaque secret of this workspace
+/// (an HMAC of its id under the agent key, so nothing is stored), good for this gateway only.
+/// No GitHub token ever enters a workspace: the relay puts the real one on the upstream
+/// request.
+pub fn git_secret(ws: &Workspaces, wid: &str) -> String {
+    format!(
+        "{GIT_SECRET_PREFIX}{}",
+        crate::agent::token(&ws.agent_key, &format!("git-credential\0{wid}"))
+    )
+}
+
+/// Prefix of [`git_secret`]s (so one is recognised if it ever shows up somewhere).
+pub const GIT_SECRET_PREFIX: &str = "tgw_";
+
+/// How long the workspace's git may cache the credential (it is re-asked after).
+const GIT_SECRET_TTL_SECS: i64 = 3600;
+
 async fn git_credential(State(g): State<Gw>) -> Result<Json<agent::GitCredential>> {
     let session = g.session().await?;
     let gh = crate::github::pr::github(&g.app)?;
-    let (_, token) = crate::github::credentials::for_session(gh, session).await?;
+    // Only for a session linked to a GitHub repository.
+    crate::github::credentials::linked(gh, session).await?;
+    let ws = g.app.workspaces()?;
     Ok(Json(agent::GitCredential {
         username: "x-access-token".into(),
-        password: token.token,
-        expires_at: token.expires_at / 1000,
+        password: git_secret(&ws, &g.wid),
+        expires_at: crate::now_ms() / 1000 + GIT_SECRET_TTL_SECS,
     }))
+}
+
+/// Checks the workspace's git sent this workspace's [`git_secret`] (Basic auth, any user).
+fn check_git_secret(req: &axum::extract::Request, expected: &str) -> Result<()> {
+    use base64::Engine;
+    let Some(value) = req.headers().get(axum::http::header::AUTHORIZATION) else {
+        // git asks its credential helper after a 401.
+        return Err(Error::Unauthorized("git needs its credential".into()));
+    };
+    let given = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
+        .and_then(|d| String::from_utf8(d).ok())
+        .and_then(|up| up.split_once(':').map(|(_, p)| p.to_string()))
+        .unwrap_or_default();
+    // Compared as digests: how long a comparison takes says nothing about the secret.
+    use sha2::Digest;
+    if sha2::Sha256::digest(given.as_bytes()) != sha2::Sha256::digest(expected.as_bytes()) {
+        return Err(Error::Forbidden(
+            "this is not the workspace's git credential".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The agent's `open_pull_request` tool: as the running prompt's author.
@@ -303,8 +347,9 @@ async fn pull_request(
 }
 
 /// git's smart HTTP to the session's own GitHub repository and nowhere else: the workspace has
-/// no network, so its git reaches GitHub through here. The credential git sends (from its
-/// helper) passes through untouched; the server adds nothing.
+/// no network, so its git reaches GitHub through here. git sends the workspace's opaque
+/// credential (from its helper); the relay checks it and sends the session's installation
+/// token upstream in its place.
 async fn git_relay(
     State(g): State<Gw>,
     Path((owner, repo, rest)): Path<(String, String, String)>,
@@ -335,15 +380,39 @@ async fn git_relay(
             ));
         }
     };
+    let ws = g.app.workspaces()?;
+    if let Err(e) = check_git_secret(&req, &git_secret(&ws, &g.wid)) {
+        return Ok(match e {
+            Error::Unauthorized(m) => Response::builder()
+                .status(StatusCode::UNAUTHORIZED)
+                .header("www-authenticate", "Basic realm=\"GitHub\"")
+                .body(Body::from(m))
+                .map_err(|e| Error::Internal(e.to_string()))?,
+            other => return Err(other),
+        });
+    }
+    let (_, token) = crate::github::credentials::for_session(gh, session).await?;
+    let upstream_auth = {
+        use base64::Engine;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD
+                .encode(format!("x-access-token:{}", token.token))
+        )
+    };
     let url = format!(
         "{}/{}/{}.git/{rest}{query}",
         gh.config.web_url, linked.owner, linked.name
     );
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
         .map_err(|_| Error::BadRequest("method".into()))?;
-    let mut up = g.app.gateways.git_http.request(method, &url);
+    let mut up = g
+        .app
+        .gateways
+        .git_http
+        .request(method, &url)
+        .header("authorization", upstream_auth);
     for h in [
-        "authorization",
         "content-type",
         "content-encoding",
         "accept",

@@ -86,7 +86,8 @@ impl Settings {
         Ok(Self {
             file: config.file_sets,
             config: config.agents.clone(),
-            github_from_file: config.github.clone().filter(|_| config.file_sets.github),
+            // Only the file sets `[github]` in a running server (tests set it in code).
+            github_from_file: config.github.clone(),
             stored: RwLock::new(stored),
         })
     }
@@ -248,7 +249,7 @@ impl Settings {
         let github_change = req.github_app_id.is_some()
             || req.github_app_slug.is_some()
             || req.github_client_id.is_some();
-        if github_change && self.file.github {
+        if github_change && self.github_from_file.is_some() {
             return refuse("[github]");
         }
         let base_url = match req.model_base_url.as_deref().map(str::trim) {
