@@ -50,6 +50,27 @@ struct EventRow {
     payload: String,
 }
 
+/// The session's newest event, if any.
+pub async fn last<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Option<Event>> {
+    let row: Option<EventRow> =
+        sqlx::query_as("SELECT seq, at, payload FROM events WHERE session_id = $1 ORDER BY seq DESC LIMIT 1")
+            .bind(session.to_string())
+            .fetch_optional(ex)
+            .await?;
+    row.map(|r| {
+        let kind: EventKind = serde_json::from_str(&r.payload).map_err(|e| {
+            Error::Internal(format!("stored event {session}/{} unreadable: {e}", r.seq))
+        })?;
+        Ok(Event {
+            session_id: session,
+            seq: r.seq,
+            at: Timestamp(r.at),
+            kind,
+        })
+    })
+    .transpose()
+}
+
 /// Events with `seq > after`, oldest first, at most `limit`.
 pub async fn list_after<'e>(
     ex: impl Executor<'e, Database = Any>,

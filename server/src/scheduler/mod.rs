@@ -94,6 +94,12 @@ pub async fn tell_waiting(state: &AppState, id: SessionId, problem: &Problem) ->
     if !state.boots.tell(id, &problem.message) {
         return Ok(());
     }
+    // Told already by an earlier process (a restart): the log says it last.
+    if let Some(last) = db::events::last(state.db.pool(), id).await?
+        && matches!(&last.kind, EventKind::Waiting { problem: p } if p.message == problem.message)
+    {
+        return Ok(());
+    }
     tracing::info!(session = %id, "waiting: {}", crate::availability::sentence(problem));
     workspace::event(
         &state.db,
