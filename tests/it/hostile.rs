@@ -170,3 +170,20 @@ async fn a_plain_user_cannot_fork_anothers_session_or_add_a_repo_by_url() {
         assert!(msg.contains("local_repo_dirs"), "{msg}");
     }
 }
+
+/// Workspace → host: a recipe's egress allow-list naming something that resolves to an
+/// internal address (here `localhost`; a name someone points at 169.254.169.254 alike) opens
+/// nothing: the start is refused with the reason, unless the operator listed the address.
+#[tokio::test]
+async fn an_allow_listed_name_that_resolves_to_an_internal_address_opens_nothing() {
+    let Some(s) = server().await else { return };
+    let src = crate::session_workspaces::source_repo(
+        "[workspace]\nsetup = []\negress = [\"localhost\"]\n",
+    );
+    let repo = crate::session_workspaces::add_repo(&s, "hostile/egress", src.path()).await;
+    let d = crate::session_workspaces::start_session(&s, &repo).await;
+    assert_eq!(d.session.state, tandem_protocol::SessionState::Failed);
+    let evs = crate::session_workspaces::events(&s, d.session.id).await;
+    let said = serde_json::to_string(&evs).unwrap();
+    assert!(said.contains("internal addresses"), "{said}");
+}

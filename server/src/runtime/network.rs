@@ -81,6 +81,25 @@ fn valid_name(n: &str) -> bool {
 }
 
 /// The IPv4 addresses of every allowed name.
+/// Addresses a name from the resolver may never open to a workspace (the operator may still
+/// list them in `egress_hosts`): loopback, link-local (cloud metadata at 169.254.169.254),
+/// RFC 1918, CGNAT, benchmarking (198.18/15, where workspace links live), multicast, reserved.
+pub fn is_internal(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_unspecified()
+        || ip.is_broadcast()
+        || ip.is_multicast()
+        || ip.is_documentation()
+        || a == 0
+        || a >= 240
+        || (a == 100 && (64..128).contains(&b))
+        || (a == 198 && (b == 18 || b == 19))
+        || (a == 192 && b == 0 && ip.octets()[2] == 0)
+}
+
 async fn resolve(egress: &Egress) -> Result<BTreeMap<String, Vec<Ipv4Addr>>> {
     let mut out = BTreeMap::new();
     for name in &egress.allow {
@@ -100,17 +119,34 @@ async fn resolve(egress: &Egress) -> Result<BTreeMap<String, Vec<Ipv4Addr>>> {
                     }
                 })
                 .collect(),
-            None => tokio::net::lookup_host((name.as_str(), 0))
-                .await
-                .map_err(|e| Error::Invalid(format!("egress: cannot resolve {name}: {e}")))?
-                .filter_map(|a| {
-                    if let IpAddr::V4(v4) = a.ip() {
-                        Some(v4)
-                    } else {
-                        None
-                    }
-                })
-                .collect(),
+            None => {
+                let found: Vec<Ipv4Addr> = tokio::net::lookup_host((name.as_str(), 0))
+                    .await
+                    .map_err(|e| Error::Invalid(format!("egress: cannot resolve {name}: {e}")))?
+                    .filter_map(|a| {
+                        if let IpAddr::V4(v4) = a.ip() {
+                            Some(v4)
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                // A name (or a DNS answer someone controls) must not open the host's network
+                // or the cloud's metadata service to the workspace.
+                let (internal, public): (Vec<Ipv4Addr>, Vec<Ipv4Addr>) =
+                    found.into_iter().partition(|a| is_internal(*a));
+                if public.is_empty() && !internal.is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "egress: {name} resolves only to internal addresses ({}); an operator who means it lists them under [egress_hosts] in tandem.toml",
+                        internal
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+                public
+            }
         };
         out.insert(name.clone(), addrs);
     }
@@ -272,4 +308,23 @@ pub async fn teardown(dir: &Path) -> Result<()> {
     let _ = run("ip", &["netns", "del", &net.netns], None).await;
     let _ = std::fs::remove_file(dir.join("net.json"));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_internal;
+
+    #[test]
+    fn internal_ranges_are_internal() {
+        for ip in [
+            "127.0.0.1", "169.254.169.254", "10.1.2.3", "172.16.0.1", "192.168.1.1",
+            "100.64.0.1", "198.18.0.2", "198.19.3.4", "0.0.0.0", "224.0.0.1", "255.255.255.255",
+            "192.0.0.8",
+        ] {
+            assert!(is_internal(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["1.1.1.1", "140.82.112.3", "104.16.0.1", "100.128.0.1", "172.32.0.1"] {
+            assert!(!is_internal(ip.parse().unwrap()), "{ip}");
+        }
+    }
 }
