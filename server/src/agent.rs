@@ -20,6 +20,9 @@ use crate::runtime::Bind;
 use crate::snapshots::Workspaces;
 use crate::{Error, Result};
 
+#[cfg(test)]
+mod fuzz_tests;
+
 /// Largest answer read from an agent.
 pub const MAX_ANSWER_BYTES: usize = 2 * agent::MAX_FILE_BYTES;
 /// How long one call may take.

@@ -196,6 +196,9 @@ pub struct AgentsConfig {
     pub max_steps: u32,
     /// Times a prompt may be interrupted before it is left for people to resubmit.
     pub max_attempts: i64,
+    /// Most model requests one session's workspace may make through the gateway (its budget;
+    /// counted per server process).
+    pub max_model_requests_per_session: u32,
     /// A host `opencode` binary to bind into workspaces (else the image's own, if any).
     /// `cargo xtask` installs one from `images/agents/package.json`.
     pub opencode_bin: Option<PathBuf>,
@@ -214,6 +217,7 @@ impl Default for AgentsConfig {
             on_interrupt: OnInterrupt::Rerun,
             max_steps: 50,
             max_attempts: 3,
+            max_model_requests_per_session: 2000,
             opencode_bin: None,
             code_server_dir: None,
         }

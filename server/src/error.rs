@@ -26,6 +26,9 @@ pub enum Error {
     /// Bigger than allowed.
     #[error("{0}")]
     TooLarge(String),
+    /// Over a rate or budget (a session's model requests, …); answered 429.
+    #[error("{0}")]
+    TooMany(String),
     /// It conflicts with what is stored (duplicate name, …).
     #[error("{0}")]
     Conflict(String),
@@ -68,6 +71,7 @@ impl Error {
             Self::Refused { code, .. } => (StatusCode::CONFLICT, code),
             Self::BadGateway(_) => (StatusCode::BAD_GATEWAY, "bad_gateway"),
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            Self::TooMany(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Self::Config(_)
             | Self::Sqlx(_)

@@ -34,7 +34,13 @@ pub struct Gateways {
     /// For the git relay: follows no redirect (it reaches one repository and nowhere else).
     git_http: reqwest::Client,
     listening: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// Model requests each session made so far (its budget).
+    model_requests: Mutex<HashMap<SessionId, u32>>,
 }
+
+/// Most requests one workspace's gateway serves at once (a workspace cannot tie up the
+/// server's connections or the model endpoint).
+pub const MAX_CONCURRENT_REQUESTS: usize = 16;
 
 impl Default for Gateways {
     fn default() -> Self {
@@ -52,6 +58,7 @@ impl Default for Gateways {
             http,
             git_http,
             listening: Mutex::new(HashMap::new()),
+            model_requests: Default::default(),
         }
     }
 }
@@ -129,6 +136,9 @@ fn router() -> Router<Gw> {
             &format!("{}{{owner}}/{{repo}}/{{*rest}}", agent::GIT_RELAY_PREFIX),
             axum::routing::any(git_relay).layer(DefaultBodyLimit::disable()),
         )
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            MAX_CONCURRENT_REQUESTS,
+        ))
 }
 
 impl Gw {
@@ -205,6 +215,24 @@ async fn upstream(g: &Gw, path: &str, body: Option<Bytes>) -> Result<Response> {
 }
 
 async fn chat(State(g): State<Gw>, body: Bytes) -> Result<Response> {
+    let session = g.session().await?;
+    let cap = g.app.config.agents.max_model_requests_per_session;
+    let used = {
+        let mut counts = g
+            .app
+            .gateways
+            .model_requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let n = counts.entry(session).or_default();
+        *n = n.saturating_add(1);
+        *n
+    };
+    if used > cap {
+        return Err(Error::TooMany(format!(
+            "this session's model budget is used up ({cap} requests; max_model_requests_per_session under [agents])"
+        )));
+    }
     upstream(&g, "chat/completions", Some(body)).await
 }
 

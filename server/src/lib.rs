@@ -30,6 +30,9 @@ pub mod snapshots;
 pub mod state;
 pub mod turns;
 
+#[cfg(test)]
+mod fuzz_support;
+
 pub use error::{Error, Result};
 pub use http::app;
 pub use state::AppState;

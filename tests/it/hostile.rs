@@ -187,3 +187,115 @@ async fn an_allow_listed_name_that_resolves_to_an_internal_address_opens_nothing
     let said = serde_json::to_string(&evs).unwrap();
     assert!(said.contains("internal addresses"), "{said}");
 }
+
+/// Workspace → other people's prompts and the store: the agent's turn frames are untrusted. A
+/// `steered` frame naming a queued prompt that was never sent to the turn delivers nothing (it
+/// would drop a person's prompt unanswered), and a flood of huge outputs keeps at most the
+/// turn's artifact bound.
+#[tokio::test]
+async fn a_lying_agent_cannot_mark_anothers_prompt_delivered_or_flood_the_artifacts() {
+    use std::sync::{Arc, Mutex};
+    use tandem_protocol::agent::TurnFrame;
+    use tandem_protocol::{AgentSpec, EventKind, PromptState, SessionDetail};
+    use tandem_server::turns::record::{MAX_ARTIFACT_BYTES_PER_TURN, Recorder};
+    let Some(s) = TestServer::start(
+        crate::harness::Backend::Sqlite,
+        crate::harness::Transport::Oneshot,
+    )
+    .await
+    else {
+        return;
+    };
+    let repo = crate::harness::make_repo(&s, "hostile/frames").await;
+    let created: SessionDetail = s
+        .post("/api/sessions", serde_json::json!({ "repo_id": repo, "prompt": "first" }))
+        .send()
+        .await
+        .parse();
+    let id = created.session.id;
+    s.post(
+        &format!("/api/sessions/{id}/prompts"),
+        serde_json::json!({ "text": "second, from someone else" }),
+    )
+    .send()
+    .await;
+    let d: SessionDetail = s.get(&format!("/api/sessions/{id}")).send().await.parse();
+    let (first, second) = (d.prompts[0].clone(), d.prompts[1].clone());
+    let steered = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let mut rec = Recorder::new(
+        s.state.db.clone(),
+        id,
+        &first,
+        &AgentSpec::Builtin,
+        "hostile-runner",
+        None,
+        steered.clone(),
+    );
+    rec.frame(TurnFrame::Steered { prompt_id: second.id }).await.unwrap();
+    let d: SessionDetail = s.get(&format!("/api/sessions/{id}")).send().await.parse();
+    assert_eq!(d.prompts[1].state, PromptState::Queued, "the other prompt is kept");
+    // Sent to the turn as steering, it may be reported delivered (once).
+    steered.lock().unwrap().insert(second.id);
+    rec.frame(TurnFrame::Steered { prompt_id: second.id }).await.unwrap();
+    let d: SessionDetail = s.get(&format!("/api/sessions/{id}")).send().await.parse();
+    assert_eq!(d.prompts[1].state, PromptState::Delivered);
+
+    let big = "x".repeat(MAX_ARTIFACT_BYTES_PER_TURN / 4 + 1);
+    for i in 0..6 {
+        rec.frame(TurnFrame::ToolResult {
+            call_id: format!("c{i}"),
+            name: "run_command".into(),
+            output: big.clone(),
+            is_error: false,
+            exit_code: Some(0),
+            duration_ms: 1,
+        })
+        .await
+        .unwrap();
+    }
+    let evs = crate::session_workspaces::events(&s, id).await;
+    let kept = evs
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::ToolResult { artifact: Some(_), .. }))
+        .count();
+    let results = evs
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::ToolResult { .. }))
+        .count();
+    assert_eq!(results, 6, "every result is an event");
+    assert_eq!(kept, 3, "artifacts stop at the turn's bound");
+}
+
+/// Workspace → the server's model account: a session's agent that keeps asking the model stops
+/// at the session's budget; the model sees no request past it.
+#[tokio::test]
+async fn a_looping_agent_stops_at_the_sessions_model_budget() {
+    use scripted_model::{Reply, ScriptedModel};
+    use tandem_protocol::{EventKind, SessionDetail};
+    let model = ScriptedModel::start(vec![]).await;
+    model.fallback(Reply::tool("run_command", serde_json::json!({ "command": "true" })));
+    let url = model.base_url.clone();
+    let Some(s) = crate::workspaces::server(move |c| {
+        c.agents.model_base_url = Some(url);
+        c.agents.model = "scripted-1".into();
+        c.agents.max_model_requests_per_session = 3;
+    })
+    .await
+    else {
+        return;
+    };
+    let src = crate::session_workspaces::source_repo("[workspace]\nsetup = []\n");
+    let repo = crate::session_workspaces::add_repo(&s, "hostile/budget", src.path()).await;
+    let created: SessionDetail = s
+        .post("/api/sessions", serde_json::json!({ "repo_id": repo, "prompt": "loop forever" }))
+        .send()
+        .await
+        .parse();
+    let evs = crate::agent_runs::wait_events(&s, created.session.id, |e| {
+        e.iter().any(|e| matches!(e.kind, EventKind::TurnEnded { .. }))
+    })
+    .await;
+    assert_eq!(model.requests().len(), 3, "no model request past the budget");
+    let said = serde_json::to_string(&evs).unwrap();
+    assert!(said.contains("budget"), "the turn says why it stopped: {said}");
+}

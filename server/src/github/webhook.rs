@@ -34,7 +34,8 @@ pub fn verify(secret: &str, body: &[u8], signature: Option<&str>) -> bool {
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    // Hex digits only: `from_str_radix` also takes a sign (`+a` would pass for `0a`).
+    if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..s.len())
@@ -294,7 +295,12 @@ fn mentions(body: &str, mention: &str) -> bool {
 /// The comment without the App's mention (case-insensitive), trimmed.
 fn strip_mention(body: &str, mention: &str) -> String {
     let lower = body.to_lowercase();
-    if lower.len() != body.len() {
+    // Offsets in `lower` are offsets in `body` only if every character kept its UTF-8 length
+    // (equal total lengths are not enough: `ẞ` shrinks and `İ` grows).
+    let same_offsets = body
+        .chars()
+        .all(|c| c.to_lowercase().map(char::len_utf8).sum::<usize>() == c.len_utf8());
+    if !same_offsets {
         // Lowercasing changed byte offsets (some non-ASCII letters): drop the exact mention only.
         return body
             .replace(mention, "")
@@ -312,6 +318,9 @@ fn strip_mention(body: &str, mention: &str) -> String {
     out.push_str(&body[i..]);
     out.trim().trim_start_matches([',', ':']).trim().to_string()
 }
+
+#[cfg(test)]
+mod fuzz_tests;
 
 #[cfg(test)]
 mod tests {

@@ -19,6 +19,9 @@ use crate::{Error, Result};
 pub mod hub;
 pub mod socket;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 use hub::{Hub, UPSTREAM_QUEUE, Upstream};
 
 /// Size of the terminal opened for a session that has none.

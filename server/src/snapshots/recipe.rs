@@ -115,6 +115,9 @@ impl Recipe {
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -21,7 +21,7 @@ use crate::db::{self, Db};
 use crate::state::AppState;
 use crate::{Error, Result, now_ms};
 
-mod record;
+pub mod record;
 
 /// How often a running turn's heartbeat is written.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);

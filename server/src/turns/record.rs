@@ -11,6 +11,12 @@ use crate::{Result, now_ms};
 
 /// Most bytes of a tool's arguments kept in its audit entry.
 const MAX_AUDIT_ARGS_BYTES: usize = 4096;
+/// Most frames one turn records: an agent (untrusted) that sends more fills nothing further;
+/// the turn's end is still recorded.
+pub const MAX_EVENTS_PER_TURN: u32 = 20_000;
+/// Most artifact bytes one turn keeps; past it outputs are cut in their event only.
+pub const MAX_ARTIFACT_BYTES_PER_TURN: usize = 64 * 1024 * 1024;
+
 /// Longest agent message kept in an event (the rest is in an artifact).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
@@ -29,6 +35,9 @@ pub struct Recorder {
     github: Option<std::sync::Arc<crate::github::GitHub>>,
     /// The prompts sent to this turn as steering (each may be reported delivered once).
     steered: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<PromptId>>>,
+    /// Frames seen and artifact bytes kept this turn (both bounded).
+    frames: u32,
+    artifact_bytes: usize,
 }
 
 impl Recorder {
@@ -54,6 +63,8 @@ impl Recorder {
             runner: runner.to_string(),
             github,
             steered,
+            frames: 0,
+            artifact_bytes: 0,
         }
     }
 
@@ -83,8 +94,20 @@ impl Recorder {
         Ok(())
     }
 
-    /// Keeps `body` whole as an artifact of the session; its id.
-    async fn artifact(&self, name: &str, body: &str) -> Result<ArtifactId> {
+    /// Room for `len` more artifact bytes this turn (and takes it).
+    fn artifact_room(&mut self, len: usize) -> bool {
+        if self.artifact_bytes + len > MAX_ARTIFACT_BYTES_PER_TURN {
+            return false;
+        }
+        self.artifact_bytes += len;
+        true
+    }
+
+    /// Keeps `body` whole as an artifact of the session; its id (none past this turn's bound).
+    async fn artifact(&mut self, name: &str, body: &str) -> Result<Option<ArtifactId>> {
+        if !self.artifact_room(body.len()) {
+            return Ok(None);
+        }
         let info = ArtifactInfo {
             id: ArtifactId(uuid::Uuid::new_v4()),
             session_id: self.session,
@@ -96,12 +119,25 @@ impl Recorder {
         let mut tx = self.db.begin().await?;
         db::artifacts::insert(&mut tx, &info, body).await?;
         tx.commit().await?;
-        Ok(info.id)
+        Ok(Some(info.id))
     }
 
     /// Records one frame (not `end`).
     pub async fn frame(&mut self, frame: TurnFrame) -> Result<()> {
         let prompt_id = self.prompt;
+        self.frames = self.frames.saturating_add(1);
+        if self.frames > MAX_EVENTS_PER_TURN {
+            if self.frames == MAX_EVENTS_PER_TURN + 1 {
+                tracing::warn!(session = %self.session, "an agent sent more than {MAX_EVENTS_PER_TURN} frames in one turn; the rest are not recorded");
+                self.append(EventKind::Error {
+                    message: format!(
+                        "the agent sent more than {MAX_EVENTS_PER_TURN} events in this turn; the rest of the turn is not recorded"
+                    ),
+                })
+                .await?;
+            }
+            return Ok(());
+        }
         // A tool that printed the session's GitHub token does not get it recorded.
         let frame = match (&self.github, serde_json::to_string(&frame)) {
             (Some(gh), Ok(json)) => match gh.redact(self.session, &json) {
@@ -119,8 +155,12 @@ impl Recorder {
             TurnFrame::Message { text } => {
                 let mut cut = text.clone();
                 if crate::sessions::workspace::truncate(&mut cut, MAX_MESSAGE_BYTES) {
-                    let id = self.artifact("agent message", &text).await?;
-                    cut.push_str(&format!("\n\n[cut: the whole message is artifact {id}]"));
+                    match self.artifact("agent message", &text).await? {
+                        Some(id) => cut.push_str(&format!(
+                            "\n\n[cut: the whole message is artifact {id}]"
+                        )),
+                        None => cut.push_str("\n\n[cut: this turn kept all the artifacts it may]"),
+                    }
                 }
                 self.append(EventKind::AgentMessage {
                     prompt_id,
@@ -135,10 +175,13 @@ impl Recorder {
             } => {
                 let json = arguments.to_string();
                 if json.len() > MAX_EVENT_OUTPUT_BYTES {
-                    let id = self
+                    let kept = self
                         .artifact(&format!("{name} arguments ({call_id})"), &json)
                         .await?;
-                    arguments = serde_json::json!({ "_cut": format!("{} bytes of arguments; whole in artifact {id}", json.len()) });
+                    arguments = match kept {
+                        Some(id) => serde_json::json!({ "_cut": format!("{} bytes of arguments; whole in artifact {id}", json.len()) }),
+                        None => serde_json::json!({ "_cut": format!("{} bytes of arguments; not kept (the turn's artifact bound)", json.len()) }),
+                    };
                 }
                 let mut args = arguments.to_string();
                 crate::sessions::workspace::truncate(&mut args, MAX_AUDIT_ARGS_BYTES);
@@ -168,7 +211,7 @@ impl Recorder {
                     crate::sessions::workspace::truncate(&mut cut, MAX_EVENT_OUTPUT_BYTES);
                 let now = now_ms();
                 let mut tx = self.db.begin().await?;
-                let artifact = if truncated {
+                let artifact = if truncated && self.artifact_room(output.len()) {
                     let info = ArtifactInfo {
                         id: ArtifactId(uuid::Uuid::new_v4()),
                         session_id: self.session,
