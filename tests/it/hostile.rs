@@ -299,3 +299,62 @@ async fn a_looping_agent_stops_at_the_sessions_model_budget() {
     let said = serde_json::to_string(&evs).unwrap();
     assert!(said.contains("budget"), "the turn says why it stopped: {said}");
 }
+
+/// Workspace → host: the workspace's own code answers the agent socket (the PID-namespace check
+/// passes: it runs inside) and names a "display" that is GStreamer launch syntax reading a
+/// file and writing another. The server takes only `:N`: nothing is built from that text.
+#[tokio::test]
+async fn a_hostile_agents_injected_display_starts_no_pipeline() {
+    use tandem_protocol::live::{WsClient, WsServer};
+    use tandem_server::client::live::{Credentials, Incoming, LiveClient};
+    let hostile = std::path::Path::new(env!("CARGO_BIN_EXE_tandem"))
+        .with_file_name("tandem-hostile-agent");
+    if !hostile.is_file() {
+        assert!(
+            std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_err(),
+            "build it: cargo build -p tandem-hostile-agent"
+        );
+        eprintln!("SKIP: {} is not built", hostile.display());
+        return;
+    }
+    let leak = std::path::Path::new("/tmp/tandem-hostile-leak");
+    let _ = std::fs::remove_file(leak);
+    let Some(s) = crate::workspaces::server(move |c| c.agent_bin = Some(hostile)).await else {
+        return;
+    };
+    let id = ready_session(&s, "hostile/desktop").await;
+    let mut live = LiveClient::connect(
+        &s.url,
+        id,
+        &Credentials {
+            token: Some(s.admin_token.clone()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    live.send(&WsClient::DesktopOffer {
+        sdp: "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n".into(),
+    })
+    .await
+    .unwrap();
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match live.next().await {
+                Some(Incoming::Message(m)) => {
+                    if let WsServer::Refused { request, reason } = *m
+                        && request == "desktop_offer"
+                    {
+                        return reason;
+                    }
+                }
+                Some(_) => {}
+                None => panic!("the channel closed"),
+            }
+        }
+    })
+    .await
+    .expect("an answer to the offer");
+    assert!(refused.contains("not :N"), "{refused}");
+    assert!(!leak.exists(), "the injected pipeline ran");
+}

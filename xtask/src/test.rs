@@ -41,7 +41,14 @@ pub fn run(o: Options) -> Result<()> {
     // Workspaces run the agent binary from next to `tandem`.
     run::cmd(
         run::cargo()
-            .args(["build", "-p", "tandem-workspace-agent"])
+            // The real agent, and the hostile one the trust-boundary tests start workspaces with.
+            .args([
+                "build",
+                "-p",
+                "tandem-workspace-agent",
+                "-p",
+                "tandem-hostile-agent",
+            ])
             .current_dir(run::root()),
     )?;
     let pg = Postgres::start()?;
