@@ -152,5 +152,41 @@ pub fn checks() -> Vec<Check> {
             .map(|k| k.binary().to_string())
             .unwrap_or_else(|| "none: install runc".into()),
     });
+    out.extend(confinement());
     out
+}
+
+/// What confines a workspace beyond its namespaces: the seccomp filter, user namespaces and
+/// disk limits, as this server applies them (the same words as ARCHITECTURE.md's).
+pub fn confinement() -> Vec<Check> {
+    // The kernel filters with seccomp when it lists the actions it supports.
+    let seccomp = Path::new("/proc/sys/kernel/seccomp/actions_avail").exists();
+    let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > 0);
+    vec![
+        Check {
+            name: "seccomp".into(),
+            ok: seccomp,
+            detail: if seccomp {
+                "Docker's default profile on every runc and crun workspace process (exec'd ones too, with no_new_privs); gVisor filters itself".into()
+            } else {
+                "the kernel has no seccomp: workspaces would run unfiltered".into()
+            },
+        },
+        Check {
+            name: "user namespaces".into(),
+            ok: false,
+            detail: format!(
+                "not used: container root is host root (the kernel {} them); confinement is the seccomp filter, the default capability set, no_new_privs and namespaces",
+                if userns { "allows" } else { "does not allow" }
+            ),
+        },
+        Check {
+            name: "disk limits".into(),
+            ok: false,
+            detail: "not enforced: a workspace's writable layer shares the data dir's disk".into(),
+        },
+    ]
 }
