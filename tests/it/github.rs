@@ -716,6 +716,24 @@ async fn a_session_becomes_a_pull_request_by_its_prompting_person_kept_up_to_dat
     })
     .await;
     assert!(evs.iter().any(|e| matches!(&e.kind, EventKind::PrReview { reviewer, state, .. } if reviewer == "rita" && state == "approved")));
+    // The same signed review replayed under another delivery id (the id is not signed) is
+    // handled once.
+    assert_eq!(
+        FakeGithub::deliver_webhook(
+            &format!("{}/api/github/webhook", w.s.url),
+            WEBHOOK_SECRET,
+            "pull_request_review",
+            &review
+        )
+        .await,
+        200
+    );
+    let reviews = events(&w.s, id)
+        .await
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::PrReview { .. }))
+        .count();
+    assert_eq!(reviews, 1, "a replayed delivery was handled again");
     assert!(evs.iter().any(|e| matches!(&e.kind, EventKind::PrCheck { name, conclusion, .. } if name == "ci / test" && conclusion.as_deref() == Some("success"))));
     // Merged: the session hears it.
     assert_eq!(

@@ -82,6 +82,24 @@ pub async fn receive(
     if !db::github::first_delivery(app.db.pool(), delivery, event, now_ms()).await? {
         return Ok(Outcome::Duplicate);
     }
+    // The delivery id is not signed: a captured delivery replayed under a new id is the same
+    // signed body, handled once.
+    let signed = {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        h.update(event.as_bytes());
+        h.update(b"\n");
+        h.update(body);
+        h.finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    if !db::github::first_delivery(app.db.pool(), &format!("sha256-{signed}"), event, now_ms())
+        .await?
+    {
+        return Ok(Outcome::Duplicate);
+    }
     let action = payload["action"].as_str().unwrap_or_default();
     let sender = payload["sender"]["login"].as_str().map(str::to_string);
     let kind = match event {
