@@ -97,6 +97,14 @@ async fn login_code_signs_in_once(s: TestServer) {
             .unwrap()
             .contains("Max-Age=0")
     );
+    // And ends the login on the server: a copy of the cookie no longer signs in.
+    let copied = s
+        .req(Method::GET, "/api/me")
+        .header("cookie", &cookie)
+        .send()
+        .await;
+    let msg = copied.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+    assert!(msg.contains("signed out"), "{msg}");
 }
 matrix!(login_code_signs_in_once);
 

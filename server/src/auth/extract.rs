@@ -69,6 +69,13 @@ pub fn cookie(headers: &axum::http::HeaderMap, name: &str) -> Option<String> {
 
 async fn user_for_jwt(state: &AppState, token: &str) -> Result<User> {
     let claims = state.jwt.verify(token)?;
+    if let Some(jti) = &claims.jti
+        && db::revoked::is_revoked(state.db.pool(), jti).await?
+    {
+        return Err(Error::Unauthorized(
+            "this login was signed out; sign in again".into(),
+        ));
+    }
     let id: UserId = claims
         .sub
         .parse()

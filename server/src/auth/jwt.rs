@@ -26,6 +26,9 @@ pub struct Claims {
     pub exp: i64,
     /// What the token is for; only `"browser"` is accepted as a login.
     pub kind: String,
+    /// The login's id: logout puts it on the server's revocation list.
+    #[serde(default)]
+    pub jti: Option<String>,
 }
 
 /// What a share-link token says.
@@ -145,6 +148,7 @@ impl JwtKeys {
             iat: now,
             exp: now + ttl_secs,
             kind: "browser".into(),
+            jti: Some(uuid::Uuid::new_v4().simple().to_string()),
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|e| Error::Internal(format!("signing JWT: {e}")))

@@ -19,6 +19,7 @@ pub mod github;
 pub mod links;
 pub mod prompts;
 pub mod repos;
+pub mod revoked;
 pub mod secrets;
 pub mod servers;
 pub mod sessions;

@@ -67,14 +67,32 @@ async fn login(
     Ok((AppendHeaders([(SET_COOKIE, cookie)]), Json(user)))
 }
 
-async fn logout() -> impl IntoResponse {
-    (
+/// Clears the cookie and ends the login on the server too: a copy of the token (another
+/// tab's, a stolen one) stops working at once, not at its expiry.
+async fn logout(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<impl IntoResponse> {
+    let token = crate::auth::cookie(&headers, SESSION_COOKIE).or_else(|| {
+        headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .filter(|t| !t.starts_with(API_TOKEN_PREFIX))
+            .map(str::to_string)
+    });
+    if let Some(claims) = token.and_then(|t| state.jwt.verify(&t).ok())
+        && let Some(jti) = &claims.jti
+    {
+        db::revoked::revoke(state.db.pool(), jti, claims.exp * 1000, now_ms()).await?;
+    }
+    Ok((
         AppendHeaders([(
             SET_COOKIE,
             format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
         )]),
         Json(serde_json::json!({})),
-    )
+    ))
 }
 
 async fn me(user: CurrentUser) -> Json<User> {
