@@ -51,6 +51,8 @@ pub enum EventKind {
     /// starts by itself once the cause is fixed; a new `waiting` event follows if the cause
     /// changes.
     Waiting { problem: crate::api::Problem },
+    /// The workspace looked up a name its egress allow-list does not hold (refused).
+    EgressBlocked { name: String },
     /// Someone (or something) ran a command in the workspace.
     CommandRun {
         author: Author,
@@ -229,6 +231,7 @@ impl EventKind {
             Self::CommandRun { .. } => "command_run",
             Self::WorkspaceStopped { .. } => "workspace_stopped",
             Self::Waiting { .. } => "waiting",
+            Self::EgressBlocked { .. } => "egress_blocked",
             Self::Error { .. } => "error",
             Self::PromptEdited { .. } => "prompt_edited",
             Self::PromptWithdrawn { .. } => "prompt_withdrawn",
@@ -297,6 +300,9 @@ impl EventKind {
                 format!("workspace stopped; diff kept ({diff_bytes} bytes)")
             }
             Self::Waiting { problem } => format!("waiting: {} ({})", problem.message, problem.fix),
+            Self::EgressBlocked { name } => {
+                format!("egress refused: {name} is not on the allow-list")
+            }
             Self::Error { message } => format!("error: {message}"),
             Self::PromptEdited { author, text, .. } => {
                 format!("{} edited a queued prompt: {text}", author.name)

@@ -278,7 +278,13 @@ async fn child_prompt(
     Json(req): Json<CreatePrompt>,
 ) -> Result<(StatusCode, Json<Prompt>)> {
     let session = g.session().await?;
-    sessions::children::child_of(&g.app, session, id).await?;
+    let child = sessions::children::child_of(&g.app, session, id).await?;
+    // The child's own agent only: a workspace must not pick a command template.
+    if req.agent.as_ref().is_some_and(|a| *a != child.agent) {
+        return Err(Error::Forbidden(
+            "a session's agent prompts its children with their own agent only".into(),
+        ));
+    }
     let author = g.author(session).await?;
     let prompt = sessions::prompts::submit(&g.app.db, id, author, req).await?;
     turns::kick(&g.app, id);

@@ -271,3 +271,65 @@ async fn a_workspace_reaches_only_its_allow_listed_names() {
         "the firewall rules are gone"
     );
 }
+
+/// Egress by name: a wildcard on the allow-list is answered by the server's name server for the
+/// workspace, which admits the answered address (for its TTL); a name off the list gets no
+/// answer, and the refused lookup is an event of the session.
+#[tokio::test]
+async fn a_wildcard_name_resolves_through_the_servers_name_server_and_a_refused_lookup_is_an_event()
+ {
+    if crate::workspaces::image().await.is_none() {
+        return;
+    }
+    let out = outside().await;
+    let (allowed, blocked) = (out.allowed, out.blocked);
+    let s = crate::workspaces::server(|c| {
+        c.egress_hosts
+            .insert("api.allowed.test".into(), vec![IpAddr::V4(allowed)]);
+        c.egress_hosts
+            .insert("other.blocked.test".into(), vec![IpAddr::V4(blocked)]);
+    })
+    .await
+    .unwrap();
+    let src = tempfile::tempdir().unwrap();
+    git(src.path(), &["init", "-q"]);
+    std::fs::write(
+        src.path().join("tandem.toml"),
+        "[workspace]\negress = [\"*.allowed.test\"]\n",
+    )
+    .unwrap();
+    git(src.path(), &["add", "-A"]);
+    git(src.path(), &["commit", "-qm", "egress"]);
+    let repo = crate::session_workspaces::add_repo(&s, "acme/dns", src.path()).await;
+    let d = crate::session_workspaces::start_session(&s, &repo).await;
+    assert_eq!(d.session.state, SessionState::Ready, "{d:?}");
+    let id = d.session.id;
+    // Not in /etc/hosts (a wildcard is not resolved ahead): the lookup goes to the name server.
+    let hosts = exec(&s, id, "cat /etc/hosts").await;
+    assert!(!hosts.stdout.contains("api.allowed.test"), "{hosts:?}");
+    let get = "exec 3<>/dev/tcp/api.allowed.test/8080 && printf 'GET / HTTP/1.0\\r\\nHost: api.allowed.test\\r\\n\\r\\n' >&3 && cat <&3";
+    let r = exec(&s, id, get).await;
+    assert!(
+        r.stdout.contains("hello from outside"),
+        "a subdomain of the wildcard resolves and is reachable: {r:?}"
+    );
+    let r = exec(&s, id, "getent hosts other.blocked.test || echo UNRESOLVED").await;
+    assert_eq!(r.stdout.trim(), "UNRESOLVED", "{r:?}");
+    let r = exec(
+        &s,
+        id,
+        &format!("timeout 2 bash -c 'exec 3<>/dev/tcp/{blocked}/8080' && echo OPEN || echo BLOCKED"),
+    )
+    .await;
+    assert_eq!(r.stdout.trim(), "BLOCKED", "{r:?}");
+    let evs = crate::agent_runs::wait_events(&s, id, |e| {
+        e.iter().any(|e| {
+            matches!(&e.kind, EventKind::EgressBlocked { name } if name == "other.blocked.test")
+        })
+    })
+    .await;
+    assert!(
+        !evs.iter().any(|e| matches!(&e.kind, EventKind::EgressBlocked { name } if name.contains("allowed"))),
+        "an allowed name is not reported"
+    );
+}

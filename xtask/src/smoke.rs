@@ -105,8 +105,13 @@ fn check(child: &mut std::process::Child, port: u16) -> Result<()> {
     let (head, body) = get(port, "/")?;
     ensure!(head.starts_with("HTTP/1.1 200"), "/: {head}");
     ensure!(
-        body.contains("/pkg/tandem.js"),
+        body.contains("/boot.js"),
         "/ does not load the Leptos app: {body}"
+    );
+    let (head, boot) = get(port, "/boot.js")?;
+    ensure!(
+        head.starts_with("HTTP/1.1 200") && boot.contains("/pkg/tandem.js"),
+        "/boot.js does not start the Leptos app: {head}"
     );
     let (head, _) = get(port, "/pkg/tandem_bg.wasm")?;
     ensure!(

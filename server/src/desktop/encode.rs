@@ -186,6 +186,12 @@ pub async fn start(
         }
     }
     let mut child = tokio::process::Command::new(bin)
+        // None of the server's environment (a database URL with its password, …) reaches the
+        // process that parses what the workspace's X server sends.
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("GST_REGISTRY", format!("/tmp/tandem-encoder-gst-{ENCODER_UID}.bin"))
         .arg("desktop-encode")
         .arg("--hide")
         .arg(data_dir)
@@ -337,6 +343,8 @@ pub fn child_main(
     nix::sched::setns(net, nix::sched::CloneFlags::CLONE_NEWNET)
         .map_err(|e| Error::Unavailable(format!("joining the workspace's network: {e}")))?;
     drop_privileges()?;
+    // Changing the uid cleared the parent-death signal: set it again.
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     gst::init().map_err(|e| Error::Unavailable(format!("GStreamer cannot start: {e}")))?;
     let (pipeline, sink) = build_pipeline(display, fps, kbps, keyframe_secs)?;
     let display = display.name();

@@ -12,12 +12,23 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/health", get(health))
 }
 
-async fn health(State(state): State<AppState>) -> Result<Json<Health>> {
+/// Anyone may ask; only signed-in people get the problems' details (they name host paths).
+async fn health(
+    State(state): State<AppState>,
+    user: std::result::Result<crate::auth::CurrentUser, crate::Error>,
+) -> Result<Json<Health>> {
     state.db.ping().await?;
+    let mut workspaces = crate::availability::health(&state);
+    if user.is_err() {
+        for p in &mut workspaces.problems {
+            p.message = format!("{:?}", p.kind).to_lowercase().replace('_', " ") + " missing";
+            p.fix = "sign in to see what to do".into();
+        }
+    }
     Ok(Json(Health {
         status: "ok".into(),
         version: VERSION.into(),
         database: state.db.backend().as_str().into(),
-        workspaces: crate::availability::health(&state),
+        workspaces,
     }))
 }

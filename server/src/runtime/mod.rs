@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::Result;
 
+pub mod dns;
 pub mod doctor;
 mod inroot;
 pub mod network;
@@ -137,6 +138,10 @@ pub trait Runtime: Send + Sync {
     /// Kills every process, removes the container, its cgroup and its mount; keeps the writable
     /// layer if asked. Stopping a workspace that is already gone is not an error.
     fn stop<'a>(&'a self, id: &'a str, keep: Keep) -> BoxFuture<'a, Result<()>>;
+    /// Takes a running workspace back after this server restarted (its egress name server).
+    fn reattach<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// Rejects ids that could escape a directory or confuse the runtime.

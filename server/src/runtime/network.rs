@@ -36,6 +36,62 @@ pub struct Net {
     pub ws_ip: Ipv4Addr,
     /// Resolved name → addresses allowed.
     pub allowed: BTreeMap<String, Vec<Ipv4Addr>>,
+    /// The allow-list as given (names and `*.` wildcards) and the static entries: what the
+    /// workspace's name server answers from (kept so a restarted server serves it again).
+    #[serde(default)]
+    pub patterns: Vec<String>,
+    #[serde(default)]
+    pub hosts: BTreeMap<String, Vec<IpAddr>>,
+    #[serde(default)]
+    pub workspace: String,
+}
+
+/// The name servers this process runs, by network namespace.
+static RESOLVERS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, tokio::task::JoinHandle<()>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// Runs an nftables script.
+pub async fn nft(script: &str) -> Result<()> {
+    run("nft", &["-f", "-"], Some(script)).await.map(|_| ())
+}
+
+/// Starts the workspace's name server (answering on the host end of its link) unless it runs.
+pub async fn ensure_dns(net: &Net) -> Result<()> {
+    let mut running = RESOLVERS.lock().unwrap_or_else(|e| e.into_inner());
+    if running.get(&net.netns).is_some_and(|h| !h.is_finished()) {
+        return Ok(());
+    }
+    let std_sock = std::net::UdpSocket::bind((net.host_ip, 53)).map_err(|e| {
+        Error::Internal(format!(
+            "the workspace's name server cannot listen on {}:53: {e}",
+            net.host_ip
+        ))
+    })?;
+    std_sock.set_nonblocking(true)?;
+    let sock = tokio::net::UdpSocket::from_std(std_sock)?;
+    let resolver = super::dns::Resolver::new(
+        net.workspace.clone(),
+        net.patterns.clone(),
+        net.hosts.clone(),
+        format!("a{}", net.index),
+    );
+    running.insert(net.netns.clone(), tokio::spawn(resolver.serve(sock)));
+    Ok(())
+}
+
+/// Serves the name server of the workspace whose directory is `dir` again (after this server
+/// restarted), if it has a network.
+pub async fn reattach(dir: &Path) -> Result<()> {
+    let Ok(bytes) = std::fs::read(dir.join("net.json")) else {
+        return Ok(());
+    };
+    let net: Net =
+        serde_json::from_slice(&bytes).map_err(|e| Error::Internal(format!("net.json: {e}")))?;
+    if net.patterns.is_empty() {
+        return Ok(());
+    }
+    ensure_dns(&net).await
 }
 
 const BASE: u32 = u32::from_be_bytes([198, 18, 0, 0]);
@@ -71,6 +127,8 @@ async fn run(prog: &str, args: &[&str], stdin: Option<&str>) -> Result<String> {
 }
 
 fn valid_name(n: &str) -> bool {
+    // `*.example.com`: every subdomain (answered by the workspace's name server).
+    let n = n.strip_prefix("*.").unwrap_or(n);
     !n.is_empty()
         && n.len() <= 253
         && n.split('.').all(|l| {
@@ -107,6 +165,10 @@ async fn resolve(egress: &Egress) -> Result<BTreeMap<String, Vec<Ipv4Addr>>> {
             return Err(Error::Invalid(format!(
                 "egress: {name:?} is not a domain name"
             )));
+        }
+        // Wildcards are answered when asked (the name server), not resolved ahead.
+        if name.starts_with("*.") {
+            continue;
         }
         let addrs: Vec<Ipv4Addr> = match egress.hosts.get(name) {
             Some(a) => a
@@ -194,6 +256,9 @@ pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
         host_ip: Ipv4Addr::from(base + 1),
         ws_ip: Ipv4Addr::from(base + 2),
         allowed,
+        patterns: egress.allow.iter().map(|p| p.to_ascii_lowercase()).collect(),
+        hosts: egress.hosts.clone(),
+        workspace: wid.to_string(),
     };
     // Recorded first, so a failure half-way is still undone by `teardown`.
     std::fs::write(
@@ -232,7 +297,9 @@ pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
         .map(|a| a.to_string())
         .collect();
     let tag = format!("tdm-{index}");
-    let mut script = format!("add set inet tandem a{index} {{ type ipv4_addr ; }}\n");
+    // Addresses a DNS answer admitted expire with its TTL; those resolved at start do not.
+    let mut script =
+        format!("add set inet tandem a{index} {{ type ipv4_addr ; flags timeout ; }}\n");
     if !ips.is_empty() {
         script.push_str(&format!(
             "add element inet tandem a{index} {{ {} }}\n",
@@ -244,6 +311,7 @@ pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
          add rule inet tandem forward iifname \"{hif}\" drop comment \"{tag}\"\n\
          add rule inet tandem forward oifname \"{hif}\" ct state established,related accept comment \"{tag}\"\n\
          add rule inet tandem forward oifname \"{hif}\" drop comment \"{tag}\"\n\
+         add rule inet tandem input iifname \"{hif}\" ip daddr {gw} udp dport 53 accept comment \"{tag}\"\n\
          add rule inet tandem input iifname \"{hif}\" drop comment \"{tag}\"\n\
          add rule ip tandem_nat post ip saddr {} masquerade comment \"{tag}\"\n",
         net.ws_ip
@@ -256,11 +324,14 @@ pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
         }
     }
     std::fs::write(dir.join("hosts"), hosts)?;
-    // No name server is reachable: fail other lookups at once rather than after timeouts.
+    // The server answers the workspace's lookups: allow-listed names only.
     std::fs::write(
         dir.join("resolv.conf"),
-        "# names come from /etc/hosts (the egress allow-list)\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+        format!(
+            "# the egress allow-list's name server (the Tandem server)\nnameserver {gw}\noptions timeout:2 attempts:2\n"
+        ),
     )?;
+    ensure_dns(&net).await?;
     Ok(net)
 }
 
@@ -271,6 +342,13 @@ pub async fn teardown(dir: &Path) -> Result<()> {
     };
     let net: Net =
         serde_json::from_slice(&bytes).map_err(|e| Error::Internal(format!("net.json: {e}")))?;
+    if let Some(h) = RESOLVERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&net.netns)
+    {
+        h.abort();
+    }
     let tag = format!("\"tdm-{}\"", net.index);
     for (family, table, chain) in [
         ("inet", "tandem", "forward"),

@@ -458,4 +458,11 @@ impl Runtime for OciRuntime {
     fn stop<'a>(&'a self, id: &'a str, keep: Keep) -> BoxFuture<'a, Result<()>> {
         Box::pin(self.stop_inner(id, keep))
     }
+
+    fn reattach<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            validate_id(id)?;
+            super::network::reattach(&self.dir(id)).await
+        })
+    }
 }

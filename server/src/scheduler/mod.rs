@@ -54,6 +54,10 @@ impl Boots {
         self.lock().booting.insert(id)
     }
 
+    fn is_booting(&self, id: SessionId) -> bool {
+        self.lock().booting.contains(&id)
+    }
+
     fn end(&self, id: SessionId) {
         self.lock().booting.remove(&id);
     }
@@ -195,8 +199,8 @@ pub fn wake_model_waiters(state: &AppState) {
 pub async fn start(state: &AppState) -> Result<()> {
     // Other processes' stop and steer requests for the turns that run here.
     crate::turns::listen_control(state);
-    tokio::spawn(retry_waiting(state.clone()));
-    match state.workspaces.get() {
+    // The host's recovery (sessions caught mid-boot fail) runs before anything boots here.
+    let started = match state.workspaces.get() {
         Ok(ws) => start_host(state, ws).await,
         Err(_) => {
             for row in db::sessions::in_states(state.db.pool(), &[SessionState::Queued]).await? {
@@ -206,13 +210,16 @@ pub async fn start(state: &AppState) -> Result<()> {
             }
             Ok(())
         }
-    }
+    };
+    tokio::spawn(retry_waiting(state.clone()));
+    started
 }
 
 /// The part of [`start`] that needs workspaces: at start-up, or when a later probe finds the
 /// host able.
 async fn start_host(state: &AppState, ws: Arc<Workspaces>) -> Result<()> {
     let db = state.db.clone();
+    record_blocked_egress(state);
     // Where the other servers forward requests about this host's sessions.
     crate::cluster::register(state, ws.host_id.clone());
     pool::remove_orphans(&ws).await?;
@@ -225,6 +232,10 @@ async fn start_host(state: &AppState, ws: Arc<Workspaces>) -> Result<()> {
             .id
             .parse()
             .map_err(|_| crate::Error::Internal("bad session id".into()))?;
+        // This process boots it (the host became able after start-up): not a leftover.
+        if state.boots.is_booting(id) {
+            continue;
+        }
         let mut tx = db.begin().await?;
         db::sessions::transition(
             &mut tx,
@@ -246,6 +257,15 @@ async fn start_host(state: &AppState, ws: Arc<Workspaces>) -> Result<()> {
             spawn_boot(state, id);
         }
     }
+    // Live workspaces this host runs get their egress name servers back.
+    for row in db::sessions::in_states(db.pool(), &workspace::LIVE).await? {
+        if row.hosted_by(&ws.host_id)
+            && let Some(wid) = &row.workspace_id
+            && let Err(e) = ws.runtime.reattach(wid).await
+        {
+            tracing::warn!(workspace = %wid, error = %e, "taking a workspace's network back failed");
+        }
+    }
     db::snapshots::fail_interrupted(db.pool(), now_ms()).await?;
     crate::turns::recover(state).await?;
     tokio::spawn(supervise(
@@ -265,6 +285,33 @@ async fn start_host(state: &AppState, ws: Arc<Workspaces>) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Records every lookup a workspace's egress name server refused as an event of its session.
+fn record_blocked_egress(state: &AppState) {
+    let mut rx = crate::runtime::dns::blocked();
+    let db = state.db.clone();
+    tokio::spawn(async move {
+        loop {
+            let b = match rx.recv().await {
+                Ok(b) => b,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => return,
+            };
+            match db::sessions::by_workspace(db.pool(), &b.workspace).await {
+                Ok(Some(session)) => {
+                    if let Err(e) =
+                        workspace::event(&db, session, EventKind::EgressBlocked { name: b.name })
+                            .await
+                    {
+                        tracing::warn!(error = %e, "recording a refused lookup failed");
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "recording a refused lookup failed"),
+            }
+        }
+    });
 }
 
 /// True while `pid` is the live (not zombie) init of a workspace.

@@ -161,7 +161,21 @@ pub async fn boot(db: &Db, ws: &Workspaces, pool: &WarmPool, id: SessionId) -> R
     if session.state != SessionState::Queued {
         return Ok(());
     }
-    if transition(db, id, SessionState::Starting, None).await? != Some(SessionState::Queued) {
+    let claimed = {
+        let mut tx = db.begin().await?;
+        let from = db::sessions::transition_from(
+            &mut tx,
+            id,
+            &[SessionState::Queued],
+            SessionState::Starting,
+            None,
+            now_ms(),
+        )
+        .await?;
+        tx.commit().await?;
+        from
+    };
+    if claimed != Some(SessionState::Queued) {
         return Ok(());
     }
     // Claimed: this server's host starts it (another server's restart leaves it alone).
