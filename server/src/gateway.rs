@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -36,7 +36,13 @@ pub struct Gateways {
     listening: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// Model requests each session made so far (its budget).
     model_requests: Mutex<HashMap<SessionId, u32>>,
+    /// Attachments (count, bytes) each session stored so far.
+    attachments: Mutex<HashMap<SessionId, (u32, usize)>>,
 }
+
+/// Most attachments, and attachment bytes, one session's workspace may store.
+pub const MAX_ATTACHMENTS_PER_SESSION: u32 = 200;
+pub const MAX_ATTACHMENT_BYTES_PER_SESSION: usize = 256 * 1024 * 1024;
 
 /// Most requests one workspace's gateway serves at once (a workspace cannot tie up the
 /// server's connections or the model endpoint).
@@ -59,6 +65,7 @@ impl Default for Gateways {
             git_http,
             listening: Mutex::new(HashMap::new()),
             model_requests: Default::default(),
+            attachments: Default::default(),
         }
     }
 }
@@ -67,6 +74,9 @@ impl Default for Gateways {
 struct Gw {
     app: AppState,
     wid: String,
+    /// Held by every request until its answer's body ends (a streamed answer too): at most
+    /// [`MAX_CONCURRENT_REQUESTS`] at once per workspace.
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Gateways {
@@ -93,6 +103,7 @@ impl Gateways {
         let router = router().with_state(Gw {
             app: app.clone(),
             wid: wid.to_string(),
+            slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
         });
         let wid_owned = wid.to_string();
         let task = tokio::spawn(async move {
@@ -142,6 +153,15 @@ fn router() -> Router<Gw> {
 }
 
 impl Gw {
+    /// A slot for a streamed answer, kept by its body until it ends.
+    async fn slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit> {
+        self.slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Internal("the gateway is closing".into()))
+    }
+
     /// The session this workspace belongs to now.
     async fn session(&self) -> Result<SessionId> {
         db::sessions::by_workspace(self.app.db.pool(), &self.wid)
@@ -169,6 +189,8 @@ impl Gw {
 
 async fn upstream(g: &Gw, path: &str, body: Option<Bytes>) -> Result<Response> {
     g.session().await?;
+    // Taken before the model is asked, given back when its answer's body ends.
+    let slot = g.slot().await?;
     let model = g.app.settings.model();
     let base = model.base_url.as_deref().ok_or_else(|| {
         Error::Unavailable(
@@ -205,7 +227,10 @@ async fn upstream(g: &Gw, path: &str, body: Option<Bytes>) -> Result<Response> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string();
-    let stream = futures::StreamExt::map(res.bytes_stream(), |r| r.map_err(std::io::Error::other));
+    let stream = futures::StreamExt::map(res.bytes_stream(), move |r| {
+        let _held = &slot;
+        r.map_err(std::io::Error::other)
+    });
     Ok((
         status,
         [("content-type", content_type)],
@@ -390,6 +415,7 @@ async fn git_relay(
     req: axum::extract::Request,
 ) -> Result<Response> {
     let session = g.session().await?;
+    let slot = g.slot().await?;
     let gh = crate::github::pr::github(&g.app)?;
     let linked = crate::github::credentials::linked(gh, session).await?;
     let name = repo.strip_suffix(".git").unwrap_or(&repo);
@@ -501,7 +527,10 @@ async fn git_relay(
             out = out.header(h, v.as_bytes());
         }
     }
-    let stream = futures::StreamExt::map(res.bytes_stream(), |r| r.map_err(std::io::Error::other));
+    let stream = futures::StreamExt::map(res.bytes_stream(), move |r| {
+        let _held = &slot;
+        r.map_err(std::io::Error::other)
+    });
     out.body(Body::from_stream(stream))
         .map_err(|e| Error::Internal(e.to_string()))
 }
@@ -530,6 +559,25 @@ async fn attachment(
             "an attachment is at most {} bytes",
             agent::MAX_ATTACHMENT_BYTES
         )));
+    }
+    {
+        let mut all = g
+            .app
+            .gateways
+            .attachments
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let (n, total) = all.entry(session).or_default();
+        if *n >= MAX_ATTACHMENTS_PER_SESSION
+            || *total + bytes.len() > MAX_ATTACHMENT_BYTES_PER_SESSION
+        {
+            return Err(Error::TooMany(format!(
+                "this session stored all the attachments it may ({MAX_ATTACHMENTS_PER_SESSION}, {} MiB)",
+                MAX_ATTACHMENT_BYTES_PER_SESSION >> 20
+            )));
+        }
+        *n += 1;
+        *total += bytes.len();
     }
     let name: String = req
         .name

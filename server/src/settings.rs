@@ -61,35 +61,22 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Reads the stored settings once at start-up.
+    /// Reads the stored settings at start-up.
     pub async fn load(db: &Db, config: &Config) -> Result<Self> {
-        let mut stored = Stored::default();
-        for (k, v) in db::settings::all(db.pool()).await? {
-            let bad = |e: serde_json::Error| {
-                Error::Internal(format!("the stored setting {k} is unreadable: {e}"))
-            };
-            match k.as_str() {
-                key::MODEL_BASE_URL => stored.model_base_url = serde_json::from_str(&v).map_err(bad)?,
-                key::MODEL => stored.model = serde_json::from_str(&v).map_err(bad)?,
-                key::DEFAULT_AGENT => stored.default_agent = serde_json::from_str(&v).map_err(bad)?,
-                key::GITHUB_APP_ID => stored.github_app_id = serde_json::from_str(&v).map_err(bad)?,
-                key::GITHUB_APP_SLUG => {
-                    stored.github_app_slug = serde_json::from_str(&v).map_err(bad)?
-                }
-                key::GITHUB_CLIENT_ID => {
-                    stored.github_client_id = serde_json::from_str(&v).map_err(bad)?
-                }
-                // A key a newer version wrote: left alone.
-                _ => {}
-            }
-        }
         Ok(Self {
             file: config.file_sets,
             config: config.agents.clone(),
             // Only the file sets `[github]` in a running server (tests set it in code).
             github_from_file: config.github.clone(),
-            stored: RwLock::new(stored),
+            stored: RwLock::new(read_stored(db).await?),
         })
+    }
+
+    /// Reads the table again: another server sharing the database may have changed it.
+    pub async fn reload(&self, db: &Db) -> Result<()> {
+        let fresh = read_stored(db).await?;
+        *self.stored.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        Ok(())
     }
 
     fn stored(&self) -> Stored {
@@ -450,6 +437,28 @@ impl Settings {
             elapsed_ms,
         })
     }
+}
+
+/// The `settings` table's values.
+async fn read_stored(db: &Db) -> Result<Stored> {
+    let mut stored = Stored::default();
+    for (k, v) in db::settings::all(db.pool()).await? {
+        let bad =
+            |e: serde_json::Error| Error::Internal(format!("the stored setting {k} is unreadable: {e}"));
+        match k.as_str() {
+            key::MODEL_BASE_URL => stored.model_base_url = serde_json::from_str(&v).map_err(bad)?,
+            key::MODEL => stored.model = serde_json::from_str(&v).map_err(bad)?,
+            key::DEFAULT_AGENT => stored.default_agent = serde_json::from_str(&v).map_err(bad)?,
+            key::GITHUB_APP_ID => stored.github_app_id = serde_json::from_str(&v).map_err(bad)?,
+            key::GITHUB_APP_SLUG => stored.github_app_slug = serde_json::from_str(&v).map_err(bad)?,
+            key::GITHUB_CLIENT_ID => {
+                stored.github_client_id = serde_json::from_str(&v).map_err(bad)?
+            }
+            // A key a newer version wrote: left alone.
+            _ => {}
+        }
+    }
+    Ok(stored)
 }
 
 /// A model endpoint URL: http(s), no credentials in it, no trailing slash.

@@ -140,6 +140,18 @@ impl Desktops {
 }
 
 /// A viewer's offer answered: the SDP, and what keeps the stream flowing to them.
+/// Whether the session's desktop runs already (asked of its agent; an answer that does not
+/// parse counts as no).
+pub async fn running(app: &AppState, session: SessionId) -> Result<bool> {
+    let ws = app.workspaces()?;
+    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
+    let (status, body) =
+        crate::agent::call(&ws, &wid, pid, hyper::Method::GET, "/desktop", None).await?;
+    Ok(status == hyper::StatusCode::OK
+        && serde_json::from_slice::<tandem_protocol::agent::DesktopPage>(&body)
+            .is_ok_and(|p| p.running))
+}
+
 /// `may_start`: whether the asker may start the desktop (drivers); anyone may watch one that runs.
 pub async fn watch(
     app: &AppState,
@@ -152,7 +164,10 @@ pub async fn watch(
     }
     let stream = match app.desktops.get(session) {
         Some(s) => s,
-        None if may_start => app.desktops.stream(app, session).await?,
+        // A viewer may start the encoder of a desktop that runs (not the desktop itself).
+        None if may_start || running(app, session).await? => {
+            app.desktops.stream(app, session).await?
+        }
         None => {
             return Err(Error::Forbidden(
                 "the desktop is not running; a driver starts it".into(),

@@ -28,6 +28,12 @@ pub async fn socket(
 ) -> Result<Response> {
     let access = crate::sessions::access::require(&app.db, id, &user.0, Role::Viewer).await?;
     let takes_input = may_control(&app, id, access.role, user.0.id);
+    // Watching starts nothing: a viewer sees a desktop a driver (or the agent) started.
+    if !access.role.can_drive() && !super::running(&app, id).await? {
+        return Err(crate::Error::Forbidden(
+            "the desktop is not running; a driver starts it".into(),
+        ));
+    }
     let service = if takes_input { "vnc" } else { "vnc-view" };
     let workspaces = app.workspaces()?.clone();
     let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, id).await?;

@@ -156,6 +156,10 @@ async fn retry_waiting(state: AppState) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        // Settings another server sharing the database changed apply here too.
+        if let Err(e) = state.settings.reload(&state.db).await {
+            tracing::warn!(error = %e, "re-reading the settings failed");
+        }
         if !state.workspaces.is_ok() {
             match crate::serve::workspaces(&state.config, state.github.clone()) {
                 Ok(ws) => {

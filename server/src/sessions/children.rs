@@ -8,6 +8,13 @@ use crate::db;
 use crate::state::AppState;
 use crate::{Error, Result, now_ms, scheduler, turns};
 
+/// One spawn at a time per tree of child sessions (keyed by its root).
+static TREE_LOCKS: std::sync::LazyLock<
+    std::sync::Mutex<
+        std::collections::HashMap<SessionId, std::sync::Arc<tokio::sync::Mutex<()>>>,
+    >,
+> = std::sync::LazyLock::new(Default::default);
+
 /// Who asks for children: a person through the API, or the parent's own workspace (its agent,
 /// through the gateway), which is untrusted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +65,8 @@ pub async fn spawn(
             ));
         }
     }
-    // The whole tree is bounded, not only each parent's count and the depth.
+    // The whole tree is bounded, not only each parent's count and the depth; counting and
+    // creating happen under the tree's lock (concurrent spawns would each pass the count).
     let root = {
         let mut root = p.id;
         let mut up = p.parent_id;
@@ -68,6 +76,12 @@ pub async fn spawn(
         }
         root
     };
+    let tree_lock = {
+        let mut locks = TREE_LOCKS.lock().unwrap_or_else(|e| e.into_inner());
+        locks.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
+        locks.entry(root).or_default().clone()
+    };
+    let _one_spawn_per_tree = tree_lock.lock().await;
     let mut tree = 1usize;
     let mut frontier = vec![root];
     while let Some(id) = frontier.pop() {
