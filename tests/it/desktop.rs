@@ -466,6 +466,30 @@ async fn the_desktop_over_vnc_speaks_rfb_through_the_websocket_and_viewers_get_t
             first.into_data().to_vec()
         }
     };
+    // Watching starts nothing: before a driver starts the desktop, a viewer is refused and
+    // no display comes up.
+    let (_, viewer) = crate::agent_runs::another_user(&s, "vic").await;
+    {
+        let url = format!(
+            "{}/api/sessions/{id}/vnc",
+            s.url.replacen("http://", "ws://", 1)
+        );
+        let mut req = url.into_client_request().unwrap();
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {viewer}").parse().unwrap());
+        req.headers_mut()
+            .insert("sec-websocket-protocol", "binary".parse().unwrap());
+        match tokio_tungstenite::connect_async(req).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(res)) => {
+                assert_eq!(res.status(), 403)
+            }
+            other => panic!("a viewer's VNC before the desktop runs: {:?}", other.map(|_| ())),
+        }
+        let procs = crate::session_workspaces::exec(&s, id, "ps -eo args | grep -c '^Xvfb' || true")
+            .await
+            .stdout;
+        assert_eq!(procs.trim(), "0", "a viewer started the display");
+    }
     // The owner: x11vnc's greeting, through the tunnel.
     let hello = connect(s.admin_token.clone(), "/api/sessions/{id}/vnc").await;
     assert!(
@@ -476,8 +500,7 @@ async fn the_desktop_over_vnc_speaks_rfb_through_the_websocket_and_viewers_get_t
     // The same beside VS Code, outside /api.
     let hello = connect(s.admin_token.clone(), "/sessions/{id}/vnc").await;
     assert!(hello.starts_with(b"RFB 003.00"));
-    // Someone who only watches gets the view-only server.
-    let (_, viewer) = crate::agent_runs::another_user(&s, "vic").await;
+    // Someone who only watches gets the view-only server (the desktop runs now).
     let hello = connect(viewer, "/api/sessions/{id}/vnc").await;
     assert!(hello.starts_with(b"RFB 003.00"));
     let procs = crate::session_workspaces::exec(&s, id, "ps -eo args | grep '^x11vnc' || true")
