@@ -178,3 +178,61 @@ async fn a_new_user_sets_up_the_model_and_a_repo_on_the_setup_page_and_gets_a_fi
     );
     b.close().await;
 }
+
+/// The host cannot start workspaces (its agent binary is missing): the dashboard's banner and
+/// the session's page say why and what to do; putting the binary back starts the queued
+/// session, with no restart of the server, and the page follows it to `ready`.
+#[tokio::test]
+async fn a_missing_agent_binary_is_shown_where_people_look_and_the_session_starts_once_it_is_back() {
+    let Some(web) = web_dir() else { return };
+    let Some(images) = crate::fixtures::test_images().await else {
+        return;
+    };
+    let recipe = crate::fixtures::test_recipe();
+    let bin_dir = tempfile::tempdir().unwrap();
+    let agent = bin_dir.path().join("tandem-workspace-agent");
+    let configured = agent.clone();
+    let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, move |c| {
+        c.web_dir = Some(web);
+        c.images_dir = images;
+        c.image_recipe = Some(recipe);
+        c.agent_bin = Some(configured);
+    })
+    .await
+    .unwrap();
+    let api = tandem_server::client::Client::new(&s.url, Some(s.admin_token.clone())).unwrap();
+    let (_src, repo) = crate::fixtures::repo_with(&api, "demo/missing", &[]).await;
+    let b = Browser::start("first-run-missing-agent").await;
+    b.sign_in(&s.url, &s.first_login_code).await;
+    b.wait_text("#host-banner", "workspace agent binary is missing").await;
+    b.wait_text("#host-banner", "cargo build").await;
+    let id = api
+        .create_session(&tandem_protocol::CreateSession {
+            repo_id: repo.id,
+            prompt: String::new(),
+            branch: None,
+            agent: Some(tandem_protocol::AgentSpec::None),
+        })
+        .await
+        .unwrap()
+        .session
+        .id;
+    b.client
+        .goto(&format!("{}/sessions/{id}", s.url))
+        .await
+        .unwrap();
+    b.wait_text("#session-waiting", "workspace agent binary is missing").await;
+    b.wait_text("#session-state", "queued").await;
+    b.screenshot("01-waiting").await;
+    // Put back: the server notices by itself and the page follows the session.
+    let built = std::path::Path::new(env!("CARGO_BIN_EXE_tandem"))
+        .with_file_name("tandem-workspace-agent");
+    std::fs::copy(&built, &agent).unwrap();
+    wait_long(&b, "#session-state", "ready", Duration::from_secs(60)).await;
+    assert!(
+        b.client.find(Locator::Css("#session-waiting")).await.is_err(),
+        "the waiting banner goes once the session starts"
+    );
+    b.screenshot("02-started").await;
+    b.close().await;
+}
