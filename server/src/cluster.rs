@@ -22,9 +22,43 @@ use crate::{Error, Result, db, now_ms};
 /// server that does not host a session act on it.
 pub const FORWARDED: &str = "x-tandem-forwarded";
 
-/// The marker's value for a request to `path`.
-fn marker(app: &AppState, path: &str) -> String {
-    app.jwt.sign("cluster-forward", path)
+/// How long a forwarding marker holds (servers' clocks agree to well within it).
+const MARKER_WINDOW_SECS: i64 = 60;
+
+/// The marker's value for `method` on `path` at `now` (seconds): `<now>.<signature>`, so a
+/// captured marker works for that request only, and only for a minute.
+pub fn marker_for(jwt: &crate::auth::JwtKeys, method: &str, path: &str, now: i64) -> String {
+    format!(
+        "{now}.{}",
+        jwt.sign("cluster-forward", &format!("{method} {path} {now}"))
+    )
+}
+
+/// Whether `value` is a marker for `method` on `path` made within the window around `now`.
+pub fn marker_holds(
+    jwt: &crate::auth::JwtKeys,
+    method: &str,
+    path: &str,
+    value: &str,
+    now: i64,
+) -> bool {
+    let Some((at, sig)) = value.split_once('.') else {
+        return false;
+    };
+    let Ok(at) = at.parse::<i64>() else {
+        return false;
+    };
+    (now - at).abs() <= MARKER_WINDOW_SECS
+        && jwt.verify_sig("cluster-forward", &format!("{method} {path} {at}"), sig)
+}
+
+fn marker(app: &AppState, req: &Request) -> String {
+    marker_for(
+        &app.jwt,
+        req.method().as_str(),
+        req.uri().path(),
+        crate::now_ms() / 1000,
+    )
 }
 
 /// Whether `req` was forwarded by a server sharing this one's key.
@@ -32,7 +66,15 @@ fn forwarded(app: &AppState, req: &Request) -> bool {
     req.headers()
         .get(FORWARDED)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|sig| app.jwt.verify_sig("cluster-forward", req.uri().path(), sig))
+        .is_some_and(|v| {
+            marker_holds(
+                &app.jwt,
+                req.method().as_str(),
+                req.uri().path(),
+                v,
+                crate::now_ms() / 1000,
+            )
+        })
 }
 /// How often a server renews its registration.
 pub const REFRESH: Duration = Duration::from_secs(30);
@@ -124,7 +166,7 @@ pub async fn forward(State(app): State<AppState>, req: Request, next: Next) -> R
         // Never registered (or an error): answer here, which says what is missing.
         _ => return next.run(req).await,
     };
-    let signed = marker(&app, req.uri().path());
+    let signed = marker(&app, &req);
     relay(&url, req, signed)
         .await
         .unwrap_or_else(IntoResponse::into_response)
@@ -159,4 +201,24 @@ async fn relay(base: &str, req: Request, signed: String) -> Result<Response> {
         std::future::pending(),
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{marker_for, marker_holds};
+
+    #[test]
+    fn a_forwarding_marker_holds_for_its_request_and_its_minute_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let jwt = crate::auth::JwtKeys::load_or_create(dir.path()).unwrap();
+        let path = "/api/sessions/x/exec";
+        let m = marker_for(&jwt, "POST", path, 1_000);
+        assert!(marker_holds(&jwt, "POST", path, &m, 1_030));
+        assert!(!marker_holds(&jwt, "GET", path, &m, 1_030), "another method");
+        assert!(!marker_holds(&jwt, "POST", "/api/sessions/y/exec", &m, 1_030), "another path");
+        assert!(!marker_holds(&jwt, "POST", path, &m, 1_100), "replayed later");
+        let forged = format!("1100.{}", m.split_once('.').unwrap().1);
+        assert!(!marker_holds(&jwt, "POST", path, &forged, 1_100), "a moved timestamp");
+        assert!(!marker_holds(&jwt, "POST", path, "garbage", 1_000));
+    }
 }
