@@ -327,15 +327,64 @@ pub fn artifact_link(
     app: &crate::state::AppState,
     artifact: tandem_protocol::ArtifactId,
 ) -> String {
+    let exp = crate::now_ms() / 1000 + ARTIFACT_LINK_TTL_SECS;
     format!(
         "{}/api/artifacts/{artifact}/{}",
         app.public_url(),
-        app.jwt.sign(ARTIFACT_LINK, &artifact.to_string())
+        artifact_sig(&app.jwt, artifact, exp)
     )
 }
 
 /// The purpose artifact links are signed for.
 pub const ARTIFACT_LINK: &str = "artifact-link";
+
+/// How long an artifact link works (a pull request's body gets fresh links when it is updated).
+pub const ARTIFACT_LINK_TTL_SECS: i64 = 90 * 24 * 3600;
+
+/// The last path segment of an artifact link: `<expiry>.<signature of id and expiry>`.
+pub fn artifact_sig(
+    jwt: &crate::auth::JwtKeys,
+    artifact: tandem_protocol::ArtifactId,
+    exp: i64,
+) -> String {
+    format!("{exp}.{}", jwt.sign(ARTIFACT_LINK, &format!("{artifact} {exp}")))
+}
+
+/// Whether `value` is a signature of `artifact` that has not expired at `now` (seconds).
+pub fn artifact_sig_holds(
+    jwt: &crate::auth::JwtKeys,
+    artifact: tandem_protocol::ArtifactId,
+    value: &str,
+    now: i64,
+) -> bool {
+    let Some((exp, sig)) = value.split_once('.') else {
+        return false;
+    };
+    exp.parse::<i64>().is_ok_and(|exp| {
+        exp > now && jwt.verify_sig(ARTIFACT_LINK, &format!("{artifact} {exp}"), sig)
+    })
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::{artifact_sig, artifact_sig_holds};
+
+    #[test]
+    fn an_artifact_link_expires_and_names_one_artifact() {
+        let dir = tempfile::tempdir().unwrap();
+        let jwt = crate::auth::JwtKeys::load_or_create(dir.path()).unwrap();
+        let (a, b) = (
+            tandem_protocol::ArtifactId(uuid::Uuid::new_v4()),
+            tandem_protocol::ArtifactId(uuid::Uuid::new_v4()),
+        );
+        let sig = artifact_sig(&jwt, a, 2_000);
+        assert!(artifact_sig_holds(&jwt, a, &sig, 1_999));
+        assert!(!artifact_sig_holds(&jwt, a, &sig, 2_000), "expired");
+        assert!(!artifact_sig_holds(&jwt, b, &sig, 1_000), "another artifact");
+        let moved = format!("9999999999.{}", sig.split_once('.').unwrap().1);
+        assert!(!artifact_sig_holds(&jwt, a, &moved, 1_000), "a moved expiry");
+    }
+}
 
 /// `Authorization: Basic …` for git over HTTPS with an installation token.
 pub fn basic_auth_header(token: &str) -> String {
