@@ -32,6 +32,8 @@ pub const MAX_TERMINALS: usize = 8;
 pub const MAX_LINK_TTL_SECS: i64 = 30 * 24 * 3600;
 /// Longest display name.
 pub const MAX_DISPLAY_NAME: usize = 60;
+/// Most live connections of guests (people without an account) through one share link at once.
+pub const MAX_GUESTS_PER_LINK: usize = 100;
 
 /// WebSocket close codes.
 pub mod close {
@@ -45,6 +47,8 @@ pub mod close {
     pub const TOO_SLOW: u16 = 4408;
     /// A frame over [`super::MAX_FRAME_BYTES`].
     pub const TOO_BIG: u16 = 4413;
+    /// Too many connections through one share link ([`super::MAX_GUESTS_PER_LINK`]).
+    pub const TOO_MANY: u16 = 4429;
     /// The server failed.
     pub const INTERNAL: u16 = 4500;
 }

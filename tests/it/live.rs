@@ -923,3 +923,38 @@ async fn an_expired_link_ends_the_membership_it_gave_and_closes_its_holders() {
     again.until("hello", |p| p.me.is_some()).await;
     assert_eq!(again.me.as_ref().unwrap().role, Role::Viewer);
 }
+
+/// Person → server: one share link opens a bounded audience; a guest holding it cannot open
+/// live sockets without end.
+#[tokio::test]
+async fn one_links_guests_are_bounded() {
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
+    let id = shared_session(&s).await;
+    let open = link(&s, id, json!({ "role": "viewer", "allow_guests": true })).await;
+    let token = open.token.clone().unwrap();
+    let guest = |t: &str| Credentials {
+        share: Some(t.to_string()),
+        name: Some("guest".into()),
+        ..Default::default()
+    };
+    let mut guests = Vec::new();
+    for _ in 0..tandem_protocol::live::MAX_GUESTS_PER_LINK {
+        let mut g = Peer::connect(&s, id, guest(&token)).await;
+        g.until("hello", |p| p.me.is_some()).await;
+        guests.push(g);
+    }
+    let mut over = Peer::connect(&s, id, guest(&token)).await;
+    assert_eq!(over.closed_with().await, Some(close::TOO_MANY));
+    // One leaves: there is room again.
+    guests.pop().unwrap().c.close().await;
+    let mut owner = Peer::connect(&s, id, self::token(&s.admin_token)).await;
+    owner
+        .until("the guest is gone", |p| {
+            p.participants.len() == tandem_protocol::live::MAX_GUESTS_PER_LINK
+        })
+        .await;
+    let mut again = Peer::connect(&s, id, guest(&token)).await;
+    again.until("hello", |p| p.me.is_some()).await;
+}

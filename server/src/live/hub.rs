@@ -520,6 +520,15 @@ impl Hub {
         Ok(())
     }
 
+    /// How many members came through share link `jti` without an account.
+    pub fn guests_of(&self, jti: &str) -> usize {
+        self.lock()
+            .members
+            .values()
+            .filter(|m| m.info.user_id.is_none() && m.jti.as_deref() == Some(jti))
+            .count()
+    }
+
     /// Closes every member that came through share link `jti`.
     pub fn revoke(&self, jti: &str) {
         let st = self.lock();

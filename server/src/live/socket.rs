@@ -93,6 +93,18 @@ async fn run(
         Ok(a) => a,
         Err(e) => return close_with(socket, close_code(&e), &e.to_string()).await,
     };
+    // One link opens a bounded audience: a guest cannot open sockets without end.
+    if access.user_id.is_none()
+        && let Some(jti) = &access.jti
+        && state.hubs.guests_of(id, jti) >= tandem_protocol::live::MAX_GUESTS_PER_LINK
+    {
+        return close_with(
+            socket,
+            close::TOO_MANY,
+            "this share link has as many guests connected as it may; try again later",
+        )
+        .await;
+    }
     let (out, inbox) = outbox();
     let (live, (me, watches)) = state.hubs.join(&state, id, |live| {
         live.hub.join(
