@@ -127,6 +127,17 @@ pub fn spawn_boot(state: &AppState, id: SessionId) {
     tokio::spawn(async move {
         let result = async {
             if let Some(p) = crate::availability::start_problem(&state.workspaces) {
+                // Another server sharing the database runs workspaces and boots it: this one's
+                // trouble is not the session's.
+                let others = !state.workspaces.is_ok()
+                    && db::servers::any_since(
+                        state.db.pool(),
+                        now_ms() - 3 * crate::cluster::REFRESH.as_millis() as i64,
+                    )
+                    .await?;
+                if others {
+                    return Ok(());
+                }
                 return tell_waiting(&state, id, &p).await;
             }
             let ws = state.workspaces()?;
