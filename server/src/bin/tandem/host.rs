@@ -11,6 +11,8 @@ use tandem_server::{images, runtime};
 /// configuration (the same problems `/api/health` and the dashboard report).
 pub async fn doctor(config: &Config, json: bool) -> Result<()> {
     let checks = runtime::doctor::checks();
+    // The server makes its data dir at start; so does this, to probe what it would.
+    let _ = std::fs::create_dir_all(&config.data_dir);
     let mut problems: Vec<tandem_protocol::Problem> =
         match tandem_server::serve::workspaces(config, None) {
             Err(p) => vec![p],
