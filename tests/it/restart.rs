@@ -73,18 +73,7 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
         "the embedded default is a SQLite file in the data dir"
     );
 
-    let out = Command::new(BIN)
-        .args(["token", "create", "--data-dir", data.to_str().unwrap()])
-        .env_remove("TANDEM_TOKEN")
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let token = local_token(&data).await;
 
     let c = Client::new(&url, Some(token.clone())).unwrap();
     let repo = c
@@ -210,13 +199,7 @@ async fn a_session_workspace_survives_a_server_crash_and_is_supervised_again() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let (mut server, url) = serve_with_workspaces(&data, &images).await;
-    let out = Command::new(BIN)
-        .args(["token", "create", "--data-dir", data.to_str().unwrap()])
-        .env_remove("TANDEM_TOKEN")
-        .output()
-        .await
-        .unwrap();
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let token = local_token(&data).await;
     let src = tempfile::tempdir().unwrap();
     crate::snapshots::git(src.path(), &["init", "-q"]);
     crate::snapshots::commit_recipe(src.path(), &["true"]);

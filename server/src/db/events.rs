@@ -50,6 +50,20 @@ struct EventRow {
     payload: String,
 }
 
+impl EventRow {
+    fn into_event(self, session: SessionId) -> Result<Event> {
+        let kind: EventKind = serde_json::from_str(&self.payload).map_err(|e| {
+            Error::Internal(format!("stored event {session}/{} unreadable: {e}", self.seq))
+        })?;
+        Ok(Event {
+            session_id: session,
+            seq: self.seq,
+            at: Timestamp(self.at),
+            kind,
+        })
+    }
+}
+
 /// The session's newest event, if any.
 pub async fn last<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Option<Event>> {
     let row: Option<EventRow> =
@@ -57,18 +71,7 @@ pub async fn last<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId)
             .bind(session.to_string())
             .fetch_optional(ex)
             .await?;
-    row.map(|r| {
-        let kind: EventKind = serde_json::from_str(&r.payload).map_err(|e| {
-            Error::Internal(format!("stored event {session}/{} unreadable: {e}", r.seq))
-        })?;
-        Ok(Event {
-            session_id: session,
-            seq: r.seq,
-            at: Timestamp(r.at),
-            kind,
-        })
-    })
-    .transpose()
+    row.map(|r| r.into_event(session)).transpose()
 }
 
 /// Events with `seq > after`, oldest first, at most `limit`.
@@ -85,17 +88,5 @@ pub async fn list_after<'e>(
             .bind(limit)
             .fetch_all(ex)
             .await?;
-    rows.into_iter()
-        .map(|r| {
-            let kind: EventKind = serde_json::from_str(&r.payload).map_err(|e| {
-                Error::Internal(format!("stored event {session}/{} unreadable: {e}", r.seq))
-            })?;
-            Ok(Event {
-                session_id: session,
-                seq: r.seq,
-                at: Timestamp(r.at),
-                kind,
-            })
-        })
-        .collect()
+    rows.into_iter().map(|r| r.into_event(session)).collect()
 }
