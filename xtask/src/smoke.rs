@@ -121,7 +121,13 @@ fn check(child: &mut std::process::Child, port: u16) -> Result<()> {
     // The main job, in a browser, against this server.
     run::cargo_test(
         run::cargo()
-            .args(["test", "--workspace", "--test", "e2e", "first_run"])
+            .args([
+                "test",
+                "--workspace",
+                "--test",
+                "e2e",
+                "first_run::a_new_user_sets_up_the_model",
+            ])
             .current_dir(run::root())
             .env("TANDEM_E2E_UP_URL", &url)
             .env("TANDEM_E2E_UP_CODE", &code)
