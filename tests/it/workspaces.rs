@@ -449,3 +449,56 @@ async fn fifty_start_stop_cycles_leave_nothing_behind(env: Env) {
     assert!(after < before + 10, "mounts grew from {before} to {after}");
 }
 runtimes!(fifty_start_stop_cycles_leave_nothing_behind);
+
+/// Container root is not host root: a set-uid-root shell a workspace drops where the host can
+/// see it (a read-write bind, like its agent's socket directory) belongs to an unprivileged host
+/// uid, and the workspace's processes run as that uid on the host.
+async fn workspace_root_is_an_unprivileged_host_user(env: Env) {
+    use std::os::unix::fs::MetadataExt;
+    assert!(
+        env.rt.user_namespaces(),
+        "{:?} workspaces run in user namespaces on this kernel",
+        env.kind
+    );
+    let shared = env.dir.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let mut spec = env.spec(vec![]);
+    spec.binds.push(tandem_server::runtime::Bind {
+        host: shared.clone(),
+        container: "/run/shared".into(),
+        readonly: false,
+    });
+    let ws = env.rt.start(spec).await.unwrap();
+    let out = env
+        .sh(
+            &ws.id,
+            "id -u && cp /bin/sh /run/shared/rootsh && chmod 4755 /run/shared/rootsh && touch /root/mine && test -O /root/mine && echo 0",
+        )
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "0\n0\n", "root inside, owning its own files");
+    let dropped = std::fs::metadata(shared.join("rootsh")).unwrap();
+    assert_eq!(
+        dropped.uid(),
+        tandem_server::runtime::userns::HOST_BASE,
+        "the set-uid shell is not host root's"
+    );
+    assert_ne!(dropped.uid(), 0);
+    if env.kind != Kind::Runsc {
+        // gVisor's processes are the Sentry's own; runc's and crun's are host processes.
+        let status = std::fs::read_to_string(format!("/proc/{}/status", ws.pid)).unwrap();
+        let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+        let uids: Vec<u32> = uid_line
+            .split_whitespace()
+            .skip(1)
+            .map(|u| u.parse().unwrap())
+            .collect();
+        assert!(
+            uids.iter()
+                .all(|&u| u == tandem_server::runtime::userns::HOST_BASE),
+            "the init runs as the workspace's host uid: {uid_line}"
+        );
+    }
+    env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
+}
+runtimes!(workspace_root_is_an_unprivileged_host_user);

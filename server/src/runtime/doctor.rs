@@ -161,10 +161,7 @@ pub fn checks() -> Vec<Check> {
 pub fn confinement() -> Vec<Check> {
     // The kernel filters with seccomp when it lists the actions it supports.
     let seccomp = Path::new("/proc/sys/kernel/seccomp/actions_avail").exists();
-    let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .is_some_and(|n| n > 0);
+    let userns = super::userns::kernel_allows();
     vec![
         Check {
             name: "seccomp".into(),
@@ -177,11 +174,15 @@ pub fn confinement() -> Vec<Check> {
         },
         Check {
             name: "user namespaces".into(),
-            ok: false,
-            detail: format!(
-                "not used: container root is host root (the kernel {} them); confinement is the seccomp filter, the default capability set, no_new_privs and namespaces",
-                if userns { "allows" } else { "does not allow" }
-            ),
+            ok: userns,
+            detail: if userns {
+                format!(
+                    "every workspace in its own: uid 0 inside is host uid {} (layers stored shifted into that range)",
+                    super::userns::HOST_BASE
+                )
+            } else {
+                "not allowed by the kernel (user.max_user_namespaces is 0): container root would be host root; raise it with sysctl".into()
+            },
         },
         Check {
             name: "disk limits".into(),

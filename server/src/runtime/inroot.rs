@@ -53,8 +53,9 @@ fn open_dir(root_fd: &OwnedFd, rel: &Path) -> std::result::Result<OwnedFd, Errno
 }
 
 /// Makes sure `target` exists inside `root` (a directory when `dir`, else an empty file),
-/// creating what is missing, every step resolved inside the root.
-pub fn ensure(root: &Path, target: &Path, dir: bool) -> Result<()> {
+/// creating what is missing, every step resolved inside the root. What it creates belongs to
+/// `owner` (uid = gid; the workspace's root under a user namespace), else to the host's root.
+pub fn ensure(root: &Path, target: &Path, dir: bool, owner: Option<u32>) -> Result<()> {
     let root_fd = open(
         root,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
@@ -67,11 +68,11 @@ pub fn ensure(root: &Path, target: &Path, dir: bool) -> Result<()> {
     };
     let mut prefix = PathBuf::new();
     for p in parents {
-        make_dir(&root_fd, &prefix, p, target)?;
+        make_dir(&root_fd, &prefix, p, target, owner)?;
         prefix.push(p);
     }
     if dir {
-        return make_dir(&root_fd, &prefix, last, target);
+        return make_dir(&root_fd, &prefix, last, target, owner);
     }
     let parent = open_dir(&root_fd, &prefix).map_err(|e| fail("bind target", target, e))?;
     // Resolved inside the root, an existing entry (a symlink too) is fine: the runtime resolves
@@ -88,14 +89,20 @@ pub fn ensure(root: &Path, target: &Path, dir: bool) -> Result<()> {
             OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::from_bits_truncate(0o644),
         )
-        .map(drop)
+        .and_then(|_| give(&parent, last, owner))
         .map_err(|e| fail("bind target", target, e)),
         Err(e) => Err(fail("bind target", target, e)),
     }
 }
 
 /// Makes `prefix/name` a directory inside the root unless it resolves to one already.
-fn make_dir(root_fd: &OwnedFd, prefix: &Path, name: &Path, target: &Path) -> Result<()> {
+fn make_dir(
+    root_fd: &OwnedFd,
+    prefix: &Path,
+    name: &Path,
+    target: &Path,
+    owner: Option<u32>,
+) -> Result<()> {
     let full = prefix.join(name);
     match open_dir(root_fd, &full) {
         Ok(_) => return Ok(()),
@@ -105,12 +112,27 @@ fn make_dir(root_fd: &OwnedFd, prefix: &Path, name: &Path, target: &Path) -> Res
     let parent = open_dir(root_fd, prefix).map_err(|e| fail("bind target", target, e))?;
     // `mkdirat` never follows a link at its last component: a dangling symlink there is EEXIST.
     match mkdirat(parent.as_fd(), name, Mode::from_bits_truncate(0o755)) {
-        Ok(()) | Err(Errno::EEXIST) => {}
+        Ok(()) => give(&parent, name, owner).map_err(|e| fail("bind target", target, e))?,
+        Err(Errno::EEXIST) => {}
         Err(e) => return Err(fail("bind target", target, e)),
     }
     open_dir(root_fd, &full)
         .map(drop)
         .map_err(|e| fail("bind target", target, e))
+}
+
+/// Gives the entry `name` of `parent` (just created, never a link) to `owner`.
+fn give(parent: &OwnedFd, name: &Path, owner: Option<u32>) -> std::result::Result<(), Errno> {
+    let Some(id) = owner else {
+        return Ok(());
+    };
+    nix::unistd::fchownat(
+        parent.as_fd(),
+        name,
+        Some(id.into()),
+        Some(id.into()),
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
 }
 
 #[cfg(test)]
@@ -133,12 +155,12 @@ mod tests {
         std::os::unix::fs::symlink("/srv", root.join("data")).unwrap();
 
         // Resolved inside the root, the host directory is not there: refused, nothing made.
-        ensure(&root, "/run/tandem/agent".as_ref(), true).unwrap_err();
-        ensure(&root, "/hosts".as_ref(), false).unwrap_err();
+        ensure(&root, "/run/tandem/agent".as_ref(), true, None).unwrap_err();
+        ensure(&root, "/hosts".as_ref(), false, None).unwrap_err();
         // `..` stops at the root; `/srv` is the root's.
-        ensure(&root, "/up/escaped".as_ref(), true).unwrap();
-        ensure(&root, "/data/agent".as_ref(), true).unwrap();
-        ensure(&root, "/etc/created".as_ref(), false).unwrap();
+        ensure(&root, "/up/escaped".as_ref(), true, None).unwrap();
+        ensure(&root, "/data/agent".as_ref(), true, None).unwrap();
+        ensure(&root, "/etc/created".as_ref(), false, None).unwrap();
 
         assert_eq!(
             std::fs::read_dir(&outside).unwrap().count(),
@@ -149,6 +171,6 @@ mod tests {
         assert!(root.join("escaped").is_dir(), "`..` stops at the root");
         assert!(root.join("srv/agent").is_dir());
         assert!(root.join("etc/created").is_file());
-        ensure(&root, "/../x".as_ref(), true).unwrap_err();
+        ensure(&root, "/../x".as_ref(), true, None).unwrap_err();
     }
 }

@@ -20,6 +20,7 @@ pub mod oci;
 mod overlay;
 pub mod seccomp;
 mod spec;
+pub mod userns;
 
 /// Largest stdout or stderr kept from one `exec` (the rest is dropped and reported truncated).
 pub const MAX_EXEC_OUTPUT: usize = 1024 * 1024;

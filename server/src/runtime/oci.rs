@@ -54,6 +54,8 @@ pub struct OciRuntime {
     kind: Kind,
     state_dir: PathBuf,
     workspaces_dir: PathBuf,
+    /// Each workspace in its own user namespace (runc and crun where the kernel allows it).
+    userns: bool,
 }
 
 impl OciRuntime {
@@ -67,7 +69,13 @@ impl OciRuntime {
             kind,
             state_dir,
             workspaces_dir,
+            userns: super::userns::kernel_allows(),
         })
+    }
+
+    /// True when its workspaces run in user namespaces (their root is not the host's).
+    pub fn user_namespaces(&self) -> bool {
+        self.userns
     }
 
     /// The directory of workspace `id`.
@@ -163,14 +171,27 @@ impl OciRuntime {
             None => None,
         };
         let ws = &ws;
+        let owner = self.userns.then_some(super::userns::HOST_BASE);
+        if self.userns {
+            // What the workspace sees is stored with its own ids (a no-op for marked trees).
+            let trees: Vec<PathBuf> = ws.layers.iter().chain([&upper]).cloned().collect();
+            tokio::task::spawn_blocking(move || {
+                trees.iter().try_for_each(|t| super::userns::shift_tree(t))
+            })
+            .await
+            .map_err(|e| Error::Internal(format!("shifting layer ownership: {e}")))??;
+            for b in ws.binds.iter().filter(|b| !b.readonly && b.host.is_dir()) {
+                super::userns::own(&b.host)?;
+            }
+        }
         overlay::mount_overlay(&ws.layers, &upper, &work, &rootfs)?;
         // Bind targets must exist in the root; creating them lands in the writable layer, which
         // workspace code may have written (resumed and forked layers, a snapshot's setup): every
         // step is resolved inside the root, never through a link it planted.
         for b in &ws.binds {
-            super::inroot::ensure(&rootfs, Path::new(&b.container), b.host.is_dir())?;
+            super::inroot::ensure(&rootfs, Path::new(&b.container), b.host.is_dir(), owner)?;
         }
-        spec::build(ws, &rootfs, netns.as_deref(), self.kind != Kind::Runsc)?
+        spec::build(ws, &rootfs, netns.as_deref(), self.kind != Kind::Runsc, self.userns)?
             .save(dir.join("config.json"))
             .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
         // The container inherits these descriptors, so they must be files, not pipes a wait

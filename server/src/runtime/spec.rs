@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use oci_spec::runtime::{
-    LinuxCpu, LinuxMemory, LinuxPids, LinuxResources, Mount, MountBuilder, PosixRlimitBuilder,
+    LinuxCpu, LinuxIdMappingBuilder, LinuxMemory, LinuxNamespaceBuilder, LinuxNamespaceType, LinuxPids, LinuxResources, Mount, MountBuilder, PosixRlimitBuilder,
     PosixRlimitType, Process, Root, Spec,
 };
 
@@ -24,11 +24,13 @@ fn oci(e: oci_spec::OciSpecError) -> Error {
 
 /// The spec for `ws`, with its root at `rootfs`.
 /// `seccomp`: apply the default profile (runc and crun; gVisor filters syscalls itself).
+/// `userns`: a user namespace whose root is host uid [`super::userns::HOST_BASE`].
 pub fn build(
     ws: &WorkspaceSpec,
     rootfs: &Path,
     netns: Option<&Path>,
     seccomp: bool,
+    userns: bool,
 ) -> Result<Spec> {
     let mut spec = Spec::default();
     spec.set_hostname(Some(ws.hostname.clone()));
@@ -114,10 +116,28 @@ pub fn build(
         && let Some(namespaces) = linux.namespaces_mut()
     {
         for ns in namespaces.iter_mut() {
-            if ns.typ() == oci_spec::runtime::LinuxNamespaceType::Network {
+            if ns.typ() == LinuxNamespaceType::Network {
                 ns.set_path(Some(path.to_path_buf()));
             }
         }
+    }
+    if userns {
+        if let Some(namespaces) = linux.namespaces_mut() {
+            namespaces.push(
+                LinuxNamespaceBuilder::default()
+                    .typ(LinuxNamespaceType::User)
+                    .build()
+                    .map_err(oci)?,
+            );
+        }
+        let map = LinuxIdMappingBuilder::default()
+            .container_id(0u32)
+            .host_id(super::userns::HOST_BASE)
+            .size(super::userns::COUNT)
+            .build()
+            .map_err(oci)?;
+        linux.set_uid_mappings(Some(vec![map]));
+        linux.set_gid_mappings(Some(vec![map]));
     }
     let mut resources = LinuxResources::default();
     let mut memory = LinuxMemory::default();

@@ -361,10 +361,13 @@ async fn snapshot_fault(db: &Db, snap: &Snapshot, e: Error) -> Error {
 }
 
 /// Brings the checkout to `head`: the workspace fetches the delta from the read-only mirror
-/// (which the server has just updated from the remote) and checks it out.
+/// (which the server has just updated from the remote) and checks it out. The mirror is the
+/// host's (under a user namespace owned by an id the workspace does not have), read-only and
+/// Tandem's own: its upload-pack trusts it by name, which git's local transport only takes on
+/// that process's own command line.
 async fn sync(ws: &Workspaces, wid: &str, branch: &str, head: &str) -> Result<()> {
     let script = r#"set -e
-git fetch --quiet --no-tags "$TANDEM_MIRROR" "+refs/heads/$TANDEM_BRANCH:refs/remotes/origin/$TANDEM_BRANCH"
+git fetch --quiet --no-tags --upload-pack="git -c safe.directory=$TANDEM_MIRROR upload-pack" "$TANDEM_MIRROR" "+refs/heads/$TANDEM_BRANCH:refs/remotes/origin/$TANDEM_BRANCH"
 git checkout --quiet -B "$TANDEM_BRANCH" "$TANDEM_COMMIT"
 git branch --quiet --set-upstream-to="origin/$TANDEM_BRANCH" "$TANDEM_BRANCH" || true"#;
     let env = [
