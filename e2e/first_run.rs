@@ -113,7 +113,10 @@ async fn a_new_user_sets_up_the_model_and_a_repo_on_the_setup_page_and_gets_a_fi
     b.click("#setting-model-test").await;
     let result = b.wait_text("#model-test-result", "answered").await;
     assert!(result.starts_with('✓'), "{result}");
-    assert_eq!(model.model_lists(), vec![Some("Bearer sk-first-run".into())]);
+    assert_eq!(
+        model.model_lists(),
+        vec![Some("Bearer sk-first-run".into())]
+    );
     b.client
         .execute("window.scrollTo(0, 0)", vec![])
         .await
@@ -165,15 +168,17 @@ async fn a_new_user_sets_up_the_model_and_a_repo_on_the_setup_page_and_gets_a_fi
         )
         .await
         .unwrap();
-    assert_eq!(overflow.as_i64(), Some(0), "the terminal overflows its pane");
+    assert_eq!(
+        overflow.as_i64(),
+        Some(0),
+        "the terminal overflows its pane"
+    );
     b.screenshot("04-first-session").await;
     // The model got the prompt, with the key the setup page stored.
     let asked = model.requests();
     assert!(
-        asked
-            .iter()
-            .any(|r| r.transcript().contains("Say hello")
-                && r.authorization.as_deref() == Some("Bearer sk-first-run")),
+        asked.iter().any(|r| r.transcript().contains("Say hello")
+            && r.authorization.as_deref() == Some("Bearer sk-first-run")),
         "{asked:?}"
     );
     b.close().await;
@@ -183,7 +188,8 @@ async fn a_new_user_sets_up_the_model_and_a_repo_on_the_setup_page_and_gets_a_fi
 /// the session's page say why and what to do; putting the binary back starts the queued
 /// session, with no restart of the server, and the page follows it to `ready`.
 #[tokio::test]
-async fn a_missing_agent_binary_is_shown_where_people_look_and_the_session_starts_once_it_is_back() {
+async fn a_missing_agent_binary_is_shown_where_people_look_and_the_session_starts_once_it_is_back()
+{
     let Some(web) = web_dir() else { return };
     let Some(images) = crate::fixtures::test_images().await else {
         return;
@@ -204,7 +210,8 @@ async fn a_missing_agent_binary_is_shown_where_people_look_and_the_session_start
     let (_src, repo) = crate::fixtures::repo_with(&api, "demo/missing", &[]).await;
     let b = Browser::start("first-run-missing-agent").await;
     b.sign_in(&s.url, &s.first_login_code).await;
-    b.wait_text("#host-banner", "workspace agent binary is missing").await;
+    b.wait_text("#host-banner", "workspace agent binary is missing")
+        .await;
     b.wait_text("#host-banner", "cargo build").await;
     let id = api
         .create_session(&tandem_protocol::CreateSession {
@@ -221,16 +228,20 @@ async fn a_missing_agent_binary_is_shown_where_people_look_and_the_session_start
         .goto(&format!("{}/sessions/{id}", s.url))
         .await
         .unwrap();
-    b.wait_text("#session-waiting", "workspace agent binary is missing").await;
+    b.wait_text("#session-waiting", "workspace agent binary is missing")
+        .await;
     b.wait_text("#session-state", "queued").await;
     b.screenshot("01-waiting").await;
     // Put back: the server notices by itself and the page follows the session.
-    let built = std::path::Path::new(env!("CARGO_BIN_EXE_tandem"))
-        .with_file_name("tandem-workspace-agent");
+    let built =
+        std::path::Path::new(env!("CARGO_BIN_EXE_tandem")).with_file_name("tandem-workspace-agent");
     std::fs::copy(&built, &agent).unwrap();
     wait_long(&b, "#session-state", "ready", Duration::from_secs(60)).await;
     assert!(
-        b.client.find(Locator::Css("#session-waiting")).await.is_err(),
+        b.client
+            .find(Locator::Css("#session-waiting"))
+            .await
+            .is_err(),
         "the waiting banner goes once the session starts"
     );
     b.screenshot("02-started").await;

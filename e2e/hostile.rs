@@ -57,10 +57,16 @@ async fn a_javascript_link_in_a_prompt_runs_nothing_when_an_admin_clicks_it() {
         .unwrap();
     let hrefs: Vec<String> = serde_json::from_value(hrefs).unwrap();
     assert!(
-        hrefs.iter().all(|h| !h.to_lowercase().replace(['\t', ' '], "").contains("script:")),
+        hrefs.iter().all(|h| !h
+            .to_lowercase()
+            .replace(['\t', ' '], "")
+            .contains("script:")),
         "{hrefs:?}"
     );
-    assert!(hrefs.iter().any(|h| h == "https://example.com/docs"), "{hrefs:?}");
+    assert!(
+        hrefs.iter().any(|h| h == "https://example.com/docs"),
+        "{hrefs:?}"
+    );
     // Clicking where the link was runs nothing.
     for el in b
         .client
@@ -93,8 +99,15 @@ async fn a_javascript_link_in_a_prompt_runs_nothing_when_an_admin_clicks_it() {
     b.close().await;
 
     let res = reqwest::get(&s.url).await.unwrap();
-    let csp = res.headers()["content-security-policy"].to_str().unwrap().to_string();
-    for part in ["script-src 'self' 'wasm-unsafe-eval'", "object-src 'none'", "frame-ancestors 'self'"] {
+    let csp = res.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    for part in [
+        "script-src 'self' 'wasm-unsafe-eval'",
+        "object-src 'none'",
+        "frame-ancestors 'self'",
+    ] {
         assert!(csp.contains(part), "{csp}");
     }
     assert_eq!(res.headers()["x-content-type-options"], "nosniff");

@@ -53,11 +53,16 @@ mod tests {
             assert!(!safe_url(bad, Target::Link), "{bad:?}");
             assert!(!safe_url(bad, Target::Image), "{bad:?}");
         }
-        for good in ["https://github.com/acme/web/pull/1", "http://127.0.0.1:3000/", "/sessions/x", "#top", "docs/README.md"] {
+        for good in [
+            "https://github.com/acme/web/pull/1",
+            "http://127.0.0.1:3000/",
+            "/sessions/x",
+            "#top",
+            "docs/README.md",
+        ] {
             assert!(safe_url(good, Target::Link), "{good:?}");
         }
         assert!(safe_url("mailto:a@b.c", Target::Link));
         assert!(!safe_url("mailto:a@b.c", Target::Image));
     }
 }
-

@@ -264,6 +264,7 @@ async fn main() -> Result<()> {
         file_sets: Default::default(),
         local_repo_dirs: vec![std::env::temp_dir(), work.path().to_path_buf()],
         unsafe_code_on_tandem_origin: false,
+        workspaces: Default::default(),
     };
     let server = Server::bind(config).await?;
     let url = server.url();

@@ -71,7 +71,11 @@ pub fn start_problem(slot: &Slot) -> Option<Problem> {
 /// Everything that stops sessions or the default agent here, most basic first.
 pub fn health(state: &crate::AppState) -> WorkspacesHealth {
     let mut problems: Vec<Problem> = start_problem(&state.workspaces).into_iter().collect();
-    problems.extend(state.settings.model_problem(&state.settings.default_agent()));
+    problems.extend(
+        state
+            .settings
+            .model_problem(&state.settings.default_agent()),
+    );
     WorkspacesHealth {
         ready: problems.is_empty(),
         problems,

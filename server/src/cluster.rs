@@ -214,11 +214,23 @@ mod tests {
         let path = "/api/sessions/x/exec";
         let m = marker_for(&jwt, "POST", path, 1_000);
         assert!(marker_holds(&jwt, "POST", path, &m, 1_030));
-        assert!(!marker_holds(&jwt, "GET", path, &m, 1_030), "another method");
-        assert!(!marker_holds(&jwt, "POST", "/api/sessions/y/exec", &m, 1_030), "another path");
-        assert!(!marker_holds(&jwt, "POST", path, &m, 1_100), "replayed later");
+        assert!(
+            !marker_holds(&jwt, "GET", path, &m, 1_030),
+            "another method"
+        );
+        assert!(
+            !marker_holds(&jwt, "POST", "/api/sessions/y/exec", &m, 1_030),
+            "another path"
+        );
+        assert!(
+            !marker_holds(&jwt, "POST", path, &m, 1_100),
+            "replayed later"
+        );
         let forged = format!("1100.{}", m.split_once('.').unwrap().1);
-        assert!(!marker_holds(&jwt, "POST", path, &forged, 1_100), "a moved timestamp");
+        assert!(
+            !marker_holds(&jwt, "POST", path, &forged, 1_100),
+            "a moved timestamp"
+        );
         assert!(!marker_holds(&jwt, "POST", path, "garbage", 1_000));
     }
 }

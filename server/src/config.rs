@@ -65,6 +65,30 @@ pub struct Config {
     /// Serve VS Code on Tandem's own origin where it has none of its own. Unsafe: pages a
     /// workspace serves (VS Code, its extensions) then run next to Tandem's credentials.
     pub unsafe_code_on_tandem_origin: bool,
+    /// `[workspaces]`: every workspace's limits.
+    pub workspaces: WorkspacesConfig,
+}
+
+/// `[workspaces]`: what a workspace gets when its repo's recipe names no limit
+/// (`[workspaces.limits]`), and the most a recipe may ask for (`[workspaces.max]`); both take
+/// the recipe's keys (`memory_mb`, `cpus`, `pids`, `disk_gb`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkspacesConfig {
+    pub limits: crate::snapshots::recipe::RecipeLimits,
+    pub max: crate::snapshots::recipe::RecipeLimits,
+}
+
+impl WorkspacesConfig {
+    /// The limits a workspace of `recipe` runs with: the recipe's over the server's defaults,
+    /// each capped at the server's most.
+    pub fn limits(
+        &self,
+        recipe: &crate::snapshots::recipe::RecipeLimits,
+    ) -> Result<crate::runtime::Limits> {
+        let base = self.limits.apply(crate::runtime::Limits::default())?;
+        Ok(self.max.cap(recipe.apply(base)?))
+    }
 }
 
 /// The settings-page keys `<data dir>/tandem.toml` gives a value (it wins over the page).
@@ -266,6 +290,8 @@ pub struct FileConfig {
     pub local_repo_dirs: Vec<PathBuf>,
     #[serde(default)]
     pub unsafe_code_on_tandem_origin: bool,
+    #[serde(default)]
+    pub workspaces: WorkspacesConfig,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -372,6 +398,7 @@ impl Config {
             file_sets,
             local_repo_dirs: file.local_repo_dirs,
             unsafe_code_on_tandem_origin: file.unsafe_code_on_tandem_origin,
+            workspaces: file.workspaces,
             data_dir,
         })
     }
@@ -434,5 +461,41 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.to_string().contains("lisen"), "{err}");
+    }
+
+    #[test]
+    fn recipe_limits_are_capped_by_the_servers_most_and_default_to_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "[workspaces.limits]\ndisk_gb = 5\n[workspaces.max]\nmemory_mb = 1024\ncpus = 1.5\npids = 500\ndisk_gb = 10\n",
+        )
+        .unwrap();
+        let cfg = Config::resolve(Overrides {
+            data_dir: Some(dir.path().into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let none = crate::snapshots::recipe::RecipeLimits::default();
+        let l = cfg.workspaces.limits(&none).unwrap();
+        assert_eq!(l.disk_bytes, 5 << 30, "the server's default disk");
+        assert_eq!(l.memory_bytes, 1024 << 20, "the default memory, capped");
+        let greedy = crate::snapshots::recipe::RecipeLimits {
+            memory_mb: Some(65_536),
+            cpus: Some(32.0),
+            pids: Some(100_000),
+            disk_gb: Some(1000),
+        };
+        let l = cfg.workspaces.limits(&greedy).unwrap();
+        assert_eq!(
+            (l.memory_bytes, l.cpus, l.pids, l.disk_bytes),
+            (1024 << 20, 1.5, 500, 10 << 30),
+            "a recipe gets no more than the server allows"
+        );
+        let modest = crate::snapshots::recipe::RecipeLimits {
+            disk_gb: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(cfg.workspaces.limits(&modest).unwrap().disk_bytes, 2 << 30);
     }
 }

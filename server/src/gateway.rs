@@ -25,7 +25,9 @@ pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
 /// The host directory bound at the gateway's socket directory.
 pub fn host_dir(ws: &Workspaces, wid: &str) -> PathBuf {
-    ws.runtime.upper_dir(wid).with_file_name("gateway")
+    // Beside the workspace's disk, not on it: the workspace cannot write here, and the
+    // listening socket would keep the disk busy.
+    ws.runtime.workspace_dir(wid).join("gateway")
 }
 
 /// One listener per workspace.
@@ -276,14 +278,16 @@ async fn spawn_children(
     let author = g.author(session).await?;
     Ok((
         StatusCode::CREATED,
-        Json(sessions::children::spawn(
-            &g.app,
-            session,
-            author,
-            req,
-            sessions::children::Asker::Workspace,
-        )
-        .await?),
+        Json(
+            sessions::children::spawn(
+                &g.app,
+                session,
+                author,
+                req,
+                sessions::children::Asker::Workspace,
+            )
+            .await?,
+        ),
     ))
 }
 
@@ -376,7 +380,11 @@ fn check_git_secret(req: &axum::extract::Request, expected: &str) -> Result<()> 
         .to_str()
         .ok()
         .and_then(|v| v.strip_prefix("Basic "))
-        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
+        .and_then(|b| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b.trim())
+                .ok()
+        })
         .and_then(|d| String::from_utf8(d).ok())
         .and_then(|up| up.split_once(':').map(|(_, p)| p.to_string()))
         .unwrap_or_default();

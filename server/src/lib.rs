@@ -3,8 +3,8 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
-pub mod availability;
 pub mod auth;
+pub mod availability;
 pub mod client;
 pub mod cluster;
 pub mod code;
@@ -24,8 +24,8 @@ pub mod runtime;
 pub mod scheduler;
 pub mod secrets;
 pub mod serve;
-pub mod settings;
 pub mod sessions;
+pub mod settings;
 pub mod snapshots;
 pub mod state;
 pub mod turns;

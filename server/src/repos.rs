@@ -50,9 +50,9 @@ pub fn check_local(url: &str, local_dirs: &[std::path::PathBuf]) -> Result<()> {
         ))
     };
     let real = std::fs::canonicalize(path).map_err(|_| refuse())?;
-    let allowed = local_dirs.iter().any(|d| {
-        std::fs::canonicalize(d).is_ok_and(|d| real.starts_with(&d))
-    });
+    let allowed = local_dirs
+        .iter()
+        .any(|d| std::fs::canonicalize(d).is_ok_and(|d| real.starts_with(&d)));
     if allowed { Ok(()) } else { Err(refuse()) }
 }
 

@@ -194,6 +194,7 @@ pub fn workspaces(
         code_server: code_server(config),
         tandem_bin,
         github,
+        limits: config.workspaces.clone(),
     })
 }
 

@@ -8,8 +8,8 @@ use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use tandem_protocol::{
-    AgentSpec, GithubSettings, ModelTest, Problem, ProblemKind, Setting, SettingSource,
-    TestModel, UpdateSettings, WorkspacesHealth,
+    AgentSpec, GithubSettings, ModelTest, Problem, ProblemKind, Setting, SettingSource, TestModel,
+    UpdateSettings, WorkspacesHealth,
 };
 
 use crate::config::{Config, FileSets, GithubConfig};
@@ -80,7 +80,10 @@ impl Settings {
     }
 
     fn stored(&self) -> Stored {
-        self.stored.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.stored
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The model endpoint, name and key secret in force.
@@ -90,7 +93,8 @@ impl Settings {
             base_url: if self.file.model_base_url {
                 self.config.model_base_url.clone()
             } else {
-                s.model_base_url.or_else(|| self.config.model_base_url.clone())
+                s.model_base_url
+                    .or_else(|| self.config.model_base_url.clone())
             },
             model: if self.file.model {
                 self.config.model.clone()
@@ -163,7 +167,9 @@ impl Settings {
         let s = self.stored();
         let m = self.model();
         let secret_set = |name: String| async move {
-            db::secrets::get(db.pool(), &name).await.map(|v| v.is_some())
+            db::secrets::get(db.pool(), &name)
+                .await
+                .map(|v| v.is_some())
         };
         let gh_file = self.github_from_file.as_ref();
         let gh_names = gh_file.cloned().unwrap_or_else(|| {
@@ -173,10 +179,7 @@ impl Settings {
         Ok(tandem_protocol::Settings {
             model_base_url: Setting {
                 value: m.base_url.clone(),
-                source: self.source(
-                    self.file.model_base_url,
-                    s.model_base_url.is_some(),
-                ),
+                source: self.source(self.file.model_base_url, s.model_base_url.is_some()),
             },
             model: Setting {
                 value: m.model.clone(),
@@ -199,7 +202,9 @@ impl Settings {
                 },
                 client_id: Setting {
                     source: self.source(file_gh, s.github_client_id.is_some()),
-                    value: gh_file.and_then(|g| g.client_id.clone()).or(s.github_client_id),
+                    value: gh_file
+                        .and_then(|g| g.client_id.clone())
+                        .or(s.github_client_id),
                 },
                 private_key_set: secret_set(gh_names.private_key_secret.clone()).await?,
                 webhook_secret_set: secret_set(gh_names.webhook_secret.clone()).await?,
@@ -261,8 +266,7 @@ impl Settings {
             None => None,
             Some("") => Some(None),
             Some(s)
-                if s.len() <= 100
-                    && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') =>
+                if s.len() <= 100 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') =>
             {
                 Some(Some(s.to_string()))
             }
@@ -281,12 +285,36 @@ impl Settings {
         let mut changed = Vec::new();
         let mut tx = db.begin().await?;
         let writes: [(&'static str, &'static str, Option<Option<String>>); 6] = [
-            (key::MODEL_BASE_URL, "model_base_url", base_url.clone().map(|v| v.map(|v| json(&v)))),
-            (key::MODEL, "model", model.clone().map(|v| v.map(|v| json(&v)))),
-            (key::DEFAULT_AGENT, "default_agent", req.default_agent.as_ref().map(|v| Some(json(v)))),
-            (key::GITHUB_APP_ID, "github_app_id", req.github_app_id.map(|v| (v != 0).then(|| json(&v)))),
-            (key::GITHUB_APP_SLUG, "github_app_slug", slug.clone().map(|v| v.map(|v| json(&v)))),
-            (key::GITHUB_CLIENT_ID, "github_client_id", client_id.clone().map(|v| v.map(|v| json(&v)))),
+            (
+                key::MODEL_BASE_URL,
+                "model_base_url",
+                base_url.clone().map(|v| v.map(|v| json(&v))),
+            ),
+            (
+                key::MODEL,
+                "model",
+                model.clone().map(|v| v.map(|v| json(&v))),
+            ),
+            (
+                key::DEFAULT_AGENT,
+                "default_agent",
+                req.default_agent.as_ref().map(|v| Some(json(v))),
+            ),
+            (
+                key::GITHUB_APP_ID,
+                "github_app_id",
+                req.github_app_id.map(|v| (v != 0).then(|| json(&v))),
+            ),
+            (
+                key::GITHUB_APP_SLUG,
+                "github_app_slug",
+                slug.clone().map(|v| v.map(|v| json(&v))),
+            ),
+            (
+                key::GITHUB_CLIENT_ID,
+                "github_client_id",
+                client_id.clone().map(|v| v.map(|v| json(&v))),
+            ),
         ];
         for (k, label, write) in writes {
             match write {
@@ -301,10 +329,26 @@ impl Settings {
             toml::from_str("app_id = 0\napp_slug = \"x\"\n").expect("the defaults parse")
         });
         for (value, name, label) in [
-            (&req.model_api_key, self.config.api_key_secret.clone(), "model_api_key"),
-            (&req.github_private_key, gh_names.private_key_secret, "github_private_key"),
-            (&req.github_webhook_secret, gh_names.webhook_secret, "github_webhook_secret"),
-            (&req.github_client_secret, gh_names.client_secret, "github_client_secret"),
+            (
+                &req.model_api_key,
+                self.config.api_key_secret.clone(),
+                "model_api_key",
+            ),
+            (
+                &req.github_private_key,
+                gh_names.private_key_secret,
+                "github_private_key",
+            ),
+            (
+                &req.github_webhook_secret,
+                gh_names.webhook_secret,
+                "github_webhook_secret",
+            ),
+            (
+                &req.github_client_secret,
+                gh_names.client_secret,
+                "github_client_secret",
+            ),
         ] {
             if let Some(v) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
                 secrets.set(db, &name, v).await?;
@@ -407,9 +451,7 @@ impl Settings {
         let Ok(list) = serde_json::from_slice::<List>(&body) else {
             return Ok(ModelTest {
                 ok: false,
-                message: format!(
-                    "{base} answered, but not with an OpenAI-compatible model list"
-                ),
+                message: format!("{base} answered, but not with an OpenAI-compatible model list"),
                 models: vec![],
                 elapsed_ms,
             });
@@ -443,14 +485,17 @@ impl Settings {
 async fn read_stored(db: &Db) -> Result<Stored> {
     let mut stored = Stored::default();
     for (k, v) in db::settings::all(db.pool()).await? {
-        let bad =
-            |e: serde_json::Error| Error::Internal(format!("the stored setting {k} is unreadable: {e}"));
+        let bad = |e: serde_json::Error| {
+            Error::Internal(format!("the stored setting {k} is unreadable: {e}"))
+        };
         match k.as_str() {
             key::MODEL_BASE_URL => stored.model_base_url = serde_json::from_str(&v).map_err(bad)?,
             key::MODEL => stored.model = serde_json::from_str(&v).map_err(bad)?,
             key::DEFAULT_AGENT => stored.default_agent = serde_json::from_str(&v).map_err(bad)?,
             key::GITHUB_APP_ID => stored.github_app_id = serde_json::from_str(&v).map_err(bad)?,
-            key::GITHUB_APP_SLUG => stored.github_app_slug = serde_json::from_str(&v).map_err(bad)?,
+            key::GITHUB_APP_SLUG => {
+                stored.github_app_slug = serde_json::from_str(&v).map_err(bad)?
+            }
             key::GITHUB_CLIENT_ID => {
                 stored.github_client_id = serde_json::from_str(&v).map_err(bad)?
             }

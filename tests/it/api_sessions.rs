@@ -92,10 +92,16 @@ async fn session_create_get_list_and_events(s: TestServer) {
         if page.events.len() >= 3 {
             break page;
         }
-        assert!(std::time::Instant::now() < deadline, "no waiting event: {page:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no waiting event: {page:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
-    assert_eq!(all.events.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(
+        all.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
     assert_eq!(all.last_seq, 3);
     assert!(matches!(
         all.events[0].kind,
@@ -118,7 +124,10 @@ async fn session_create_get_list_and_events(s: TestServer) {
         .send()
         .await
         .parse();
-    assert_eq!(after.events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
+    assert_eq!(
+        after.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [2, 3]
+    );
     let past_end: EventsPage = s
         .get(&format!("/api/sessions/{}/events?after=3", session.id))
         .send()

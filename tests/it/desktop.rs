@@ -483,11 +483,15 @@ async fn the_desktop_over_vnc_speaks_rfb_through_the_websocket_and_viewers_get_t
             Err(tokio_tungstenite::tungstenite::Error::Http(res)) => {
                 assert_eq!(res.status(), 403)
             }
-            other => panic!("a viewer's VNC before the desktop runs: {:?}", other.map(|_| ())),
+            other => panic!(
+                "a viewer's VNC before the desktop runs: {:?}",
+                other.map(|_| ())
+            ),
         }
-        let procs = crate::session_workspaces::exec(&s, id, "ps -eo args | grep -c '^Xvfb' || true")
-            .await
-            .stdout;
+        let procs =
+            crate::session_workspaces::exec(&s, id, "ps -eo args | grep -c '^Xvfb' || true")
+                .await
+                .stdout;
         assert_eq!(procs.trim(), "0", "a viewer started the display");
     }
     // The owner: x11vnc's greeting, through the tunnel.

@@ -277,7 +277,7 @@ async fn a_workspace_reaches_only_its_allow_listed_names() {
 /// answer, and the refused lookup is an event of the session.
 #[tokio::test]
 async fn a_wildcard_name_resolves_through_the_servers_name_server_and_a_refused_lookup_is_an_event()
- {
+{
     if crate::workspaces::image().await.is_none() {
         return;
     }
@@ -318,7 +318,9 @@ async fn a_wildcard_name_resolves_through_the_servers_name_server_and_a_refused_
     let r = exec(
         &s,
         id,
-        &format!("timeout 2 bash -c 'exec 3<>/dev/tcp/{blocked}/8080' && echo OPEN || echo BLOCKED"),
+        &format!(
+            "timeout 2 bash -c 'exec 3<>/dev/tcp/{blocked}/8080' && echo OPEN || echo BLOCKED"
+        ),
     )
     .await;
     assert_eq!(r.stdout.trim(), "BLOCKED", "{r:?}");
@@ -329,7 +331,9 @@ async fn a_wildcard_name_resolves_through_the_servers_name_server_and_a_refused_
     })
     .await;
     assert!(
-        !evs.iter().any(|e| matches!(&e.kind, EventKind::EgressBlocked { name } if name.contains("allowed"))),
+        !evs.iter().any(
+            |e| matches!(&e.kind, EventKind::EgressBlocked { name } if name.contains("allowed"))
+        ),
         "an allowed name is not reported"
     );
 }

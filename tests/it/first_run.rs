@@ -62,7 +62,10 @@ async fn a_session_waits_with_the_reason_while_the_agent_binary_is_missing_and_s
         .parse();
     let id = created.session.id;
     // The session says why it waits, in its events; it stays queued, not failed.
-    let evs = wait_events(&s, id, |e| waiting_for(e, ProblemKind::AgentBinary).is_some()).await;
+    let evs = wait_events(&s, id, |e| {
+        waiting_for(e, ProblemKind::AgentBinary).is_some()
+    })
+    .await;
     assert!(
         waiting_for(&evs, ProblemKind::AgentBinary)
             .unwrap()
@@ -73,8 +76,8 @@ async fn a_session_waits_with_the_reason_while_the_agent_binary_is_missing_and_s
     assert_eq!(d.session.state, SessionState::Queued);
 
     // Putting the binary back starts it, with no restart of the server.
-    let built = std::path::Path::new(env!("CARGO_BIN_EXE_tandem"))
-        .with_file_name("tandem-workspace-agent");
+    let built =
+        std::path::Path::new(env!("CARGO_BIN_EXE_tandem")).with_file_name("tandem-workspace-agent");
     std::fs::copy(&built, &agent).unwrap();
     let waited = Instant::now();
     let d = wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await;
@@ -136,7 +139,10 @@ async fn the_settings_page_sets_the_model_tests_the_connection_and_a_waiting_tur
         .parse();
     let id = created.session.id;
     let evs = wait_events(&s, id, |e| waiting_for(e, ProblemKind::Model).is_some()).await;
-    assert!(!evs.iter().any(|e| matches!(e.kind, EventKind::TurnStarted { .. })));
+    assert!(
+        !evs.iter()
+            .any(|e| matches!(e.kind, EventKind::TurnStarted { .. }))
+    );
 
     // The connection test makes one real request, with the key typed into the form.
     let t: ModelTest = s
@@ -202,7 +208,10 @@ async fn the_settings_page_sets_the_model_tests_the_connection_and_a_waiting_tur
         .into_iter()
         .next()
         .expect("the turn asked the model");
-    assert_eq!(chat.authorization.as_deref(), Some(&*format!("Bearer {KEY}")));
+    assert_eq!(
+        chat.authorization.as_deref(),
+        Some(&*format!("Bearer {KEY}"))
+    );
     // The key is in no event and not in the settings' answer.
     let all = serde_json::to_string(&evs).unwrap();
     assert!(!all.contains(KEY));
@@ -342,9 +351,7 @@ async fn a_server_whose_image_is_gone_still_stops_the_workspaces_it_runs() {
     assert_eq!(stopped.session.state, SessionState::Stopped);
     // The workspace's init is gone (reaped by the runtime).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.contains("(tini)"))
-    {
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains("(tini)")) {
         assert!(Instant::now() < deadline, "the workspace kept running");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

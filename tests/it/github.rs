@@ -776,19 +776,21 @@ async fn a_session_becomes_a_pull_request_by_its_prompting_person_kept_up_to_dat
         !minted.iter().any(|t| t.token == helper_token),
         "the helper gave a real GitHub token"
     );
-    assert!(!token_works(&w, &helper_token), "GitHub takes the helper's secret");
+    assert!(
+        !token_works(&w, &helper_token),
+        "GitHub takes the helper's secret"
+    );
     // The session's token, which the relay used for the pushes: scoped to this repository,
     // working until the session stops.
     let (sealed, _) = tandem_server::db::github::credential(w.s.state.db.pool(), id)
         .await
         .unwrap()
         .expect("the session has a token");
-    let session_token = w
-        .s
-        .state
-        .secrets
-        .open_value(&format!("github.session.{id}"), &sealed)
-        .unwrap();
+    let session_token =
+        w.s.state
+            .secrets
+            .open_value(&format!("github.session.{id}"), &sealed)
+            .unwrap();
     let scoped = minted
         .iter()
         .find(|t| t.token == session_token)

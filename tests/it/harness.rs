@@ -226,6 +226,7 @@ impl TestServer {
             file_sets: Default::default(),
             local_repo_dirs: vec![std::env::temp_dir()],
             unsafe_code_on_tandem_origin: false,
+            workspaces: Default::default(),
         };
         tweak(&mut config);
         let server = Server::bind(config).await.expect("server starts");

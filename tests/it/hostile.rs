@@ -5,8 +5,8 @@
 use axum::http::{Method, StatusCode};
 
 use crate::harness::TestServer;
-use tandem_protocol::SessionDetail;
 use crate::session_workspaces::{exec, ready_session};
+use tandem_protocol::SessionDetail;
 
 async fn server() -> Option<TestServer> {
     crate::workspaces::server(|_| {}).await
@@ -75,7 +75,12 @@ async fn a_symlink_planted_at_a_bind_target_makes_root_create_nothing_on_the_hos
         .bearer(&s.admin_token)
         .send()
         .await;
-    assert_eq!(res.status, StatusCode::OK, "{}", String::from_utf8_lossy(&res.body));
+    assert_eq!(
+        res.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
     let res = s
         .req(Method::POST, &format!("/api/sessions/{id}/resume"))
         .bearer(&s.admin_token)
@@ -88,7 +93,10 @@ async fn a_symlink_planted_at_a_bind_target_makes_root_create_nothing_on_the_hos
     );
     // Refused with a reason, not a crash.
     if res.status != StatusCode::OK {
-        let msg = res.json()["message"].as_str().unwrap_or_default().to_string();
+        let msg = res.json()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         assert!(msg.contains("bind target"), "{msg}");
     }
     let _ = std::fs::remove_dir_all(&escape);
@@ -109,7 +117,10 @@ async fn vs_code_is_refused_on_tandems_own_origin_unless_the_operator_opts_in() 
     };
     let repo = crate::harness::make_repo(&s, "hostile/code").await;
     let created: SessionDetail = s
-        .post("/api/sessions", serde_json::json!({ "repo_id": repo, "agent": { "kind": "none" } }))
+        .post(
+            "/api/sessions",
+            serde_json::json!({ "repo_id": repo, "agent": { "kind": "none" } }),
+        )
         .send()
         .await
         .parse();
@@ -140,7 +151,10 @@ async fn a_plain_user_cannot_fork_anothers_session_or_add_a_repo_by_url() {
     };
     let repo = crate::harness::make_repo(&s, "hostile/fork").await;
     let created: SessionDetail = s
-        .post("/api/sessions", serde_json::json!({ "repo_id": repo, "agent": { "kind": "none" } }))
+        .post(
+            "/api/sessions",
+            serde_json::json!({ "repo_id": repo, "agent": { "kind": "none" } }),
+        )
         .send()
         .await
         .parse();
@@ -152,7 +166,12 @@ async fn a_plain_user_cannot_fork_anothers_session_or_add_a_repo_by_url() {
         .send()
         .await
         .assert_error(StatusCode::FORBIDDEN, "forbidden");
-    for url in ["file:///root", "/etc", "ssh://git@internal/x.git", "http://169.254.169.254/x"] {
+    for url in [
+        "file:///root",
+        "/etc",
+        "ssh://git@internal/x.git",
+        "http://169.254.169.254/x",
+    ] {
         s.req(Method::POST, "/api/repos")
             .bearer(&mallory)
             .json(&serde_json::json!({ "name": "mallory/x", "url": url }))
@@ -163,7 +182,10 @@ async fn a_plain_user_cannot_fork_anothers_session_or_add_a_repo_by_url() {
     // Even an admin reaches local paths only under `local_repo_dirs` (here: the temp dir).
     for url in ["file:///root", "/etc", "/proc/self/cwd"] {
         let msg = s
-            .post("/api/repos", serde_json::json!({ "name": "admin/local", "url": url }))
+            .post(
+                "/api/repos",
+                serde_json::json!({ "name": "admin/local", "url": url }),
+            )
             .send()
             .await
             .assert_error(StatusCode::FORBIDDEN, "forbidden");
@@ -208,7 +230,10 @@ async fn a_lying_agent_cannot_mark_anothers_prompt_delivered_or_flood_the_artifa
     };
     let repo = crate::harness::make_repo(&s, "hostile/frames").await;
     let created: SessionDetail = s
-        .post("/api/sessions", serde_json::json!({ "repo_id": repo, "prompt": "first" }))
+        .post(
+            "/api/sessions",
+            serde_json::json!({ "repo_id": repo, "prompt": "first" }),
+        )
         .send()
         .await
         .parse();
@@ -231,12 +256,24 @@ async fn a_lying_agent_cannot_mark_anothers_prompt_delivered_or_flood_the_artifa
         None,
         steered.clone(),
     );
-    rec.frame(TurnFrame::Steered { prompt_id: second.id }).await.unwrap();
+    rec.frame(TurnFrame::Steered {
+        prompt_id: second.id,
+    })
+    .await
+    .unwrap();
     let d: SessionDetail = s.get(&format!("/api/sessions/{id}")).send().await.parse();
-    assert_eq!(d.prompts[1].state, PromptState::Queued, "the other prompt is kept");
+    assert_eq!(
+        d.prompts[1].state,
+        PromptState::Queued,
+        "the other prompt is kept"
+    );
     // Sent to the turn as steering, it may be reported delivered (once).
     steered.lock().unwrap().insert(second.id);
-    rec.frame(TurnFrame::Steered { prompt_id: second.id }).await.unwrap();
+    rec.frame(TurnFrame::Steered {
+        prompt_id: second.id,
+    })
+    .await
+    .unwrap();
     let d: SessionDetail = s.get(&format!("/api/sessions/{id}")).send().await.parse();
     assert_eq!(d.prompts[1].state, PromptState::Delivered);
 
@@ -256,7 +293,15 @@ async fn a_lying_agent_cannot_mark_anothers_prompt_delivered_or_flood_the_artifa
     let evs = crate::session_workspaces::events(&s, id).await;
     let kept = evs
         .iter()
-        .filter(|e| matches!(e.kind, EventKind::ToolResult { artifact: Some(_), .. }))
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::ToolResult {
+                    artifact: Some(_),
+                    ..
+                }
+            )
+        })
         .count();
     let results = evs
         .iter()
@@ -273,7 +318,10 @@ async fn a_looping_agent_stops_at_the_sessions_model_budget() {
     use scripted_model::{Reply, ScriptedModel};
     use tandem_protocol::{EventKind, SessionDetail};
     let model = ScriptedModel::start(vec![]).await;
-    model.fallback(Reply::tool("run_command", serde_json::json!({ "command": "true" })));
+    model.fallback(Reply::tool(
+        "run_command",
+        serde_json::json!({ "command": "true" }),
+    ));
     let url = model.base_url.clone();
     let Some(s) = crate::workspaces::server(move |c| {
         c.agents.model_base_url = Some(url);
@@ -287,17 +335,28 @@ async fn a_looping_agent_stops_at_the_sessions_model_budget() {
     let src = crate::session_workspaces::source_repo("[workspace]\nsetup = []\n");
     let repo = crate::session_workspaces::add_repo(&s, "hostile/budget", src.path()).await;
     let created: SessionDetail = s
-        .post("/api/sessions", serde_json::json!({ "repo_id": repo, "prompt": "loop forever" }))
+        .post(
+            "/api/sessions",
+            serde_json::json!({ "repo_id": repo, "prompt": "loop forever" }),
+        )
         .send()
         .await
         .parse();
     let evs = crate::agent_runs::wait_events(&s, created.session.id, |e| {
-        e.iter().any(|e| matches!(e.kind, EventKind::TurnEnded { .. }))
+        e.iter()
+            .any(|e| matches!(e.kind, EventKind::TurnEnded { .. }))
     })
     .await;
-    assert_eq!(model.requests().len(), 3, "no model request past the budget");
+    assert_eq!(
+        model.requests().len(),
+        3,
+        "no model request past the budget"
+    );
     let said = serde_json::to_string(&evs).unwrap();
-    assert!(said.contains("budget"), "the turn says why it stopped: {said}");
+    assert!(
+        said.contains("budget"),
+        "the turn says why it stopped: {said}"
+    );
 }
 
 /// Workspace → host: the workspace's own code answers the agent socket (the PID-namespace check
@@ -307,8 +366,8 @@ async fn a_looping_agent_stops_at_the_sessions_model_budget() {
 async fn a_hostile_agents_injected_display_starts_no_pipeline() {
     use tandem_protocol::live::{WsClient, WsServer};
     use tandem_server::client::live::{Credentials, Incoming, LiveClient};
-    let hostile = std::path::Path::new(env!("CARGO_BIN_EXE_tandem"))
-        .with_file_name("tandem-hostile-agent");
+    let hostile =
+        std::path::Path::new(env!("CARGO_BIN_EXE_tandem")).with_file_name("tandem-hostile-agent");
     if !hostile.is_file() {
         assert!(
             std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_err(),

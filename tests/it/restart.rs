@@ -101,9 +101,14 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
     // This server cannot start them (no image): each says so once, in its log.
     for d in &ids {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !c.events(d.session.id, 0).await.unwrap().events.iter().any(|e| {
-            matches!(e.kind, tandem_protocol::EventKind::Waiting { .. })
-        }) {
+        while !c
+            .events(d.session.id, 0)
+            .await
+            .unwrap()
+            .events
+            .iter()
+            .any(|e| matches!(e.kind, tandem_protocol::EventKind::Waiting { .. }))
+        {
             assert!(std::time::Instant::now() < deadline, "no waiting event");
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
@@ -125,7 +130,11 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
         assert_eq!(again.prompts, d.prompts);
         let events = c.events(d.session.id, 0).await.unwrap();
         assert_eq!(events, page, "the event log is identical after the restart");
-        assert_eq!(events.events.len(), 3, "opening events and one waiting note, not told again");
+        assert_eq!(
+            events.events.len(),
+            3,
+            "opening events and one waiting note, not told again"
+        );
     }
     assert_eq!(c.sessions(None).await.unwrap().len(), 5);
     // The JWT key persisted too: a browser login from before the restart still works.

@@ -153,6 +153,7 @@ impl Env {
                 memory_bytes: 256 << 20,
                 pids: 512,
                 cpus: 1.0,
+                disk_bytes: 128 << 20,
             },
             egress: None,
         }
@@ -196,18 +197,26 @@ async fn a_workspace_runs_on_its_layers_and_writes_only_to_its_own_layer(env: En
     assert!(env.rt.is_running(&ws.id).await.unwrap());
     env.rt.stop(&ws.id, Keep::Upper).await.unwrap();
     assert!(!env.rt.is_running(&ws.id).await.unwrap());
-    assert_eq!(
-        std::fs::read_to_string(ws.upper.join("workspace/new.txt")).unwrap(),
-        "new\n",
-        "stop can keep the diff"
-    );
     assert!(
         env.rt
             .leftovers(&ws.id)
             .iter()
             .all(|l| l.starts_with("dir ")),
-        "only the kept layer remains"
+        "a stopped workspace holds no mount, not even of its kept disk: {:?}",
+        env.rt.leftovers(&ws.id)
     );
+    // Its disk comes back with the layer on it.
+    env.rt
+        .prepare(&ws.id, env.spec(vec![]).limits)
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.upper.join("workspace/new.txt")).unwrap(),
+        "new\n",
+        "stop can keep the diff"
+    );
+    env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
+    assert_eq!(env.rt.leftovers(&ws.id), Vec::<String>::new());
 }
 runtimes!(a_workspace_runs_on_its_layers_and_writes_only_to_its_own_layer);
 
@@ -502,3 +511,58 @@ async fn workspace_root_is_an_unprivileged_host_user(env: Env) {
     env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
 }
 runtimes!(workspace_root_is_an_unprivileged_host_user);
+
+/// A workspace that writes without end fills its own disk only: the write fails with ENOSPC
+/// inside it, `df` there shows its size, and a second workspace and the host still write.
+async fn a_workspace_fills_only_its_own_disk(env: Env) {
+    assert!(env.rt.disk_limits(), "this host gives workspaces disks");
+    let host_free = || {
+        nix::sys::statvfs::statvfs(env.dir.path())
+            .unwrap()
+            .blocks_available()
+    };
+    let free_before = host_free();
+    let a = env.rt.start(env.spec(vec![])).await.unwrap();
+    let b = env.rt.start(env.spec(vec![])).await.unwrap();
+    let out = env
+        .sh(
+            &a.id,
+            "df -k / | tail -1 | awk '{print $2}'; dd if=/dev/zero of=/root/fill bs=1M count=512 2>&1; echo rc=$?",
+        )
+        .await;
+    let mut lines = out.stdout.lines();
+    let size_kib: u64 = lines.next().unwrap().trim().parse().unwrap();
+    assert!(
+        (100 << 10..=128 << 10).contains(&size_kib),
+        "df inside shows the workspace's 128 MiB disk, not the host's: {size_kib} KiB"
+    );
+    let rest = out.stdout.to_lowercase();
+    assert!(
+        rest.contains("no space left on device") && !rest.contains("rc=0"),
+        "writing past the disk fails with ENOSPC: {out:?}"
+    );
+    let other = env
+        .sh(
+            &b.id,
+            "dd if=/dev/zero of=/root/ok bs=1M count=32 2>&1 && echo wrote",
+        )
+        .await;
+    assert!(
+        other.stdout.contains("wrote"),
+        "the other workspace still writes: {other:?}"
+    );
+    // The host's disk lost at most the full workspace's disk, never the 512 MiB it tried.
+    let frsize = nix::sys::statvfs::statvfs(env.dir.path())
+        .unwrap()
+        .fragment_size() as u64;
+    let used = free_before.saturating_sub(host_free()) as u64 * frsize;
+    assert!(
+        used < 400 << 20,
+        "the host gave {used} bytes to the workspaces"
+    );
+    for w in [&a, &b] {
+        env.rt.stop(&w.id, Keep::Nothing).await.unwrap();
+        assert_eq!(env.rt.leftovers(&w.id), Vec::<String>::new());
+    }
+}
+runtimes!(a_workspace_fills_only_its_own_disk);

@@ -1,6 +1,6 @@
 //! Prerequisites, installed only when missing: the wasm32 target, wasm-bindgen-cli at the
 //! lockfile's version, npm packages (binaryen's wasm-opt), and Debian packages (test only:
-//! PostgreSQL, Chromium and ChromeDriver, runc, crun, runsc, mmdebstrap, nftables and iproute2).
+//! PostgreSQL, Chromium and ChromeDriver, runc, crun, runsc, mmdebstrap, nftables, iproute2 and xfsprogs).
 
 use std::process::Command;
 
@@ -69,6 +69,8 @@ pub fn ensure(needs: Needs) -> Result<()> {
             ("mmdebstrap", "mmdebstrap"),
             ("nft", "nftables"),
             ("ip", "iproute2"),
+            // Per-workspace disk limits: XFS project quotas on the workspace volume.
+            ("mkfs.xfs", "xfsprogs"),
         ] {
             if which(bin).is_none() && !std::path::Path::new("/usr/sbin").join(bin).exists() {
                 apt.push(pkg);

@@ -151,8 +151,7 @@ fn stop_sessions(bin: &Path, data: &Path, url: &str) {
     };
     let token = token.trim().to_string();
     let Some(list) = run::output(
-        Command::new(bin)
-            .args(["session", "ls", "--json", "--url", url, "--token", &token]),
+        Command::new(bin).args(["session", "ls", "--json", "--url", url, "--token", &token]),
     ) else {
         return;
     };

@@ -62,9 +62,7 @@ pub fn run(o: Options) -> Result<()> {
         "building the server (release; ~10 min the first time)"
     });
     let mut build = run::cargo();
-    build
-        .args(run::SERVER_BINARIES)
-        .current_dir(run::root());
+    build.args(run::SERVER_BINARIES).current_dir(run::root());
     if !o.debug {
         build.arg("--release");
     }

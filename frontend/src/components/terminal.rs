@@ -61,7 +61,9 @@ pub fn TerminalPane(
         let Some((cols, rows)) = size.get_untracked() else {
             return;
         };
-        if let Some(fitted) = fitted_cols(&el, cols) && fitted != cols {
+        if let Some(fitted) = fitted_cols(&el, cols)
+            && fitted != cols
+        {
             l.send(&WsClient::Resize {
                 terminal: id,
                 cols: fitted,

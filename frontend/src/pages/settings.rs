@@ -9,7 +9,9 @@ use tandem_protocol::{
 };
 
 use crate::api;
-use crate::components::{error_box::ErrorBox, header::Header, host_banner::Problems, repo_form::RepoForm};
+use crate::components::{
+    error_box::ErrorBox, header::Header, host_banner::Problems, repo_form::RepoForm,
+};
 use crate::pages::require_user;
 
 fn source_label(s: SettingSource) -> &'static str {
@@ -58,7 +60,9 @@ pub fn SettingsPage() -> impl IntoView {
     load();
     let loaded = Memo::new(move |_| settings.with(|s| s.is_some()));
     let repos = LocalResource::new(move || async move {
-        api::get::<Vec<Repo>>("/api/repos").await.unwrap_or_default()
+        api::get::<Vec<Repo>>("/api/repos")
+            .await
+            .unwrap_or_default()
     });
     let on_added = Callback::new(move |_r: Repo| repos.refetch());
 
@@ -111,11 +115,15 @@ fn ModelSection(
     on_saved: Callback<Settings>,
 ) -> impl IntoView {
     let src = move |f: fn(&Settings) -> SettingSource| {
-        Signal::derive(move || current.with(|c| c.as_ref().map(f).unwrap_or(SettingSource::Default)))
+        Signal::derive(move || {
+            current.with(|c| c.as_ref().map(f).unwrap_or(SettingSource::Default))
+        })
     };
     let key_note = move || {
         current.with(|c| match c {
-            Some(c) if c.model_api_key_set => format!("stored in the secret store as {}", c.api_key_secret),
+            Some(c) if c.model_api_key_set => {
+                format!("stored in the secret store as {}", c.api_key_secret)
+            }
             _ => "not set (some local endpoints need none)".to_string(),
         })
     };
@@ -243,10 +251,18 @@ fn GithubSection(
 ) -> impl IntoView {
     let g = s.github.clone();
     let src = move |f: fn(&Settings) -> SettingSource| {
-        Signal::derive(move || current.with(|c| c.as_ref().map(f).unwrap_or(SettingSource::Default)))
+        Signal::derive(move || {
+            current.with(|c| c.as_ref().map(f).unwrap_or(SettingSource::Default))
+        })
     };
     let stored = move |f: fn(&Settings) -> bool| {
-        move || if current.with(|c| c.as_ref().is_some_and(f)) { "stored" } else { "not set" }
+        move || {
+            if current.with(|c| c.as_ref().is_some_and(f)) {
+                "stored"
+            } else {
+                "not set"
+            }
+        }
     };
     let locked = g.app_id.source == SettingSource::File;
     let app_id = RwSignal::new(g.app_id.value.map(|v| v.to_string()).unwrap_or_default());
@@ -271,7 +287,8 @@ fn GithubSection(
                 Err(_) => {
                     error.set(Some(ApiError {
                         code: "invalid_input".into(),
-                        message: "the App ID is a number (the App's settings page, \"App ID\")".into(),
+                        message: "the App ID is a number (the App's settings page, \"App ID\")"
+                            .into(),
                     }));
                     return;
                 }

@@ -53,7 +53,10 @@ struct EventRow {
 impl EventRow {
     fn into_event(self, session: SessionId) -> Result<Event> {
         let kind: EventKind = serde_json::from_str(&self.payload).map_err(|e| {
-            Error::Internal(format!("stored event {session}/{} unreadable: {e}", self.seq))
+            Error::Internal(format!(
+                "stored event {session}/{} unreadable: {e}",
+                self.seq
+            ))
         })?;
         Ok(Event {
             session_id: session,
@@ -65,12 +68,16 @@ impl EventRow {
 }
 
 /// The session's newest event, if any.
-pub async fn last<'e>(ex: impl Executor<'e, Database = Any>, session: SessionId) -> Result<Option<Event>> {
-    let row: Option<EventRow> =
-        sqlx::query_as("SELECT seq, at, payload FROM events WHERE session_id = $1 ORDER BY seq DESC LIMIT 1")
-            .bind(session.to_string())
-            .fetch_optional(ex)
-            .await?;
+pub async fn last<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    session: SessionId,
+) -> Result<Option<Event>> {
+    let row: Option<EventRow> = sqlx::query_as(
+        "SELECT seq, at, payload FROM events WHERE session_id = $1 ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(session.to_string())
+    .fetch_optional(ex)
+    .await?;
     row.map(|r| r.into_event(session)).transpose()
 }
 

@@ -11,11 +11,13 @@ pub async fn revoke(pool: &sqlx::AnyPool, jti: &str, expires_at: i64, now: i64) 
         .bind(now)
         .execute(pool)
         .await?;
-    sqlx::query("INSERT INTO revoked_logins (jti, expires_at) VALUES ($1, $2) ON CONFLICT (jti) DO NOTHING")
-        .bind(jti)
-        .bind(expires_at)
-        .execute(pool)
-        .await?;
+    sqlx::query(
+        "INSERT INTO revoked_logins (jti, expires_at) VALUES ($1, $2) ON CONFLICT (jti) DO NOTHING",
+    )
+    .bind(jti)
+    .bind(expires_at)
+    .execute(pool)
+    .await?;
     Ok(())
 }
 

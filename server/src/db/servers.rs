@@ -26,10 +26,11 @@ pub async fn register<'e>(
 
 /// True when some server that runs workspaces renewed its registration since `since` (ms).
 pub async fn any_since<'e>(ex: impl Executor<'e, Database = Any>, since: i64) -> Result<bool> {
-    let row: Option<(String,)> = sqlx::query_as("SELECT id FROM servers WHERE seen_at > $1 LIMIT 1")
-        .bind(since)
-        .fetch_optional(ex)
-        .await?;
+    let row: Option<(String,)> =
+        sqlx::query_as("SELECT id FROM servers WHERE seen_at > $1 LIMIT 1")
+            .bind(since)
+            .fetch_optional(ex)
+            .await?;
     Ok(row.is_some())
 }
 

@@ -6,9 +6,11 @@ use crate::Result;
 
 /// Every stored setting, `(key, JSON value)`.
 pub async fn all<'e>(ex: impl Executor<'e, Database = Any>) -> Result<Vec<(String, String)>> {
-    Ok(sqlx::query_as("SELECT key, value FROM settings ORDER BY key")
-        .fetch_all(ex)
-        .await?)
+    Ok(
+        sqlx::query_as("SELECT key, value FROM settings ORDER BY key")
+            .fetch_all(ex)
+            .await?,
+    )
 }
 
 /// Stores or replaces one setting.

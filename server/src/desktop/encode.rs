@@ -136,7 +136,10 @@ pub fn build_pipeline(
     enc.set_property("threads", 1i32);
     enc.set_property_from_str("end-usage", "cbr");
     enc.set_property("target-bitrate", (kbps.saturating_mul(1000)) as i32);
-    enc.set_property("keyframe-max-dist", (fps.max(1) * keyframe_secs.max(1)) as i32);
+    enc.set_property(
+        "keyframe-max-dist",
+        (fps.max(1) * keyframe_secs.max(1)) as i32,
+    );
     enc.set_property_from_str("error-resilient", "partitions");
     enc.set_property("lag-in-frames", 0i32);
     let sink = gst_app::AppSink::builder()
@@ -191,7 +194,10 @@ pub async fn start(
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", "/nonexistent")
-        .env("GST_REGISTRY", format!("/tmp/tandem-encoder-gst-{ENCODER_UID}.bin"))
+        .env(
+            "GST_REGISTRY",
+            format!("/tmp/tandem-encoder-gst-{ENCODER_UID}.bin"),
+        )
         .arg("desktop-encode")
         .arg("--hide")
         .arg(data_dir)
@@ -462,7 +468,9 @@ pub const ENCODER_UID: u32 = 65534;
 fn drop_privileges() -> Result<()> {
     use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
     let fail = |what: &str, e: nix::Error| {
-        Error::Unavailable(format!("the encoder could not drop privileges ({what}): {e}"))
+        Error::Unavailable(format!(
+            "the encoder could not drop privileges ({what}): {e}"
+        ))
     };
     setgroups(&[]).map_err(|e| fail("groups", e))?;
     let gid = Gid::from_raw(ENCODER_UID);

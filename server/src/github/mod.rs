@@ -347,7 +347,10 @@ pub fn artifact_sig(
     artifact: tandem_protocol::ArtifactId,
     exp: i64,
 ) -> String {
-    format!("{exp}.{}", jwt.sign(ARTIFACT_LINK, &format!("{artifact} {exp}")))
+    format!(
+        "{exp}.{}",
+        jwt.sign(ARTIFACT_LINK, &format!("{artifact} {exp}"))
+    )
 }
 
 /// Whether `value` is a signature of `artifact` that has not expired at `now` (seconds).
@@ -380,9 +383,15 @@ mod link_tests {
         let sig = artifact_sig(&jwt, a, 2_000);
         assert!(artifact_sig_holds(&jwt, a, &sig, 1_999));
         assert!(!artifact_sig_holds(&jwt, a, &sig, 2_000), "expired");
-        assert!(!artifact_sig_holds(&jwt, b, &sig, 1_000), "another artifact");
+        assert!(
+            !artifact_sig_holds(&jwt, b, &sig, 1_000),
+            "another artifact"
+        );
         let moved = format!("9999999999.{}", sig.split_once('.').unwrap().1);
-        assert!(!artifact_sig_holds(&jwt, a, &moved, 1_000), "a moved expiry");
+        assert!(
+            !artifact_sig_holds(&jwt, a, &moved, 1_000),
+            "a moved expiry"
+        );
     }
 }
 

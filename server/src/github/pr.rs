@@ -194,12 +194,14 @@ pub async fn open(
     let repo = credentials::linked(gh, session).await?;
     // The relay needs the session's token for the workspace's git; minting it here first
     // says what is wrong (git in the workspace would only see the relay's status).
-    credentials::for_session(gh, session).await.map_err(|e| match e {
-        Error::Unavailable(m) | Error::BadGateway(m) => {
-            Error::BadGateway(format!("no GitHub credential for the session: {m}"))
-        }
-        other => other,
-    })?;
+    credentials::for_session(gh, session)
+        .await
+        .map_err(|e| match e {
+            Error::Unavailable(m) | Error::BadGateway(m) => {
+                Error::BadGateway(format!("no GitHub credential for the session: {m}"))
+            }
+            other => other,
+        })?;
     let (s, wid, base_commit) = workspace::live_workspace(&app.db, session).await?;
     let title = req
         .title

@@ -53,8 +53,13 @@ async fn create(
     user: CurrentUser,
     Json(req): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<SessionDetail>)> {
-    let detail =
-        sessions::create(&state.db, user.author(), req, &state.settings.default_agent()).await?;
+    let detail = sessions::create(
+        &state.db,
+        user.author(),
+        req,
+        &state.settings.default_agent(),
+    )
+    .await?;
     scheduler::spawn_boot(&state, detail.session.id);
     Ok((StatusCode::CREATED, Json(detail)))
 }
@@ -310,14 +315,16 @@ async fn spawn_children(
     sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
     Ok((
         StatusCode::CREATED,
-        Json(sessions::children::spawn(
-            &state,
-            id,
-            user.author(),
-            req,
-            sessions::children::Asker::Person,
-        )
-        .await?),
+        Json(
+            sessions::children::spawn(
+                &state,
+                id,
+                user.author(),
+                req,
+                sessions::children::Asker::Person,
+            )
+            .await?,
+        ),
     ))
 }
 

@@ -217,7 +217,10 @@ impl Resolver {
     fn report(&self, name: &str) {
         let mut seen = self.reported.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        if seen.get(name).is_some_and(|t| now.duration_since(*t) < REPORT_EVERY) {
+        if seen
+            .get(name)
+            .is_some_and(|t| now.duration_since(*t) < REPORT_EVERY)
+        {
             return;
         }
         if seen.len() > 1024 {
@@ -240,7 +243,10 @@ async fn admit(set: &str, addrs: &[(Ipv4Addr, u32)]) -> crate::Result<()> {
         .iter()
         .map(|(ip, ttl)| format!("{ip} timeout {ttl}s"))
         .collect();
-    let script = format!("add element inet tandem {set} {{ {} }}\n", elements.join(", "));
+    let script = format!(
+        "add element inet tandem {set} {{ {} }}\n",
+        elements.join(", ")
+    );
     super::network::nft(&script).await
 }
 

@@ -184,10 +184,16 @@ pub fn confinement() -> Vec<Check> {
                 "not allowed by the kernel (user.max_user_namespaces is 0): container root would be host root; raise it with sysctl".into()
             },
         },
-        Check {
-            name: "disk limits".into(),
-            ok: false,
-            detail: "not enforced: a workspace's writable layer shares the data dir's disk".into(),
+        {
+            let why = super::disk::unavailable();
+            Check {
+                name: "disk limits".into(),
+                ok: why.is_none(),
+                detail: match why {
+                    None => "each workspace on an ext4 disk of its own (recipe limits.disk_gb, default 20 GiB, capped by [workspaces.max]): ENOSPC past it, df shows it".into(),
+                    Some(why) => format!("not enforced: {why}; a workspace's writable layer shares the data dir's disk"),
+                },
+            }
         },
     ]
 }

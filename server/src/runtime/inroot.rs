@@ -77,11 +77,7 @@ pub fn ensure(root: &Path, target: &Path, dir: bool, owner: Option<u32>) -> Resu
     let parent = open_dir(&root_fd, &prefix).map_err(|e| fail("bind target", target, e))?;
     // Resolved inside the root, an existing entry (a symlink too) is fine: the runtime resolves
     // it the same way. A new one is created here, never through a link.
-    match openat2(
-        root_fd.as_fd(),
-        &prefix.join(last),
-        how(OFlag::O_PATH),
-    ) {
+    match openat2(root_fd.as_fd(), &prefix.join(last), how(OFlag::O_PATH)) {
         Ok(_) => Ok(()),
         Err(Errno::ENOENT) => openat(
             parent.as_fd(),

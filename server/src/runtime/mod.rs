@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::Result;
 
+pub mod disk;
 pub mod dns;
 pub mod doctor;
 mod inroot;
@@ -64,6 +65,9 @@ pub struct Limits {
     pub pids: i64,
     /// CPU quota in cores (1.5 = one and a half cores).
     pub cpus: f64,
+    /// Size of the workspace's own disk (its writable layer and the directories bound into
+    /// it), where the runtime gives it one ([`disk`]).
+    pub disk_bytes: i64,
 }
 
 impl Default for Limits {
@@ -72,6 +76,7 @@ impl Default for Limits {
             memory_bytes: 4 << 30,
             pids: 4096,
             cpus: 2.0,
+            disk_bytes: 20 << 30,
         }
     }
 }
@@ -132,8 +137,22 @@ pub trait Runtime: Send + Sync {
     fn pause<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
     /// Thaws a paused workspace.
     fn resume<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+    /// Workspace `id`'s directory on the host (its disk, when it has one, is inside).
+    fn workspace_dir(&self, id: &str) -> PathBuf;
     /// Where workspace `id` keeps its own writable layer (when none is given at start).
     fn upper_dir(&self, id: &str) -> PathBuf;
+    /// Makes workspace `id`'s own writable layer ready (on its own disk of `limits.disk_bytes`
+    /// where the runtime gives it one) and returns [`Runtime::upper_dir`]. Call it before
+    /// writing into the layer or into directories beside it (a fork's copy, a snapshot's
+    /// checkout, the agent's socket directory); `start` calls it too.
+    fn prepare<'a>(&'a self, id: &'a str, limits: Limits) -> BoxFuture<'a, Result<PathBuf>> {
+        let _ = limits;
+        Box::pin(async move {
+            let upper = self.upper_dir(id);
+            std::fs::create_dir_all(&upper)?;
+            Ok(upper)
+        })
+    }
     /// Ids of the workspaces this runtime knows (running or not).
     fn list(&self) -> BoxFuture<'_, Result<Vec<String>>>;
     /// Kills every process, removes the container, its cgroup and its mount; keeps the writable

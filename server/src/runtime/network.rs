@@ -256,7 +256,11 @@ pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
         host_ip: Ipv4Addr::from(base + 1),
         ws_ip: Ipv4Addr::from(base + 2),
         allowed,
-        patterns: egress.allow.iter().map(|p| p.to_ascii_lowercase()).collect(),
+        patterns: egress
+            .allow
+            .iter()
+            .map(|p| p.to_ascii_lowercase())
+            .collect(),
         hosts: egress.hosts.clone(),
         workspace: wid.to_string(),
     };
@@ -395,13 +399,28 @@ mod tests {
     #[test]
     fn internal_ranges_are_internal() {
         for ip in [
-            "127.0.0.1", "169.254.169.254", "10.1.2.3", "172.16.0.1", "192.168.1.1",
-            "100.64.0.1", "198.18.0.2", "198.19.3.4", "0.0.0.0", "224.0.0.1", "255.255.255.255",
+            "127.0.0.1",
+            "169.254.169.254",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "100.64.0.1",
+            "198.18.0.2",
+            "198.19.3.4",
+            "0.0.0.0",
+            "224.0.0.1",
+            "255.255.255.255",
             "192.0.0.8",
         ] {
             assert!(is_internal(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["1.1.1.1", "140.82.112.3", "104.16.0.1", "100.128.0.1", "172.32.0.1"] {
+        for ip in [
+            "1.1.1.1",
+            "140.82.112.3",
+            "104.16.0.1",
+            "100.128.0.1",
+            "172.32.0.1",
+        ] {
             assert!(!is_internal(ip.parse().unwrap()), "{ip}");
         }
     }

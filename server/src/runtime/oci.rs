@@ -54,8 +54,10 @@ pub struct OciRuntime {
     kind: Kind,
     state_dir: PathBuf,
     workspaces_dir: PathBuf,
-    /// Each workspace in its own user namespace (runc and crun where the kernel allows it).
+    /// Each workspace in its own user namespace (where the kernel allows it).
     userns: bool,
+    /// Where disk templates are kept, when workspaces get disks of their own ([`disk`]).
+    disks: Option<PathBuf>,
 }
 
 impl OciRuntime {
@@ -70,7 +72,27 @@ impl OciRuntime {
             state_dir,
             workspaces_dir,
             userns: super::userns::kernel_allows(),
+            disks: super::disk::unavailable()
+                .is_none()
+                .then(|| data_dir.join("runtime").join("disks")),
         })
+    }
+
+    /// True when each workspace has a disk of its own (a size limit on what it writes).
+    pub fn disk_limits(&self) -> bool {
+        self.disks.is_some()
+    }
+
+    async fn prepare_inner(&self, id: &str, limits: super::Limits) -> Result<PathBuf> {
+        validate_id(id)?;
+        let dir = self.dir(id);
+        std::fs::create_dir_all(&dir)?;
+        if let Some(templates) = &self.disks {
+            super::disk::ensure(&dir, templates, limits.disk_bytes).await?;
+        }
+        let upper = self.upper_dir(id);
+        std::fs::create_dir_all(&upper)?;
+        Ok(upper)
     }
 
     /// True when its workspaces run in user namespaces (their root is not the host's).
@@ -137,11 +159,16 @@ impl OciRuntime {
             ws.limits.pids = ws.limits.pids.max(RUNSC_MIN_PIDS);
         }
         let ws = &ws;
-        let upper = match &ws.upper {
-            Some(u) => u.clone(),
-            None => dir.join("upper"),
+        // The workspace's own layer sits on its own disk, with the overlay's work directory
+        // beside it (they must share a filesystem); a layer the caller names is used as it is.
+        let (upper, work) = match &ws.upper {
+            Some(u) if *u != self.upper_dir(&ws.id) => (u.clone(), dir.join("work")),
+            _ => {
+                let u = self.prepare_inner(&ws.id, ws.limits).await?;
+                let w = u.with_file_name("work");
+                (u, w)
+            }
         };
-        let work = dir.join("work");
         let rootfs = dir.join("rootfs");
         for d in [&upper, &work, &rootfs] {
             std::fs::create_dir_all(d)?;
@@ -191,9 +218,15 @@ impl OciRuntime {
         for b in &ws.binds {
             super::inroot::ensure(&rootfs, Path::new(&b.container), b.host.is_dir(), owner)?;
         }
-        spec::build(ws, &rootfs, netns.as_deref(), self.kind != Kind::Runsc, self.userns)?
-            .save(dir.join("config.json"))
-            .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
+        spec::build(
+            ws,
+            &rootfs,
+            netns.as_deref(),
+            self.kind != Kind::Runsc,
+            self.userns,
+        )?
+        .save(dir.join("config.json"))
+        .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
         // The container inherits these descriptors, so they must be files, not pipes a wait
         // would block on.
         let log = std::fs::File::create(dir.join("init.log"))?;
@@ -318,9 +351,24 @@ impl OciRuntime {
         let dir = self.dir(id);
         overlay::unmount(&dir.join("rootfs"))?;
         super::network::teardown(&dir).await?;
+        let disk = dir.join(super::disk::MOUNT);
+        if keep == Keep::Upper && super::disk::is_mounted(&disk) {
+            // The kept layer stays on its mounted disk; what was beside it there goes.
+            for entry in std::fs::read_dir(&disk).into_iter().flatten().flatten() {
+                if entry.file_name() != "upper" && entry.file_name() != "lost+found" {
+                    let _ = remove_dir_all_writable(&entry.path());
+                }
+            }
+        }
+        // A kept disk is mounted again by the next `prepare` or `start`: a stopped workspace
+        // holds no loop device.
+        super::disk::unmount(&dir)?;
         // Everything but a kept writable layer goes (bundle, mount point, work dir, sockets).
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            if keep == Keep::Upper && entry.file_name() == "upper" {
+            let name = entry.file_name();
+            if keep == Keep::Upper
+                && (name == "upper" || name == super::disk::MOUNT || name == super::disk::IMAGE)
+            {
                 continue;
             }
             let p = entry.path();
@@ -340,8 +388,10 @@ impl OciRuntime {
     pub fn leftovers(&self, id: &str) -> Vec<String> {
         let mut found = Vec::new();
         let dir = self.dir(id);
-        if overlay::is_mounted(&dir.join("rootfs")) {
-            found.push(format!("mount {}", dir.join("rootfs").display()));
+        for m in ["rootfs", super::disk::MOUNT] {
+            if overlay::is_mounted(&dir.join(m)) {
+                found.push(format!("mount {}", dir.join(m).display()));
+            }
         }
         if dir.exists() {
             found.push(format!("dir {}", dir.display()));
@@ -460,8 +510,19 @@ impl Runtime for OciRuntime {
         })
     }
 
+    fn workspace_dir(&self, id: &str) -> PathBuf {
+        self.dir(id)
+    }
+
     fn upper_dir(&self, id: &str) -> PathBuf {
-        self.dir(id).join("upper")
+        match self.disks {
+            Some(_) => self.dir(id).join(super::disk::MOUNT).join("upper"),
+            None => self.dir(id).join("upper"),
+        }
+    }
+
+    fn prepare<'a>(&'a self, id: &'a str, limits: super::Limits) -> BoxFuture<'a, Result<PathBuf>> {
+        Box::pin(self.prepare_inner(id, limits))
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<String>>> {

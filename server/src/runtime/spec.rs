@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use oci_spec::runtime::{
-    LinuxCpu, LinuxIdMappingBuilder, LinuxMemory, LinuxNamespaceBuilder, LinuxNamespaceType, LinuxPids, LinuxResources, Mount, MountBuilder, PosixRlimitBuilder,
-    PosixRlimitType, Process, Root, Spec,
+    LinuxCpu, LinuxIdMappingBuilder, LinuxMemory, LinuxNamespaceBuilder, LinuxNamespaceType,
+    LinuxPids, LinuxResources, Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType, Process,
+    Root, Spec,
 };
 
 use super::WorkspaceSpec;

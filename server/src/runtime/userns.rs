@@ -51,9 +51,8 @@ fn marked(root: &Path) -> bool {
 }
 
 fn mark(root: &Path) -> Result<()> {
-    xattr::set(root, MARK, HOST_BASE.to_string().as_bytes()).map_err(|e| {
-        Error::Internal(format!("marking {} as shifted: {e}", root.display()))
-    })
+    xattr::set(root, MARK, HOST_BASE.to_string().as_bytes())
+        .map_err(|e| Error::Internal(format!("marking {} as shifted: {e}", root.display())))
 }
 
 /// Re-owns one entry (never through a link) and keeps its set-id bits, which `chown` clears.

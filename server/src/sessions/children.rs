@@ -10,9 +10,7 @@ use crate::{Error, Result, now_ms, scheduler, turns};
 
 /// One spawn at a time per tree of child sessions (keyed by its root).
 static TREE_LOCKS: std::sync::LazyLock<
-    std::sync::Mutex<
-        std::collections::HashMap<SessionId, std::sync::Arc<tokio::sync::Mutex<()>>>,
-    >,
+    std::sync::Mutex<std::collections::HashMap<SessionId, std::sync::Arc<tokio::sync::Mutex<()>>>>,
 > = std::sync::LazyLock::new(Default::default);
 
 /// Who asks for children: a person through the API, or the parent's own workspace (its agent,

@@ -8,7 +8,7 @@ use tandem_protocol::limits::{MAX_DIFF_BYTES, MAX_EVENT_OUTPUT_BYTES};
 use tandem_protocol::*;
 
 use crate::db::{self, Db};
-use crate::runtime::{self, Keep, Limits, WorkspaceSpec};
+use crate::runtime::{self, Keep, WorkspaceSpec};
 use crate::scheduler::pool::WarmPool;
 use crate::snapshots::{self, REPO_DIR, Recipe, Workspaces};
 use crate::{Error, Result, mirrors, now_ms};
@@ -790,13 +790,14 @@ pub async fn fork(
                 .session,
         );
     }
+    let limits = ws.limits(&recipe_at(ws, &repo, base.as_deref()).await?)?;
     // Freeze the parent so every copy sees the same instant.
     ws.runtime.pause(&pwid).await?;
     let copies: Result<Vec<()>> = async {
         let mut done = Vec::new();
         for child in &children {
-            let dest = ws.runtime.upper_dir(&workspace_id(child.id));
-            copy_layer(&ws.runtime.upper_dir(&pwid), &dest).await?;
+            let dest = ws.runtime.prepare(&workspace_id(child.id), limits).await?;
+            crate::runtime::disk::copy_tree(&ws.runtime.upper_dir(&pwid), &dest).await?;
             done.push(());
         }
         Ok(done)
@@ -853,23 +854,20 @@ pub async fn fork(
 
 /// `cp -a` keeps what overlayfs needs in a layer: whiteouts (0/0 device nodes), opaque-dir
 /// xattrs, owners and modes; `--reflink=auto` makes it copy-on-write where the filesystem can.
-async fn copy_layer(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
-    if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let out = tokio::process::Command::new("cp")
-        .args(["-a", "--reflink=auto"])
-        .arg(from)
-        .arg(to)
-        .output()
-        .await?;
-    if !out.status.success() {
-        return Err(Error::Internal(format!(
-            "copying the workspace layer: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
+/// The repo's recipe at `commit` (the empty one without a commit or file).
+async fn recipe_at(ws: &Workspaces, repo: &Repo, commit: Option<&str>) -> Result<Recipe> {
+    let text = match commit {
+        Some(c) => {
+            mirrors::read_file(
+                &mirrors::path(&ws.data_dir, repo),
+                c,
+                snapshots::recipe::FILE,
+            )
+            .await?
+        }
+        None => None,
+    };
+    Recipe::parse(text.as_deref())
 }
 
 /// The spec of a session workspace: the snapshot over the image, the repo's mirror read-only,
@@ -882,21 +880,12 @@ pub async fn spec_for(
     wid: &str,
     upper: Option<PathBuf>,
 ) -> Result<WorkspaceSpec> {
-    // The network the recipe (at the commit the workspace runs) asks for.
-    let recipe_text = match commit {
-        Some(c) => {
-            mirrors::read_file(
-                &mirrors::path(&ws.data_dir, repo),
-                c,
-                snapshots::recipe::FILE,
-            )
-            .await?
-        }
-        None => None,
-    };
-    let recipe = Recipe::parse(recipe_text.as_deref())?;
+    // The network and limits the recipe (at the commit the workspace runs) asks for.
+    let recipe = recipe_at(ws, repo, commit).await?;
     let egress = ws.egress(&recipe);
-    let limits = recipe.limits.apply(Limits::default())?;
+    let limits = ws.limits(&recipe)?;
+    // Its disk first: the agent's directories made next live on it.
+    ws.runtime.prepare(wid, limits).await?;
     let (init, env, mut binds) = crate::agent::spec_parts(ws, wid)?;
     binds.push(runtime::Bind {
         host: mirrors::path(&ws.data_dir, repo),

@@ -49,9 +49,16 @@ pub struct Workspaces {
     pub tandem_bin: PathBuf,
     /// The GitHub App, for fetching repos imported through it.
     pub github: Option<Arc<crate::github::GitHub>>,
+    /// The server's default and most limits (`[workspaces]`).
+    pub limits: crate::config::WorkspacesConfig,
 }
 
 impl Workspaces {
+    /// The limits a workspace of `recipe` runs with (the server's defaults and caps applied).
+    pub fn limits(&self, recipe: &Recipe) -> Result<Limits> {
+        self.limits.limits(&recipe.limits)
+    }
+
     /// The image workspaces start on, or a 503 saying to build it.
     pub fn image(&self) -> Result<Image> {
         images::find(&self.images_dir, &self.image_recipe).ok_or_else(|| {
@@ -188,7 +195,6 @@ async fn run_build(
     layer: &Path,
     log: &mut String,
 ) -> Result<(String, String)> {
-    let checkout = layer.join(REPO_DIR.trim_start_matches('/'));
     std::fs::create_dir_all(layer)?;
     log.push_str(&format!(
         "$ git fetch {} ({})\n",
@@ -201,13 +207,24 @@ async fn run_build(
         ws.remote_auth(repo).await?.as_deref(),
     )
     .await?;
-    crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
-    log.push_str(&format!("at {commit}\n"));
-    db::snapshots::set_log(db.pool(), snap.id, &tail(log, MAX_LOG_BYTES)).await?;
-    let recipe_text = std::fs::read_to_string(checkout.join(recipe::FILE)).ok();
+    let recipe_text = crate::mirrors::read_file(&mirror, &commit, recipe::FILE).await?;
     let recipe = Recipe::parse(recipe_text.as_deref())?;
-    if !recipe.setup.is_empty() {
-        let id = format!("snap-{}", &snap.id.0.simple().to_string()[..16]);
+    if recipe.setup.is_empty() {
+        let checkout = layer.join(REPO_DIR.trim_start_matches('/'));
+        crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
+        log.push_str(&format!("at {commit}\n"));
+        return Ok((commit, recipe.hash()));
+    }
+    // `setup` runs in a workspace like a session's, on a disk of its own (limited like one);
+    // its layer is then copied to the snapshot's place.
+    let id = format!("snap-{}", &snap.id.0.simple().to_string()[..16]);
+    let limits = ws.limits(&recipe)?;
+    let upper = ws.runtime.prepare(&id, limits).await?;
+    let checkout = upper.join(REPO_DIR.trim_start_matches('/'));
+    let built = async {
+        crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
+        log.push_str(&format!("at {commit}\n"));
+        db::snapshots::set_log(db.pool(), snap.id, &tail(log, MAX_LOG_BYTES)).await?;
         let env: Vec<(String, String)> = recipe
             .env
             .iter()
@@ -217,20 +234,25 @@ async fn run_build(
             .start(WorkspaceSpec {
                 id: id.clone(),
                 layers: vec![ws.image()?.rootfs.clone()],
-                upper: Some(layer.to_path_buf()),
+                upper: None,
                 hostname: "snapshot".into(),
                 env: env.clone(),
                 init: vec!["sleep".into(), "infinity".into()],
                 binds: vec![],
-                limits: recipe.limits.apply(Limits::default())?,
+                limits,
                 egress: ws.egress(&recipe),
             })
             .await?;
         let result = run_setup(db, ws, snap.id, &id, &recipe, &env, log).await;
-        // The layer is kept either way; a failure removes it in `build`.
         ws.runtime.stop(&id, Keep::Upper).await?;
         result?;
+        let upper = ws.runtime.prepare(&id, limits).await?;
+        crate::runtime::disk::copy_tree(&upper, layer).await
     }
+    .await;
+    // The build's own workspace and disk go either way; a failure removes the layer in `build`.
+    ws.runtime.stop(&id, Keep::Nothing).await?;
+    built?;
     Ok((commit, recipe.hash()))
 }
 

@@ -62,6 +62,9 @@ pub struct RecipeLimits {
     pub cpus: Option<f64>,
     /// Processes and threads (64 to 1048576).
     pub pids: Option<i64>,
+    /// The workspace's own disk in GiB (1 to 16384).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_gb: Option<i64>,
 }
 
 impl RecipeLimits {
@@ -92,7 +95,33 @@ impl RecipeLimits {
             }
             l.pids = p;
         }
+        if let Some(d) = self.disk_gb {
+            if !(1..=16_384).contains(&d) {
+                return Err(Error::Invalid(format!(
+                    "{FILE}: limits.disk_gb must be 1–16384, got {d}"
+                )));
+            }
+            l.disk_bytes = d << 30;
+        }
         Ok(l)
+    }
+
+    /// `limits` with each value no larger than this one's (the server's most).
+    pub fn cap(&self, limits: crate::runtime::Limits) -> crate::runtime::Limits {
+        let mut l = limits;
+        if let Some(m) = self.memory_mb {
+            l.memory_bytes = l.memory_bytes.min(m << 20);
+        }
+        if let Some(c) = self.cpus {
+            l.cpus = l.cpus.min(c);
+        }
+        if let Some(p) = self.pids {
+            l.pids = l.pids.min(p);
+        }
+        if let Some(d) = self.disk_gb {
+            l.disk_bytes = l.disk_bytes.min(d << 30);
+        }
+        l
     }
 }
 

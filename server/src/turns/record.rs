@@ -156,9 +156,9 @@ impl Recorder {
                 let mut cut = text.clone();
                 if crate::sessions::workspace::truncate(&mut cut, MAX_MESSAGE_BYTES) {
                     match self.artifact("agent message", &text).await? {
-                        Some(id) => cut.push_str(&format!(
-                            "\n\n[cut: the whole message is artifact {id}]"
-                        )),
+                        Some(id) => {
+                            cut.push_str(&format!("\n\n[cut: the whole message is artifact {id}]"))
+                        }
                         None => cut.push_str("\n\n[cut: this turn kept all the artifacts it may]"),
                     }
                 }
@@ -179,8 +179,12 @@ impl Recorder {
                         .artifact(&format!("{name} arguments ({call_id})"), &json)
                         .await?;
                     arguments = match kept {
-                        Some(id) => serde_json::json!({ "_cut": format!("{} bytes of arguments; whole in artifact {id}", json.len()) }),
-                        None => serde_json::json!({ "_cut": format!("{} bytes of arguments; not kept (the turn's artifact bound)", json.len()) }),
+                        Some(id) => {
+                            serde_json::json!({ "_cut": format!("{} bytes of arguments; whole in artifact {id}", json.len()) })
+                        }
+                        None => {
+                            serde_json::json!({ "_cut": format!("{} bytes of arguments; not kept (the turn's artifact bound)", json.len()) })
+                        }
                     };
                 }
                 let mut args = arguments.to_string();

@@ -11,8 +11,7 @@ use serde_json::json;
 use tandem_protocol::agent;
 
 /// The display the hostile agent names: an injection into launch syntax.
-pub const INJECTED_DISPLAY: &str =
-    ":99 use-damage=false ! filesrc location=/proc/self/environ ! filesink location=/tmp/tandem-hostile-leak";
+pub const INJECTED_DISPLAY: &str = ":99 use-damage=false ! filesrc location=/proc/self/environ ! filesink location=/tmp/tandem-hostile-leak";
 
 fn main() {
     let socket = std::path::PathBuf::from(agent::SOCKET);

@@ -47,7 +47,10 @@ pub async fn doctor(config: &Config, json: bool) -> Result<()> {
         println!("✓ {:<16} sessions can start here", "workspaces");
     }
     for p in &problems {
-        println!("✗ {:<16} {}\n  {:<16} fix: {}", "workspaces", p.message, "", p.fix);
+        println!(
+            "✗ {:<16} {}\n  {:<16} fix: {}",
+            "workspaces", p.message, "", p.fix
+        );
     }
     Ok(())
 }

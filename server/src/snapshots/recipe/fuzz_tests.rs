@@ -16,6 +16,7 @@ use crate::runtime::Limits;
 const MEMORY_MB: std::ops::RangeInclusive<i64> = 64..=262_144;
 const CPUS: std::ops::RangeInclusive<f64> = 0.1..=64.0;
 const PIDS: std::ops::RangeInclusive<i64> = 64..=1_048_576;
+const DISK_GB: std::ops::RangeInclusive<i64> = 1..=16_384;
 
 /// Parses `text` and checks what holds for every answer.
 fn check(text: &str) {
@@ -35,7 +36,8 @@ fn check_recipe(r: &Recipe) {
     let l = &r.limits;
     let fits = l.memory_mb.is_none_or(|m| MEMORY_MB.contains(&m))
         && l.cpus.is_none_or(|c| CPUS.contains(&c))
-        && l.pids.is_none_or(|p| PIDS.contains(&p));
+        && l.pids.is_none_or(|p| PIDS.contains(&p))
+        && l.disk_gb.is_none_or(|d| DISK_GB.contains(&d));
     let base = Limits::default();
     match l.apply(base) {
         Ok(got) => {
@@ -47,6 +49,10 @@ fn check_recipe(r: &Recipe) {
             assert!(got.memory_bytes > 0);
             assert!(got.cpus.is_finite() && got.cpus > 0.0);
             assert_eq!(got.pids, l.pids.unwrap_or(base.pids));
+            assert_eq!(
+                got.disk_bytes,
+                l.disk_gb.map_or(base.disk_bytes, |d| d << 30)
+            );
         }
         Err(e) => {
             assert!(!fits, "{l:?} refused though in range: {e}");
@@ -78,6 +84,7 @@ const KEYS: &[&str] = &[
     "memory_mb",
     "cpus",
     "pids",
+    "disk_gb",
     "workspace",
     "setpu",
     "NODE_ENV",
@@ -177,10 +184,11 @@ fn recipe() -> impl Strategy<Value = Recipe> {
             proptest::option::of(prop_oneof![MEMORY_MB, any::<i64>()]),
             proptest::option::of(prop_oneof![CPUS, any::<f64>()]),
             proptest::option::of(prop_oneof![PIDS, any::<i64>()]),
+            proptest::option::of(prop_oneof![DISK_GB, any::<i64>()]),
         ),
     )
         .prop_map(
-            |(setup, start, env, ports, egress, ready, (memory_mb, cpus, pids))| Recipe {
+            |(setup, start, env, ports, egress, ready, (memory_mb, cpus, pids, disk_gb))| Recipe {
                 setup,
                 start,
                 env,
@@ -191,6 +199,7 @@ fn recipe() -> impl Strategy<Value = Recipe> {
                     memory_mb,
                     cpus,
                     pids,
+                    disk_gb,
                 },
             },
         )
