@@ -5,6 +5,10 @@
 //!
 //! Flags: `--runs N` (default 10), `--large-files N` (100000), `--large-mib N` (2048),
 //! `--cp-runs-large N` (1: one copy of 4 GiB takes minutes here).
+//!
+//! Last, what each part of a workspace's confinement costs: bare runtime starts (the image, no
+//! agent) with everything on, with each of the seccomp profile, the user namespace and the own
+//! disk off, and with all three off (the baseline), interleaved, in the same run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -424,6 +428,93 @@ async fn main() -> Result<()> {
             .runtime
             .stop(&id, tandem_server::runtime::Keep::Nothing)
             .await;
+    }
+    confinement_cost(&image.rootfs, work.path(), a.runs).await
+}
+
+/// Bare runtime starts under each confinement variant, interleaved; medians and the ratio to
+/// the unconfined baseline.
+async fn confinement_cost(image: &Path, work: &Path, runs: usize) -> Result<()> {
+    use tandem_server::runtime::oci::{Confinement, OciRuntime};
+    use tandem_server::runtime::{Keep, Limits, Runtime, WorkspaceSpec};
+    let kind = tandem_server::runtime::doctor::default_runtime().context("no runtime")?;
+    let on = Confinement::default();
+    let variants = [
+        ("all on (what a server runs)", on),
+        (
+            "no seccomp profile",
+            Confinement {
+                seccomp: false,
+                ..on
+            },
+        ),
+        (
+            "no user namespace",
+            Confinement {
+                user_namespaces: false,
+                ..on
+            },
+        ),
+        ("no own disk", Confinement { disks: false, ..on }),
+        (
+            "none (baseline)",
+            Confinement {
+                seccomp: false,
+                user_namespaces: false,
+                disks: false,
+            },
+        ),
+    ];
+    // One data dir per variant: the user namespace shifts the layers it sees, so the image is
+    // copied for those (shifted once, before the timed starts).
+    let mut rts = Vec::new();
+    for (i, (label, c)) in variants.iter().enumerate() {
+        let dir = work.join(format!("confine-{i}"));
+        let rt = OciRuntime::with_confinement(kind, &dir, *c)?;
+        let layer = dir.join("image");
+        tandem_server::runtime::disk::copy_tree(image, &layer).await?;
+        rts.push((*label, rt, layer, Vec::new()));
+    }
+    for round in 0..runs + 1 {
+        for (label, rt, layer, times) in rts.iter_mut() {
+            let id = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+            let spec = WorkspaceSpec {
+                id: id.clone(),
+                layers: vec![layer.clone()],
+                upper: None,
+                hostname: "bench".into(),
+                env: vec![],
+                init: vec!["sleep".into(), "infinity".into()],
+                binds: vec![],
+                limits: Limits::default(),
+                egress: None,
+            };
+            let t = Instant::now();
+            rt.start(spec).await?;
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            rt.stop(&id, Keep::Nothing).await?;
+            // The first round shifts layers and formats disk templates: not timed.
+            if round > 0 {
+                times.push(ms);
+            }
+            eprintln!("[confinement] {label}: {ms:.0} ms");
+        }
+    }
+    let base = {
+        let mut v = rts.last().unwrap().3.clone();
+        median(&mut v)
+    };
+    println!(
+        "\nConfinement cost ({}, bare runtime starts, {runs} each, interleaved)\n\n| variant | median ms | vs baseline |\n|---|---|---|",
+        kind.binary()
+    );
+    for (label, _, _, times) in rts.iter_mut() {
+        let m = median(times);
+        println!(
+            "| {label} | {m:.0} | {:.2}× (+{:.0} ms) |",
+            m / base,
+            m - base
+        );
     }
     Ok(())
 }

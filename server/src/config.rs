@@ -69,6 +69,9 @@ pub struct Config {
     pub workspaces: WorkspacesConfig,
 }
 
+/// The largest disk a recipe gets when `[workspaces.max]` names none (GiB).
+pub const DEFAULT_MAX_DISK_GB: i64 = 100;
+
 /// `[workspaces]`: what a workspace gets when its repo's recipe names no limit
 /// (`[workspaces.limits]`), and the most a recipe may ask for (`[workspaces.max]`); both take
 /// the recipe's keys (`memory_mb`, `cpus`, `pids`, `disk_gb`).
@@ -87,7 +90,10 @@ impl WorkspacesConfig {
         recipe: &crate::snapshots::recipe::RecipeLimits,
     ) -> Result<crate::runtime::Limits> {
         let base = self.limits.apply(crate::runtime::Limits::default())?;
-        Ok(self.max.cap(recipe.apply(base)?))
+        let mut most = self.max.clone();
+        // A disk image is sparse: without a stated most, a recipe could ask for terabytes.
+        most.disk_gb = most.disk_gb.or(Some(DEFAULT_MAX_DISK_GB));
+        Ok(most.cap(recipe.apply(base)?))
     }
 }
 
@@ -310,8 +316,16 @@ pub struct Overrides {
     pub code_server_dir: Option<PathBuf>,
 }
 
-/// `$XDG_DATA_HOME/tandem`, else `~/.local/share/tandem`, else `./.tandem`.
+/// As root `/var/lib/tandem` (workspaces' own uids must reach it, which `/root` does not let
+/// them; a data dir already made at the old place is kept); else `$XDG_DATA_HOME/tandem`, else
+/// `~/.local/share/tandem`, else `./.tandem`.
 pub fn default_data_dir() -> PathBuf {
+    if nix::unistd::geteuid().is_root() && std::env::var_os("XDG_DATA_HOME").is_none() {
+        let old = std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(".local/share/tandem"))
+            .filter(|d| d.join("server-id").exists());
+        return old.unwrap_or_else(|| PathBuf::from("/var/lib/tandem"));
+    }
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
         return PathBuf::from(x).join("tandem");
     }

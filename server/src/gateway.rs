@@ -102,9 +102,11 @@ impl Gateways {
         std::fs::create_dir_all(&dir)?;
         let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path)?;
-        // Any uid of the workspace may connect (its root is not the host's under a user
-        // namespace); the directory is the workspace's alone and read-only inside it.
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
+        // The workspace's root only (not the host's under a user namespace): no other host
+        // user, and no other workspace, reaches this workspace's gateway.
+        let root = ws.runtime.root_uid();
+        std::os::unix::fs::lchown(&path, Some(root), Some(root))?;
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         let router = router().with_state(Gw {
             app: app.clone(),
             wid: wid.to_string(),

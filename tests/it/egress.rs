@@ -2,7 +2,7 @@
 //! nothing else, not even the host. The "outside" is a network namespace this test makes, with a
 //! web server on two addresses of the 198.19.0.0/16 test range.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,8 @@ struct Outside {
     link: String,
     allowed: Ipv4Addr,
     blocked: Ipv4Addr,
+    allowed6: Ipv6Addr,
+    blocked6: Ipv6Addr,
     _web: tokio::process::Child,
     _root: tempfile::TempDir,
 }
@@ -65,6 +67,31 @@ async fn outside() -> Outside {
     for a in [allowed, blocked] {
         ip(&["-n", &ns, "addr", "add", &format!("{a}/29"), "dev", "eth0"]);
     }
+    // IPv6 too: the outside's addresses in a unique-local /64 of the test's own.
+    let v6 = |h: u16| Ipv6Addr::new(0xfd00, 0x7464, n.into(), 0, 0, 0, 0, h);
+    let (host6, allowed6, blocked6) = (v6(1), v6(2), v6(3));
+    ip(&[
+        "-6",
+        "addr",
+        "add",
+        &format!("{host6}/64"),
+        "dev",
+        &link,
+        "nodad",
+    ]);
+    for a in [allowed6, blocked6] {
+        ip(&[
+            "-6",
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            &format!("{a}/64"),
+            "dev",
+            "eth0",
+            "nodad",
+        ]);
+    }
     ip(&["-n", &ns, "link", "set", "eth0", "up"]);
     ip(&["-n", &ns, "link", "set", "lo", "up"]);
     let root = tempfile::tempdir().unwrap();
@@ -79,7 +106,7 @@ async fn outside() -> Outside {
             "http.server",
             "8080",
             "--bind",
-            "0.0.0.0",
+            "::",
             "--directory",
         ])
         .arg(root.path())
@@ -100,11 +127,20 @@ async fn outside() -> Outside {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    while tokio::net::TcpStream::connect((allowed6, 8080))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "the outside is not up on IPv6");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     Outside {
         ns,
         link,
         allowed,
         blocked,
+        allowed6,
+        blocked6,
         _web: web,
         _root: root,
     }
@@ -129,11 +165,16 @@ async fn a_workspace_reaches_only_its_allow_listed_names() {
     }
     let out = outside().await;
     let (allowed, blocked) = (out.allowed, out.blocked);
+    let (allowed6, blocked6) = (out.allowed6, out.blocked6);
     let s = crate::workspaces::server(|c| {
-        c.egress_hosts
-            .insert("allowed.test".into(), vec![IpAddr::V4(allowed)]);
-        c.egress_hosts
-            .insert("blocked.test".into(), vec![IpAddr::V4(blocked)]);
+        c.egress_hosts.insert(
+            "allowed.test".into(),
+            vec![IpAddr::V4(allowed), IpAddr::V6(allowed6)],
+        );
+        c.egress_hosts.insert(
+            "blocked.test".into(),
+            vec![IpAddr::V4(blocked), IpAddr::V6(blocked6)],
+        );
     })
     .await
     .unwrap();
@@ -203,6 +244,28 @@ async fn a_workspace_reaches_only_its_allow_listed_names() {
         "BLOCKED",
         "another address of the same host is not: {r:?}"
     );
+    // The same over IPv6: the name's address opens, the host's other address does not.
+    let r = exec(
+        &s,
+        id,
+        &format!(
+            "exec 3<>/dev/tcp/{allowed6}/8080 && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3"
+        ),
+    )
+    .await;
+    assert!(
+        r.stdout.contains("hello from outside"),
+        "the allow-listed name's IPv6 address is reachable: {r:?}"
+    );
+    let r = exec(
+        &s,
+        id,
+        &format!(
+            "timeout 2 bash -c 'exec 3<>/dev/tcp/{blocked6}/8080' && echo OPEN || echo BLOCKED"
+        ),
+    )
+    .await;
+    assert_eq!(r.stdout.trim(), "BLOCKED", "over IPv6 neither: {r:?}");
     let r = exec(&s, id, "getent hosts blocked.test || echo UNRESOLVED").await;
     assert_eq!(
         r.stdout.trim(),

@@ -357,6 +357,34 @@ async fn a_looping_agent_stops_at_the_sessions_model_budget() {
         said.contains("budget"),
         "the turn says why it stopped: {said}"
     );
+    // Host → gateway: another user of the host cannot reach this workspace's gateway socket
+    // (it would act as the workspace: model requests, git, children).
+    let socket = std::fs::read_dir(s.dir.path().join("data/workspaces"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("gateway/gateway.sock"))
+        .find(|p| p.exists())
+        .expect("the session's gateway socket");
+    let probe = tokio::process::Command::new("python3")
+        .args([
+            "-c",
+            "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print('connected')",
+        ])
+        .arg(&socket)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .await
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&probe.stdout),
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    assert!(
+        !said.contains("connected") && said.contains("Permission denied"),
+        "nobody reached the gateway: {said}"
+    );
 }
 
 /// Workspace → host: the workspace's own code answers the agent socket (the PID-namespace check

@@ -957,4 +957,30 @@ async fn one_links_guests_are_bounded() {
         .await;
     let mut again = Peer::connect(&s, id, guest(&token)).await;
     again.until("hello", |p| p.me.is_some()).await;
+
+    // Guests arriving together cannot pass the bound between its check and their join.
+    let other = link(&s, id, json!({ "role": "viewer", "allow_guests": true })).await;
+    let other = other.token.unwrap();
+    let max = tandem_protocol::live::MAX_GUESTS_PER_LINK;
+    let crowd = futures::future::join_all((0..max + 20).map(|_| async {
+        let mut g = Peer::connect(&s, id, guest(&other)).await;
+        g.until("hello or a close", |p| p.me.is_some() || p.closed.is_some())
+            .await;
+        g
+    }))
+    .await;
+    let admitted = crowd.iter().filter(|p| p.me.is_some()).count();
+    let turned_away = crowd
+        .iter()
+        .filter(|p| {
+            p.closed
+                .as_ref()
+                .is_some_and(|(c, _)| *c == Some(close::TOO_MANY))
+        })
+        .count();
+    assert_eq!(
+        (admitted, turned_away),
+        (max, 20),
+        "at once, exactly the bound gets in"
+    );
 }

@@ -1,6 +1,6 @@
 //! Prerequisites, installed only when missing: the wasm32 target, wasm-bindgen-cli at the
 //! lockfile's version, npm packages (binaryen's wasm-opt), and Debian packages (test only:
-//! PostgreSQL, Chromium and ChromeDriver, runc, crun, runsc, mmdebstrap, nftables, iproute2 and xfsprogs).
+//! PostgreSQL, Chromium and ChromeDriver, runc, crun, runsc, mmdebstrap, nftables, iproute2, e2fsprogs and util-linux).
 
 use std::process::Command;
 
@@ -69,8 +69,9 @@ pub fn ensure(needs: Needs) -> Result<()> {
             ("mmdebstrap", "mmdebstrap"),
             ("nft", "nftables"),
             ("ip", "iproute2"),
-            // Per-workspace disk limits: XFS project quotas on the workspace volume.
-            ("mkfs.xfs", "xfsprogs"),
+            // Per-workspace disks: ext4 images on loop devices.
+            ("mkfs.ext4", "e2fsprogs"),
+            ("losetup", "util-linux"),
         ] {
             if which(bin).is_none() && !std::path::Path::new("/usr/sbin").join(bin).exists() {
                 apt.push(pkg);

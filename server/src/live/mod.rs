@@ -77,16 +77,6 @@ impl Hubs {
         )
     }
 
-    /// How many guests are connected to `session` through share link `jti`.
-    pub fn guests_of(&self, session: SessionId, jti: &str) -> usize {
-        self.map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&session)
-            .cloned()
-            .map_or(0, |live| live.hub.guests_of(jti))
-    }
-
     /// Joins the session's live hub (started, terminals attaching in the background, if
     /// needed): `join` runs under the registry's lock, so a hub being released cannot be joined.
     pub fn join<R>(

@@ -93,21 +93,18 @@ async fn run(
         Ok(a) => a,
         Err(e) => return close_with(socket, close_code(&e), &e.to_string()).await,
     };
-    // One link opens a bounded audience: a guest cannot open sockets without end.
-    if access.user_id.is_none()
-        && let Some(jti) = &access.jti
-        && state.hubs.guests_of(id, jti) >= tandem_protocol::live::MAX_GUESTS_PER_LINK
-    {
-        return close_with(
-            socket,
-            close::TOO_MANY,
-            "this share link has as many guests connected as it may; try again later",
-        )
-        .await;
-    }
+    // One link opens a bounded audience: a guest cannot open sockets without end. Counted and
+    // joined under the registry's lock, so guests arriving together cannot both take the last
+    // place.
+    let guest_link = access.jti.clone().filter(|_| access.user_id.is_none());
     let (out, inbox) = outbox();
-    let (live, (me, watches)) = state.hubs.join(&state, id, |live| {
-        live.hub.join(
+    let (live, joined) = state.hubs.join(&state, id, |live| {
+        if let Some(jti) = &guest_link
+            && live.hub.guests_of(jti) >= tandem_protocol::live::MAX_GUESTS_PER_LINK
+        {
+            return None;
+        }
+        Some(live.hub.join(
             access.name.clone(),
             access.user_id,
             access.role,
@@ -120,8 +117,17 @@ async fn run(
                 participants,
                 controller,
             },
-        )
+        ))
     });
+    let Some((me, watches)) = joined else {
+        state.hubs.release(&live);
+        return close_with(
+            socket,
+            close::TOO_MANY,
+            "this share link has as many guests connected as it may; try again later",
+        )
+        .await;
+    };
     // A revoke commits before it closes the hub's holders of the link; a joiner checked the
     // link before joining and checks it again after, so one of the two always sees the other.
     // A link's holders also go when it expires, as when it is revoked.

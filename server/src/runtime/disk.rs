@@ -164,6 +164,9 @@ pub fn is_mounted(target: &Path) -> bool {
 /// Makes sure workspace directory `dir` has its disk of `bytes` mounted at `dir/disk`: made
 /// from the template when it has none, mounted again when it has one (its size then stays).
 pub async fn ensure(dir: &Path, templates: &Path, bytes: i64) -> Result<PathBuf> {
+    // One at a time: two starts of one workspace must not attach its image twice.
+    static ONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one = ONE.lock().await;
     let mnt = dir.join(MOUNT);
     if is_mounted(&mnt) {
         return Ok(mnt);
@@ -200,12 +203,13 @@ pub async fn ensure(dir: &Path, templates: &Path, bytes: i64) -> Result<PathBuf>
         "attaching a workspace disk",
     )
     .await?;
+    // `discard`: what the workspace deletes is given back to the host's disk.
     let mounted = mount(
         Some(Path::new(&dev)),
         &mnt,
         Some("ext4"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOATIME,
-        None::<&str>,
+        Some("discard"),
     );
     // Detaching a mounted loop device only marks it: the kernel frees it at the unmount, so
     // a crash leaves no device behind a disk that is no longer mounted.
@@ -215,7 +219,10 @@ pub async fn ensure(dir: &Path, templates: &Path, bytes: i64) -> Result<PathBuf>
     )
     .await;
     mounted.map_err(|e| Error::Internal(format!("mounting {}: {e}", mnt.display())))?;
-    detached?;
+    if let Err(e) = detached {
+        let _ = unmount(dir);
+        return Err(e);
+    }
     Ok(mnt)
 }
 

@@ -2,17 +2,18 @@
 //! workspace's DNS queries itself (UDP, on the host end of its veth), so egress is an allow-list
 //! of *names*, not of the addresses those names had at start. A query for an allow-listed name
 //! (exact, or `*.example.com` for its subdomains) is answered from `egress_hosts` or the host's
-//! own name server; every IPv4 address in the answer that is not internal is admitted to the
-//! workspace's nftables set for the answer's TTL (bounded), so CDNs and changing addresses work.
+//! own name server; every address in the answer (A, and AAAA where the workspace's link has
+//! IPv6) that is not internal is admitted to the workspace's nftables set of its family for the
+//! answer's TTL (bounded), so CDNs and changing addresses work.
 //! Any other name gets NXDOMAIN, and the attempt is reported (a `egress_blocked` event).
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
-use hickory_proto::rr::rdata::A;
+use hickory_proto::rr::rdata::{A, AAAA};
 use hickory_proto::rr::{RData, Record, RecordType};
 use tokio::net::UdpSocket;
 use tokio::sync::broadcast;
@@ -60,8 +61,10 @@ pub struct Resolver {
     pub workspace: String,
     pub patterns: Vec<String>,
     pub hosts: BTreeMap<String, Vec<IpAddr>>,
-    /// The nftables set the answered addresses join (`a<index>` in `inet tandem`).
+    /// The nftables set the answered IPv4 addresses join (`a<index>` in `inet tandem`).
     pub set: String,
+    /// The set answered IPv6 addresses join (`a6<index>`), when the link has IPv6.
+    pub set6: Option<String>,
     pub upstream: Option<SocketAddr>,
     reported: Mutex<HashMap<String, Instant>>,
 }
@@ -72,12 +75,14 @@ impl Resolver {
         patterns: Vec<String>,
         hosts: BTreeMap<String, Vec<IpAddr>>,
         set: String,
+        set6: Option<String>,
     ) -> Self {
         Self {
             workspace,
             patterns,
             hosts,
             set,
+            set6,
             upstream: host_name_server(),
             reported: Mutex::new(HashMap::new()),
         }
@@ -127,25 +132,25 @@ impl Resolver {
             res.set_response_code(ResponseCode::NXDomain);
             return res.to_vec().ok();
         }
-        // Only IPv4 addresses are admitted (a workspace's link has no IPv6): other record
-        // types get an empty answer, so clients fall back to A.
-        if query.query_type() != RecordType::A {
-            return res.to_vec().ok();
-        }
-        let found: Vec<(Ipv4Addr, u32)> = match self.hosts.get(&name) {
+        // A, and AAAA where the link has IPv6; other record types get an empty answer.
+        let v6 = match query.query_type() {
+            RecordType::A => false,
+            RecordType::AAAA if self.set6.is_some() => true,
+            _ => return res.to_vec().ok(),
+        };
+        let family = |ip: &IpAddr| ip.is_ipv6() == v6;
+        let found: Vec<(IpAddr, u32)> = match self.hosts.get(&name) {
             Some(addrs) => addrs
                 .iter()
-                .filter_map(|a| match a {
-                    IpAddr::V4(v4) => Some((*v4, STATIC_TTL)),
-                    IpAddr::V6(_) => None,
-                })
+                .filter(|a| family(a))
+                .map(|a| (*a, STATIC_TTL))
                 .collect(),
-            None => match self.upstream_a(query).await {
+            None => match self.upstream(query).await {
                 Some(a) => a
                     .into_iter()
                     // The resolver (or whoever controls a zone) must not open internal
                     // addresses; only `egress_hosts` names those.
-                    .filter(|(ip, _)| !is_internal(*ip))
+                    .filter(|(ip, _)| family(ip) && !is_internal(*ip))
                     .collect(),
                 None => {
                     res.set_response_code(ResponseCode::ServFail);
@@ -153,26 +158,31 @@ impl Resolver {
                 }
             },
         };
-        let found: Vec<(Ipv4Addr, u32)> = found
+        let found: Vec<(IpAddr, u32)> = found
             .into_iter()
-            .map(|(ip, ttl): (Ipv4Addr, u32)| (ip, ttl.clamp(MIN_TTL, MAX_TTL)))
+            .map(|(ip, ttl)| (ip, ttl.clamp(MIN_TTL, MAX_TTL)))
             .collect();
-        if admit(&self.set, &found).await.is_err() {
+        let set = if v6 {
+            self.set6.as_deref()
+        } else {
+            Some(self.set.as_str())
+        };
+        if admit(set.unwrap_or_default(), &found).await.is_err() {
             res.set_response_code(ResponseCode::ServFail);
             return res.to_vec().ok();
         }
         for (ip, ttl) in found {
-            res.add_answer(Record::from_rdata(
-                query.name().clone(),
-                ttl,
-                RData::A(A(ip)),
-            ));
+            let data = match ip {
+                IpAddr::V4(a) => RData::A(A(a)),
+                IpAddr::V6(a) => RData::AAAA(AAAA(a)),
+            };
+            res.add_answer(Record::from_rdata(query.name().clone(), ttl, data));
         }
         res.to_vec().ok()
     }
 
-    /// Asks the host's name server for `query`'s A records: `(address, ttl)`.
-    async fn upstream_a(&self, query: &hickory_proto::op::Query) -> Option<Vec<(Ipv4Addr, u32)>> {
+    /// Asks the host's name server for `query`'s A or AAAA records: `(address, ttl)`.
+    async fn upstream(&self, query: &hickory_proto::op::Query) -> Option<Vec<(IpAddr, u32)>> {
         let upstream = self.upstream?;
         let mut m = Message::new();
         m.set_id(rand::random())
@@ -207,7 +217,8 @@ impl Resolver {
             res.answers()
                 .iter()
                 .filter_map(|r| match r.data() {
-                    RData::A(a) => Some((a.0, r.ttl())),
+                    RData::A(a) => Some((IpAddr::V4(a.0), r.ttl())),
+                    RData::AAAA(a) => Some((IpAddr::V6(a.0), r.ttl())),
                     _ => None,
                 })
                 .collect(),
@@ -235,7 +246,7 @@ impl Resolver {
 }
 
 /// Adds `addrs` to the nftables set, each for its TTL.
-async fn admit(set: &str, addrs: &[(Ipv4Addr, u32)]) -> crate::Result<()> {
+async fn admit(set: &str, addrs: &[(IpAddr, u32)]) -> crate::Result<()> {
     if addrs.is_empty() {
         return Ok(());
     }

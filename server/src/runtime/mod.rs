@@ -139,6 +139,10 @@ pub trait Runtime: Send + Sync {
     fn resume<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
     /// Workspace `id`'s directory on the host (its disk, when it has one, is inside).
     fn workspace_dir(&self, id: &str) -> PathBuf;
+    /// The host uid of a workspace's root (not 0 under a user namespace).
+    fn root_uid(&self) -> u32 {
+        0
+    }
     /// Where workspace `id` keeps its own writable layer (when none is given at start).
     fn upper_dir(&self, id: &str) -> PathBuf;
     /// Makes workspace `id`'s own writable layer ready (on its own disk of `limits.disk_bytes`

@@ -9,7 +9,7 @@
 //! DNS server to reach.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -34,8 +34,13 @@ pub struct Net {
     pub host_if: String,
     pub host_ip: Ipv4Addr,
     pub ws_ip: Ipv4Addr,
+    /// The link's IPv6 ends, when the host has IPv6.
+    #[serde(default)]
+    pub host_ip6: Option<Ipv6Addr>,
+    #[serde(default)]
+    pub ws_ip6: Option<Ipv6Addr>,
     /// Resolved name → addresses allowed.
-    pub allowed: BTreeMap<String, Vec<Ipv4Addr>>,
+    pub allowed: BTreeMap<String, Vec<IpAddr>>,
     /// The allow-list as given (names and `*.` wildcards) and the static entries: what the
     /// workspace's name server answers from (kept so a restarted server serves it again).
     #[serde(default)]
@@ -75,6 +80,7 @@ pub async fn ensure_dns(net: &Net) -> Result<()> {
         net.patterns.clone(),
         net.hosts.clone(),
         format!("a{}", net.index),
+        net.ws_ip6.map(|_| format!("a6{}", net.index)),
     );
     running.insert(net.netns.clone(), tokio::spawn(resolver.serve(sock)));
     Ok(())
@@ -138,11 +144,39 @@ fn valid_name(n: &str) -> bool {
         })
 }
 
-/// The IPv4 addresses of every allowed name.
 /// Addresses a name from the resolver may never open to a workspace (the operator may still
-/// list them in `egress_hosts`): loopback, link-local (cloud metadata at 169.254.169.254),
-/// RFC 1918, CGNAT, benchmarking (198.18/15, where workspace links live), multicast, reserved.
-pub fn is_internal(ip: Ipv4Addr) -> bool {
+/// list them in `egress_hosts`): loopback, link-local (cloud metadata at 169.254.169.254 and
+/// fd00:ec2::254), private (RFC 1918, IPv6 unique-local, where workspace links live), CGNAT,
+/// benchmarking (198.18/15), multicast, documentation, reserved; IPv4 inside IPv6 (mapped,
+/// NAT64) by the IPv4 address it carries.
+pub fn is_internal(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => is_internal_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_internal_v4(v4);
+            }
+            let s = v6.segments();
+            // 64:ff9b::/96 (NAT64) carries an IPv4 address in its last 32 bits.
+            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                return is_internal_v4(Ipv4Addr::from((u32::from(s[6]) << 16) | u32::from(s[7])));
+            }
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00 // unique local
+                || (s[0] & 0xffc0) == 0xfe80 // link-local
+                || (s[0] & 0xffc0) == 0xfec0 // site-local (deprecated)
+                || s[..2] == [0x2001, 0xdb8] // documentation
+                || s[..4] == [0x100, 0, 0, 0] // discard
+                || (s[0] == 0x2001 && s[1] < 0x200) // IETF protocol assignments (Teredo, ORCHID, …)
+                || s[0] == 0x2002 // 6to4 (carries any IPv4 address)
+                || s[..6] == [0, 0, 0, 0, 0, 0] // IPv4-compatible, reserved
+        }
+    }
+}
+
+fn is_internal_v4(ip: Ipv4Addr) -> bool {
     let [a, b, ..] = ip.octets();
     ip.is_loopback()
         || ip.is_private()
@@ -158,8 +192,10 @@ pub fn is_internal(ip: Ipv4Addr) -> bool {
         || (a == 192 && b == 0 && ip.octets()[2] == 0)
 }
 
-async fn resolve(egress: &Egress) -> Result<BTreeMap<String, Vec<Ipv4Addr>>> {
+/// The addresses of every exact allowed name (IPv6 ones only when the link has IPv6).
+async fn resolve(egress: &Egress, v6: bool) -> Result<BTreeMap<String, Vec<IpAddr>>> {
     let mut out = BTreeMap::new();
+    let family = |a: &IpAddr| a.is_ipv4() || v6;
     for name in &egress.allow {
         if !valid_name(name) {
             return Err(Error::Invalid(format!(
@@ -170,32 +206,18 @@ async fn resolve(egress: &Egress) -> Result<BTreeMap<String, Vec<Ipv4Addr>>> {
         if name.starts_with("*.") {
             continue;
         }
-        let addrs: Vec<Ipv4Addr> = match egress.hosts.get(name) {
-            Some(a) => a
-                .iter()
-                .filter_map(|a| {
-                    if let IpAddr::V4(v4) = a {
-                        Some(*v4)
-                    } else {
-                        None
-                    }
-                })
-                .collect(),
+        let addrs: Vec<IpAddr> = match egress.hosts.get(name) {
+            Some(a) => a.iter().copied().filter(family).collect(),
             None => {
-                let found: Vec<Ipv4Addr> = tokio::net::lookup_host((name.as_str(), 0))
+                let found: Vec<IpAddr> = tokio::net::lookup_host((name.as_str(), 0))
                     .await
                     .map_err(|e| Error::Invalid(format!("egress: cannot resolve {name}: {e}")))?
-                    .filter_map(|a| {
-                        if let IpAddr::V4(v4) = a.ip() {
-                            Some(v4)
-                        } else {
-                            None
-                        }
-                    })
+                    .map(|a| a.ip())
+                    .filter(family)
                     .collect();
                 // A name (or a DNS answer someone controls) must not open the host's network
                 // or the cloud's metadata service to the workspace.
-                let (internal, public): (Vec<Ipv4Addr>, Vec<Ipv4Addr>) =
+                let (internal, public): (Vec<IpAddr>, Vec<IpAddr>) =
                     found.into_iter().partition(|a| is_internal(*a));
                 if public.is_empty() && !internal.is_empty() {
                     return Err(Error::Invalid(format!(
@@ -213,6 +235,17 @@ async fn resolve(egress: &Egress) -> Result<BTreeMap<String, Vec<Ipv4Addr>>> {
         out.insert(name.clone(), addrs);
     }
     Ok(out)
+}
+
+/// True when the host has IPv6 (a workspace link then gets it too).
+fn host_has_ipv6() -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6")
+        .is_ok_and(|v| v.trim() == "0")
+}
+
+/// The IPv6 prefix of workspace links (unique local): `fd74:646d:0:<index>::/64`.
+fn link6(index: u32, host: u16) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd74, 0x646d, 0, index as u16, 0, 0, 0, host)
 }
 
 /// Picks a free /30: the first index whose host interface does not exist.
@@ -237,7 +270,9 @@ async fn ensure_tables() -> Result<()> {
              add chain inet tandem forward { type filter hook forward priority -10 ; policy accept ; }\n\
              add chain inet tandem input { type filter hook input priority -10 ; policy accept ; }\n\
              add table ip tandem_nat\n\
-             add chain ip tandem_nat post { type nat hook postrouting priority 100 ; }\n",
+             add chain ip tandem_nat post { type nat hook postrouting priority 100 ; }\n\
+             add table ip6 tandem_nat6\n\
+             add chain ip6 tandem_nat6 post { type nat hook postrouting priority 100 ; }\n",
         ),
     )
     .await?;
@@ -246,7 +281,8 @@ async fn ensure_tables() -> Result<()> {
 
 /// Creates the workspace's network; `dir` is its directory (for `net.json` and `hosts`).
 pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
-    let allowed = resolve(egress).await?;
+    let v6 = host_has_ipv6();
+    let allowed = resolve(egress, v6).await?;
     let index = free_index(wid);
     let base = BASE + index * 4;
     let net = Net {
@@ -255,6 +291,8 @@ pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
         host_if: format!("tdmv{index}"),
         host_ip: Ipv4Addr::from(base + 1),
         ws_ip: Ipv4Addr::from(base + 2),
+        host_ip6: v6.then(|| link6(index, 1)),
+        ws_ip6: v6.then(|| link6(index, 2)),
         allowed,
         patterns: egress
             .allow
@@ -293,33 +331,73 @@ pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
     )
     .await?;
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")?;
+    if let (Some(h6), Some(w6)) = (net.host_ip6, net.ws_ip6) {
+        // `nodad`: the link is ours alone, no duplicate to detect (and no seconds to wait).
+        let (h6s, w6s) = (format!("{h6}/64"), format!("{w6}/64"));
+        run(
+            "ip",
+            &["-6", "addr", "add", &h6s, "dev", hif, "nodad"],
+            None,
+        )
+        .await?;
+        run(
+            "ip",
+            &["-6", "-n", ns, "addr", "add", &w6s, "dev", "eth0", "nodad"],
+            None,
+        )
+        .await?;
+        run(
+            "ip",
+            &[
+                "-6",
+                "-n",
+                ns,
+                "route",
+                "add",
+                "default",
+                "via",
+                &h6.to_string(),
+            ],
+            None,
+        )
+        .await?;
+        std::fs::write("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
+    }
     ensure_tables().await?;
-    let ips: Vec<String> = net
-        .allowed
-        .values()
-        .flatten()
-        .map(|a| a.to_string())
-        .collect();
+    let (v4s, v6s): (Vec<IpAddr>, Vec<IpAddr>) =
+        net.allowed.values().flatten().partition(|a| a.is_ipv4());
     let tag = format!("tdm-{index}");
     // Addresses a DNS answer admitted expire with its TTL; those resolved at start do not.
-    let mut script =
-        format!("add set inet tandem a{index} {{ type ipv4_addr ; flags timeout ; }}\n");
-    if !ips.is_empty() {
-        script.push_str(&format!(
-            "add element inet tandem a{index} {{ {} }}\n",
-            ips.join(", ")
-        ));
+    let mut script = format!(
+        "add set inet tandem a{index} {{ type ipv4_addr ; flags timeout ; }}\n\
+         add set inet tandem a6{index} {{ type ipv6_addr ; flags timeout ; }}\n"
+    );
+    for (set, ips) in [(format!("a{index}"), v4s), (format!("a6{index}"), v6s)] {
+        if !ips.is_empty() {
+            let ips: Vec<String> = ips.iter().map(ToString::to_string).collect();
+            script.push_str(&format!(
+                "add element inet tandem {set} {{ {} }}\n",
+                ips.join(", ")
+            ));
+        }
     }
     script.push_str(&format!(
         "add rule inet tandem forward iifname \"{hif}\" ip daddr @a{index} accept comment \"{tag}\"\n\
+         add rule inet tandem forward iifname \"{hif}\" ip6 daddr @a6{index} accept comment \"{tag}\"\n\
          add rule inet tandem forward iifname \"{hif}\" drop comment \"{tag}\"\n\
          add rule inet tandem forward oifname \"{hif}\" ct state established,related accept comment \"{tag}\"\n\
          add rule inet tandem forward oifname \"{hif}\" drop comment \"{tag}\"\n\
          add rule inet tandem input iifname \"{hif}\" ip daddr {gw} udp dport 53 accept comment \"{tag}\"\n\
+         add rule inet tandem input iifname \"{hif}\" icmpv6 type {{ nd-neighbor-solicit, nd-neighbor-advert }} accept comment \"{tag}\"\n\
          add rule inet tandem input iifname \"{hif}\" drop comment \"{tag}\"\n\
          add rule ip tandem_nat post ip saddr {} masquerade comment \"{tag}\"\n",
         net.ws_ip
     ));
+    if let Some(w6) = net.ws_ip6 {
+        script.push_str(&format!(
+            "add rule ip6 tandem_nat6 post ip6 saddr {w6} masquerade comment \"{tag}\"\n"
+        ));
+    }
     run("nft", &["-f", "-"], Some(&script)).await?;
     let mut hosts = String::from("127.0.0.1 localhost\n::1 localhost\n");
     for (name, addrs) in &net.allowed {
@@ -358,6 +436,7 @@ pub async fn teardown(dir: &Path) -> Result<()> {
         ("inet", "tandem", "forward"),
         ("inet", "tandem", "input"),
         ("ip", "tandem_nat", "post"),
+        ("ip6", "tandem_nat6", "post"),
     ] {
         let Ok(listing) = run("nft", &["-a", "list", "chain", family, table, chain], None).await
         else {
@@ -374,18 +453,9 @@ pub async fn teardown(dir: &Path) -> Result<()> {
             }
         }
     }
-    let _ = run(
-        "nft",
-        &[
-            "delete",
-            "set",
-            "inet",
-            "tandem",
-            &format!("a{}", net.index),
-        ],
-        None,
-    )
-    .await;
+    for set in [format!("a{}", net.index), format!("a6{}", net.index)] {
+        let _ = run("nft", &["delete", "set", "inet", "tandem", &set], None).await;
+    }
     let _ = run("ip", &["link", "del", &net.host_if], None).await;
     let _ = run("ip", &["netns", "del", &net.netns], None).await;
     let _ = std::fs::remove_file(dir.join("net.json"));
@@ -411,6 +481,18 @@ mod tests {
             "224.0.0.1",
             "255.255.255.255",
             "192.0.0.8",
+            "::1",
+            "::",
+            "fe80::1",
+            "fd00:ec2::254",
+            "fd74:646d:0:7::1",
+            "ff02::1",
+            "::ffff:169.254.169.254",
+            "::ffff:10.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2001:db8::1",
+            "2002:a9fe:a9fe::1",
+            "::127.0.0.1",
         ] {
             assert!(is_internal(ip.parse().unwrap()), "{ip}");
         }
@@ -420,6 +502,10 @@ mod tests {
             "104.16.0.1",
             "100.128.0.1",
             "172.32.0.1",
+            "2606:4700::6810:84e5",
+            "2a03:2880:f12f:83:face:b00c::25de",
+            "::ffff:1.1.1.1",
+            "64:ff9b::101:101",
         ] {
             assert!(!is_internal(ip.parse().unwrap()), "{ip}");
         }

@@ -49,6 +49,28 @@ impl Kind {
     }
 }
 
+/// What confines a workspace beyond its namespaces; each applies where the host allows it.
+/// All on is what a server runs with; the start benchmark turns each off to measure its cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Confinement {
+    /// Docker's default seccomp profile (runc and crun; gVisor filters itself).
+    pub seccomp: bool,
+    /// A user namespace whose root is not the host's.
+    pub user_namespaces: bool,
+    /// A disk of its own for what it writes.
+    pub disks: bool,
+}
+
+impl Default for Confinement {
+    fn default() -> Self {
+        Self {
+            seccomp: true,
+            user_namespaces: true,
+            disks: true,
+        }
+    }
+}
+
 /// A runtime binary plus the directories it works in.
 pub struct OciRuntime {
     kind: Kind,
@@ -58,23 +80,47 @@ pub struct OciRuntime {
     userns: bool,
     /// Where disk templates are kept, when workspaces get disks of their own ([`disk`]).
     disks: Option<PathBuf>,
+    seccomp: bool,
 }
 
 impl OciRuntime {
     /// A driver for `kind` keeping its state under `data_dir`.
     pub fn new(kind: Kind, data_dir: &Path) -> Result<Self> {
+        Self::with_confinement(kind, data_dir, Confinement::default())
+    }
+
+    /// A driver whose workspaces get only the confinement `c` turns on (and the host allows).
+    pub fn with_confinement(kind: Kind, data_dir: &Path, c: Confinement) -> Result<Self> {
+        std::fs::create_dir_all(data_dir)?;
+        // Mount points are compared with the kernel's absolute, resolved paths.
+        let data_dir = &std::fs::canonicalize(data_dir)?;
         let state_dir = data_dir.join("runtime").join(kind.binary());
         let workspaces_dir = data_dir.join("workspaces");
         std::fs::create_dir_all(&state_dir)?;
         std::fs::create_dir_all(&workspaces_dir)?;
+        // Reachable by a known path, not listable: a workspace's directory is not a catalogue
+        // of the others'.
+        std::fs::set_permissions(
+            &workspaces_dir,
+            std::os::unix::fs::PermissionsExt::from_mode(0o711),
+        )?;
+        let userns = c.user_namespaces
+            && super::userns::kernel_allows()
+            && match super::userns::reachable(&workspaces_dir) {
+                Ok(()) => true,
+                Err(why) => {
+                    tracing::warn!("workspaces run without user namespaces: {why}");
+                    false
+                }
+            };
         Ok(Self {
             kind,
             state_dir,
             workspaces_dir,
-            userns: super::userns::kernel_allows(),
-            disks: super::disk::unavailable()
-                .is_none()
+            userns,
+            disks: (c.disks && super::disk::unavailable().is_none())
                 .then(|| data_dir.join("runtime").join("disks")),
+            seccomp: c.seccomp && kind != Kind::Runsc,
         })
     }
 
@@ -91,6 +137,12 @@ impl OciRuntime {
             super::disk::ensure(&dir, templates, limits.disk_bytes).await?;
         }
         let upper = self.upper_dir(id);
+        let legacy = dir.join("upper");
+        if self.disks.is_some() && legacy.is_dir() && !upper.exists() {
+            // A layer kept before workspaces had disks: moved onto its disk.
+            super::disk::copy_tree(&legacy, &upper).await?;
+            remove_dir_all_writable(&legacy)?;
+        }
         std::fs::create_dir_all(&upper)?;
         Ok(upper)
     }
@@ -222,14 +274,16 @@ impl OciRuntime {
             ws,
             &rootfs,
             netns.as_deref(),
-            self.kind != Kind::Runsc,
+            self.seccomp,
             self.userns,
         )?
         .save(dir.join("config.json"))
         .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
         // The container inherits these descriptors, so they must be files, not pipes a wait
         // would block on.
-        let log = std::fs::File::create(dir.join("init.log"))?;
+        // On the workspace's disk when it has one: what its init prints is its to fill.
+        let log_path = work.with_file_name("init.log");
+        let log = std::fs::File::create(&log_path)?;
         let pid_file = dir.join("init.pid");
         let status = self
             .command()
@@ -245,7 +299,7 @@ impl OciRuntime {
             .await
             .map_err(|e| Error::Config(format!("cannot run {}: {e}", self.kind.binary())))?;
         if !status.success() {
-            let init_log = std::fs::read_to_string(dir.join("init.log")).unwrap_or_default();
+            let init_log = std::fs::read_to_string(&log_path).unwrap_or_default();
             return Err(Error::Internal(format!(
                 "{} could not start workspace {}: {}",
                 self.kind.binary(),
@@ -512,6 +566,14 @@ impl Runtime for OciRuntime {
 
     fn workspace_dir(&self, id: &str) -> PathBuf {
         self.dir(id)
+    }
+
+    fn root_uid(&self) -> u32 {
+        if self.userns {
+            super::userns::HOST_BASE
+        } else {
+            0
+        }
     }
 
     fn upper_dir(&self, id: &str) -> PathBuf {

@@ -31,6 +31,26 @@ pub fn kernel_allows() -> bool {
         .is_some_and(|n| n > 0)
 }
 
+/// Why the workspace's root (host uid [`HOST_BASE`]) cannot reach `dir`, if it cannot: every
+/// directory above it must let others pass (runc and crun set up the root from inside the
+/// namespace). A data dir under `/root` (mode 0700) is the usual case.
+pub fn reachable(dir: &Path) -> std::result::Result<(), String> {
+    for a in dir.ancestors().skip(1) {
+        let Ok(meta) = std::fs::metadata(a) else {
+            continue;
+        };
+        if meta.permissions().mode() & 0o001 == 0 && meta.uid() != HOST_BASE {
+            return Err(format!(
+                "{} (mode {:o}) does not let uid {HOST_BASE} through; put the data dir elsewhere (as root the default is /var/lib/tandem) or `chmod o+x {}`",
+                a.display(),
+                meta.permissions().mode() & 0o7777,
+                a.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The host id of workspace id `id`: ids in the workspace's range stay, others are shifted into it.
 fn shifted(id: u32) -> u32 {
     if (HOST_BASE..HOST_BASE + COUNT).contains(&id) {
@@ -118,6 +138,21 @@ pub fn own(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_behind_a_closed_parent_is_not_reachable() {
+        let t = tempfile::tempdir().unwrap();
+        let closed = t.path().join("root-home");
+        std::fs::create_dir_all(closed.join("tandem/workspaces")).unwrap();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let why = reachable(&closed.join("tandem/workspaces")).unwrap_err();
+        assert!(
+            why.contains("root-home") && why.contains("/var/lib/tandem"),
+            "{why}"
+        );
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o711)).unwrap();
+        reachable(&closed.join("tandem/workspaces")).unwrap();
+    }
 
     #[test]
     fn ids_shift_into_the_workspace_range_once() {

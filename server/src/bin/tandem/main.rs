@@ -116,7 +116,7 @@ enum ImageCommand {
 /// Where the server's data lives (for `serve` and local admin commands).
 #[derive(Args, Clone)]
 struct LocalArgs {
-    /// Data directory: database file, keys, workspaces. Default: $XDG_DATA_HOME/tandem or ~/.local/share/tandem.
+    /// Data directory: database file, keys, workspaces. Default: /var/lib/tandem as root, else $XDG_DATA_HOME/tandem or ~/.local/share/tandem.
     #[arg(long, env = "TANDEM_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// Database URL: sqlite://… (default: <data dir>/tandem.db) or postgres://…
