@@ -169,3 +169,40 @@ async fn local_admin_commands_mint_working_tokens_and_login_links() {
         .unwrap();
     assert_eq!(res.status(), 200);
 }
+
+/// `tandem doctor` says when the data dir keeps workspaces out of user namespaces: a parent the
+/// workspace's uid cannot pass (as `/root` is) is named, with what to do.
+#[tokio::test]
+async fn doctor_reports_confinement_and_a_data_dir_that_rules_out_user_namespaces() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let closed = t.path().join("closed");
+    std::fs::create_dir_all(&closed).unwrap();
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let checks = |dir: std::path::PathBuf| async move {
+        let out = ok(tandem("http://127.0.0.1:1", None)
+            .args(["doctor", "--json", "--data-dir"])
+            .arg(dir))
+        .await;
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["checks"].as_array().unwrap().clone()
+    };
+    let find = |checks: &[serde_json::Value], name: &str| {
+        checks
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} check: {checks:?}"))
+            .clone()
+    };
+    let open = checks(t.path().join("open")).await;
+    for name in ["seccomp", "user namespaces", "disk limits"] {
+        assert_eq!(find(&open, name)["ok"], true, "{:?}", find(&open, name));
+    }
+    let behind = checks(closed.join("data")).await;
+    let userns = find(&behind, "user namespaces");
+    assert_eq!(userns["ok"], false, "{userns:?}");
+    assert!(
+        userns["detail"].as_str().unwrap().contains("/var/lib/tandem"),
+        "{userns:?}"
+    );
+}

@@ -10,9 +10,16 @@ use tandem_server::{images, runtime};
 /// `tandem doctor`: the host's checks, then what stops sessions with this data dir's
 /// configuration (the same problems `/api/health` and the dashboard report).
 pub async fn doctor(config: &Config, json: bool) -> Result<()> {
-    let checks = runtime::doctor::checks();
+    let mut checks = runtime::doctor::checks();
     // The server makes its data dir at start; so does this, to probe what it would.
     let _ = std::fs::create_dir_all(&config.data_dir);
+    // User namespaces also need a data dir a workspace's uid can reach.
+    if let Some(c) = checks.iter_mut().find(|c| c.name == "user namespaces" && c.ok)
+        && let Err(why) = runtime::userns::reachable(&config.data_dir.join("workspaces"))
+    {
+        c.ok = false;
+        c.detail = format!("not used with this data dir: {why}");
+    }
     let mut problems: Vec<tandem_protocol::Problem> =
         match tandem_server::serve::workspaces(config, None) {
             Err(p) => vec![p],
