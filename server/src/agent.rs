@@ -30,28 +30,7 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The agent key: 32 random bytes in `<data dir>/agent.key`, made on first use.
 pub fn load_key(data_dir: &Path) -> Result<Vec<u8>> {
-    load_or_create_key(&data_dir.join("agent.key"))
-}
-
-/// A key file of at least 32 random bytes, created (mode 0600) if missing.
-pub fn load_or_create_key(path: &Path) -> Result<Vec<u8>> {
-    if let Ok(k) = std::fs::read(path)
-        && k.len() >= 32
-    {
-        return Ok(k);
-    }
-    let key = crate::auth::new_secret("").into_bytes();
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-    match opts.open(path) {
-        Ok(mut f) => {
-            std::io::Write::write_all(&mut f, &key)?;
-            Ok(key)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(std::fs::read(path)?),
-        Err(e) => Err(e.into()),
-    }
+    crate::data_dir::load_or_create_key(&data_dir.join(crate::data_dir::AGENT_KEY))
 }
 
 /// The token of workspace `wid`: HMAC-SHA256 of its id under the agent key, so it survives a

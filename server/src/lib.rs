@@ -9,6 +9,7 @@ pub mod client;
 pub mod cluster;
 pub mod code;
 pub mod config;
+pub mod data_dir;
 pub mod db;
 pub mod desktop;
 pub mod error;

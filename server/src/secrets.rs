@@ -32,7 +32,8 @@ impl std::fmt::Debug for Secrets {
 impl Secrets {
     /// Loads `<data dir>/secrets.key`, made on first use (mode 0600).
     pub fn load_or_create(data_dir: &Path) -> Result<Self> {
-        let bytes = crate::agent::load_or_create_key(&data_dir.join("secrets.key"))?;
+        let bytes =
+            crate::data_dir::load_or_create_key(&data_dir.join(crate::data_dir::SECRETS_KEY))?;
         let raw: [u8; 32] = bytes
             .get(..32)
             .and_then(|b| b.try_into().ok())

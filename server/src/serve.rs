@@ -172,8 +172,8 @@ pub fn workspaces(
     };
     let agent_key = crate::agent::load_key(&config.data_dir)
         .map_err(|e| internal("the agent key", e.to_string()))?;
-    let host_id =
-        server_id(&config.data_dir).map_err(|e| internal("the server id", e.to_string()))?;
+    let host_id = crate::data_dir::server_id(&config.data_dir)
+        .map_err(|e| internal("the server id", e.to_string()))?;
     let rt = OciRuntime::new(kind, &config.data_dir)
         .map_err(|e| internal("the runtime", e.to_string()))?;
     // This binary when it is `tandem`, else (tests, examples) the one beside the agent.
@@ -196,20 +196,6 @@ pub fn workspaces(
         github,
         limits: config.workspaces.clone(),
     })
-}
-
-/// This server's id, kept in `<data dir>/server-id` (made on first use): it names the turns it
-/// runs and the host of the workspaces it starts. Processes sharing a data dir share it.
-pub fn server_id(data_dir: &std::path::Path) -> crate::Result<String> {
-    let path = data_dir.join("server-id");
-    match std::fs::read_to_string(&path) {
-        Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
-        _ => {
-            let id = uuid::Uuid::new_v4().to_string();
-            std::fs::write(&path, &id)?;
-            Ok(id)
-        }
-    }
 }
 
 /// The host's `node` and the configured code-server, when both are there.

@@ -202,7 +202,10 @@ async fn doctor_reports_confinement_and_a_data_dir_that_rules_out_user_namespace
     let userns = find(&behind, "user namespaces");
     assert_eq!(userns["ok"], false, "{userns:?}");
     assert!(
-        userns["detail"].as_str().unwrap().contains("/var/lib/tandem"),
+        userns["detail"]
+            .as_str()
+            .unwrap()
+            .contains("/var/lib/tandem"),
         "{userns:?}"
     );
 }

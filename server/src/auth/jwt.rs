@@ -2,18 +2,16 @@
 //! made on first start; every server process sharing the data dir (or the key file) accepts the
 //! others' tokens.
 
-use std::io::Write;
 use std::path::Path;
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, errors::ErrorKind};
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use tandem_protocol::UserId;
 
 use crate::{Error, Result, now_ms};
 
 /// Name of the key file in the data dir.
-pub const KEY_FILE: &str = "jwt.key";
+pub const KEY_FILE: &str = crate::data_dir::JWT_KEY;
 
 /// What a browser login token says.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -108,36 +106,9 @@ impl JwtKeys {
 
     /// Loads `<dir>/jwt.key`, creating it with fresh random bytes if missing.
     pub fn load_or_create(dir: &Path) -> Result<Self> {
-        let path = dir.join(KEY_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) if bytes.len() >= 32 => return Self::from_secret(&bytes),
-            Ok(_) => {
-                return Err(Error::Config(format!(
-                    "{} is shorter than 32 bytes",
-                    path.display()
-                )));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::Config(format!("{}: {e}", path.display()))),
-        }
-        let mut secret = [0u8; 32];
-        rand::rng().fill_bytes(&mut secret);
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-        match opts.open(&path) {
-            Ok(mut f) => {
-                f.write_all(&secret)?;
-                f.sync_all()?;
-                Self::from_secret(&secret)
-            }
-            // Another process made it first: use theirs.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                Self::from_secret(&std::fs::read(&path)?)
-            }
-            Err(e) => Err(e.into()),
-        }
+        Self::from_secret(&crate::data_dir::load_or_create_key(
+            &dir.join(crate::data_dir::JWT_KEY),
+        )?)
     }
 
     /// A browser login for `user` valid for `ttl_secs` (negative makes an already-expired one).

@@ -270,15 +270,9 @@ impl OciRuntime {
         for b in &ws.binds {
             super::inroot::ensure(&rootfs, Path::new(&b.container), b.host.is_dir(), owner)?;
         }
-        spec::build(
-            ws,
-            &rootfs,
-            netns.as_deref(),
-            self.seccomp,
-            self.userns,
-        )?
-        .save(dir.join("config.json"))
-        .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
+        spec::build(ws, &rootfs, netns.as_deref(), self.seccomp, self.userns)?
+            .save(dir.join("config.json"))
+            .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
         // The container inherits these descriptors, so they must be files, not pipes a wait
         // would block on.
         // On the workspace's disk when it has one: what its init prints is its to fill.

@@ -32,7 +32,7 @@ pub struct Workspaces {
     pub images_dir: PathBuf,
     pub image_recipe: String,
     pub data_dir: PathBuf,
-    /// This server's id ([`crate::serve::server_id`]): sessions record it as their workspace's
+    /// This server's id ([`crate::data_dir::server_id`]): sessions record it as their workspace's
     /// host, and only it supervises and recovers those workspaces.
     pub host_id: String,
     /// The `tandem-workspace-agent` binary bound into session workspaces.

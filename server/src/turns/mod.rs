@@ -62,7 +62,7 @@ impl Turns {
     /// Loads (or makes) this server's runner id from `<data dir>/server-id`.
     pub fn load(data_dir: &std::path::Path) -> Result<Self> {
         Ok(Self {
-            runner: crate::serve::server_id(data_dir)?,
+            runner: crate::data_dir::server_id(data_dir)?,
             active: Mutex::new(HashMap::new()),
         })
     }

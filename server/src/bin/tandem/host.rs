@@ -14,7 +14,9 @@ pub async fn doctor(config: &Config, json: bool) -> Result<()> {
     // The server makes its data dir at start; so does this, to probe what it would.
     let _ = std::fs::create_dir_all(&config.data_dir);
     // User namespaces also need a data dir a workspace's uid can reach.
-    if let Some(c) = checks.iter_mut().find(|c| c.name == "user namespaces" && c.ok)
+    if let Some(c) = checks
+        .iter_mut()
+        .find(|c| c.name == "user namespaces" && c.ok)
         && let Err(why) = runtime::userns::reachable(&config.data_dir.join("workspaces"))
     {
         c.ok = false;
