@@ -281,6 +281,14 @@ pub enum SessionState {
 }
 
 impl SessionState {
+    /// The states in which a session has a live workspace.
+    pub const LIVE: [SessionState; 3] = [Self::Ready, Self::Running, Self::Idle];
+
+    /// True when a session in this state has a live workspace.
+    pub fn is_live(self) -> bool {
+        Self::LIVE.contains(&self)
+    }
+
     /// The snake_case name used on the wire and in the database.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -47,7 +47,7 @@ pub fn token(key: &[u8], wid: &str) -> String {
 
 /// The host directory bound at the agent's socket directory.
 pub fn host_dir(ws: &Workspaces, wid: &str) -> PathBuf {
-    ws.runtime.upper_dir(wid).with_file_name("agent")
+    crate::runtime::dirs(ws.runtime.as_ref(), wid).agent
 }
 
 /// What a workspace spec needs to run the agent: its init, env and binds.

@@ -25,9 +25,7 @@ pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
 /// The host directory bound at the gateway's socket directory.
 pub fn host_dir(ws: &Workspaces, wid: &str) -> PathBuf {
-    // Beside the workspace's disk, not on it: the workspace cannot write here, and the
-    // listening socket would keep the disk busy.
-    ws.runtime.workspace_dir(wid).join("gateway")
+    crate::runtime::dirs(ws.runtime.as_ref(), wid).gateway
 }
 
 /// One listener per workspace.

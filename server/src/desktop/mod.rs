@@ -24,7 +24,7 @@ pub const MAX_INPUTS: usize = 64;
 
 /// The host directory bound at the workspace's `/tmp/.X11-unix` (where its display's socket is).
 pub fn x11_dir(ws: &Workspaces, wid: &str) -> PathBuf {
-    ws.runtime.upper_dir(wid).with_file_name("x11")
+    crate::runtime::dirs(ws.runtime.as_ref(), wid).x11
 }
 
 /// One session's stream: its encoder, alive while anyone watches.

@@ -165,7 +165,7 @@ async fn workspace(state: &AppState, session: SessionId) -> Result<(String, i32)
     let row = db::sessions::workspace(state.db.pool(), session)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {session}")))?;
-    let live = crate::sessions::workspace::LIVE
+    let live = tandem_protocol::SessionState::LIVE
         .iter()
         .any(|s| s.as_str() == row.state);
     match (live, row.workspace_id, row.workspace_pid) {

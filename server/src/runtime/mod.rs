@@ -81,6 +81,31 @@ impl Default for Limits {
     }
 }
 
+/// Every host directory of one workspace, in one place.
+#[derive(Clone, Debug)]
+pub struct Dirs {
+    /// Its own writable layer ([`Runtime::upper_dir`]).
+    pub upper: PathBuf,
+    /// Bound at the workspace agent's socket directory (on the workspace's disk: it writes here).
+    pub agent: PathBuf,
+    /// Bound at `/tmp/.X11-unix` (on its disk: its X server writes here).
+    pub x11: PathBuf,
+    /// Bound read-only at the gateway's socket directory: beside the disk, not on it (the
+    /// workspace cannot write here, and a listening socket would keep the disk busy).
+    pub gateway: PathBuf,
+}
+
+/// The host directories of workspace `id` on `rt`.
+pub fn dirs(rt: &dyn Runtime, id: &str) -> Dirs {
+    let upper = rt.upper_dir(id);
+    Dirs {
+        agent: upper.with_file_name("agent"),
+        x11: upper.with_file_name("x11"),
+        gateway: rt.workspace_dir(id).join("gateway"),
+        upper,
+    }
+}
+
 /// A command to run inside a workspace.
 #[derive(Clone, Debug, Default)]
 pub struct ExecRequest {

@@ -273,7 +273,7 @@ async fn start_host(state: &AppState, ws: Arc<Workspaces>) -> Result<()> {
         }
     }
     // Live workspaces this host runs get their egress name servers back.
-    for row in db::sessions::in_states(db.pool(), &workspace::LIVE).await? {
+    for row in db::sessions::in_states(db.pool(), &SessionState::LIVE).await? {
         if row.hosted_by(&ws.host_id)
             && let Some(wid) = &row.workspace_id
             && let Err(e) = ws.runtime.reattach(wid).await
@@ -354,7 +354,7 @@ async fn supervise(state: AppState, db: Db, ws: Arc<Workspaces>, pool: Arc<pool:
         {
             tracing::warn!(error = %e, "revoking ended sessions' GitHub tokens failed");
         }
-        let rows = match db::sessions::in_states(db.pool(), &workspace::LIVE).await {
+        let rows = match db::sessions::in_states(db.pool(), &SessionState::LIVE).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "supervisor could not list sessions");

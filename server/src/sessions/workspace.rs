@@ -26,13 +26,6 @@ pub const DEADLINE_AGENT: Duration = Duration::from_secs(10);
 pub const EXEC_DEFAULT_TIMEOUT_SECS: u64 = 600;
 pub const EXEC_MAX_TIMEOUT_SECS: u64 = 3600;
 
-/// States in which a session has a live workspace.
-pub const LIVE: [SessionState; 3] = [
-    SessionState::Ready,
-    SessionState::Running,
-    SessionState::Idle,
-];
-
 /// The runtime id of a session's workspace.
 pub fn workspace_id(session: SessionId) -> String {
     format!("s-{}", &session.0.simple().to_string()[..16])
@@ -425,7 +418,7 @@ pub(crate) async fn live_workspace(
     let row = db::sessions::workspace(db.pool(), id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
-    match (LIVE.contains(&session.state), row.workspace_id) {
+    match (session.state.is_live(), row.workspace_id) {
         (true, Some(w)) => Ok((session, w, row.base_commit)),
         _ => Err(Error::Conflict(format!(
             "session {id} has no running workspace (it is {})",
@@ -564,7 +557,7 @@ pub async fn diff(db: &Db, ws: &Workspaces, id: SessionId) -> Result<Diff> {
     let session = db::sessions::get(db.pool(), id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
-    if LIVE.contains(&session.state) {
+    if session.state.is_live() {
         let (_, wid, base) = live_workspace(db, id).await?;
         return compute_diff(ws, &wid, base.as_deref()).await;
     }
