@@ -121,7 +121,7 @@ fn session_of(app: &AppState, req: &Request) -> Option<SessionId> {
         .get(header::HOST)
         .and_then(|h| h.to_str().ok());
     if let Some(host) = host
-        && let Some(origin) = crate::code::origin::CodeOrigin::of(app)
+        && let Some(origin) = app.config.code_url.as_ref()
         && let Some(id) = origin.session_for_host(host)
     {
         return Some(id);

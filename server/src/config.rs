@@ -6,6 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+pub mod code_origin;
+
+use code_origin::CodeOrigin;
+
 use crate::{Error, Result};
 
 /// Default address `tandem serve` listens on.
@@ -49,10 +53,11 @@ pub struct Config {
     pub github: Option<GithubConfig>,
     /// The desktop stream (`[desktop]` in the file).
     pub desktop: DesktopConfig,
-    /// Where each session's VS Code is served: `http(s)://{session}.<domain>[:port]` (wildcard
-    /// DNS and certificate pointing at this server). None: `<session>.localhost` when the
-    /// public URL is on loopback, else VS Code shares Tandem's origin.
-    pub code_url: Option<String>,
+    /// Where each session's VS Code is served, parsed from `code_url`
+    /// (`http(s)://{session}.<domain>[:port]`: wildcard DNS and certificate pointing at this
+    /// server). Once the server is bound, none becomes `<session>.localhost` when the public URL
+    /// is on loopback; none left means VS Code has no origin of its own.
+    pub code_url: Option<CodeOrigin>,
     /// Where the other server processes sharing the database reach this one (plain HTTP on
     /// the cluster's network): requests about sessions whose workspace runs on this server's
     /// host are forwarded here. Default: `http://<listen address>`.
@@ -397,13 +402,11 @@ impl Config {
                 }
                 other => other.map(|u| u.trim_end_matches('/').to_string()),
             },
-            code_url: match file.code_url {
-                Some(t) => {
-                    crate::code::origin::CodeOrigin::parse(&t)?;
-                    Some(t.trim_end_matches('/').to_string())
-                }
-                None => None,
-            },
+            code_url: file
+                .code_url
+                .as_deref()
+                .map(CodeOrigin::parse)
+                .transpose()?,
             github: file.github.map(|g| GithubConfig {
                 api_url: g.api_url.trim_end_matches('/').to_string(),
                 web_url: g.web_url.trim_end_matches('/').to_string(),

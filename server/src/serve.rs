@@ -45,6 +45,16 @@ impl Server {
             .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", config.listen)))?;
         let addr = listener.local_addr()?;
         config.listen = addr;
+        // VS Code's origin, now that the public URL is known: the configured one, else
+        // `*.localhost` beside a loopback URL.
+        let public_url = config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
+        config.code_url = config
+            .code_url
+            .take()
+            .or_else(|| crate::config::code_origin::CodeOrigin::beside(&public_url));
         let secrets = Arc::new(crate::secrets::Secrets::load_or_create(&config.data_dir)?);
         let settings = Arc::new(crate::settings::Settings::load(&db, &config).await?);
         // The file's `[github]`, else the App set on the settings page.

@@ -29,8 +29,6 @@ use crate::{Error, Result};
 #[derive(Default)]
 pub struct CodeServers {
     up: Mutex<HashSet<String>>,
-    /// VS Code's origin, worked out from the configuration once ([`origin::CodeOrigin::of`]).
-    origin: std::sync::OnceLock<Option<origin::CodeOrigin>>,
 }
 
 pub fn router() -> Router<AppState> {
@@ -75,7 +73,7 @@ async fn open(
     // On VS Code's own origin, whoever came through a share link (a guest, or a signed-in
     // person asking with one) holds a ticket for the link, which each request checks; on
     // Tandem's origin the signed-in person's own role is checked.
-    let isolated = origin::CodeOrigin::of(&app).is_some();
+    let isolated = app.config.code_url.as_ref().is_some();
     let holder = match (&access.jti, access.user_id) {
         (Some(jti), _) if isolated => origin::Holder::Link(jti.clone()),
         (_, Some(u)) => origin::Holder::User(u),
@@ -138,7 +136,7 @@ async fn same_origin(
     rest: String,
     req: Request,
 ) -> Result<Response> {
-    if origin::CodeOrigin::of(&app).is_some() {
+    if app.config.code_url.as_ref().is_some() {
         return Err(Error::NotFound(
             "VS Code has an origin of its own here: open it from the session page".into(),
         ));

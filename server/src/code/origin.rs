@@ -21,6 +21,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tandem_protocol::SessionId;
 
+pub use crate::config::code_origin::CodeOrigin;
 use crate::state::AppState;
 use crate::{Error, Result, db};
 
@@ -28,110 +29,6 @@ use crate::{Error, Result, db};
 pub const TICKET_TTL_SECS: i64 = 12 * 3600;
 /// The path prefix that carries the ticket on the code origin.
 const TICKET_PREFIX: &str = "/_t/";
-/// What the template names the session by.
-const SESSION: &str = "{session}";
-
-/// Where VS Code is served: `<scheme>://<session><suffix>`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CodeOrigin {
-    /// `http://` or `https://`.
-    scheme: String,
-    /// What follows the session's label: `.localhost:8080`, `.code.example.com`.
-    suffix: String,
-}
-
-impl CodeOrigin {
-    /// From a template such as `https://{session}.code.example.com` (the session must be the
-    /// first label; no path).
-    pub fn parse(template: &str) -> Result<Self> {
-        let t = template.trim_end_matches('/');
-        let bad = || {
-            Error::Config(format!(
-                "code_url {template:?}: expected http(s)://{{session}}.<domain>[:port], nothing after"
-            ))
-        };
-        let (scheme, rest) = t.split_once("://").ok_or_else(bad)?;
-        if scheme != "http" && scheme != "https" {
-            return Err(bad());
-        }
-        let suffix = rest.strip_prefix(SESSION).ok_or_else(bad)?;
-        if !suffix.starts_with('.')
-            || suffix.len() < 2
-            || suffix.contains(['/', '?', '#', '{', '}', '@'])
-        {
-            return Err(bad());
-        }
-        Ok(Self {
-            scheme: format!("{scheme}://"),
-            suffix: suffix.to_string(),
-        })
-    }
-
-    /// The configured template, else `<session>.localhost` beside a loopback public URL, else
-    /// none (worked out on first use; the configuration does not change).
-    pub fn of(app: &AppState) -> Option<&Self> {
-        app.code
-            .origin
-            .get_or_init(|| match &app.config.code_url {
-                Some(t) => Self::parse(t).ok(),
-                None => Self::beside(&app.public_url()),
-            })
-            .as_ref()
-    }
-
-    /// `http://{session}.localhost:<port>` if `public_url` is on loopback.
-    fn beside(public_url: &str) -> Option<Self> {
-        let rest = public_url.strip_prefix("http://")?;
-        let authority = rest.split('/').next()?;
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(':') && p.chars().all(|c| c.is_ascii_digit()) => {
-                (h, Some(p))
-            }
-            _ => (authority, None),
-        };
-        let loopback = host == "localhost"
-            || host.ends_with(".localhost")
-            || host
-                .trim_matches(['[', ']'])
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback());
-        if !loopback {
-            return None;
-        }
-        Some(Self {
-            scheme: "http://".into(),
-            suffix: match port {
-                Some(p) => format!(".localhost:{p}"),
-                None => ".localhost".into(),
-            },
-        })
-    }
-
-    /// Every session's VS Code origin as a CSP source (`http://*.localhost:7878`).
-    pub fn wildcard(&self) -> String {
-        format!("{}*{}", self.scheme, self.suffix)
-    }
-
-    /// The origin of session `id`'s VS Code.
-    pub fn base(&self, id: SessionId) -> String {
-        format!("{}{id}{}", self.scheme, self.suffix)
-    }
-
-    /// The session whose code origin `host` (a `Host` header) is, if it is one.
-    pub fn session_for_host(&self, host: &str) -> Option<SessionId> {
-        let host = host.to_ascii_lowercase();
-        let (label, rest) = host.split_once('.')?;
-        let strip_port = |s: &str| match s.rsplit_once(':') {
-            Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h.to_string(),
-            _ => s.to_string(),
-        };
-        if strip_port(&format!(".{rest}")) != strip_port(&self.suffix.to_ascii_lowercase()) {
-            return None;
-        }
-        label.parse().ok()
-    }
-}
-
 /// Who a ticket is for.
 pub enum Holder {
     /// A signed-in person (their role is checked on every request).
@@ -148,7 +45,7 @@ pub const NO_ORIGIN: &str = "VS Code needs an origin of its own on this server, 
 /// The URL of session `id`'s VS Code for `holder`, and whether it has an origin of its own.
 pub fn link(app: &AppState, id: SessionId, holder: &Holder) -> Result<(String, bool)> {
     let folder = "?folder=/workspace";
-    Ok(match CodeOrigin::of(app) {
+    Ok(match app.config.code_url.as_ref() {
         Some(origin) => {
             let subject = match holder {
                 Holder::User(u) => u.to_string(),
@@ -186,7 +83,7 @@ pub async fn dispatch(State(app): State<AppState>, req: Request, next: Next) -> 
         .or_else(|| req.uri().authority().map(|a| a.as_str()))
         .map(str::to_string);
     if let Some(host) = host
-        && let Some(origin) = CodeOrigin::of(&app)
+        && let Some(origin) = app.config.code_url.as_ref()
         && let Some(id) = origin.session_for_host(&host)
     {
         return serve(app, id, req)
@@ -276,44 +173,6 @@ pub fn loggable_path(path: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn templates_hosts_and_loopback_defaults() {
-        let o = CodeOrigin::parse("https://{session}.code.example.com/").unwrap();
-        let id: SessionId = "0b8c2a52-3c1f-4c36-9a59-7d9d2a1e4f10".parse().unwrap();
-        assert_eq!(
-            o.base(id),
-            "https://0b8c2a52-3c1f-4c36-9a59-7d9d2a1e4f10.code.example.com"
-        );
-        assert_eq!(o.session_for_host(&o.base(id)[8..]), Some(id));
-        assert_eq!(
-            o.session_for_host(&format!("{id}.code.example.com:443")),
-            Some(id)
-        );
-        assert_eq!(o.session_for_host("code.example.com"), None);
-        assert_eq!(o.session_for_host(&format!("{id}.evil.example.com")), None);
-        assert_eq!(o.session_for_host("not-a-session.code.example.com"), None);
-        for bad in [
-            "https://code.example.com",
-            "ftp://{session}.x",
-            "https://x.{session}.y",
-            "https://{session}.x/path",
-            "https://{session}",
-        ] {
-            assert!(CodeOrigin::parse(bad).is_err(), "{bad}");
-        }
-        let local = CodeOrigin::beside("http://127.0.0.1:8080").unwrap();
-        assert_eq!(local.base(id), format!("http://{id}.localhost:8080"));
-        assert_eq!(
-            local.session_for_host(&format!("{id}.localhost:8080")),
-            Some(id)
-        );
-        assert_eq!(local.session_for_host("127.0.0.1:8080"), None);
-        assert!(CodeOrigin::beside("http://[::1]:9").is_some());
-        assert!(CodeOrigin::beside("http://localhost").is_some());
-        assert!(CodeOrigin::beside("http://10.0.0.5:8080").is_none());
-        assert!(CodeOrigin::beside("https://tandem.example").is_none());
-    }
 
     #[test]
     fn tickets_stay_out_of_logged_paths() {

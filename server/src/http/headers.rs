@@ -14,7 +14,7 @@ use crate::state::AppState;
 
 /// The policy, with `frame-src` naming the sessions' VS Code origins (if VS Code has any).
 pub fn policy(app: &AppState) -> String {
-    let frames = match crate::code::origin::CodeOrigin::of(app) {
+    let frames = match app.config.code_url.as_ref() {
         Some(o) => format!("'self' {}", o.wildcard()),
         None => "'self'".into(),
     };
