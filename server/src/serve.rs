@@ -141,6 +141,17 @@ pub fn workspaces(
             "start `tandem serve` as root (`sudo`); `tandem doctor` lists what else the host needs",
         ));
     }
+    // Images and snapshot layers hold files a workspace's uid owns (set-uid ones too, from a
+    // snapshot's `setup`): no other host user may reach them. Overlayfs reads lower layers with
+    // the mounter's (root's) credentials, so workspaces need no way in.
+    for dir in [config.data_dir.join("snapshots"), config.images_dir.clone()] {
+        let closed = std::fs::create_dir_all(&dir).and_then(|()| {
+            std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        });
+        if let Err(e) = closed {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot close the layer directory to other users");
+        }
+    }
     let kind = match &config.runtime {
         Some(name) => Kind::parse(name).ok_or_else(|| {
             problem(

@@ -445,3 +445,46 @@ async fn a_hostile_agents_injected_display_starts_no_pipeline() {
     assert!(refused.contains("not :N"), "{refused}");
     assert!(!leak.exists(), "the injected pipeline ran");
 }
+
+/// Workspace → host users: a snapshot's `setup` leaves a set-uid shell in its layer. The layer
+/// is on the host's disk, owned by the workspace's uid; no other host user may reach it to run
+/// the shell as that uid (which owns every workspace's files).
+#[tokio::test]
+async fn a_set_uid_shell_a_snapshot_setup_leaves_cannot_be_run_by_another_host_user() {
+    use tandem_protocol::{Snapshot, SnapshotState};
+    let Some(s) = server().await else { return };
+    let src = crate::session_workspaces::source_repo(
+        "[workspace]\nsetup = [\"cp /bin/sh rootsh && chmod 4755 rootsh\"]\n",
+    );
+    let repo = crate::session_workspaces::add_repo(&s, "hostile/setuid", src.path()).await;
+    let snap: Snapshot = s
+        .req(Method::POST, &format!("/api/repos/{repo}/snapshots"))
+        .bearer(&s.admin_token)
+        .send()
+        .await
+        .parse();
+    let built = crate::snapshots::wait_built(&s, &snap.id.to_string()).await;
+    assert_eq!(built.state, SnapshotState::Ready, "{:?}", built.error);
+    let shell = s
+        .dir
+        .path()
+        .join("data/snapshots")
+        .join(snap.id.to_string())
+        .join("layer/workspace/rootsh");
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&shell).expect("the setup's shell is in the layer");
+    assert_ne!(meta.mode() & 0o4000, 0, "it is set-uid");
+    let run = tokio::process::Command::new(&shell)
+        .args(["-c", "id -u"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .await;
+    match run {
+        Ok(out) => panic!(
+            "nobody ran the setup's set-uid shell: {}",
+            String::from_utf8_lossy(&out.stdout)
+        ),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}"),
+    }
+}
