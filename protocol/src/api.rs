@@ -461,6 +461,11 @@ pub struct Prompt {
 pub struct SessionDetail {
     pub session: Session,
     pub prompts: Vec<Prompt>,
+    /// Model requests its agent has made (its budget's use), and the server's most per session.
+    #[serde(default)]
+    pub model_requests: i64,
+    #[serde(default)]
+    pub model_request_limit: Option<i64>,
 }
 
 /// Query string of `GET /api/sessions`.

@@ -58,7 +58,16 @@ pub fn spec_parts(
     let dir = host_dir(ws, wid);
     std::fs::create_dir_all(&dir)?;
     let init = vec![agent::BINARY.to_string(), "serve".into()];
-    let env = vec![(agent::TOKEN_ENV.to_string(), token(&ws.agent_key, wid))];
+    let env = vec![
+        (agent::TOKEN_ENV.to_string(), token(&ws.agent_key, wid)),
+        // The checkout's files have other owners and inode numbers in the workspace than where
+        // its index was written (the host's checkout, shifted into the workspace's uids; the
+        // layers under its own disk): git compares what is stable across both, mtime and
+        // size, rather than re-reading every file at the first status.
+        ("GIT_CONFIG_COUNT".into(), "1".into()),
+        ("GIT_CONFIG_KEY_0".into(), "core.checkStat".into()),
+        ("GIT_CONFIG_VALUE_0".into(), "minimal".into()),
+    ];
     let socket_dir = Path::new(agent::SOCKET)
         .parent()
         .map(|p| p.to_string_lossy().to_string())

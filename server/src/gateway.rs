@@ -35,7 +35,6 @@ pub struct Gateways {
     git_http: reqwest::Client,
     listening: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// Model requests each session made so far (its budget).
-    model_requests: Mutex<HashMap<SessionId, u32>>,
     /// Attachments (count, bytes) each session stored so far.
     attachments: Mutex<HashMap<SessionId, (u32, usize)>>,
 }
@@ -64,7 +63,6 @@ impl Default for Gateways {
             http,
             git_http,
             listening: Mutex::new(HashMap::new()),
-            model_requests: Default::default(),
             attachments: Default::default(),
         }
     }
@@ -247,18 +245,10 @@ async fn upstream(g: &Gw, path: &str, body: Option<Bytes>) -> Result<Response> {
 async fn chat(State(g): State<Gw>, body: Bytes) -> Result<Response> {
     let session = g.session().await?;
     let cap = g.app.config.agents.max_model_requests_per_session;
-    let used = {
-        let mut counts = g
-            .app
-            .gateways
-            .model_requests
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let n = counts.entry(session).or_default();
-        *n = n.saturating_add(1);
-        *n
-    };
-    if used > cap {
+    // Counted in the store: the budget holds across restarts and across a cluster's servers.
+    let counted =
+        crate::db::sessions::count_model_request(g.app.db.pool(), session, cap.into()).await?;
+    if counted.is_none() {
         return Err(Error::TooMany(format!(
             "this session's model budget is used up ({cap} requests; max_model_requests_per_session under [agents])"
         )));

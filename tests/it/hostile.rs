@@ -357,6 +357,23 @@ async fn a_looping_agent_stops_at_the_sessions_model_budget() {
         said.contains("budget"),
         "the turn says why it stopped: {said}"
     );
+    // Its use is shown with the session, and it is kept in the store (a restart does not
+    // give the agent a fresh budget).
+    let shown: SessionDetail = s
+        .get(&format!("/api/sessions/{}", created.session.id))
+        .send()
+        .await
+        .parse();
+    assert_eq!(
+        (shown.model_requests, shown.model_request_limit),
+        (3, Some(3))
+    );
+    assert_eq!(
+        tandem_server::db::sessions::model_requests(s.state.db.pool(), created.session.id)
+            .await
+            .unwrap(),
+        3
+    );
     // Host → gateway: another user of the host cannot reach this workspace's gateway socket
     // (it would act as the workspace: model requests, git, children).
     let socket = std::fs::read_dir(s.dir.path().join("data/workspaces"))

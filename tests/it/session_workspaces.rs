@@ -1551,3 +1551,31 @@ async fn a_snapshot_sessions_keep_failing_to_start_from_is_set_aside_for_the_goo
         assert_eq!(now.state, SnapshotState::Ready);
     }
 }
+
+/// The checkout a session starts on is owned by the workspace's uid (a user namespace shifts
+/// it) and its git index agrees with it: git inside does not see every file as touched (which
+/// would re-read the whole tree at each status), with and without a `setup`.
+#[tokio::test]
+async fn the_checkout_is_the_workspaces_own_and_its_index_is_fresh() {
+    let Some(s) = server().await else { return };
+    for (name, recipe) in [
+        ("acme/fresh-plain", "[workspace]\nsetup = []\n"),
+        ("acme/fresh-setup", RECIPE),
+    ] {
+        let src = source_repo(recipe);
+        let repo = add_repo(&s, name, src.path()).await;
+        let d = start_session(&s, &repo).await;
+        assert_eq!(d.session.state, SessionState::Ready, "{name}");
+        let r = exec(
+            &s,
+            d.session.id,
+            "cd /workspace && stat -c %u README.md && git diff-files --name-only | wc -l",
+        )
+        .await;
+        assert_eq!(r.exit_code, Some(0), "{name}: {r:?}");
+        assert_eq!(
+            r.stdout, "0\n0\n",
+            "{name}: owned by root inside, nothing stat-dirty"
+        );
+    }
+}

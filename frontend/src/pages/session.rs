@@ -199,6 +199,12 @@ pub fn SessionPage() -> impl IntoView {
                     {move || s.session.get().map(|x| format!(" {} · {} · by {} · agent {}", x.repo_name, x.branch, x.author.name, x.agent.name()))}
                     {move || (matches!(state.get(), Some(SessionState::Queued | SessionState::Starting))).then(|| last_boot.get().map(|b| view! { <span class="muted" id="boot-phase">" · booting: "{b}</span> }))}
                     {move || (role.get() == Role::Viewer).then(|| view! { <span class="badge" id="viewer-badge">" watching (viewer)"</span> })}
+                    {move || detail.get().filter(|d| d.model_requests > 0).map(|d| view! {
+                        <span class="muted" id="model-budget">{match d.model_request_limit {
+                            Some(limit) => format!(" · model requests {} of {limit}", d.model_requests),
+                            None => format!(" · model requests {}", d.model_requests),
+                        }}</span>
+                    })}
                 </p>
                 {move || (state.get() == Some(SessionState::Failed)).then(|| view! {
                     <p class="banner bad" role="alert">"The session failed: "{last_error.get().unwrap_or_else(|| "see the timeline".into())}</p>

@@ -144,6 +144,37 @@ pub async fn get<'e>(
     row.map(SessionRow::into_session).transpose()
 }
 
+/// Counts one more model request of session `id` unless it has made `cap` already; returns
+/// how many it has made, this one included, or `None` at the cap (one statement: concurrent
+/// requests and servers never pass it together).
+pub async fn count_model_request<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SessionId,
+    cap: i64,
+) -> Result<Option<i64>> {
+    let n: Option<(i64,)> = sqlx::query_as(
+        "UPDATE sessions SET model_requests = model_requests + 1
+         WHERE id = $1 AND model_requests < $2 RETURNING model_requests",
+    )
+    .bind(id.to_string())
+    .bind(cap)
+    .fetch_optional(ex)
+    .await?;
+    Ok(n.map(|(n,)| n))
+}
+
+/// How many model requests session `id` has made.
+pub async fn model_requests<'e>(
+    ex: impl Executor<'e, Database = Any>,
+    id: SessionId,
+) -> Result<i64> {
+    let n: Option<(i64,)> = sqlx::query_as("SELECT model_requests FROM sessions WHERE id = $1")
+        .bind(id.to_string())
+        .fetch_optional(ex)
+        .await?;
+    Ok(n.map_or(0, |(n,)| n))
+}
+
 /// Sessions, newest first, optionally filtered.
 pub async fn list<'e>(
     ex: impl Executor<'e, Database = Any>,

@@ -132,7 +132,9 @@ async fn show(
     _user: CurrentUser,
     Path(id): Path<SessionId>,
 ) -> Result<Json<SessionDetail>> {
-    Ok(Json(sessions::get(&state.db, id).await?))
+    let mut detail = sessions::get(&state.db, id).await?;
+    detail.model_request_limit = Some(state.config.agents.max_model_requests_per_session.into());
+    Ok(Json(detail))
 }
 
 async fn events(

@@ -146,6 +146,8 @@ pub async fn create_with_parent(
             ..session
         },
         prompts: first.into_iter().collect(),
+        model_requests: 0,
+        model_request_limit: None,
     })
 }
 
@@ -155,7 +157,13 @@ pub async fn get(db: &Db, id: SessionId) -> Result<SessionDetail> {
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     let prompts = db::sessions::prompts(db.pool(), id).await?;
-    Ok(SessionDetail { session, prompts })
+    let model_requests = db::sessions::model_requests(db.pool(), id).await?;
+    Ok(SessionDetail {
+        session,
+        prompts,
+        model_requests,
+        model_request_limit: None,
+    })
 }
 
 /// Sessions, newest first.

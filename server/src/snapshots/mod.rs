@@ -213,6 +213,13 @@ async fn run_build(
         let checkout = layer.join(REPO_DIR.trim_start_matches('/'));
         crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
         log.push_str(&format!("at {commit}\n"));
+        if ws.runtime.root_uid() != 0 {
+            // Shifted now rather than at a session's start.
+            let l = layer.to_path_buf();
+            tokio::task::spawn_blocking(move || crate::runtime::userns::shift_tree(&l))
+                .await
+                .map_err(|e| Error::Internal(format!("shifting the snapshot layer: {e}")))??;
+        }
         return Ok((commit, recipe.hash()));
     }
     // `setup` runs in a workspace like a session's, on a disk of its own (limited like one);
