@@ -83,8 +83,8 @@ pub const DEFAULT_MAX_DISK_GB: i64 = 100;
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkspacesConfig {
-    pub limits: crate::snapshots::recipe::RecipeLimits,
-    pub max: crate::snapshots::recipe::RecipeLimits,
+    pub limits: crate::runtime::limits::LimitRequest,
+    pub max: crate::runtime::limits::LimitRequest,
 }
 
 impl WorkspacesConfig {
@@ -92,7 +92,7 @@ impl WorkspacesConfig {
     /// each capped at the server's most.
     pub fn limits(
         &self,
-        recipe: &crate::snapshots::recipe::RecipeLimits,
+        recipe: &crate::runtime::limits::LimitRequest,
     ) -> Result<crate::runtime::Limits> {
         let base = self.limits.apply(crate::runtime::Limits::default())?;
         let mut most = self.max.clone();
@@ -493,11 +493,11 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let none = crate::snapshots::recipe::RecipeLimits::default();
+        let none = crate::runtime::limits::LimitRequest::default();
         let l = cfg.workspaces.limits(&none).unwrap();
         assert_eq!(l.disk_bytes, 5 << 30, "the server's default disk");
         assert_eq!(l.memory_bytes, 1024 << 20, "the default memory, capped");
-        let greedy = crate::snapshots::recipe::RecipeLimits {
+        let greedy = crate::runtime::limits::LimitRequest {
             memory_mb: Some(65_536),
             cpus: Some(32.0),
             pids: Some(100_000),
@@ -509,7 +509,7 @@ mod tests {
             (1024 << 20, 1.5, 500, 10 << 30),
             "a recipe gets no more than the server allows"
         );
-        let modest = crate::snapshots::recipe::RecipeLimits {
+        let modest = crate::runtime::limits::LimitRequest {
             disk_gb: Some(2),
             ..Default::default()
         };
