@@ -146,6 +146,8 @@ async fn a_new_user_sets_up_the_model_and_a_repo_on_the_setup_page_and_gets_a_fi
     b.wait_path(|p| p.starts_with("/sessions/")).await;
     wait_long(&b, "#timeline", "Hello from your first session.", BOOT_WAIT).await;
     wait_long(&b, "#session-state", "idle", Duration::from_secs(30)).await;
+    // The session's model budget in use, where the person looks.
+    b.wait_text("#model-budget", "of 2000").await;
     b.click(".pane:not(.hidden) .xterm").await;
     b.type_into(
         ".pane:not(.hidden) .xterm-helper-textarea",
