@@ -179,6 +179,10 @@ pub enum DesktopInput {
 /// Server → client.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "`Hello` is sent once per connection; boxing it would only move the allocation"
+)]
 pub enum WsServer {
     /// The first frame: who you are and the session as it is.
     Hello {

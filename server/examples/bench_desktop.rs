@@ -85,7 +85,7 @@ async fn main() -> Result<()> {
     let http = reqwest::Client::new();
     let res = http
         .post(format!("{url}/api/sessions/{id}/desktop/open"))
-        .bearer_auth(&token)
+        .bearer_auth(token)
         .json(&json!({ "url": "file:///workspace/busy.html" }))
         .send()
         .await?;
@@ -138,7 +138,7 @@ async fn main() -> Result<()> {
         }
         let page: DesktopPage = http
             .get(format!("{url}/api/sessions/{id}/desktop"))
-            .bearer_auth(&token)
+            .bearer_auth(token)
             .send()
             .await?
             .json()
@@ -161,7 +161,7 @@ async fn main() -> Result<()> {
             .collect();
         let page: DesktopPage = http
             .get(format!("{url}/api/sessions/{id}/desktop"))
-            .bearer_auth(&token)
+            .bearer_auth(token)
             .send()
             .await?
             .json()
@@ -198,7 +198,7 @@ async fn main() -> Result<()> {
         loop {
             let page: DesktopPage = http
                 .get(format!("{url}/api/sessions/{id}/desktop"))
-                .bearer_auth(&token)
+                .bearer_auth(token)
                 .send()
                 .await?
                 .json()

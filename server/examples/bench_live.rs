@@ -144,13 +144,9 @@ async fn main() -> Result<()> {
             .await?;
         let mut seen = Vec::new();
         while !seen.windows(6).any(|w| w == &key.as_bytes()[..6]) {
-            match tokio::time::timeout(Duration::from_secs(30), direct.next())
+            if let tokio_tungstenite::tungstenite::Message::Binary(b) = tokio::time::timeout(Duration::from_secs(30), direct.next())
                 .await?
-                .context("agent closed")??
-            {
-                tokio_tungstenite::tungstenite::Message::Binary(b) => seen.extend_from_slice(&b),
-                _ => {}
-            }
+                .context("agent closed")?? { seen.extend_from_slice(&b) }
         }
         base.push(t.elapsed().as_secs_f64() * 1000.0);
     }
@@ -178,7 +174,6 @@ async fn main() -> Result<()> {
     let mut tasks = Vec::new();
     let a_seconds = a.seconds;
     for mut v in viewers {
-        let epoch = epoch;
         tasks.push(tokio::spawn(async move {
             let (mut bytes, mut lags, mut buf) = (0usize, Vec::new(), Vec::<u8>::new());
             let (mut frames, mut texts) = (0usize, 0usize);

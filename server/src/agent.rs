@@ -50,11 +50,11 @@ pub fn host_dir(ws: &Workspaces, wid: &str) -> PathBuf {
     crate::runtime::dirs(ws.runtime.as_ref(), wid).agent
 }
 
+/// A workspace's init command, environment and binds.
+pub type SpecParts = (Vec<String>, Vec<(String, String)>, Vec<Bind>);
+
 /// What a workspace spec needs to run the agent: its init, env and binds.
-pub fn spec_parts(
-    ws: &Workspaces,
-    wid: &str,
-) -> Result<(Vec<String>, Vec<(String, String)>, Vec<Bind>)> {
+pub fn spec_parts(ws: &Workspaces, wid: &str) -> Result<SpecParts> {
     let dir = host_dir(ws, wid);
     std::fs::create_dir_all(&dir)?;
     let init = vec![agent::BINARY.to_string(), "serve".into()];

@@ -462,7 +462,7 @@ impl Settings {
             .map(|e| e.id.chars().take(200).collect())
             .take(MAX_LISTED_MODELS)
             .collect();
-        let listed = models.iter().any(|m| *m == model);
+        let listed = models.contains(&model);
         Ok(ModelTest {
             ok: true,
             message: format!(

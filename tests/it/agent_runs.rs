@@ -1403,8 +1403,7 @@ async fn the_real_opencode_runs_a_turn_against_the_gateway_and_continues_its_ses
     let last = model
         .requests()
         .into_iter()
-        .filter(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty()))
-        .last()
+        .rfind(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty()))
         .unwrap();
     let users = last.user_messages().join("\n");
     assert!(

@@ -555,7 +555,7 @@ async fn a_workspace_fills_only_its_own_disk(env: Env) {
     let frsize = nix::sys::statvfs::statvfs(env.dir.path())
         .unwrap()
         .fragment_size() as u64;
-    let used = free_before.saturating_sub(host_free()) as u64 * frsize;
+    let used = free_before.saturating_sub(host_free()) * frsize;
     assert!(
         used < 400 << 20,
         "the host gave {used} bytes to the workspaces"

@@ -156,11 +156,10 @@ pub fn locked_wasm_bindgen() -> Result<String> {
         std::fs::read_to_string(run::root().join("Cargo.lock")).context("reading Cargo.lock")?;
     let mut lines = lock.lines();
     while let Some(l) = lines.next() {
-        if l == "name = \"wasm-bindgen\"" {
-            if let Some(v) = lines.next().and_then(|v| v.strip_prefix("version = \"")) {
+        if l == "name = \"wasm-bindgen\""
+            && let Some(v) = lines.next().and_then(|v| v.strip_prefix("version = \"")) {
                 return Ok(v.trim_end_matches('"').to_string());
             }
-        }
     }
     bail!("wasm-bindgen is not in Cargo.lock")
 }

@@ -126,7 +126,7 @@ pub fn cargo_test(c: &mut Command) -> Result<TestCounts> {
         let l = l?;
         println!("{l}");
         if let Some(rest) = l.trim().strip_prefix("test result: ") {
-            for part in rest.split(|c| c == ';' || c == '.') {
+            for part in rest.split([';', '.']) {
                 let mut words = part.split_whitespace();
                 if let (Some(n), Some(what)) = (
                     words.next().and_then(|n| n.parse::<usize>().ok()),

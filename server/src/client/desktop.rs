@@ -90,7 +90,6 @@ impl DesktopViewer {
                 RTCRtpCodecParameters {
                     rtp_codec: vp8,
                     payload_type: 100,
-                    ..Default::default()
                 },
                 RtpCodecKind::Video,
             )

@@ -144,17 +144,15 @@ async fn allowed(app: &AppState, id: SessionId, subject: &str) -> Result<()> {
 pub const RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Completes once `check` says no (looked at every [`RECHECK`]).
-pub fn while_allowed<F, Fut>(check: F) -> impl std::future::Future<Output = ()> + Send + 'static
+pub async fn while_allowed<F, Fut>(check: F)
 where
     F: Fn() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = bool> + Send,
 {
-    async move {
-        loop {
-            tokio::time::sleep(RECHECK).await;
-            if !check().await {
-                return;
-            }
+    loop {
+        tokio::time::sleep(RECHECK).await;
+        if !check().await {
+            return;
         }
     }
 }

@@ -11,7 +11,7 @@
 //! to its stdout (`u32` length, `u8` flags — 1 for a keyframe —, `u64` encode latency in µs,
 //! then the bytes) and takes a keyframe request for each byte on its stdin.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -163,6 +163,14 @@ pub const LATENCY_WINDOW: usize = 512;
 /// Largest encoded frame accepted from the child.
 const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 
+/// How the encoder encodes: frames per second, target bitrate, keyframe interval.
+#[derive(Clone, Copy, Debug)]
+pub struct Quality {
+    pub fps: u32,
+    pub kbps: u32,
+    pub keyframe_secs: u32,
+}
+
 /// Starts `tandem` (`bin`) encoding display `display` whose socket directory on this host is
 /// `x11_dir`, of the workspace whose init is `init_pid` (the encoder shares its IPC namespace:
 /// X shared memory, so frames are not copied through the socket).
@@ -171,12 +179,15 @@ pub async fn start(
     x11_dir: &Path,
     data_dir: &Path,
     display: Display,
-    fps: u32,
-    kbps: u32,
-    keyframe_secs: u32,
+    quality: Quality,
     init_pid: i32,
 ) -> Result<Encoder> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Quality {
+        fps,
+        kbps,
+        keyframe_secs,
+    } = quality;
     let socket = x11_dir.join(display.socket_name());
     // A real socket made by the workspace's X server; never a symlink the workspace planted.
     match std::fs::symlink_metadata(&socket) {
@@ -341,7 +352,7 @@ pub fn child_main(
     let net = std::fs::File::open(format!("/proc/{init_pid}/ns/net"))?;
     nix::sched::setns(ipc, nix::sched::CloneFlags::CLONE_NEWIPC)
         .map_err(|e| Error::Unavailable(format!("joining the workspace's IPC namespace: {e}")))?;
-    enter_display_dir(&x11_dir.to_path_buf())?;
+    enter_display_dir(x11_dir)?;
     if let Some(d) = data_dir {
         hide(d)?;
     }
@@ -421,7 +432,7 @@ pub fn child_main(
 
 /// This process sees `dir` as `/tmp/.X11-unix`, in a mount namespace of its own (it must still
 /// be single-threaded).
-fn enter_display_dir(dir: &PathBuf) -> Result<()> {
+fn enter_display_dir(dir: &Path) -> Result<()> {
     use nix::mount::{MsFlags, mount};
     let target = Path::new("/tmp/.X11-unix");
     std::fs::create_dir_all(target)?;
@@ -436,7 +447,7 @@ fn enter_display_dir(dir: &PathBuf) -> Result<()> {
     )
     .map_err(|e| Error::Unavailable(format!("making the encoder's mounts private: {e}")))?;
     mount(
-        Some(dir.as_path()),
+        Some(dir),
         target,
         None::<&str>,
         MsFlags::MS_BIND,

@@ -104,17 +104,12 @@ impl Desktops {
         let dir = x11_dir(&ws, &wid);
         // The workspace's answer is untrusted: a display number, or nothing.
         let display = encode::Display::parse(&info.display)?;
-        let (fps, kbps) = (app.config.desktop.fps, app.config.desktop.kbps);
-        let encoder = encode::start(
-            &ws.tandem_bin,
-            &dir,
-            &ws.data_dir,
-            display,
-            fps,
-            kbps,
-            app.config.desktop.keyframe_secs,
-            pid,
-        )
+        let quality = encode::Quality {
+            fps: app.config.desktop.fps,
+            kbps: app.config.desktop.kbps,
+            keyframe_secs: app.config.desktop.keyframe_secs,
+        };
+        let encoder = encode::start(&ws.tandem_bin, &dir, &ws.data_dir, display, quality, pid)
         .await?;
         let stream = Arc::new(Stream { encoder, info });
         self.streams

@@ -90,7 +90,6 @@ pub async fn answer(
             RTCRtpCodecParameters {
                 rtp_codec: codec.clone(),
                 payload_type: VP8_PAYLOAD,
-                ..Default::default()
             },
             RtpCodecKind::Video,
         )

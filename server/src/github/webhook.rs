@@ -35,7 +35,7 @@ pub fn verify(secret: &str, body: &[u8], signature: Option<&str>) -> bool {
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
     // Hex digits only: `from_str_radix` also takes a sign (`+a` would pass for `0a`).
-    if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..s.len())

@@ -135,7 +135,7 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
     };
     // Another server's host runs the workspace: that server runs its turns (a webhook or a
     // sweep may kick a session anywhere).
-    if !row.hosted_by(&*state.workspaces()?.host_id) {
+    if !row.hosted_by(&state.workspaces()?.host_id) {
         let msg = Control::Kick { session };
         db.send_control(&serde_json::to_string(&msg).unwrap_or_default())
             .await?;
