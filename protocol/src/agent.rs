@@ -3,6 +3,40 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The agent's HTTP routes, shared by the agent (its router) and the server's client. A `{id}`
+/// or `{service}` is filled in with [`routes::with`].
+pub mod routes {
+    pub const HEALTH: &str = "/health";
+    /// `GET ?path=` a file or directory listing, `PUT ?path=` a file.
+    pub const FILES: &str = "/files";
+    pub const GIT_STATUS: &str = "/git/status";
+    pub const GIT_COMMIT: &str = "/git/commit";
+    /// `GET` the terminals, `POST` a new one.
+    pub const PTYS: &str = "/ptys";
+    /// A WebSocket to terminal `{id}`.
+    pub const PTY_ATTACH: &str = "/ptys/{id}/attach";
+    /// `POST` starts the desktop, `GET` its state and browser page.
+    pub const DESKTOP: &str = "/desktop";
+    pub const DESKTOP_INPUT: &str = "/desktop/input";
+    pub const DESKTOP_OPEN: &str = "/desktop/open";
+    /// `POST` starts VS Code.
+    pub const CODE: &str = "/code";
+    /// An upgraded byte tunnel to `{service}` on the workspace's loopback.
+    pub const TUNNEL: &str = "/tunnel/{service}";
+    /// `POST` starts a turn; its frames stream back as newline-delimited JSON.
+    pub const TURNS: &str = "/turns";
+    pub const TURN_STEER: &str = "/turns/{id}/steer";
+    pub const TURN_STOP: &str = "/turns/{id}/stop";
+
+    /// `route` with its one `{…}` parameter filled in.
+    pub fn with(route: &str, value: impl std::fmt::Display) -> String {
+        match (route.find('{'), route.find('}')) {
+            (Some(a), Some(b)) if a < b => format!("{}{value}{}", &route[..a], &route[b + 1..]),
+            _ => route.to_string(),
+        }
+    }
+}
+
 /// Where the agent listens, inside the workspace.
 pub const SOCKET: &str = "/run/tandem/agent/agent.sock";
 /// Where the agent binary is bound into the workspace (read-only).
@@ -111,36 +145,6 @@ pub enum PtyControl {
     Resize { cols: u16, rows: u16 },
     /// Agent → client: the program ended.
     Exit { code: Option<i32> },
-}
-
-/// `POST /exec`: run a command, streaming its output.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExecStart {
-    pub argv: Vec<String>,
-    #[serde(default)]
-    pub cwd: Option<String>,
-    #[serde(default)]
-    pub env: Vec<(String, String)>,
-    #[serde(default)]
-    pub timeout_secs: Option<u64>,
-}
-
-/// One line of `POST /exec`'s newline-delimited JSON answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum ExecFrame {
-    Stdout {
-        data: String,
-    },
-    Stderr {
-        data: String,
-    },
-    /// The last frame. `code` is `None` when the command was killed (timeout: `timed_out`).
-    Exit {
-        code: Option<i32>,
-        timed_out: bool,
-    },
 }
 
 /// One changed path of `GET /git/status`.

@@ -12,9 +12,11 @@ pub mod ids;
 pub mod limits;
 pub mod links;
 pub mod live;
+pub mod snapshot;
 pub mod turn;
 
 pub use api::*;
 pub use event::{BootPhase, Event, EventKind, EventsPage};
 pub use ids::*;
+pub use snapshot::{Snapshot, SnapshotState};
 pub use turn::*;

@@ -43,3 +43,19 @@ pub const MAX_TREE_SESSIONS: usize = 64;
 /// Failed session starts in a row after which a snapshot is set aside, if an older good one
 /// exists to start from instead.
 pub const SNAPSHOT_BREAKER_FAILURES: i64 = 3;
+
+/// The largest terminal anyone may open or ask a terminal to be resized to.
+pub const MAX_TERMINAL_COLS: u16 = 1000;
+pub const MAX_TERMINAL_ROWS: u16 = 500;
+
+/// Why `cols` × `rows` is no terminal size (at least 1 × 1, at most
+/// [`MAX_TERMINAL_COLS`] × [`MAX_TERMINAL_ROWS`]), if it is not.
+pub fn check_terminal_size(cols: u16, rows: u16) -> Result<(), String> {
+    if cols == 0 || rows == 0 || cols > MAX_TERMINAL_COLS || rows > MAX_TERMINAL_ROWS {
+        Err(format!(
+            "a terminal is 1–{MAX_TERMINAL_COLS} columns by 1–{MAX_TERMINAL_ROWS} rows"
+        ))
+    } else {
+        Ok(())
+    }
+}

@@ -126,12 +126,12 @@ async fn main() -> Result<()> {
     let row = tandem_server::db::sessions::workspace(db.pool(), id)
         .await?
         .context("session row")?;
-    let mut direct = tandem_server::agent::attach_pty(
+    let mut direct = tandem_server::agent::Agent::new(
         &ws,
         row.workspace_id.as_deref().context("wid")?,
         row.workspace_pid.context("pid")? as i32,
-        term,
     )
+    .attach_pty(term)
     .await?;
     let mut base = Vec::new();
     for i in 0..a.keys {
@@ -144,9 +144,13 @@ async fn main() -> Result<()> {
             .await?;
         let mut seen = Vec::new();
         while !seen.windows(6).any(|w| w == &key.as_bytes()[..6]) {
-            if let tokio_tungstenite::tungstenite::Message::Binary(b) = tokio::time::timeout(Duration::from_secs(30), direct.next())
-                .await?
-                .context("agent closed")?? { seen.extend_from_slice(&b) }
+            if let tokio_tungstenite::tungstenite::Message::Binary(b) =
+                tokio::time::timeout(Duration::from_secs(30), direct.next())
+                    .await?
+                    .context("agent closed")??
+            {
+                seen.extend_from_slice(&b)
+            }
         }
         base.push(t.elapsed().as_secs_f64() * 1000.0);
     }

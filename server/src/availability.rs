@@ -11,18 +11,18 @@ use std::sync::{Arc, RwLock};
 
 use tandem_protocol::{Problem, ProblemKind, WorkspacesHealth};
 
-use crate::snapshots::Workspaces;
+use crate::Host;
 
 /// The workspaces of this server, or the problem that keeps it from having any.
-pub struct Slot(RwLock<Result<Arc<Workspaces>, Problem>>);
+pub struct Slot(RwLock<Result<Arc<Host>, Problem>>);
 
 impl Slot {
-    pub fn new(initial: Result<Workspaces, Problem>) -> Self {
+    pub fn new(initial: Result<Host, Problem>) -> Self {
         Self(RwLock::new(initial.map(Arc::new)))
     }
 
     /// The workspaces, or why there are none.
-    pub fn get(&self) -> Result<Arc<Workspaces>, Problem> {
+    pub fn get(&self) -> Result<Arc<Host>, Problem> {
         self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -32,7 +32,7 @@ impl Slot {
     }
 
     /// Puts workspaces in place (a later probe found the host able); false if they already were.
-    pub fn fill(&self, ws: Workspaces) -> Option<Arc<Workspaces>> {
+    pub fn fill(&self, ws: Host) -> Option<Arc<Host>> {
         let mut slot = self.0.write().unwrap_or_else(|e| e.into_inner());
         if slot.is_ok() {
             return None;

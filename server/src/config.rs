@@ -74,33 +74,8 @@ pub struct Config {
     pub workspaces: WorkspacesConfig,
 }
 
-/// The largest disk a recipe gets when `[workspaces.max]` names none (GiB).
-pub const DEFAULT_MAX_DISK_GB: i64 = 100;
-
-/// `[workspaces]`: what a workspace gets when its repo's recipe names no limit
-/// (`[workspaces.limits]`), and the most a recipe may ask for (`[workspaces.max]`); both take
-/// the recipe's keys (`memory_mb`, `cpus`, `pids`, `disk_gb`).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct WorkspacesConfig {
-    pub limits: crate::runtime::limits::LimitRequest,
-    pub max: crate::runtime::limits::LimitRequest,
-}
-
-impl WorkspacesConfig {
-    /// The limits a workspace of `recipe` runs with: the recipe's over the server's defaults,
-    /// each capped at the server's most.
-    pub fn limits(
-        &self,
-        recipe: &crate::runtime::limits::LimitRequest,
-    ) -> Result<crate::runtime::Limits> {
-        let base = self.limits.apply(crate::runtime::Limits::default())?;
-        let mut most = self.max.clone();
-        // A disk image is sparse: without a stated most, a recipe could ask for terabytes.
-        most.disk_gb = most.disk_gb.or(Some(DEFAULT_MAX_DISK_GB));
-        Ok(most.cap(recipe.apply(base)?))
-    }
-}
+/// `[workspaces]`: the limits a workspace gets and the most a recipe may ask for.
+pub use tandem_host::runtime::limits::LimitPolicy as WorkspacesConfig;
 
 /// The settings-page keys `<data dir>/tandem.toml` gives a value (it wins over the page).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

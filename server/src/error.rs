@@ -45,10 +45,9 @@ pub enum Error {
     /// Configuration is wrong; said at start-up.
     #[error("configuration: {0}")]
     Config(String),
-    #[error("database: {0}")]
-    Sqlx(#[from] sqlx::Error),
-    #[error("database migration: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The store failed (its details stay in the server log).
+    #[error("{0}")]
+    Store(tandem_store::Error),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]
@@ -73,11 +72,9 @@ impl Error {
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::TooMany(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            Self::Config(_)
-            | Self::Sqlx(_)
-            | Self::Migrate(_)
-            | Self::Io(_)
-            | Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            Self::Config(_) | Self::Store(_) | Self::Io(_) | Self::Internal(_) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+            }
         }
     }
 }
@@ -103,12 +100,64 @@ impl IntoResponse for Error {
     }
 }
 
-/// Maps a unique-constraint violation to 409 with `what` in the message; other errors pass through.
-pub fn conflict_on_unique(err: sqlx::Error, what: &str) -> Error {
-    match &err {
-        sqlx::Error::Database(db) if db.is_unique_violation() => {
-            Error::Conflict(format!("{what} already exists"))
+impl From<tandem_host::Error> for Error {
+    fn from(e: tandem_host::Error) -> Self {
+        use tandem_host::Error as H;
+        match e {
+            H::BadRequest(m) => Self::BadRequest(m),
+            H::Invalid(m) => Self::Invalid(m),
+            H::Forbidden(m) => Self::Forbidden(m),
+            H::NotFound(m) => Self::NotFound(m),
+            H::TooLarge(m) => Self::TooLarge(m),
+            H::Conflict(m) => Self::Conflict(m),
+            H::Unavailable(m) => Self::Unavailable(m),
+            H::BadGateway(m) => Self::BadGateway(m),
+            H::Config(m) => Self::Config(m),
+            H::Io(e) => Self::Io(e),
+            H::Internal(m) => Self::Internal(m),
         }
-        _ => Error::Sqlx(err),
+    }
+}
+
+/// What the server hands back to the host layer (a hook of its, such as git credentials,
+/// failed): the same kind where the host has it; the details of others stay in the message.
+impl From<Error> for tandem_host::Error {
+    fn from(e: Error) -> Self {
+        use tandem_host::Error as H;
+        match e {
+            Error::BadRequest(m) => H::BadRequest(m),
+            Error::Invalid(m) => H::Invalid(m),
+            Error::Unauthorized(m) | Error::Forbidden(m) => H::Forbidden(m),
+            Error::NotFound(m) => H::NotFound(m),
+            Error::TooLarge(m) => H::TooLarge(m),
+            Error::Conflict(m) | Error::TooMany(m) => H::Conflict(m),
+            Error::Refused { message, .. } => H::Conflict(message),
+            Error::BadGateway(m) => H::BadGateway(m),
+            Error::Unavailable(m) => H::Unavailable(m),
+            Error::Config(m) => H::Config(m),
+            Error::Io(e) => H::Io(e),
+            e @ (Error::Store(_) | Error::Internal(_)) => H::Internal(e.to_string()),
+        }
+    }
+}
+
+impl From<tandem_store::Error> for Error {
+    fn from(e: tandem_store::Error) -> Self {
+        use tandem_store::Error as S;
+        match e {
+            S::NotFound(m) => Self::NotFound(m),
+            S::Config(m) => Self::Config(m),
+            S::Internal(m) => Self::Internal(m),
+            e => Self::Store(e),
+        }
+    }
+}
+
+/// Maps a unique-constraint violation to 409 with `what` in the message; other errors pass through.
+pub fn conflict_on_unique(err: tandem_store::Error, what: &str) -> Error {
+    if err.is_unique_violation() {
+        Error::Conflict(format!("{what} already exists"))
+    } else {
+        err.into()
     }
 }

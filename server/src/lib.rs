@@ -1,27 +1,23 @@
-//! The Tandem server: REST API, authentication, the session store and (in later layers) the
-//! scheduler, live hubs and workspace runtime drivers. The `tandem` binary wraps it.
+//! The Tandem server: the REST API, authentication, sessions and turns, the scheduler, the live
+//! hubs, the desktop and VS Code, GitHub. It runs workspaces through the host layer
+//! (`tandem-host`) and stores through the store layer. The `tandem` binary wraps it.
 #![forbid(unsafe_code)]
 
-pub mod agent;
+pub mod actions;
 pub mod auth;
 pub mod availability;
 pub mod client;
 pub mod cluster;
 pub mod code;
 pub mod config;
-pub mod data_dir;
-pub mod db;
 pub mod desktop;
 pub mod error;
 pub mod gateway;
 pub mod github;
 pub mod http;
-pub mod images;
 pub mod live;
-pub mod mirrors;
 pub mod proxy;
 pub mod repos;
-pub mod runtime;
 pub mod scheduler;
 pub mod secrets;
 pub mod serve;
@@ -35,8 +31,12 @@ pub mod turns;
 mod fuzz_support;
 
 pub use error::{Error, Result};
+// The host layer (its own crate): the server's modules reach it by these names.
 pub use http::app;
 pub use state::AppState;
+pub use tandem_host::{Host, agent, data_dir, images, mirrors, runtime};
+// The store layer (its own crate), as `db`.
+pub use tandem_store as db;
 
 /// The server's version, as reported by `/api/health` and `tandem --version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

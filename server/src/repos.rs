@@ -124,7 +124,7 @@ pub async fn get(db: &Db, id: RepoId) -> Result<Repo> {
 
 /// All repos by name.
 pub async fn list(db: &Db) -> Result<Vec<Repo>> {
-    db::repos::list(db.pool(), MAX_LIST).await
+    Ok(db::repos::list(db.pool(), MAX_LIST).await?)
 }
 
 /// 0 to `MAX_WARM_POOL`.

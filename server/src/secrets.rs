@@ -108,7 +108,7 @@ impl Secrets {
             )));
         }
         let (nonce, ct) = self.seal(name, value)?;
-        db::secrets::put(db.pool(), name, &nonce, &ct, now_ms()).await
+        Ok(db::secrets::put(db.pool(), name, &nonce, &ct, now_ms()).await?)
     }
 
     /// The value of `name`, if set.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use crate::Host;
 use crate::auth::{self, JwtKeys};
 use crate::config::Config;
 use crate::db::Db;
@@ -14,7 +15,6 @@ use crate::runtime::{
     self,
     oci::{Kind, OciRuntime},
 };
-use crate::snapshots::Workspaces;
 use crate::state::AppState;
 use crate::{Error, Result};
 
@@ -70,7 +70,10 @@ impl Server {
                 crate::availability::sentence(p)
             );
         }
-        let turns = Arc::new(crate::turns::Turns::load(&config.data_dir)?);
+        let turns = Arc::new(crate::turns::Turns::load(
+            &config.data_dir,
+            Arc::new(crate::github::pr::PullRequests),
+        )?);
         let state = AppState {
             db,
             jwt: Arc::new(jwt),
@@ -127,11 +130,11 @@ impl Server {
 
 /// The runtime this server runs workspaces with, or what keeps it from having one. What only
 /// starting needs (the image, the agent binary) is checked at each start instead
-/// ([`Workspaces::start_problem`]), so a server missing them still manages running workspaces.
+/// ([`Host::start_problem`]), so a server missing them still manages running workspaces.
 pub fn workspaces(
     config: &Config,
     github: Option<Arc<crate::github::GitHub>>,
-) -> std::result::Result<Workspaces, tandem_protocol::Problem> {
+) -> std::result::Result<Host, tandem_protocol::Problem> {
     use crate::availability::problem;
     use tandem_protocol::ProblemKind;
     if !nix::unistd::geteuid().is_root() {
@@ -202,7 +205,7 @@ pub fn workspaces(
         .ok()
         .filter(|p| p.file_name().is_some_and(|n| n == "tandem"))
         .unwrap_or_else(|| agent_bin.with_file_name("tandem"));
-    Ok(Workspaces {
+    Ok(Host {
         runtime: Arc::new(rt),
         images_dir: config.images_dir.clone(),
         image_recipe: recipe,
@@ -214,7 +217,10 @@ pub fn workspaces(
         opencode_bin: config.agents.opencode_bin.clone().filter(|p| p.is_file()),
         code_server: code_server(config),
         tandem_bin,
-        github,
+        credentials: match github {
+            Some(gh) => gh,
+            None => Arc::new(tandem_host::NoCredentials),
+        },
         limits: config.workspaces.clone(),
     })
 }

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
+use crate::Host;
 use crate::auth::JwtKeys;
 use crate::config::Config;
 use crate::db::Db;
-use crate::snapshots::Workspaces;
 
 /// Cheap to clone: everything inside is shared.
 #[derive(Clone)]
@@ -19,11 +19,11 @@ pub struct AppState {
     /// What the settings page changes, layered under `tandem.toml`.
     pub settings: Arc<crate::settings::Settings>,
     /// Sessions whose boot is under way or waiting for a cause to go away.
-    pub boots: Arc<crate::scheduler::Boots>,
+    pub boots: Arc<crate::sessions::boots::Boots>,
     /// Limits how many workspaces boot at once.
     pub boot_slots: Arc<tokio::sync::Semaphore>,
     /// Started, unclaimed workspaces per repo.
-    pub pool: Arc<crate::scheduler::pool::WarmPool>,
+    pub pool: Arc<crate::sessions::pool::WarmPool>,
     /// The secret store (model API keys).
     pub secrets: Arc<crate::secrets::Secrets>,
     /// The prompt queues this process is working through.
@@ -42,7 +42,7 @@ pub struct AppState {
 
 impl AppState {
     /// The workspaces, or a 503 that says why there are none.
-    pub fn workspaces(&self) -> crate::Result<Arc<Workspaces>> {
+    pub fn workspaces(&self) -> crate::Result<Arc<Host>> {
         self.workspaces.get().map_err(|p| {
             crate::Error::Unavailable(format!(
                 "this server cannot run workspaces: {}",

@@ -253,7 +253,7 @@ async fn a_lying_agent_cannot_mark_anothers_prompt_delivered_or_flood_the_artifa
         &first,
         &AgentSpec::Builtin,
         "hostile-runner",
-        None,
+        Arc::new(tandem_host::NoCredentials),
         steered.clone(),
     );
     rec.frame(TurnFrame::Steered {

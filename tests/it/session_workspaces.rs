@@ -904,10 +904,10 @@ async fn the_cli_runs_commands_shows_diffs_forks_and_stops_sessions() {
 }
 
 #[tokio::test]
-async fn the_agent_streams_command_output_and_serves_shared_terminals() {
+async fn the_agent_serves_shared_terminals() {
     use futures::{SinkExt, StreamExt};
-    use tandem_protocol::agent::{ExecFrame, ExecStart, PtyControl, PtyOpen};
-    use tandem_server::agent;
+    use tandem_protocol::agent::{PtyControl, PtyOpen};
+    use tandem_server::agent::Agent;
     use tokio_tungstenite::tungstenite::Message;
 
     let Some(s) = server().await else { return };
@@ -929,54 +929,7 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
     let (wid, pid) = (row.workspace_id.unwrap(), row.workspace_pid.unwrap() as i32);
     let ws = s.state.workspaces().unwrap();
 
-    // Output arrives frame by frame, in order, then the exit.
-    let mut frames = Vec::new();
-    let req = ExecStart {
-        argv: vec![
-            "sh".into(),
-            "-c".into(),
-            "echo first; sleep 0.3; echo second >&2; exit 5".into(),
-        ],
-        cwd: None,
-        env: vec![],
-        timeout_secs: None,
-    };
-    let exit = agent::exec_stream(&ws, &wid, pid, &req, |f| frames.push(f))
-        .await
-        .unwrap();
-    assert_eq!(
-        frames,
-        [
-            ExecFrame::Stdout {
-                data: "first\n".into()
-            },
-            ExecFrame::Stderr {
-                data: "second\n".into()
-            }
-        ]
-    );
-    assert_eq!(
-        exit,
-        ExecFrame::Exit {
-            code: Some(5),
-            timed_out: false
-        }
-    );
-    let slow = ExecStart {
-        argv: vec!["sleep".into(), "30".into()],
-        cwd: None,
-        env: vec![],
-        timeout_secs: Some(1),
-    };
-    assert_eq!(
-        agent::exec_stream(&ws, &wid, pid, &slow, |_| {})
-            .await
-            .unwrap(),
-        ExecFrame::Exit {
-            code: None,
-            timed_out: true
-        }
-    );
+    let agent = Agent::new(&ws, wid.as_str(), pid);
 
     // A terminal two clients share.
     async fn read_until(
@@ -998,21 +951,17 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
         }
         seen
     }
-    let info = agent::open_pty(
-        &ws,
-        &wid,
-        pid,
-        &PtyOpen {
+    let info = agent
+        .open_pty(&PtyOpen {
             cols: 80,
             rows: 24,
             command: None,
             cwd: None,
-        },
-    )
-    .await
-    .unwrap();
+        })
+        .await
+        .unwrap();
     assert_eq!(info.command[0], "/bin/bash");
-    let mut a = agent::attach_pty(&ws, &wid, pid, info.id).await.unwrap();
+    let mut a = agent.attach_pty(info.id).await.unwrap();
     a.send(Message::Binary(
         b"echo hello-$((6*7)); pwd\n".to_vec().into(),
     ))
@@ -1031,10 +980,7 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
     // The agent reports the new size once it has applied it.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (_, body) = agent::call(&ws, &wid, pid, hyper::Method::GET, "/ptys", None)
-            .await
-            .unwrap();
-        let list: Vec<tandem_protocol::agent::PtyInfo> = serde_json::from_slice(&body).unwrap();
+        let list = agent.ptys().await.unwrap();
         if list
             .iter()
             .any(|p| p.id == info.id && p.cols == 100 && p.rows == 30)
@@ -1053,7 +999,7 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
     read_until(&mut a, "30 100").await;
 
     // A late joiner gets the screen so far first, then the live output.
-    let mut b = agent::attach_pty(&ws, &wid, pid, info.id).await.unwrap();
+    let mut b = agent.attach_pty(info.id).await.unwrap();
     read_until(&mut b, "hello-42").await;
     b.send(Message::Binary(b"echo from-b\n".to_vec().into()))
         .await
@@ -1067,8 +1013,8 @@ async fn the_agent_streams_command_output_and_serves_shared_terminals() {
         assert!(ended.contains("\"type\":\"exit\""), "{ended}");
     }
     assert!(matches!(
-        agent::attach_pty(&ws, &wid, pid, info.id).await,
-        Err(tandem_server::Error::NotFound(_))
+        agent.attach_pty(info.id).await,
+        Err(tandem_host::Error::NotFound(_))
     ));
 }
 

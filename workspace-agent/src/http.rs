@@ -16,8 +16,8 @@ use axum::{Json, Router};
 use tandem_protocol::ApiError;
 use tandem_protocol::PromptId;
 use tandem_protocol::agent::{
-    AgentHealth, ExecStart, FileQuery, GitCommit, MAX_FILE_BYTES, PtyInfo, PtyOpen, TurnStart,
-    TurnSteer, WriteFile,
+    AgentHealth, FileQuery, GitCommit, MAX_FILE_BYTES, PtyInfo, PtyOpen, TurnStart, TurnSteer,
+    WriteFile, routes,
 };
 
 use crate::files;
@@ -59,21 +59,20 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
     });
     crate::forward::spawn();
     let app = Router::new()
-        .route("/health", get(health))
-        .route("/files", get(read).put(write))
-        .route("/exec", post(exec))
-        .route("/git/status", get(git_status))
-        .route("/git/commit", post(git_commit))
-        .route("/ptys", get(list_ptys).post(open_pty))
-        .route("/ptys/{id}/attach", get(attach_pty))
-        .route("/desktop", post(desktop).get(desktop_page))
-        .route("/code", post(code))
-        .route("/tunnel/{service}", get(tunnel))
-        .route("/desktop/input", post(desktop_input))
-        .route("/desktop/open", post(desktop_open))
-        .route("/turns", post(start_turn))
-        .route("/turns/{id}/steer", post(steer_turn))
-        .route("/turns/{id}/stop", post(stop_turn))
+        .route(routes::HEALTH, get(health))
+        .route(routes::FILES, get(read).put(write))
+        .route(routes::GIT_STATUS, get(git_status))
+        .route(routes::GIT_COMMIT, post(git_commit))
+        .route(routes::PTYS, get(list_ptys).post(open_pty))
+        .route(routes::PTY_ATTACH, get(attach_pty))
+        .route(routes::DESKTOP, post(desktop).get(desktop_page))
+        .route(routes::CODE, post(code))
+        .route(routes::TUNNEL, get(tunnel))
+        .route(routes::DESKTOP_INPUT, post(desktop_input))
+        .route(routes::DESKTOP_OPEN, post(desktop_open))
+        .route(routes::TURNS, post(start_turn))
+        .route(routes::TURN_STEER, post(steer_turn))
+        .route(routes::TURN_STOP, post(stop_turn))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FILE_BYTES * 2))
         .with_state(state);
@@ -121,13 +120,6 @@ async fn write(
     match files::write(&a.root, &q.path, body.content.as_bytes()) {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => e.into_response(),
-    }
-}
-
-async fn exec(State(a): State<Arc<Agent>>, Json(req): Json<ExecStart>) -> Response {
-    match crate::exec::start(&a.root, req) {
-        Ok(body) => ([("content-type", "application/x-ndjson")], body).into_response(),
-        Err(e) => error(StatusCode::BAD_REQUEST, "bad_request", e),
     }
 }
 

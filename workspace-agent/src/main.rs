@@ -12,7 +12,6 @@ use tandem_protocol::agent;
 mod code;
 mod credential;
 mod desktop;
-mod exec;
 mod files;
 mod forward;
 mod git;

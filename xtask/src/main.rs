@@ -5,6 +5,8 @@
 //! - `cargo xtask test`: install prerequisites (test ones too), build the web app, start a
 //!   throwaway PostgreSQL, run every test (unit, integration on SQLite and PostgreSQL, e2e in
 //!   headless Chromium), then smoke-test `up`.
+//! - `cargo xtask tidy [--graph]`: the structure rules (file size, `//!` lines, layers and
+//!   forbidden imports); `--graph` prints the server's module graph and its import circles.
 //! - `cargo xtask site [--release]`: build the web app into `target/site`.
 //! - `cargo xtask deps [--test]`: only install prerequisites.
 //! - `cargo xtask bench start [flags]`: the session start benchmark (release build; root).
@@ -21,6 +23,7 @@ mod run;
 mod site;
 mod smoke;
 mod test;
+mod tidy;
 mod up;
 
 fn main() -> Result<()> {
@@ -31,6 +34,7 @@ fn main() -> Result<()> {
     match cmd {
         "up" => up::run(up::Options::parse(rest)?),
         "test" => test::run(test::Options::parse(rest)?),
+        "tidy" => tidy::run(rest),
         "site" => {
             deps::ensure(deps::Needs { test: false })?;
             site::build(if rest.iter().any(|a| a == "--release") {

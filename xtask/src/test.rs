@@ -1,4 +1,5 @@
-//! `cargo xtask test`: everything, the way CI runs it.
+//! `cargo xtask test`: everything, the way CI runs it: formatting, clippy and the tidy rules
+//! first, then every test.
 
 use anyhow::{Result, bail};
 
@@ -32,11 +33,37 @@ impl Options {
     }
 }
 
+/// Formatting, clippy (every target, warnings denied) and the tidy rules: each fails the suite.
+fn lint() -> Result<()> {
+    let t = run::step("cargo fmt --check, cargo clippy -D warnings, tidy");
+    run::cmd(
+        run::cargo()
+            .args(["fmt", "--all", "--check"])
+            .current_dir(run::root()),
+    )?;
+    run::cmd(
+        run::cargo()
+            .args([
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ])
+            .current_dir(run::root()),
+    )?;
+    crate::tidy::run(&[])?;
+    run::done(t);
+    Ok(())
+}
+
 pub fn run(o: Options) -> Result<()> {
     let start = std::time::Instant::now();
     if o.install {
         deps::ensure(deps::Needs { test: true })?;
     }
+    lint()?;
     let site = site::build(site::Profile::Debug)?;
     // Workspaces run the agent binary from next to `tandem`.
     run::cmd(

@@ -6,10 +6,12 @@ mod extract;
 pub use extract::cookie;
 pub mod jwt;
 mod secrets;
+mod share;
 
 pub use extract::CurrentUser;
 pub use jwt::{Claims, JwtKeys};
 pub use secrets::{hash_secret, new_secret};
+pub use share::ShareCredential;
 
 use tandem_protocol::limits::{API_TOKEN_PREFIX, LOGIN_CODE_PREFIX, LOGIN_LINK_TTL_SECS};
 use tandem_protocol::{CreatedToken, Timestamp, TokenId, TokenInfo, User, UserId};

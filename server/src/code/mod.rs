@@ -12,16 +12,15 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use axum::Router;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::any;
-use hyper_util::rt::TokioIo;
 use tandem_protocol::SessionId;
 use tandem_protocol::live::Role;
 
+use crate::agent::Agent;
 use crate::auth::CurrentUser;
-use crate::snapshots::Workspaces;
 use crate::state::AppState;
 use crate::{Error, Result};
 
@@ -54,7 +53,7 @@ async fn open(
     State(app): State<AppState>,
     user: Result<CurrentUser, Error>,
     Path(id): Path<SessionId>,
-    Query(q): Query<crate::live::socket::LiveQuery>,
+    q: crate::auth::ShareCredential,
 ) -> Result<axum::Json<tandem_protocol::CodeLink>> {
     let user = user.ok().map(|u| u.0);
     let session = crate::sessions::get(&app.db, id).await?.session;
@@ -157,13 +156,9 @@ async fn same_origin(
     forward(app, id, rest, req, until).await
 }
 
-/// A tunnel to code-server in workspace `wid` (started first if need be).
-async fn tunnel(
-    app: &AppState,
-    ws: &Workspaces,
-    wid: &str,
-    pid: i32,
-) -> Result<hyper::upgrade::Upgraded> {
+/// A tunnel to code-server in `agent`'s workspace (started first if need be).
+async fn tunnel(app: &AppState, agent: &Agent<'_>) -> Result<hyper::upgrade::Upgraded> {
+    let wid = agent.workspace.as_str();
     let known = app
         .code
         .up
@@ -171,24 +166,14 @@ async fn tunnel(
         .unwrap_or_else(|e| e.into_inner())
         .contains(wid);
     if !known {
-        let (status, body) =
-            crate::agent::call(ws, wid, pid, hyper::Method::POST, "/code", None).await?;
-        if status != hyper::StatusCode::NO_CONTENT {
-            return Err(Error::Unavailable(format!(
-                "VS Code did not start: {}",
-                String::from_utf8_lossy(&body)
-                    .chars()
-                    .take(300)
-                    .collect::<String>()
-            )));
-        }
+        agent.start_code().await?;
         app.code
             .up
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(wid.to_string());
     }
-    match open_tunnel(ws, wid, pid, "code").await {
+    match agent.tunnel("code").await {
         Ok(t) => Ok(t),
         Err(e) => {
             // It was running once and is not now: start it again next time.
@@ -197,48 +182,9 @@ async fn tunnel(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(wid);
-            Err(e)
+            Err(e.into())
         }
     }
-}
-
-/// A byte tunnel through the workspace agent to `service` on the workspace's loopback (`code`,
-/// `vnc`, `vnc-view`).
-pub async fn open_tunnel(
-    ws: &Workspaces,
-    wid: &str,
-    pid: i32,
-    service: &str,
-) -> Result<hyper::upgrade::Upgraded> {
-    let stream = crate::agent::connect(ws, wid, pid).await?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| Error::Unavailable(format!("the workspace agent: {e}")))?;
-    tokio::spawn(conn.with_upgrades());
-    let req = hyper::Request::builder()
-        .uri(format!("/tunnel/{service}"))
-        .header(header::HOST, "agent")
-        .header(
-            header::AUTHORIZATION,
-            format!("Bearer {}", crate::agent::token(&ws.agent_key, wid)),
-        )
-        .header(header::CONNECTION, "upgrade")
-        .header(header::UPGRADE, "tandem-tunnel")
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .map_err(|e| Error::Internal(e.to_string()))?;
-    let res = sender
-        .send_request(req)
-        .await
-        .map_err(|e| Error::Unavailable(format!("the workspace agent: {e}")))?;
-    if res.status() != hyper::StatusCode::SWITCHING_PROTOCOLS {
-        return Err(Error::Unavailable(format!(
-            "{service} is not reachable in the workspace ({})",
-            res.status()
-        )));
-    }
-    hyper::upgrade::on(res)
-        .await
-        .map_err(|e| Error::Unavailable(format!("the tunnel to {service}: {e}")))
 }
 
 /// Proxies `req` to session `id`'s code-server as `/<rest>` (the caller checked who asks); a
@@ -250,9 +196,9 @@ async fn forward(
     req: Request,
     until: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Response> {
-    let ws = app.workspaces()?.clone();
-    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, id).await?;
-    let io = tunnel(&app, &ws, &wid, pid).await?;
+    let ws = app.workspaces()?;
+    let agent = crate::sessions::workspace::agent(&app.db, &ws, id).await?;
+    let io = tunnel(&app, &agent).await?;
     let mut res = crate::proxy::relay(
         io,
         req,

@@ -4,14 +4,12 @@
 //! control goes to the workspace agent, which injects it into the display (XTest).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
 use tandem_protocol::SessionId;
 use tandem_protocol::agent::{DesktopInfo, DesktopInputs};
 use tandem_protocol::live::DesktopInput;
 
-use crate::snapshots::Workspaces;
 use crate::state::AppState;
 use crate::{Error, Result};
 
@@ -21,11 +19,6 @@ pub mod vnc;
 
 /// Most input events in one message.
 pub const MAX_INPUTS: usize = 64;
-
-/// The host directory bound at the workspace's `/tmp/.X11-unix` (where its display's socket is).
-pub fn x11_dir(ws: &Workspaces, wid: &str) -> PathBuf {
-    crate::runtime::dirs(ws.runtime.as_ref(), wid).x11
-}
 
 /// One session's stream: its encoder, alive while anyone watches.
 pub struct Stream {
@@ -86,22 +79,11 @@ impl Desktops {
         if let Some(s) = self.get(session) {
             return Ok(s);
         }
-        let ws = app.workspaces()?.clone();
-        let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
-        let (status, body) =
-            crate::agent::call(&ws, &wid, pid, hyper::Method::POST, "/desktop", None).await?;
-        if status != hyper::StatusCode::OK {
-            return Err(Error::Unavailable(format!(
-                "the workspace's desktop did not start: {}",
-                String::from_utf8_lossy(&body)
-                    .chars()
-                    .take(500)
-                    .collect::<String>()
-            )));
-        }
-        let info: DesktopInfo = serde_json::from_slice(&body)
-            .map_err(|e| Error::Internal(format!("the agent's desktop answer: {e}")))?;
-        let dir = x11_dir(&ws, &wid);
+        let ws = app.workspaces()?;
+        let agent = crate::sessions::workspace::agent(&app.db, &ws, session).await?;
+        let info: DesktopInfo = agent.start_desktop().await?;
+        let (wid, pid) = (agent.workspace.clone(), agent.init_pid);
+        let dir = ws.dirs(&wid).x11;
         // The workspace's answer is untrusted: a display number, or nothing.
         let display = encode::Display::parse(&info.display)?;
         let quality = encode::Quality {
@@ -109,8 +91,8 @@ impl Desktops {
             kbps: app.config.desktop.kbps,
             keyframe_secs: app.config.desktop.keyframe_secs,
         };
-        let encoder = encode::start(&ws.tandem_bin, &dir, &ws.data_dir, display, quality, pid)
-        .await?;
+        let encoder =
+            encode::start(&ws.tandem_bin, &dir, &ws.data_dir, display, quality, pid).await?;
         let stream = Arc::new(Stream { encoder, info });
         self.streams
             .lock()
@@ -139,12 +121,8 @@ impl Desktops {
 /// parse counts as no).
 pub async fn running(app: &AppState, session: SessionId) -> Result<bool> {
     let ws = app.workspaces()?;
-    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
-    let (status, body) =
-        crate::agent::call(&ws, &wid, pid, hyper::Method::GET, "/desktop", None).await?;
-    Ok(status == hyper::StatusCode::OK
-        && serde_json::from_slice::<tandem_protocol::agent::DesktopPage>(&body)
-            .is_ok_and(|p| p.running))
+    let agent = crate::sessions::workspace::agent(&app.db, &ws, session).await?;
+    Ok(agent.desktop_page().await.is_ok_and(|p| p.running))
 }
 
 /// `may_start`: whether the asker may start the desktop (drivers); anyone may watch one that runs.
@@ -191,42 +169,12 @@ pub async fn input(app: &AppState, session: SessionId, events: Vec<DesktopInput>
             "at most {MAX_INPUTS} input events at once"
         )));
     }
-    let body = serde_json::to_vec(&DesktopInputs { events })
-        .map_err(|e| Error::Internal(e.to_string()))?;
-    agent_call(
-        app,
-        session,
-        hyper::Method::POST,
-        "/desktop/input",
-        Some(body),
-        hyper::StatusCode::NO_CONTENT,
-    )
-    .await?
-    .map_err(|why| Error::Unavailable(format!("the desktop took no input: {why}")))?;
-    Ok(())
-}
-
-/// Calls the session's workspace agent; the answer's body when its status is `want`, else
-/// (the inner error) what the agent said.
-async fn agent_call(
-    app: &AppState,
-    session: SessionId,
-    method: hyper::Method,
-    path: &str,
-    body: Option<Vec<u8>>,
-    want: hyper::StatusCode,
-) -> Result<std::result::Result<bytes::Bytes, String>> {
     let ws = app.workspaces()?;
-    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, session).await?;
-    let (status, answer) = crate::agent::call(&ws, &wid, pid, method, path, body).await?;
-    if status == want {
-        Ok(Ok(answer))
-    } else {
-        Ok(Err(String::from_utf8_lossy(&answer)
-            .chars()
-            .take(300)
-            .collect()))
-    }
+    crate::sessions::workspace::agent(&app.db, &ws, session)
+        .await?
+        .desktop_input(&DesktopInputs { events })
+        .await?;
+    Ok(())
 }
 
 /// The desktop's state and its browser's page.
@@ -234,18 +182,11 @@ pub async fn page(
     app: &AppState,
     session: SessionId,
 ) -> Result<tandem_protocol::agent::DesktopPage> {
-    let body = agent_call(
-        app,
-        session,
-        hyper::Method::GET,
-        "/desktop",
-        None,
-        hyper::StatusCode::OK,
-    )
-    .await?
-    .map_err(|why| Error::Unavailable(format!("the desktop did not answer: {why}")))?;
-    let mut page: tandem_protocol::agent::DesktopPage = serde_json::from_slice(&body)
-        .map_err(|e| Error::Internal(format!("the agent's desktop page: {e}")))?;
+    let ws = app.workspaces()?;
+    let mut page = crate::sessions::workspace::agent(&app.db, &ws, session)
+        .await?
+        .desktop_page()
+        .await?;
     page.stream = app.desktops.get(session).map(|s| s.stats());
     Ok(page)
 }
@@ -261,17 +202,10 @@ pub async fn open(app: &AppState, session: SessionId, url: &str) -> Result<()> {
             "a URL starts with http://, https://, file:// or about:".into(),
         ));
     }
-    let body = serde_json::to_vec(&tandem_protocol::agent::DesktopOpen { url: url.into() })
-        .map_err(|e| Error::Internal(e.to_string()))?;
-    agent_call(
-        app,
-        session,
-        hyper::Method::POST,
-        "/desktop/open",
-        Some(body),
-        hyper::StatusCode::OK,
-    )
-    .await?
-    .map_err(|why| Error::Invalid(format!("the browser did not open it: {why}")))?;
+    let ws = app.workspaces()?;
+    crate::sessions::workspace::agent(&app.db, &ws, session)
+        .await?
+        .desktop_open(url)
+        .await?;
     Ok(())
 }

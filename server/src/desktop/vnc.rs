@@ -35,9 +35,11 @@ pub async fn socket(
         ));
     }
     let service = if takes_input { "vnc" } else { "vnc-view" };
-    let workspaces = app.workspaces()?.clone();
-    let (wid, pid) = crate::sessions::workspace::live_agent(&app.db, id).await?;
-    let tunnel = crate::code::open_tunnel(&workspaces, &wid, pid, service).await?;
+    let host = app.workspaces()?;
+    let tunnel = crate::sessions::workspace::agent(&app.db, &host, id)
+        .await?
+        .tunnel(service)
+        .await?;
     Ok(ws
         .protocols(["binary"])
         .max_message_size(1 << 20)

@@ -82,3 +82,25 @@ pub async fn revoke_ended(gh: &GitHub) -> Result<usize> {
     }
     Ok(n)
 }
+
+/// The server's git fetches with the App's installation token; a workspace's output never
+/// shows its session's token; an ended session's token is revoked.
+#[async_trait::async_trait]
+impl tandem_host::GitCredentials for GitHub {
+    async fn remote_auth(
+        &self,
+        repo: &tandem_protocol::Repo,
+    ) -> tandem_host::Result<Option<String>> {
+        Ok(GitHub::remote_auth(self, repo).await?)
+    }
+
+    fn redact(&self, session: SessionId, text: &str) -> Option<String> {
+        GitHub::redact(self, session, text)
+    }
+
+    async fn revoke(&self, session: SessionId) {
+        if let Err(e) = revoke(self, session).await {
+            tracing::warn!(%session, error = %e, "revoking the session's GitHub token failed; retried later");
+        }
+    }
+}

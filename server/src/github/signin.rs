@@ -286,13 +286,10 @@ async fn new_user(app: &AppState, login: &str) -> Result<User> {
         };
         match db::users::insert(app.db.pool(), &user).await {
             Ok(()) => return Ok(user),
-            Err(Error::Sqlx(e))
-                if e.as_database_error()
-                    .is_some_and(|d| d.is_unique_violation()) =>
-            {
+            Err(e) if e.is_unique_violation() => {
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
     Err(Error::Conflict(format!(

@@ -293,7 +293,7 @@ async fn comment(
         },
     )
     .await?;
-    crate::turns::kick(app, session);
+    crate::actions::start_work(app, &prompt).await;
     Ok(Outcome::Recorded)
 }
 

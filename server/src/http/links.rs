@@ -5,17 +5,13 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use tandem_protocol::live::{CreateLink, JoinLink, Joined, MAX_LINK_TTL_SECS, Role, ShareLink};
-use tandem_protocol::{SessionId, Timestamp};
+use tandem_protocol::SessionId;
+use tandem_protocol::live::{CreateLink, JoinLink, Joined, Role, ShareLink};
 
 use crate::auth::CurrentUser;
-use crate::auth::jwt::ShareClaims;
 use crate::sessions::access;
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms, sessions};
-
-/// Default share-link lifetime: one day.
-pub const DEFAULT_LINK_TTL_SECS: i64 = 24 * 3600;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -33,52 +29,7 @@ async fn create(
     Json(req): Json<CreateLink>,
 ) -> Result<(StatusCode, Json<ShareLink>)> {
     access::require(&state.db, id, &user.0, Role::Owner).await?;
-    if req.role == Role::Owner {
-        return Err(Error::Invalid(
-            "a link gives `viewer` or `driver`; ownership is not shared".into(),
-        ));
-    }
-    let ttl = req.expires_in.unwrap_or(DEFAULT_LINK_TTL_SECS);
-    if !(1..=MAX_LINK_TTL_SECS).contains(&ttl) {
-        return Err(Error::Invalid(format!(
-            "expires_in must be 1 to {MAX_LINK_TTL_SECS} seconds"
-        )));
-    }
-    let now = now_ms();
-    let jti = uuid::Uuid::new_v4().simple().to_string();
-    let claims = ShareClaims {
-        sub: id.to_string(),
-        jti: jti.clone(),
-        role: req.role,
-        guests: req.allow_guests,
-        iat: now / 1000,
-        exp: now / 1000 + ttl,
-        kind: "share".into(),
-    };
-    let token = state.jwt.issue_share(&claims)?;
-    let mut link = ShareLink {
-        jti,
-        session_id: id,
-        role: req.role,
-        allow_guests: req.allow_guests,
-        created_at: Timestamp(now),
-        expires_at: Timestamp((now / 1000 + ttl) * 1000),
-        revoked_at: None,
-        token: None,
-        url: None,
-    };
-    db::links::insert(state.db.pool(), &link, user.0.id).await?;
-    let entry = db::audit::Entry {
-        actor_user_id: Some(user.0.id),
-        actor_name: &user.0.name,
-        action: "link.create",
-        target: &id.to_string(),
-        detail: serde_json::json!({ "jti": link.jti, "role": req.role, "guests": req.allow_guests, "expires_in": ttl }),
-    };
-    db::audit::record(state.db.pool(), now, entry).await?;
-    // The token rides in the fragment: it never reaches a server log or a Referer.
-    link.url = Some(format!("{}/join#token={token}", state.public_url()));
-    link.token = Some(token);
+    let link = crate::actions::create_link(&state, id, &user.0, &req).await?;
     Ok((StatusCode::CREATED, Json(link)))
 }
 
@@ -98,22 +49,7 @@ async fn revoke(
     Path((id, jti)): Path<(SessionId, String)>,
 ) -> Result<StatusCode> {
     access::require(&state.db, id, &user.0, Role::Owner).await?;
-    let mut tx = state.db.begin().await?;
-    if !db::links::revoke(&mut tx, id, &jti, now_ms()).await? {
-        return Err(Error::NotFound(format!(
-            "no live link {jti} in this session"
-        )));
-    }
-    tx.commit().await?;
-    state.hubs.revoke(id, &jti);
-    let entry = db::audit::Entry {
-        actor_user_id: Some(user.0.id),
-        actor_name: &user.0.name,
-        action: "link.revoke",
-        target: &id.to_string(),
-        detail: serde_json::json!({ "jti": jti }),
-    };
-    db::audit::record(state.db.pool(), now_ms(), entry).await?;
+    crate::actions::revoke_link(&state, id, &jti, &user.0).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

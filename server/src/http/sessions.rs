@@ -6,8 +6,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use tandem_protocol::{
     ArtifactId, ChildSession, CreateChildren, CreatePrompt, CreateSession, Diff, EditPrompt,
-    EventsPage, EventsQuery, ExecRequest, ExecResult, ForkRequest, Prompt, PromptId, PromptMode,
-    Session, SessionDetail, SessionFilter, SessionId,
+    EventsPage, EventsQuery, ExecRequest, ExecResult, ForkRequest, Prompt, PromptId, Session,
+    SessionDetail, SessionFilter, SessionId,
 };
 
 use tandem_protocol::agent::{FileQuery, FileView, GitCommitted, GitStatus, WriteFile};
@@ -104,14 +104,7 @@ async fn stop(
     Path(id): Path<SessionId>,
 ) -> Result<Json<SessionDetail>> {
     require_owner(&state, &user, id).await?;
-    let ws = state.workspaces()?;
-    workspace::stop(
-        &state.db,
-        &ws,
-        id,
-        Some(format!("stopped by {}", user.0.name)),
-    )
-    .await?;
+    crate::actions::stop_session(&state, id, format!("stopped by {}", user.0.name)).await?;
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
@@ -237,11 +230,14 @@ async fn git_commit(
     Json(req): Json<tandem_protocol::GitCommitRequest>,
 ) -> Result<(StatusCode, Json<GitCommitted>)> {
     require_owner(&state, &user, id).await?;
+    let author = user.author();
+    let identity = crate::github::commit_identity(&state.db, &author).await?;
     let commit = workspace::git_commit(
         &state.db,
         &*state.workspaces()?,
         id,
-        &user.author(),
+        &author,
+        identity,
         &req.message,
     )
     .await?;
@@ -256,11 +252,7 @@ async fn submit_prompt(
     Json(req): Json<CreatePrompt>,
 ) -> Result<(StatusCode, Json<Prompt>)> {
     sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
-    let prompt = sessions::prompts::submit(&state.db, id, user.author(), req).await?;
-    match prompt.mode {
-        PromptMode::Steer => crate::turns::steer(&state, &prompt).await,
-        PromptMode::Queue => crate::turns::kick(&state, id),
-    }
+    let prompt = crate::actions::submit_prompt(&state, id, user.author(), req).await?;
     Ok((StatusCode::CREATED, Json(prompt)))
 }
 
@@ -293,7 +285,7 @@ async fn stop_turn(
     Path(id): Path<SessionId>,
 ) -> Result<StatusCode> {
     sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
-    if crate::turns::stop(&state, id, &user.author()).await? {
+    if crate::actions::stop_turn(&state, id, &user.author()).await? {
         Ok(StatusCode::ACCEPTED)
     } else {
         Err(Error::Conflict("no turn of this session is running".into()))
@@ -318,7 +310,7 @@ async fn spawn_children(
     Ok((
         StatusCode::CREATED,
         Json(
-            sessions::children::spawn(
+            crate::actions::spawn_children(
                 &state,
                 id,
                 user.author(),

@@ -397,9 +397,7 @@ impl Hub {
         if !st.terminals.contains_key(&terminal) {
             return Err(format!("no terminal {terminal}"));
         }
-        if cols == 0 || rows == 0 || cols > 1000 || rows > 500 {
-            return Err("a terminal is 1–1000 columns by 1–500 rows".into());
-        }
+        tandem_protocol::limits::check_terminal_size(cols, rows)?;
         if let Some(m) = st.members.get_mut(&id) {
             m.sizes.insert(terminal, (cols, rows));
         }

@@ -12,9 +12,9 @@ use tandem_protocol::live::Terminal;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::db;
+use crate::Result;
+use crate::agent::Agent;
 use crate::state::AppState;
-use crate::{Error, Result};
 
 pub mod hub;
 pub mod socket;
@@ -160,56 +160,27 @@ impl Hubs {
     }
 }
 
-/// The session's live workspace: `(workspace id, init pid)`.
-async fn workspace(state: &AppState, session: SessionId) -> Result<(String, i32)> {
-    let row = db::sessions::workspace(state.db.pool(), session)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("no session {session}")))?;
-    let live = tandem_protocol::SessionState::LIVE
-        .iter()
-        .any(|s| s.as_str() == row.state);
-    match (live, row.workspace_id, row.workspace_pid) {
-        (true, Some(w), Some(p)) => Ok((w, p as i32)),
-        _ => Err(Error::Conflict(format!(
-            "the session has no running workspace (it is {})",
-            row.state
-        ))),
-    }
-}
-
 /// Attaches every terminal of the workspace not attached yet; opens one if there is none and
 /// `open_if_none`.
 async fn attach_all(state: &AppState, live: &Arc<Live>, open_if_none: bool) -> Result<()> {
-    let ws = state.workspaces()?.clone();
-    let (wid, pid) = workspace(state, live.session).await?;
-    let (status, body) =
-        crate::agent::call(&ws, &wid, pid, hyper::Method::GET, "/ptys", None).await?;
-    if !status.is_success() {
-        return Err(Error::Unavailable(format!(
-            "the agent's terminals: {status}"
-        )));
-    }
-    let mut ptys: Vec<PtyInfo> = serde_json::from_slice(&body)
-        .map_err(|e| Error::Internal(format!("the agent's terminal list: {e}")))?;
+    let ws = state.workspaces()?;
+    let agent = crate::sessions::workspace::agent(&state.db, &ws, live.session).await?;
+    let mut ptys: Vec<PtyInfo> = agent.ptys().await?;
     if ptys.is_empty() && open_if_none {
         ptys.push(
-            crate::agent::open_pty(
-                &ws,
-                &wid,
-                pid,
-                &PtyOpen {
+            agent
+                .open_pty(&PtyOpen {
                     cols: DEFAULT_COLS,
                     rows: DEFAULT_ROWS,
                     command: None,
                     cwd: None,
-                },
-            )
-            .await?,
+                })
+                .await?,
         );
     }
     for p in ptys {
         if !live.hub.has_terminal(p.id) {
-            attach(state, live, &wid, pid, p).await?;
+            attach(live, &agent, p).await?;
         }
     }
     Ok(())
@@ -222,36 +193,25 @@ pub async fn open_terminal(
     cols: u16,
     rows: u16,
 ) -> Result<u32> {
-    let ws = state.workspaces()?.clone();
-    let (wid, pid) = workspace(state, live.session).await?;
-    let info = crate::agent::open_pty(
-        &ws,
-        &wid,
-        pid,
-        &PtyOpen {
+    let ws = state.workspaces()?;
+    let agent = crate::sessions::workspace::agent(&state.db, &ws, live.session).await?;
+    let info = agent
+        .open_pty(&PtyOpen {
             cols,
             rows,
             command: None,
             cwd: None,
-        },
-    )
-    .await?;
+        })
+        .await?;
     let id = info.id;
-    attach(state, live, &wid, pid, info).await?;
+    attach(live, &agent, info).await?;
     Ok(id)
 }
 
 /// One upstream: the agent's PTY WebSocket, its output into the hub, the hub's input and
 /// resizes out to it.
-async fn attach(
-    state: &AppState,
-    live: &Arc<Live>,
-    wid: &str,
-    pid: i32,
-    info: PtyInfo,
-) -> Result<()> {
-    let ws = state.workspaces()?.clone();
-    let socket = crate::agent::attach_pty(&ws, wid, pid, info.id).await?;
+async fn attach(live: &Arc<Live>, agent: &Agent<'_>, info: PtyInfo) -> Result<()> {
+    let socket = agent.attach_pty(info.id).await?;
     let (tx, mut rx) = mpsc::channel::<Upstream>(UPSTREAM_QUEUE);
     let id = info.id;
     live.hub.add_terminal(

@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
-use serde::Deserialize;
 use tandem_protocol::live::*;
 use tandem_protocol::{Author, AuthorKind, CreatePrompt, PromptMode, SessionId};
 
@@ -18,7 +17,7 @@ use super::hub::{CloseSignal, Inbox, Out, Outbox, Watches, outbox};
 use crate::auth::CurrentUser;
 use crate::sessions::access::Access;
 use crate::state::AppState;
-use crate::{Error, db, sessions, turns};
+use crate::{Error, db, sessions};
 
 /// How often a subscriber looks at the store even without a notification (events written by
 /// another server process).
@@ -26,21 +25,11 @@ pub const POLL_OTHER_PROCESSES: Duration = Duration::from_secs(2);
 /// How often a replay to a backlogged client checks whether it drained.
 pub const REPLAY_PACE: Duration = Duration::from_millis(10);
 
-#[derive(Debug, Default, Deserialize)]
-pub struct LiveQuery {
-    /// A share-link token.
-    #[serde(default)]
-    pub share: Option<String>,
-    /// A guest's display name.
-    #[serde(default)]
-    pub name: Option<String>,
-}
-
 /// `GET /api/sessions/{id}/live`.
 pub async fn upgrade(
     State(state): State<AppState>,
     Path(id): Path<SessionId>,
-    Query(q): Query<LiveQuery>,
+    q: crate::auth::ShareCredential,
     user: Result<CurrentUser, Error>,
     ws: WebSocketUpgrade,
 ) -> Response {
@@ -72,7 +61,7 @@ fn close_code(e: &Error) -> u16 {
 async fn run(
     state: AppState,
     id: SessionId,
-    q: LiveQuery,
+    q: crate::auth::ShareCredential,
     user: Option<tandem_protocol::User>,
     socket: WebSocket,
 ) {
@@ -410,8 +399,8 @@ impl Member {
             WsClient::OpenTerminal { cols, rows } => {
                 if !self.access.role.can_drive() {
                     Err("viewers cannot open terminals".into())
-                } else if cols == 0 || rows == 0 || cols > 1000 || rows > 500 {
-                    Err("a terminal is 1–1000 columns by 1–500 rows".into())
+                } else if let Err(why) = tandem_protocol::limits::check_terminal_size(cols, rows) {
+                    Err(why)
                 } else if self.live.hub.snapshot().2.len() >= MAX_TERMINALS {
                     Err(format!("a session has at most {MAX_TERMINALS} terminals"))
                 } else {
@@ -484,8 +473,8 @@ impl Member {
             name: self.access.name.clone(),
         };
         let session = self.live.session;
-        let p = sessions::prompts::submit(
-            &self.state.db,
+        crate::actions::submit_prompt(
+            &self.state,
             session,
             author,
             CreatePrompt {
@@ -496,10 +485,6 @@ impl Member {
         )
         .await
         .map_err(|e| e.to_string())?;
-        match p.mode {
-            PromptMode::Steer => turns::steer(&self.state, &p).await,
-            PromptMode::Queue => turns::kick(&self.state, session),
-        }
         Ok(())
     }
 }

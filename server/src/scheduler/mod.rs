@@ -4,18 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::collections::{HashMap, HashSet};
-
-use tandem_protocol::{EventKind, Problem, SessionId, SessionState};
+use tandem_protocol::{EventKind, SessionId, SessionState};
 use tokio::sync::Semaphore;
 
+use crate::Host;
 use crate::db::{self, Db};
 use crate::sessions::workspace;
-use crate::snapshots::Workspaces;
 use crate::state::AppState;
 use crate::{Result, now_ms};
 
-pub mod pool;
+use crate::sessions::boots::tell_waiting;
 
 /// Most workspaces booting at once.
 pub const MAX_CONCURRENT_BOOTS: usize = 8;
@@ -30,91 +28,6 @@ pub fn boot_slots() -> Arc<Semaphore> {
 /// How often sessions waiting for a cause to go away (no runtime, no image, no agent binary,
 /// no model) are tried again, and a host without workspaces is probed again.
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(2);
-
-/// Sessions this process is booting, and what each waiting one was last told.
-#[derive(Default)]
-pub struct Boots(std::sync::Mutex<BootsInner>);
-
-#[derive(Default)]
-struct BootsInner {
-    booting: HashSet<SessionId>,
-    /// The problem message each waiting session's last `waiting` event gave.
-    told: HashMap<SessionId, String>,
-    /// Live sessions whose next turn waits for a model.
-    model: HashSet<SessionId>,
-}
-
-impl Boots {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BootsInner> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Marks `id` as booting here; false if it already is.
-    fn begin(&self, id: SessionId) -> bool {
-        self.lock().booting.insert(id)
-    }
-
-    fn is_booting(&self, id: SessionId) -> bool {
-        self.lock().booting.contains(&id)
-    }
-
-    fn end(&self, id: SessionId) {
-        self.lock().booting.remove(&id);
-    }
-
-    /// True when `id` has not yet been told `message` (and records that it now is).
-    fn tell(&self, id: SessionId, message: &str) -> bool {
-        let mut inner = self.lock();
-        if inner.told.get(&id).is_some_and(|m| m == message) {
-            return false;
-        }
-        inner.told.insert(id, message.to_string());
-        true
-    }
-
-    /// Its cause went away: the next problem is told again.
-    fn forget(&self, id: SessionId) {
-        self.lock().told.remove(&id);
-    }
-
-    /// Notes that `id`'s next turn waits for a model.
-    pub fn wait_for_model(&self, id: SessionId) {
-        self.lock().model.insert(id);
-    }
-
-    fn take_model_waiters(&self) -> Vec<SessionId> {
-        let mut inner = self.lock();
-        let ids: Vec<SessionId> = inner.model.drain().collect();
-        for id in &ids {
-            inner.told.remove(id);
-        }
-        ids
-    }
-}
-
-/// Appends a `waiting` event saying why `id` cannot go on, unless the session was already told
-/// that.
-pub async fn tell_waiting(state: &AppState, id: SessionId, problem: &Problem) -> Result<()> {
-    if !state.boots.tell(id, &problem.message) {
-        return Ok(());
-    }
-    // Told already by an earlier process (a restart): the log says it last.
-    if let Some(last) = db::events::last(state.db.pool(), id).await?
-        && matches!(&last.kind, EventKind::Waiting { problem: p } if p.message == problem.message)
-    {
-        return Ok(());
-    }
-    tracing::info!(session = %id, "waiting: {}", crate::availability::sentence(problem));
-    workspace::event(
-        &state.db,
-        id,
-        EventKind::Waiting {
-            problem: problem.clone(),
-        },
-    )
-    .await
-    .map(|_| ())
-}
 
 /// Boots `id` in the background when this server can start workspaces; otherwise the session
 /// stays queued with a `waiting` event saying why, and [`retry_waiting`] boots it once the
@@ -232,12 +145,12 @@ pub async fn start(state: &AppState) -> Result<()> {
 
 /// The part of [`start`] that needs workspaces: at start-up, or when a later probe finds the
 /// host able.
-async fn start_host(state: &AppState, ws: Arc<Workspaces>) -> Result<()> {
+async fn start_host(state: &AppState, ws: Arc<Host>) -> Result<()> {
     let db = state.db.clone();
     record_blocked_egress(state);
     // Where the other servers forward requests about this host's sessions.
     crate::cluster::register(state, ws.host_id.clone());
-    pool::remove_orphans(&ws).await?;
+    crate::sessions::pool::remove_orphans(&ws).await?;
     for row in db::sessions::in_states(db.pool(), &[SessionState::Starting]).await? {
         // Another server's host is starting that one.
         if !row.hosted_by(&ws.host_id) {
@@ -340,7 +253,12 @@ fn init_alive(pid: i64) -> bool {
     stat.contains("(tini)") && state != Some('Z')
 }
 
-async fn supervise(state: AppState, db: Db, ws: Arc<Workspaces>, pool: Arc<pool::WarmPool>) {
+async fn supervise(
+    state: AppState,
+    db: Db,
+    ws: Arc<Host>,
+    pool: Arc<crate::sessions::pool::WarmPool>,
+) {
     let mut tick = tokio::time::interval(SUPERVISE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -391,7 +309,7 @@ async fn supervise(state: AppState, db: Db, ws: Arc<Workspaces>, pool: Arc<pool:
 
 /// Starts a refill for every repo whose pool is not at its size (refills run in the background;
 /// one per repo at a time).
-async fn keep_pools_full(db: &Db, ws: &Arc<Workspaces>, pool: &Arc<pool::WarmPool>) {
+async fn keep_pools_full(db: &Db, ws: &Arc<Host>, pool: &Arc<crate::sessions::pool::WarmPool>) {
     let Ok(repos) = db::repos::list(db.pool(), tandem_protocol::limits::MAX_LIST).await else {
         return;
     };
@@ -412,8 +330,8 @@ async fn keep_pools_full(db: &Db, ws: &Arc<Workspaces>, pool: &Arc<pool::WarmPoo
 /// changed), then collect old ones.
 async fn refresh_snapshots(
     db: Db,
-    ws: Arc<Workspaces>,
-    pool: Arc<pool::WarmPool>,
+    ws: Arc<Host>,
+    pool: Arc<crate::sessions::pool::WarmPool>,
     every: Duration,
     keep: usize,
 ) {

@@ -10,7 +10,9 @@ pub mod workspace;
 use crate::{Error, Result, now_ms};
 
 pub mod access;
+pub mod boots;
 pub mod children;
+pub mod pool;
 pub mod prompts;
 
 /// Accepts a new session: stored `queued` with its first prompt (if any) and the opening events,
@@ -169,7 +171,7 @@ pub async fn get(db: &Db, id: SessionId) -> Result<SessionDetail> {
 /// Sessions, newest first.
 pub async fn list(db: &Db, filter: SessionFilter) -> Result<Vec<Session>> {
     let limit = clamp_limit(filter.limit, MAX_LIST)?;
-    db::sessions::list(db.pool(), filter.repo_id, filter.state, limit).await
+    Ok(db::sessions::list(db.pool(), filter.repo_id, filter.state, limit).await?)
 }
 
 /// Events after a sequence number.

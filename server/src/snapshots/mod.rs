@@ -2,15 +2,16 @@
 //! `setup` in a workspace whose writable layer *is* that layer, and keep it as an immutable
 //! snapshot. A failed build is recorded with its log and never replaces the last good snapshot.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use tandem_protocol::{Repo, Snapshot, SnapshotId, SnapshotState, Timestamp};
 
+use crate::Host;
 use crate::db::{self, Db};
-use crate::images::{self, Image};
-use crate::runtime::{ExecRequest, Keep, Limits, Runtime, WorkspaceSpec};
+use crate::images::{self};
+use crate::runtime::{ExecRequest, Keep, WorkspaceSpec};
 use crate::{Error, Result, now_ms};
 
 pub mod recipe;
@@ -24,106 +25,8 @@ pub const SETUP_COMMAND_TIMEOUT_SECS: u64 = 30 * 60;
 /// Where the repo lives inside a workspace.
 pub const REPO_DIR: &str = "/workspace";
 
-/// What workspaces run on: a runtime, the image, and where layers live.
-pub struct Workspaces {
-    pub runtime: Arc<dyn Runtime>,
-    /// Where built images live and the recipe of the one workspaces start on (looked up at each
-    /// start: [`Workspaces::image`]).
-    pub images_dir: PathBuf,
-    pub image_recipe: String,
-    pub data_dir: PathBuf,
-    /// This server's id ([`crate::data_dir::server_id`]): sessions record it as their workspace's
-    /// host, and only it supervises and recovers those workspaces.
-    pub host_id: String,
-    /// The `tandem-workspace-agent` binary bound into session workspaces.
-    pub agent_bin: PathBuf,
-    /// Key the per-workspace agent tokens are derived from.
-    pub agent_key: Vec<u8>,
-    /// Static name → address entries for egress allow-lists (before the host's resolver).
-    pub egress_hosts: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
-    /// The `opencode` binary bound into workspaces for the opencode agent, if the host has one.
-    pub opencode_bin: Option<PathBuf>,
-    /// `(node, code-server dir)` bound into workspaces for VS Code, if the host has them.
-    pub code_server: Option<(PathBuf, PathBuf)>,
-    /// The `tandem` binary (the desktop encoder runs as `tandem desktop-encode`).
-    pub tandem_bin: PathBuf,
-    /// The GitHub App, for fetching repos imported through it.
-    pub github: Option<Arc<crate::github::GitHub>>,
-    /// The server's default and most limits (`[workspaces]`).
-    pub limits: crate::config::WorkspacesConfig,
-}
-
-impl Workspaces {
-    /// The limits a workspace of `recipe` runs with (the server's defaults and caps applied).
-    pub fn limits(&self, recipe: &Recipe) -> Result<Limits> {
-        self.limits.limits(&recipe.limits)
-    }
-
-    /// The image workspaces start on, or a 503 saying to build it.
-    pub fn image(&self) -> Result<Image> {
-        images::find(&self.images_dir, &self.image_recipe).ok_or_else(|| {
-            Error::Unavailable(
-                "this server cannot run workspaces yet: the workspace image is not built; run `tandem image build`".into(),
-            )
-        })
-    }
-
-    /// What keeps a workspace from starting now (the image, the agent binary), if anything.
-    pub fn start_problem(&self) -> Option<tandem_protocol::Problem> {
-        use crate::availability::problem;
-        use tandem_protocol::ProblemKind;
-        if images::find(&self.images_dir, &self.image_recipe).is_none() {
-            return Some(problem(
-                ProblemKind::Image,
-                format!(
-                    "the workspace image is not built (looked in {})",
-                    self.images_dir.display()
-                ),
-                "build it: `tandem image build` (as root; a few minutes the first time)",
-            ));
-        }
-        if !self.agent_bin.is_file() {
-            return Some(problem(
-                ProblemKind::AgentBinary,
-                format!(
-                    "the workspace agent binary is missing at {}",
-                    self.agent_bin.display()
-                ),
-                "build it next to `tandem`: `cargo build --release -p tandem-workspace-agent` (or set `agent_bin` in tandem.toml)",
-            ));
-        }
-        None
-    }
-
-    /// The network a recipe asks for: its allow-list, or none at all.
-    pub fn egress(&self, recipe: &Recipe) -> Option<crate::runtime::network::Egress> {
-        (!recipe.egress.is_empty()).then(|| crate::runtime::network::Egress {
-            allow: recipe.egress.clone(),
-            hosts: self.egress_hosts.clone(),
-        })
-    }
-}
-
-impl Workspaces {
-    /// The credential header the server's git needs for `repo`'s remote, if any.
-    pub async fn remote_auth(&self, repo: &Repo) -> Result<Option<String>> {
-        match &self.github {
-            Some(gh) => gh.remote_auth(repo).await,
-            None => Ok(None),
-        }
-    }
-
-    /// The layer directory of a snapshot.
-    pub fn layer(&self, id: SnapshotId) -> PathBuf {
-        self.data_dir
-            .join("snapshots")
-            .join(id.to_string())
-            .join("layer")
-    }
-}
-
 /// Starts a build: records it as `building` and returns it; the build runs in the background.
-pub async fn start_build(db: &Db, ws: &Arc<Workspaces>, repo: &Repo) -> Result<Snapshot> {
+pub async fn start_build(db: &Db, ws: &Arc<Host>, repo: &Repo) -> Result<Snapshot> {
     let snap = start_build_inline(db, ws, repo).await?;
     let (db, ws, repo, s) = (db.clone(), ws.clone(), repo.clone(), snap.clone());
     tokio::spawn(async move {
@@ -135,7 +38,7 @@ pub async fn start_build(db: &Db, ws: &Arc<Workspaces>, repo: &Repo) -> Result<S
 }
 
 /// Records a build as `building`; the caller runs [`build`] with it.
-pub async fn start_build_inline(db: &Db, ws: &Workspaces, repo: &Repo) -> Result<Snapshot> {
+pub async fn start_build_inline(db: &Db, ws: &Host, repo: &Repo) -> Result<Snapshot> {
     let snap = Snapshot {
         id: SnapshotId(uuid::Uuid::new_v4()),
         repo_id: repo.id,
@@ -159,7 +62,7 @@ pub async fn start_build_inline(db: &Db, ws: &Workspaces, repo: &Repo) -> Result
 }
 
 /// Runs a build to the end and records its outcome (also on failure).
-pub async fn build(db: &Db, ws: &Workspaces, repo: &Repo, mut snap: Snapshot) -> Result<Snapshot> {
+pub async fn build(db: &Db, ws: &Host, repo: &Repo, mut snap: Snapshot) -> Result<Snapshot> {
     let start = Instant::now();
     let layer = ws.layer(snap.id);
     let mut log = String::new();
@@ -189,7 +92,7 @@ pub async fn build(db: &Db, ws: &Workspaces, repo: &Repo, mut snap: Snapshot) ->
 
 async fn run_build(
     db: &Db,
-    ws: &Workspaces,
+    ws: &Host,
     repo: &Repo,
     snap: &Snapshot,
     layer: &Path,
@@ -204,7 +107,7 @@ async fn run_build(
         &ws.data_dir,
         repo,
         &repo.default_branch,
-        ws.remote_auth(repo).await?.as_deref(),
+        ws.credentials.remote_auth(repo).await?.as_deref(),
     )
     .await?;
     let recipe_text = crate::mirrors::read_file(&mirror, &commit, recipe::FILE).await?;
@@ -225,7 +128,7 @@ async fn run_build(
     // `setup` runs in a workspace like a session's, on a disk of its own (limited like one);
     // its layer is then copied to the snapshot's place.
     let id = format!("snap-{}", &snap.id.0.simple().to_string()[..16]);
-    let limits = ws.limits(&recipe)?;
+    let limits = ws.limits(&recipe.limits)?;
     let upper = ws.runtime.prepare(&id, limits).await?;
     let checkout = upper.join(REPO_DIR.trim_start_matches('/'));
     let built = async {
@@ -247,14 +150,15 @@ async fn run_build(
                 init: vec!["sleep".into(), "infinity".into()],
                 binds: vec![],
                 limits,
-                egress: ws.egress(&recipe),
+                egress: ws.egress(&recipe.egress),
             })
             .await?;
         let result = run_setup(db, ws, snap.id, &id, &recipe, &env, log).await;
         ws.runtime.stop(&id, Keep::Upper).await?;
         result?;
         let upper = ws.runtime.prepare(&id, limits).await?;
-        crate::runtime::disk::copy_tree(&upper, layer).await
+        crate::runtime::disk::copy_tree(&upper, layer).await?;
+        Ok::<_, Error>(())
     }
     .await;
     // The build's own workspace and disk go either way; a failure removes the layer in `build`.
@@ -265,7 +169,7 @@ async fn run_build(
 
 async fn run_setup(
     db: &Db,
-    ws: &Workspaces,
+    ws: &Host,
     snap: SnapshotId,
     id: &str,
     recipe: &Recipe,
@@ -314,7 +218,7 @@ fn tail(s: &str, max: usize) -> String {
 
 /// Why `repo`'s newest good snapshot is out of date (its branch moved, the image or the recipe
 /// changed, or there is none), or `None` when it is current. Fetches the remote's delta.
-pub async fn staleness(db: &Db, ws: &Workspaces, repo: &Repo) -> Result<Option<String>> {
+pub async fn staleness(db: &Db, ws: &Host, repo: &Repo) -> Result<Option<String>> {
     // Against the newest built one, set aside or not: a snapshot sessions could not start
     // from is not built again from the same commit, recipe and image.
     let Some(latest) = db::snapshots::latest_built(db.pool(), repo.id).await? else {
@@ -324,7 +228,7 @@ pub async fn staleness(db: &Db, ws: &Workspaces, repo: &Repo) -> Result<Option<S
         &ws.data_dir,
         repo,
         &repo.default_branch,
-        ws.remote_auth(repo).await?.as_deref(),
+        ws.credentials.remote_auth(repo).await?.as_deref(),
     )
     .await?;
     if latest.commit.as_deref() != Some(head.as_str()) {
@@ -349,11 +253,7 @@ pub async fn staleness(db: &Db, ws: &Workspaces, repo: &Repo) -> Result<Option<S
 }
 
 /// Starts a build when the newest snapshot is stale and none is running; returns it.
-pub async fn rebuild_if_stale(
-    db: &Db,
-    ws: &Arc<Workspaces>,
-    repo: &Repo,
-) -> Result<Option<Snapshot>> {
+pub async fn rebuild_if_stale(db: &Db, ws: &Arc<Host>, repo: &Repo) -> Result<Option<Snapshot>> {
     if db::snapshots::building(db.pool(), repo.id).await? {
         return Ok(None);
     }
@@ -372,7 +272,7 @@ pub async fn rebuild_if_stale(
 /// made again), older ones go.
 pub async fn collect_garbage(
     db: &Db,
-    ws: &Workspaces,
+    ws: &Host,
     repo: &Repo,
     keep: usize,
     also_in_use: &[SnapshotId],

@@ -16,11 +16,15 @@ use tandem_protocol::agent::{TurnFrame, TurnStart, TurnSteer};
 use tandem_protocol::*;
 use tokio::sync::Notify;
 
+use crate::agent::Agent;
 use crate::config::OnInterrupt;
 use crate::db::{self, Db};
 use crate::state::AppState;
 use crate::{Error, Result, now_ms};
 
+#[cfg(test)]
+mod fuzz_tests;
+pub mod hooks;
 pub mod record;
 
 /// How often a running turn's heartbeat is written.
@@ -37,6 +41,8 @@ pub struct Turns {
     /// This server's id as a runner (kept in the data dir, so it survives restarts).
     runner: String,
     active: Mutex<HashMap<SessionId, Active>>,
+    /// What runs before and after each turn ([`hooks`]).
+    hooks: Arc<dyn hooks::TurnHooks>,
 }
 
 #[derive(Default)]
@@ -59,11 +65,13 @@ struct Running {
 }
 
 impl Turns {
-    /// Loads (or makes) this server's runner id from `<data dir>/server-id`.
-    pub fn load(data_dir: &std::path::Path) -> Result<Self> {
+    /// Loads (or makes) this server's runner id from `<data dir>/server-id`; `hooks` run
+    /// around each turn.
+    pub fn load(data_dir: &std::path::Path, hooks: Arc<dyn hooks::TurnHooks>) -> Result<Self> {
         Ok(Self {
             runner: crate::data_dir::server_id(data_dir)?,
             active: Mutex::new(HashMap::new()),
+            hooks,
         })
     }
 
@@ -154,7 +162,7 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
         };
         if let Some(problem) = state.settings.model_problem(&agent) {
             state.boots.wait_for_model(session);
-            crate::scheduler::tell_waiting(state, session, &problem).await?;
+            crate::sessions::boots::tell_waiting(state, session, &problem).await?;
             return Ok(false);
         }
     }
@@ -277,16 +285,15 @@ async fn run(
         &prompt,
         &agent,
         &state.turns.runner,
-        state.github.clone(),
+        ws.credentials.clone(),
         running.steered.clone(),
     );
     let result = async {
         state.gateways.ensure(state, &wid).await?;
-        // The workspace's own git reaches GitHub through the gateway (once per workspace).
-        if let Err(e) = crate::github::pr::prepare_session(state, session, &wid).await {
-            tracing::warn!(session = %session, error = %e, "preparing the workspace's git for GitHub failed");
+        if let Err(e) = state.turns.hooks.before_turn(state, session, &wid).await {
+            tracing::warn!(session = %session, error = %e, "preparing the workspace's git failed");
         }
-        let mut frames = crate::agent::start_turn(&ws, &wid, pid, &start).await?;
+        let mut frames = Agent::new(&ws, wid.as_str(), pid).start_turn(&start).await?;
         let lease_lost = Arc::new(Notify::new());
         let heartbeat = tokio::spawn(beat(
             state.clone(),
@@ -307,7 +314,7 @@ async fn run(
                 item = frames.recv() => match item {
                     Some(Ok(TurnFrame::End { outcome, usage, error, .. })) => return Ok(Ending::Agent(outcome, usage, error)),
                     Some(Ok(frame)) => rec.frame(frame).await?,
-                    Some(Err(e)) => return Err(e),
+                    Some(Err(e)) => return Err(e.into()),
                     None => return Err(Error::Unavailable("the turn's stream ended without an end".into())),
                 },
                 () = running.stop.notified(), if deadline.is_none() => {
@@ -351,7 +358,10 @@ async fn run(
         // one prompt going.
         Ok(Ending::LeaseLost) => {
             tracing::warn!(session = %session, prompt = %prompt.id, "another server took this turn's prompt back; stopping the turn here");
-            if let Err(e) = crate::agent::control_turn(&ws, &wid, pid, prompt.id, None).await {
+            if let Err(e) = Agent::new(&ws, wid.as_str(), pid)
+                .stop_turn(prompt.id)
+                .await
+            {
                 tracing::warn!(session = %session, error = %e, "asking the agent to stop failed");
             }
             Ok(())
@@ -387,11 +397,11 @@ async fn run(
     }
 }
 
-/// What follows a finished turn before the next one starts: on a GitHub repo, its changes are
-/// committed as the prompt's author and pushed to the session's open pull request. A failure is
-/// an event on the session, never the turn's.
+/// What follows a finished turn before the next one starts ([`hooks::TurnHooks::after_turn`]:
+/// on a GitHub repo, its changes are committed as the prompt's author and pushed to the
+/// session's open pull request). A failure is an event on the session, never the turn's.
 async fn after_turn(state: &AppState, session: SessionId, prompt: &Prompt) {
-    if let Err(e) = crate::github::pr::after_turn(state, session, prompt).await {
+    if let Err(e) = state.turns.hooks.after_turn(state, session, prompt).await {
         tracing::warn!(session = %session, error = %e, "committing or pushing after a turn failed");
         let message =
             format!("the turn's changes could not be committed or pushed to the pull request: {e}");
@@ -599,7 +609,10 @@ async fn stop_here(state: &AppState, session: SessionId, by: &str) -> Result<Opt
     *turn.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("stopped by {by}"));
     turn.stop.notify_one();
     let ws = state.workspaces()?;
-    if let Err(e) = crate::agent::control_turn(&ws, &turn.wid, turn.pid, turn.prompt, None).await {
+    if let Err(e) = Agent::new(&ws, turn.wid.as_str(), turn.pid)
+        .stop_turn(turn.prompt)
+        .await
+    {
         tracing::warn!(session = %session, error = %e, "asking the agent to stop failed; the server ends the turn");
     }
     Ok(Some(turn.prompt))
@@ -645,7 +658,9 @@ async fn steer_here(state: &AppState, prompt: &Prompt) {
         }
     };
     noted(true);
-    let sent = crate::agent::control_turn(&ws, &turn.wid, turn.pid, turn.prompt, Some(&req)).await;
+    let sent = Agent::new(&ws, turn.wid.as_str(), turn.pid)
+        .steer_turn(turn.prompt, &req)
+        .await;
     if !matches!(sent, Ok(true)) {
         noted(false);
     }

@@ -31,8 +31,8 @@ pub struct Recorder {
     usage: Usage,
     /// This process's runner id (only its own run of the prompt is ended here).
     runner: String,
-    /// Cuts the session's GitHub token out of what is recorded.
-    github: Option<std::sync::Arc<crate::github::GitHub>>,
+    /// Cuts the session's code-host credential out of what is recorded.
+    credentials: std::sync::Arc<dyn tandem_host::GitCredentials>,
     /// The prompts sent to this turn as steering (each may be reported delivered once).
     steered: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<PromptId>>>,
     /// Frames seen and artifact bytes kept this turn (both bounded).
@@ -47,7 +47,7 @@ impl Recorder {
         prompt: &Prompt,
         agent: &AgentSpec,
         runner: &str,
-        github: Option<std::sync::Arc<crate::github::GitHub>>,
+        credentials: std::sync::Arc<dyn tandem_host::GitCredentials>,
         steered: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<PromptId>>>,
     ) -> Self {
         Self {
@@ -61,7 +61,7 @@ impl Recorder {
             state: None,
             usage: Usage::default(),
             runner: runner.to_string(),
-            github,
+            credentials,
             steered,
             frames: 0,
             artifact_bytes: 0,
@@ -139,12 +139,12 @@ impl Recorder {
             return Ok(());
         }
         // A tool that printed the session's GitHub token does not get it recorded.
-        let frame = match (&self.github, serde_json::to_string(&frame)) {
-            (Some(gh), Ok(json)) => match gh.redact(self.session, &json) {
+        let frame = match serde_json::to_string(&frame) {
+            Ok(json) => match self.credentials.redact(self.session, &json) {
                 Some(clean) => serde_json::from_str(&clean).unwrap_or(frame),
                 None => frame,
             },
-            _ => frame,
+            Err(_) => frame,
         };
         match frame {
             TurnFrame::Delta { mut text } => {

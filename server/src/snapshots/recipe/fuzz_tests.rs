@@ -56,7 +56,7 @@ fn check_recipe(r: &Recipe) {
         }
         Err(e) => {
             assert!(!fits, "{l:?} refused though in range: {e}");
-            assert!(matches!(e, Error::Invalid(_)));
+            assert!(matches!(e, tandem_host::Error::Invalid(_)));
         }
     }
     // Encoded again (as a `tandem.toml`), it is the same recipe with the same hash.

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use tandem_protocol::{Repo, RepoId, SnapshotId};
 
+use crate::Host;
 use crate::Result;
 use crate::db::{self, Db};
 use crate::runtime::Keep;
-use crate::snapshots::Workspaces;
 
 /// Prefix of pool workspace ids.
 pub const PREFIX: &str = "w-";
@@ -83,7 +83,7 @@ impl WarmPool {
 
     /// Brings `repo`'s pool to its configured size on its newest good snapshot: stops stale or
     /// surplus workspaces, starts missing ones.
-    pub async fn refill(self: &Arc<Self>, db: &Db, ws: &Workspaces, repo: &Repo) -> Result<()> {
+    pub async fn refill(self: &Arc<Self>, db: &Db, ws: &Host, repo: &Repo) -> Result<()> {
         {
             let mut filling = self.filling.lock().unwrap_or_else(|p| p.into_inner());
             if !filling.insert(repo.id) {
@@ -98,7 +98,7 @@ impl WarmPool {
         result
     }
 
-    async fn refill_inner(&self, db: &Db, ws: &Workspaces, repo: &Repo) -> Result<()> {
+    async fn refill_inner(&self, db: &Db, ws: &Host, repo: &Repo) -> Result<()> {
         let size = db::repos::get(db.pool(), repo.id)
             .await?
             .map_or(0, |r| r.warm_pool.max(0) as usize);
@@ -148,7 +148,7 @@ impl WarmPool {
 }
 
 /// Removes pool workspaces a previous server process left behind.
-pub async fn remove_orphans(ws: &Workspaces) -> Result<()> {
+pub async fn remove_orphans(ws: &Host) -> Result<()> {
     for id in ws.runtime.list().await? {
         if id.starts_with(PREFIX) {
             let _ = ws.runtime.stop(&id, Keep::Nothing).await;

@@ -1,6 +1,8 @@
-//! The store: the only module that knows SQL. One code path for SQLite (embedded default) and
-//! PostgreSQL (multi-node) through sqlx's `Any` driver; queries use `$n` parameters, which both
-//! accept, and the two migration sets in `migrations/` keep the same column types.
+//! Tandem's store: the only crate that knows SQL (and depends on sqlx). One code path for
+//! SQLite (embedded default) and PostgreSQL (multi-node) through sqlx's `Any` driver; queries
+//! use `$n` parameters, which both accept, and the two migration sets in `migrations/` keep the
+//! same column types. Rows come back as `tandem-protocol` types; it depends on nothing of the
+//! server (which reaches it as `db`).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -8,12 +10,13 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
-use crate::{Error, Result};
 pub use bus::EventBus;
+pub use error::{Error, Result};
 
 pub mod artifacts;
 pub mod audit;
 pub mod bus;
+pub mod error;
 pub mod events;
 pub mod github;
 pub mod links;

@@ -5,7 +5,7 @@
 //! notifies `tandem_events` as part of its commit, and control messages go out on
 //! `tandem_control`. An event notification only ever says "look": subscribers read the store,
 //! so a lost one (a listener reconnecting) costs time, never an event — the live channel still
-//! looks every [`crate::live::socket::POLL_OTHER_PROCESSES`]. A control message sent while the
+//! looks every few seconds (the server's `live::socket::POLL_OTHER_PROCESSES`). A control message sent while the
 //! listener that should hear it reconnects is lost; a stop is also kept with its prompt, which
 //! the running turn's next heartbeat finds.
 

@@ -34,10 +34,7 @@ impl RepoRow {
 const COLUMNS: &str = "id, name, url, default_branch, created_by, created_at, warm_pool";
 
 /// Inserts a repo; a duplicate name is a unique violation.
-pub async fn insert<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    repo: &Repo,
-) -> std::result::Result<(), sqlx::Error> {
+pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, repo: &Repo) -> Result<()> {
     sqlx::query(
         "INSERT INTO repos (id, name, url, default_branch, created_by, created_at, warm_pool) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )

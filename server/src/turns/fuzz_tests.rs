@@ -1,20 +1,20 @@
-//! Fuzzes the workspace agent's streamed frames as the server parses them (the agent runs in the
-//! workspace, so every byte it streams may be hostile): each newline-delimited line of
-//! `POST /turns` is `serde_json::from_slice::<TurnFrame>` (and of `POST /exec`, `ExecFrame`), as
-//! in `start_turn`/`exec_stream`, and a delta's text is cut by `truncate` before it is stored.
+//! Fuzzes the workspace agent's streamed turn frames as the server parses them (the agent runs
+//! in the workspace, so every byte it streams may be hostile): each newline-delimited line of
+//! `POST /turns` is `serde_json::from_slice::<TurnFrame>`, as the agent client's NDJSON reader
+//! does, and a delta's text is cut by `truncate` before it is stored.
 //! Nothing may panic or exhaust the stack; a frame that parses says the same when encoded again,
 //! on one line; cut text stays within its bound.
 
 use proptest::collection::vec;
 use proptest::prelude::*;
 use serde_json::Value;
-use tandem_protocol::agent::{ExecFrame, TurnFrame};
+use tandem_protocol::agent::TurnFrame;
 use tandem_protocol::{FileChange, PromptId, TurnOutcome, Usage};
 
 use crate::fuzz_support::{config, json, mutate, mutations, nested, same_json, tagged};
 use crate::sessions::workspace::truncate;
 
-/// Tags and field names of `TurnFrame` and `ExecFrame`.
+/// Tags and field names of `TurnFrame`.
 const WORDS: &[&str] = &[
     "type",
     "delta",
@@ -134,15 +134,6 @@ fn turn_frame() -> impl Strategy<Value = TurnFrame> {
     ]
 }
 
-fn exec_frame() -> impl Strategy<Value = ExecFrame> {
-    prop_oneof![
-        any::<String>().prop_map(|data| ExecFrame::Stdout { data }),
-        any::<String>().prop_map(|data| ExecFrame::Stderr { data }),
-        (proptest::option::of(any::<i32>()), any::<bool>())
-            .prop_map(|(code, timed_out)| ExecFrame::Exit { code, timed_out }),
-    ]
-}
-
 /// One line as the server reads it (newline included, as `start_turn` passes it): no panic;
 /// a frame that parses encodes again on one line (NDJSON: the agent's encoder and the server's
 /// line splitting rely on it) and parses back to the same frame.
@@ -180,7 +171,6 @@ proptest! {
     fn turn_lines_of_any_bytes_never_panic(mut line in vec(any::<u8>(), 0..256)) {
         line.push(b'\n');
         check_line::<TurnFrame>(&line);
-        check_line::<ExecFrame>(&line);
     }
 
     #[test]
@@ -188,7 +178,6 @@ proptest! {
         let mut line = serde_json::to_vec(&v).unwrap();
         line.push(b'\n');
         check_line::<TurnFrame>(&line);
-        check_line::<ExecFrame>(&line);
     }
 
     #[test]
@@ -207,16 +196,6 @@ proptest! {
         let mut line = mutate(&serde_json::to_vec(&f).unwrap(), &muts);
         line.push(b'\n');
         check_line::<TurnFrame>(&line);
-    }
-
-    #[test]
-    fn mutated_exec_frames_never_panic(f in exec_frame(), muts in mutations()) {
-        let line = serde_json::to_vec(&f).unwrap();
-        let back: ExecFrame = serde_json::from_slice(&line).unwrap();
-        prop_assert_eq!(&back, &f);
-        let mut line = mutate(&line, &muts);
-        line.push(b'\n');
-        check_line::<ExecFrame>(&line);
     }
 
     /// The cut a delta's text gets: at most `max` bytes, a prefix, on a character boundary,
@@ -255,7 +234,6 @@ fn deeply_nested_frames_are_refused_without_exhausting_the_stack() {
         .spawn(move || {
             for line in lines {
                 assert!(serde_json::from_str::<TurnFrame>(&line).is_err());
-                assert!(serde_json::from_str::<ExecFrame>(&line).is_err());
             }
         })
         .unwrap()

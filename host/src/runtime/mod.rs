@@ -16,6 +16,7 @@ pub mod disk;
 pub mod dns;
 pub mod doctor;
 mod inroot;
+pub mod kind;
 pub mod limits;
 pub mod network;
 pub mod oci;

@@ -8,6 +8,31 @@ use crate::{Error, Result};
 /// The file limit requests come from, named in errors.
 const FILE: &str = "tandem.toml";
 
+/// The largest disk a recipe gets when `[workspaces.max]` names none (GiB).
+pub const DEFAULT_MAX_DISK_GB: i64 = 100;
+
+/// The server's `[workspaces]`: what a workspace gets when its repo's recipe names no limit
+/// (`[workspaces.limits]`), and the most a recipe may ask for (`[workspaces.max]`); both take
+/// the recipe's keys (`memory_mb`, `cpus`, `pids`, `disk_gb`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitPolicy {
+    pub limits: LimitRequest,
+    pub max: LimitRequest,
+}
+
+impl LimitPolicy {
+    /// The limits a workspace of `recipe` runs with: the recipe's over the server's defaults,
+    /// each capped at the server's most.
+    pub fn limits(&self, recipe: &LimitRequest) -> Result<super::Limits> {
+        let base = self.limits.apply(super::Limits::default())?;
+        let mut most = self.max.clone();
+        // A disk image is sparse: without a stated most, a recipe could ask for terabytes.
+        most.disk_gb = most.disk_gb.or(Some(DEFAULT_MAX_DISK_GB));
+        Ok(most.cap(recipe.apply(base)?))
+    }
+}
+
 /// Limits as a recipe's `[workspace.limits]` or the server's `[workspaces.limits]` and
 /// `[workspaces.max]` name them; unset ones keep what they are applied over.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

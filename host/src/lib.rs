@@ -1,0 +1,17 @@
+//! Tandem's host layer: running workspaces on this machine (the OCI runtime drivers, overlay
+//! layers, user namespaces, disks, networks and egress), the workspace images, the repo
+//! mirrors, the data dir's keys, and the typed client of the agent inside each workspace.
+//!
+//! It depends on `tandem-protocol` and nothing of the server: features above it (sessions,
+//! snapshots, the live channel, the desktop, VS Code) call it, never the other way.
+
+pub mod agent;
+pub mod data_dir;
+pub mod error;
+pub mod host;
+pub mod images;
+pub mod mirrors;
+pub mod runtime;
+
+pub use error::{Error, Result};
+pub use host::{GitCredentials, Host, NoCredentials};

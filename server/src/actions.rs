@@ -1,0 +1,141 @@
+//! The commands people, agents and integrations give a session, each done one way whichever
+//! transport asked: REST, the live channel, the workspace's gateway, GitHub webhooks (and the
+//! Slack app and the extension as they come). A transport checks who asks and what they may do,
+//! then calls one of these; none re-implements one.
+
+use tandem_protocol::live::{CreateLink, MAX_LINK_TTL_SECS, Role, ShareLink};
+use tandem_protocol::*;
+
+use crate::auth::jwt::ShareClaims;
+use crate::sessions::children::Asker;
+use crate::state::AppState;
+use crate::{Error, Result, db, now_ms, sessions, turns};
+
+/// Default share-link lifetime: one day.
+pub const DEFAULT_LINK_TTL_SECS: i64 = 24 * 3600;
+
+/// Stores a prompt and sets it working: a `steer` prompt goes to the running turn (wherever it
+/// runs), a `queue` prompt wakes the session's driver.
+pub async fn submit_prompt(
+    state: &AppState,
+    session: SessionId,
+    author: Author,
+    req: CreatePrompt,
+) -> Result<Prompt> {
+    let prompt = sessions::prompts::submit(&state.db, session, author, req).await?;
+    start_work(state, &prompt).await;
+    Ok(prompt)
+}
+
+/// Sets a stored prompt working ([`submit_prompt`] after storing it; for a caller that records
+/// something of its own between the two).
+pub async fn start_work(state: &AppState, prompt: &Prompt) {
+    match prompt.mode {
+        PromptMode::Steer => turns::steer(state, prompt).await,
+        PromptMode::Queue => turns::kick(state, prompt.session_id),
+    }
+}
+
+/// Spawns children of `parent` (each booted and, with a prompt, worked on).
+pub async fn spawn_children(
+    state: &AppState,
+    parent: SessionId,
+    author: Author,
+    req: CreateChildren,
+    asker: Asker,
+) -> Result<Vec<Session>> {
+    sessions::children::spawn(state, parent, author, req, asker).await
+}
+
+/// Stops a session's workspace (its diff kept) and says who did.
+pub async fn stop_session(state: &AppState, session: SessionId, reason: String) -> Result<()> {
+    let ws = state.workspaces()?;
+    sessions::workspace::stop(&state.db, &ws, session, Some(reason)).await
+}
+
+/// Stops the running turn; false when none runs.
+pub async fn stop_turn(state: &AppState, session: SessionId, by: &Author) -> Result<bool> {
+    turns::stop(state, session, by).await
+}
+
+/// Makes a share link of `session` for `by` (the link and its audit entry in one transaction);
+/// the link comes back with its token and URL, which are never stored.
+pub async fn create_link(
+    state: &AppState,
+    session: SessionId,
+    by: &User,
+    req: &CreateLink,
+) -> Result<ShareLink> {
+    if req.role == Role::Owner {
+        return Err(Error::Invalid(
+            "a link gives `viewer` or `driver`; ownership is not shared".into(),
+        ));
+    }
+    let ttl = req.expires_in.unwrap_or(DEFAULT_LINK_TTL_SECS);
+    if !(1..=MAX_LINK_TTL_SECS).contains(&ttl) {
+        return Err(Error::Invalid(format!(
+            "expires_in must be 1 to {MAX_LINK_TTL_SECS} seconds"
+        )));
+    }
+    let now = now_ms();
+    let jti = uuid::Uuid::new_v4().simple().to_string();
+    let claims = ShareClaims {
+        sub: session.to_string(),
+        jti: jti.clone(),
+        role: req.role,
+        guests: req.allow_guests,
+        iat: now / 1000,
+        exp: now / 1000 + ttl,
+        kind: "share".into(),
+    };
+    let token = state.jwt.issue_share(&claims)?;
+    let mut link = ShareLink {
+        jti,
+        session_id: session,
+        role: req.role,
+        allow_guests: req.allow_guests,
+        created_at: Timestamp(now),
+        expires_at: Timestamp((now / 1000 + ttl) * 1000),
+        revoked_at: None,
+        token: None,
+        url: None,
+    };
+    let mut tx = state.db.begin().await?;
+    db::links::insert(&mut *tx, &link, by.id).await?;
+    let entry = db::audit::Entry {
+        actor_user_id: Some(by.id),
+        actor_name: &by.name,
+        action: "link.create",
+        target: &session.to_string(),
+        detail: serde_json::json!({ "jti": link.jti, "role": req.role, "guests": req.allow_guests, "expires_in": ttl }),
+    };
+    db::audit::record(&mut *tx, now, entry).await?;
+    tx.commit().await?;
+    // The token rides in the fragment: it never reaches a server log or a Referer.
+    link.url = Some(format!("{}/join#token={token}", state.public_url()));
+    link.token = Some(token);
+    Ok(link)
+}
+
+/// Revokes link `jti` of `session` (with its audit entry, in one transaction) and disconnects
+/// everyone who came through it.
+pub async fn revoke_link(state: &AppState, session: SessionId, jti: &str, by: &User) -> Result<()> {
+    let now = now_ms();
+    let mut tx = state.db.begin().await?;
+    if !db::links::revoke(&mut tx, session, jti, now).await? {
+        return Err(Error::NotFound(format!(
+            "no live link {jti} in this session"
+        )));
+    }
+    let entry = db::audit::Entry {
+        actor_user_id: Some(by.id),
+        actor_name: &by.name,
+        action: "link.revoke",
+        target: &session.to_string(),
+        detail: serde_json::json!({ "jti": jti }),
+    };
+    db::audit::record(&mut *tx, now, entry).await?;
+    tx.commit().await?;
+    state.hubs.revoke(session, jti);
+    Ok(())
+}

@@ -1,0 +1,247 @@
+//! Booting a queued session: take a warm workspace or start one on the repo's newest good
+//! snapshot, sync it to the branch, run the recipe's start commands, and mark it ready. Every
+//! failure ends the session `failed` with what failed.
+
+use super::*;
+
+/// Boots a queued session. Failures end the session `failed` with the reason as an event; the
+/// returned error is only about recording that.
+pub async fn boot(db: &Db, ws: &Host, pool: &WarmPool, id: SessionId) -> Result<()> {
+    let t0 = Instant::now();
+    // Only a queued session boots; the transition is the claim (another process loses the race).
+    let Some(session) = db::sessions::get(db.pool(), id).await? else {
+        return Ok(());
+    };
+    if session.state != SessionState::Queued {
+        return Ok(());
+    }
+    let claimed = {
+        let mut tx = db.begin().await?;
+        let from = db::sessions::transition_from(
+            &mut tx,
+            id,
+            &[SessionState::Queued],
+            SessionState::Starting,
+            None,
+            now_ms(),
+        )
+        .await?;
+        tx.commit().await?;
+        from
+    };
+    if claimed != Some(SessionState::Queued) {
+        return Ok(());
+    }
+    // Claimed: this server's host starts it (another server's restart leaves it alone).
+    db::sessions::set_host(db.pool(), id, &ws.host_id).await?;
+    match boot_inner(db, ws, pool, &session, t0).await {
+        Ok(()) => {
+            became_ready(db, id, t0).await?;
+            tracing::info!(session = %id, ms = t0.elapsed().as_millis() as u64, "session ready");
+        }
+        Err(e) => {
+            tracing::warn!(session = %id, error = %e, "session boot failed");
+            let message = format!("the workspace could not start: {e}");
+            event(
+                db,
+                id,
+                EventKind::Error {
+                    message: message.clone(),
+                },
+            )
+            .await?;
+            let recorded = db::sessions::workspace(db.pool(), id)
+                .await?
+                .and_then(|r| r.workspace_id);
+            let _ = ws
+                .runtime
+                .stop(&recorded.unwrap_or_else(|| workspace_id(id)), Keep::Upper)
+                .await;
+            transition(db, id, SessionState::Failed, Some(message)).await?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn boot_inner(
+    db: &Db,
+    ws: &Host,
+    pool: &WarmPool,
+    session: &Session,
+    t0: Instant,
+) -> Result<()> {
+    let id = session.id;
+    let repo = db::repos::get(db.pool(), session.repo_id)
+        .await?
+        .ok_or_else(|| Error::NotFound("the repo is gone".into()))?;
+    let snap = match db::snapshots::latest_ready(db.pool(), repo.id).await? {
+        Some(s) => s,
+        None => {
+            phase(
+                db,
+                id,
+                t0,
+                BootPhase::Snapshot,
+                Some("no snapshot of this repo yet: building one".into()),
+            )
+            .await?;
+            let pending = snapshots::start_build_inline(db, ws, &repo).await?;
+            let built = within(
+                "the snapshot build",
+                DEADLINE_SNAPSHOT,
+                snapshots::build(db, ws, &repo, pending),
+            )
+            .await?;
+            if built.state != SnapshotState::Ready {
+                return Err(Error::Invalid(format!(
+                    "the snapshot build failed: {}",
+                    built.error.unwrap_or_default()
+                )));
+            }
+            built
+        }
+    };
+    let warm = pool.take(repo.id, snap.id);
+    let detail = match &warm {
+        Some(_) => format!(
+            "snapshot {}, from the warm pool",
+            short(snap.commit.as_deref())
+        ),
+        None => format!("snapshot {}", short(snap.commit.as_deref())),
+    };
+    phase(db, id, t0, BootPhase::Starting, Some(detail)).await?;
+    let start = async {
+        if let Some(w) = &warm {
+            return Ok((w.workspace_id.clone(), w.pid));
+        }
+        let wid = workspace_id(id);
+        let pid = start_on(ws, &repo, snap.id, snap.commit.as_deref(), &wid, None).await?;
+        Ok::<_, Error>((wid, pid))
+    };
+    // The mirror fetches the remote's delta while the container starts.
+    let (started, head) = tokio::join!(start, async {
+        let t = Instant::now();
+        let r = within("fetching the branch", DEADLINE_SYNCING, async {
+            let auth = ws.credentials.remote_auth(&repo).await?;
+            Ok::<_, Error>(
+                mirrors::update(&ws.data_dir, &repo, &session.branch, auth.as_deref()).await?,
+            )
+        })
+        .await;
+        r.map(|(m, head)| (m, head, t.elapsed().as_millis()))
+    },);
+    let (wid, pid) = started?;
+    db::sessions::set_workspace(
+        db.pool(),
+        id,
+        &ws.host_id,
+        Some(&wid),
+        Some(snap.id),
+        snap.commit.as_deref(),
+        Some(pid.into()),
+    )
+    .await?;
+    let (_, head, fetch_ms) = head?;
+
+    // Already at the head (the usual case for a fresh snapshot): nothing to move.
+    let current = snap.commit.as_deref() == Some(head.as_str()) && snap.branch == session.branch;
+    phase(
+        db,
+        id,
+        t0,
+        BootPhase::Syncing,
+        Some(if current {
+            format!("at {}, fetched in {fetch_ms} ms", short(Some(&head)))
+        } else {
+            format!(
+                "{} → {}, fetched in {fetch_ms} ms",
+                short(snap.commit.as_deref()),
+                short(Some(&head))
+            )
+        }),
+    )
+    .await?;
+    if !current {
+        within(
+            "syncing the repo",
+            DEADLINE_SYNCING,
+            sync(ws, &wid, &session.branch, &head),
+        )
+        .await?;
+    }
+    db::sessions::set_workspace(
+        db.pool(),
+        id,
+        &ws.host_id,
+        Some(&wid),
+        Some(snap.id),
+        Some(&head),
+        Some(pid.into()),
+    )
+    .await?;
+
+    // The recipe at the head, read from the server's own mirror.
+    if let Err(e) = run_start_commands(db, ws, &repo, &wid, Some(&head), id, t0).await {
+        return Err(snapshot_fault(db, &snap, e).await);
+    }
+    db::snapshots::boot_succeeded(db.pool(), snap.id).await?;
+    Ok(())
+}
+
+/// A session start from `snap` failed with `e` where the snapshot is the likely cause (the
+/// recipe's `start` commands failed on what its `setup` left; a container that does not come
+/// up is more likely the host's trouble, and is not counted): counted, and after
+/// [`limits::SNAPSHOT_BREAKER_FAILURES`] in a row the snapshot is set aside if an older good one
+/// is there (a circuit breaker; [`db::snapshots::boot_failed`]).
+pub(super) async fn snapshot_fault(db: &Db, snap: &Snapshot, e: Error) -> Error {
+    let limit = tandem_protocol::limits::SNAPSHOT_BREAKER_FAILURES;
+    match db::snapshots::boot_failed(db, snap.id, limit, now_ms()).await {
+        Ok(true) => {
+            tracing::warn!(snapshot = %snap.id, "snapshot set aside after {limit} failed starts in a row");
+            Error::Invalid(format!(
+                "{e} (snapshot {} has failed {limit} starts in a row and is set aside: new sessions start from the good one before it)",
+                short(snap.commit.as_deref())
+            ))
+        }
+        Ok(false) => e,
+        Err(db_error) => {
+            tracing::warn!(snapshot = %snap.id, error = %db_error, "counting a failed start failed");
+            e
+        }
+    }
+}
+
+/// Brings the checkout to `head`: the workspace fetches the delta from the read-only mirror
+/// (which the server has just updated from the remote) and checks it out. The mirror is the
+/// host's (under a user namespace owned by an id the workspace does not have), read-only and
+/// Tandem's own: its upload-pack trusts it by name, which git's local transport only takes on
+/// that process's own command line.
+pub(super) async fn sync(ws: &Host, wid: &str, branch: &str, head: &str) -> Result<()> {
+    let script = r#"set -e
+git fetch --quiet --no-tags --upload-pack="git -c safe.directory=$TANDEM_MIRROR upload-pack" "$TANDEM_MIRROR" "+refs/heads/$TANDEM_BRANCH:refs/remotes/origin/$TANDEM_BRANCH"
+git checkout --quiet -B "$TANDEM_BRANCH" "$TANDEM_COMMIT"
+git branch --quiet --set-upstream-to="origin/$TANDEM_BRANCH" "$TANDEM_BRANCH" || true"#;
+    let env = [
+        (
+            "TANDEM_MIRROR".to_string(),
+            mirrors::MOUNT_POINT.to_string(),
+        ),
+        ("TANDEM_BRANCH".to_string(), branch.to_string()),
+        ("TANDEM_COMMIT".to_string(), head.to_string()),
+    ];
+    let out = run(ws, wid, script, &env, DEADLINE_SYNCING.as_secs()).await?;
+    if out.code != Some(0) {
+        return Err(Error::Invalid(format!(
+            "syncing {branch} to {} failed: {}",
+            short(Some(head)),
+            out.stderr.trim()
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn short(commit: Option<&str>) -> String {
+    commit
+        .map(|c| c.chars().take(12).collect())
+        .unwrap_or_else(|| "?".into())
+}

@@ -1,0 +1,124 @@
+//! Forking a live session: its writable layer copied, while it is paused, into each child.
+
+use super::*;
+
+/// Forks a live session into `count` new sessions, each on its own copy of the parent's writable
+/// layer (taken while the parent is frozen, so all copies are identical), owned by `author`.
+/// N new sessions from copies of session `id`'s workspace as it is now, each with `prompt` queued
+/// (if any) for the parent's agent.
+pub async fn fork(
+    db: &Db,
+    ws: &Host,
+    id: SessionId,
+    author: &Author,
+    count: i64,
+    prompt: Option<String>,
+) -> Result<Vec<Session>> {
+    if !(1..=tandem_protocol::limits::MAX_FORKS).contains(&count) {
+        return Err(Error::Invalid(format!(
+            "count must be 1–{}",
+            tandem_protocol::limits::MAX_FORKS
+        )));
+    }
+    let LiveWorkspace {
+        session: parent,
+        id: pwid,
+        base_commit: base,
+        ..
+    } = live_workspace(db, id).await?;
+    let row = db::sessions::workspace(db.pool(), id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    let snapshot: SnapshotId = row
+        .snapshot_id
+        .as_deref()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Error::Conflict("the session has no snapshot".into()))?;
+    let repo = db::repos::get(db.pool(), parent.repo_id)
+        .await?
+        .ok_or_else(|| Error::NotFound("the repo is gone".into()))?;
+    let mut children = Vec::new();
+    for i in 1..=count {
+        let req = CreateSession {
+            repo_id: parent.repo_id,
+            prompt: prompt.clone().unwrap_or_default(),
+            branch: Some(parent.branch.clone()),
+            agent: Some(parent.agent.clone()),
+        };
+        let title = prompt
+            .is_none()
+            .then(|| format!("Fork {i}/{count} of “{}”", parent.title));
+        children.push(
+            crate::sessions::create_with_parent(
+                db,
+                author.clone(),
+                req,
+                &parent.agent,
+                Some(id),
+                title,
+            )
+            .await?
+            .session,
+        );
+    }
+    let limits = ws.limits(&recipe_at(ws, &repo, base.as_deref()).await?.limits)?;
+    // Freeze the parent so every copy sees the same instant.
+    ws.runtime.pause(&pwid).await?;
+    let copies: Result<Vec<()>> = async {
+        let mut done = Vec::new();
+        for child in &children {
+            let dest = ws.runtime.prepare(&workspace_id(child.id), limits).await?;
+            crate::runtime::disk::copy_tree(&ws.runtime.upper_dir(&pwid), &dest).await?;
+            done.push(());
+        }
+        Ok(done)
+    }
+    .await;
+    ws.runtime.resume(&pwid).await?;
+    copies?;
+    for child in &children {
+        let t0 = Instant::now();
+        let cid = child.id;
+        transition(
+            db,
+            cid,
+            SessionState::Starting,
+            Some(format!("forked from {id}")),
+        )
+        .await?;
+        let wid = workspace_id(cid);
+        let result = async {
+            phase(
+                db,
+                cid,
+                t0,
+                BootPhase::Starting,
+                Some(format!("copy of session {id}")),
+            )
+            .await?;
+            let pid = start_on(ws, &repo, snapshot, base.as_deref(), &wid, None).await?;
+            db::sessions::set_workspace(
+                db.pool(),
+                cid,
+                &ws.host_id,
+                Some(&wid),
+                Some(snapshot),
+                base.as_deref(),
+                Some(pid.into()),
+            )
+            .await?;
+            run_start_commands(db, ws, &repo, &wid, base.as_deref(), cid, t0).await
+        }
+        .await;
+        finish_start(db, ws, cid, &wid, t0, result).await?;
+    }
+    let mut out = Vec::new();
+    for child in children {
+        out.push(
+            db::sessions::get(db.pool(), child.id)
+                .await?
+                .ok_or_else(|| Error::Internal("fork vanished".into()))?,
+        );
+    }
+    Ok(out)
+}

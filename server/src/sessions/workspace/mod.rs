@@ -1,0 +1,107 @@
+//! A session's workspace: boot it from the repo's newest good snapshot, run commands in it, diff
+//! it, stop it. Every step is an event; every failure says what failed. By what it does:
+//! [`events`] (events, audit, phases), [`boot`], [`start`] (spec, start commands, readiness),
+//! [`checkout`] (exec, diff, files, git), [`lifecycle`] (stop, suspend, resume) and [`fork`].
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use tandem_protocol::limits::{MAX_DIFF_BYTES, MAX_EVENT_OUTPUT_BYTES};
+use tandem_protocol::*;
+
+use crate::Host;
+use crate::agent::Agent;
+use crate::db::{self, Db};
+use crate::runtime::{self, Keep, WorkspaceSpec};
+use crate::sessions::pool::WarmPool;
+use crate::snapshots::{self, REPO_DIR, Recipe};
+use crate::{Error, Result, mirrors, now_ms};
+
+mod boot;
+mod checkout;
+mod events;
+mod fork;
+mod lifecycle;
+mod start;
+
+pub use boot::*;
+pub use checkout::*;
+pub(crate) use events::*;
+pub use fork::*;
+pub use lifecycle::*;
+pub use start::*;
+
+/// How long each boot phase may take before the session fails.
+pub const DEADLINE_SNAPSHOT: Duration = Duration::from_secs(30 * 60);
+
+pub const DEADLINE_STARTING: Duration = Duration::from_secs(60);
+
+pub const DEADLINE_SYNCING: Duration = Duration::from_secs(120);
+
+pub const DEADLINE_SERVICES: Duration = Duration::from_secs(300);
+
+/// Pause between two tries of a readiness check.
+pub const READY_RETRY: Duration = Duration::from_millis(100);
+
+/// How long the workspace agent may take to answer after the container started.
+pub const DEADLINE_AGENT: Duration = Duration::from_secs(10);
+
+/// Default and largest timeout of `exec`.
+pub const EXEC_DEFAULT_TIMEOUT_SECS: u64 = 600;
+
+pub const EXEC_MAX_TIMEOUT_SECS: u64 = 3600;
+
+/// The runtime id of a session's workspace.
+pub fn workspace_id(session: SessionId) -> String {
+    format!("s-{}", &session.0.simple().to_string()[..16])
+}
+
+/// Where a stopped session's diff is kept.
+pub(super) fn diff_file(ws: &Host, session: SessionId) -> PathBuf {
+    ws.data_dir
+        .join("sessions")
+        .join(session.to_string())
+        .join("diff.json")
+}
+
+/// A session's running workspace as the store knows it.
+pub struct LiveWorkspace {
+    pub session: Session,
+    /// The workspace's runtime id.
+    pub id: String,
+    /// The commit it started from (what its diff is against).
+    pub base_commit: Option<String>,
+    /// Its init's host PID, once it started.
+    pub init_pid: Option<i32>,
+}
+
+/// The session's running workspace, or a 409 saying it has none: the one way features find it.
+pub async fn live_workspace(db: &Db, id: SessionId) -> Result<LiveWorkspace> {
+    let session = db::sessions::get(db.pool(), id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    let row = db::sessions::workspace(db.pool(), id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
+    match (session.state.is_live(), row.workspace_id) {
+        (true, Some(w)) => Ok(LiveWorkspace {
+            session,
+            id: w,
+            base_commit: row.base_commit,
+            init_pid: row.workspace_pid.map(|p| p as i32),
+        }),
+        _ => Err(Error::Conflict(format!(
+            "session {id} has no running workspace (it is {})",
+            session.state.as_str()
+        ))),
+    }
+}
+
+/// The agent of the session's running workspace.
+pub async fn agent<'a>(db: &Db, host: &'a Host, id: SessionId) -> Result<Agent<'a>> {
+    let live = live_workspace(db, id).await?;
+    let pid = live
+        .init_pid
+        .ok_or_else(|| Error::Conflict(format!("session {id}'s workspace has not started yet")))?;
+    Ok(Agent::new(host, live.id, pid))
+}

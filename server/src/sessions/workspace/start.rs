@@ -1,0 +1,194 @@
+//! Starting a workspace: its spec (the snapshot over the image, the mirror, the agent), the
+//! recipe at the commit it runs, its start commands and readiness checks.
+
+use super::*;
+
+pub(crate) async fn run(
+    ws: &Host,
+    wid: &str,
+    script: &str,
+    env: &[(String, String)],
+    timeout: u64,
+) -> Result<runtime::ExecOutput> {
+    Ok(ws
+        .runtime
+        .exec(
+            wid,
+            runtime::ExecRequest {
+                argv: vec!["sh".into(), "-c".into(), script.into()],
+                cwd: Some(REPO_DIR.into()),
+                env: env.to_vec(),
+                timeout_secs: Some(timeout),
+            },
+        )
+        .await?)
+}
+
+/// `cp -a` keeps what overlayfs needs in a layer: whiteouts (0/0 device nodes), opaque-dir
+/// xattrs, owners and modes; `--reflink=auto` makes it copy-on-write where the filesystem can.
+/// The repo's recipe at `commit` (the empty one without a commit or file).
+pub(super) async fn recipe_at(ws: &Host, repo: &Repo, commit: Option<&str>) -> Result<Recipe> {
+    let text = match commit {
+        Some(c) => {
+            mirrors::read_file(
+                &mirrors::path(&ws.data_dir, repo),
+                c,
+                snapshots::recipe::FILE,
+            )
+            .await?
+        }
+        None => None,
+    };
+    Recipe::parse(text.as_deref())
+}
+
+/// The spec of a session workspace: the snapshot over the image, the repo's mirror read-only,
+/// the workspace agent as its first process.
+pub async fn spec_for(
+    ws: &Host,
+    repo: &Repo,
+    snapshot: SnapshotId,
+    commit: Option<&str>,
+    wid: &str,
+    upper: Option<PathBuf>,
+) -> Result<WorkspaceSpec> {
+    // The network and limits the recipe (at the commit the workspace runs) asks for.
+    let recipe = recipe_at(ws, repo, commit).await?;
+    let egress = ws.egress(&recipe.egress);
+    let limits = ws.limits(&recipe.limits)?;
+    // Its disk first: the agent's directories made next live on it.
+    ws.runtime.prepare(wid, limits).await?;
+    let (init, env, mut binds) = crate::agent::spec_parts(ws, wid)?;
+    binds.push(runtime::Bind {
+        host: mirrors::path(&ws.data_dir, repo),
+        container: mirrors::MOUNT_POINT.into(),
+        readonly: true,
+    });
+    Ok(WorkspaceSpec {
+        id: wid.to_string(),
+        layers: vec![ws.layer(snapshot), ws.image()?.rootfs.clone()],
+        upper,
+        hostname: "tandem".into(),
+        env,
+        init,
+        binds,
+        limits,
+        egress,
+    })
+}
+
+/// Starts workspace `wid` on `snapshot` and waits for its agent; returns its init's host PID.
+pub async fn start_on(
+    ws: &Host,
+    repo: &Repo,
+    snapshot: SnapshotId,
+    commit: Option<&str>,
+    wid: &str,
+    upper: Option<PathBuf>,
+) -> Result<i32> {
+    let spec = spec_for(ws, repo, snapshot, commit, wid, upper).await?;
+    let started = within(
+        "starting the workspace",
+        DEADLINE_STARTING,
+        ws.runtime.start(spec),
+    )
+    .await?;
+    if let Err(e) = Agent::new(ws, wid, started.pid)
+        .wait_ready(DEADLINE_AGENT)
+        .await
+    {
+        let _ = ws.runtime.stop(wid, Keep::Nothing).await;
+        return Err(e.into());
+    }
+    Ok(started.pid)
+}
+
+/// Runs the recipe's `start` commands (as of `commit`) with a `services` boot phase.
+pub(super) async fn run_start_commands(
+    db: &Db,
+    ws: &Host,
+    repo: &Repo,
+    wid: &str,
+    commit: Option<&str>,
+    id: SessionId,
+    t0: Instant,
+) -> Result<()> {
+    let mirror = mirrors::path(&ws.data_dir, repo);
+    let text = match commit {
+        Some(c) => mirrors::read_file(&mirror, c, snapshots::recipe::FILE).await?,
+        None => None,
+    };
+    let recipe = Recipe::parse(text.as_deref())?;
+    if recipe.start.is_empty() && recipe.ready.is_empty() {
+        return Ok(());
+    }
+    phase(
+        db,
+        id,
+        t0,
+        BootPhase::Services,
+        Some(
+            recipe
+                .start
+                .iter()
+                .chain(&recipe.ready)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+    )
+    .await?;
+    let env: Vec<(String, String)> = recipe.env.clone().into_iter().collect();
+    within("the start commands", DEADLINE_SERVICES, async {
+        for cmd in &recipe.start {
+            let out = run(ws, wid, cmd, &env, DEADLINE_SERVICES.as_secs()).await?;
+            if out.code != Some(0) {
+                return Err(Error::Invalid(format!(
+                    "start command `{cmd}` exited with {}: {}",
+                    out.code.map_or("a signal".into(), |c| c.to_string()),
+                    out.stderr.trim()
+                )));
+            }
+        }
+        // Services come up in the background; each check is retried until it passes.
+        for check in &recipe.ready {
+            loop {
+                let out = run(ws, wid, check, &env, 30).await?;
+                if out.code == Some(0) {
+                    break;
+                }
+                tokio::time::sleep(READY_RETRY).await;
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Ends a start: `ready` with its event, or `failed` with the reason and the workspace cleaned up.
+pub(super) async fn finish_start(
+    db: &Db,
+    ws: &Host,
+    id: SessionId,
+    wid: &str,
+    t0: Instant,
+    result: Result<()>,
+) -> Result<()> {
+    match result {
+        Ok(()) => became_ready(db, id, t0).await,
+        Err(e) => {
+            let message = format!("the workspace could not start: {e}");
+            event(
+                db,
+                id,
+                EventKind::Error {
+                    message: message.clone(),
+                },
+            )
+            .await?;
+            let _ = ws.runtime.stop(wid, Keep::Upper).await;
+            transition(db, id, SessionState::Failed, Some(message)).await?;
+            Err(e)
+        }
+    }
+}
