@@ -123,7 +123,7 @@ async fn main() -> Result<()> {
     })?;
     let ws = tandem_server::serve::workspaces(&config, None).map_err(anyhow::Error::msg)?;
     let db = tandem_server::db::Db::connect(&config.database_url).await?;
-    let row = tandem_server::db::sessions::workspace(db.pool(), id)
+    let row = tandem_server::db::sessions::workspace(&db, id)
         .await?
         .context("session row")?;
     let mut direct = tandem_server::agent::Agent::new(

@@ -65,7 +65,7 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
         is_admin: true,
         created_at: Timestamp(0),
     };
-    db::users::insert(db.pool(), &admin).await?;
+    db::users::insert(&db, &admin).await?;
     let author = Author {
         kind: AuthorKind::User,
         user_id: Some(admin.id),
@@ -98,7 +98,7 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
         sqlx::query("UPDATE sessions SET agent = $1 WHERE id = $2")
             .bind(r#"{"kind":"builtin"}"#)
             .bind(s.id.to_string())
-            .execute(db.pool())
+            .execute(db.raw_pool())
             .await?;
         let mut tx = db.begin().await?;
         db::sessions::transition(
@@ -198,7 +198,7 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
     }
     let elapsed = t0.elapsed();
     let done: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM prompts WHERE state = 'done'")
-        .fetch_one(db.pool())
+        .fetch_one(db.raw_pool())
         .await?;
     anyhow::ensure!(done.0 as usize == total, "claimed {} of {total}", done.0);
     lat.sort();
@@ -225,7 +225,7 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
                     sqlx::query("UPDATE sessions SET updated_at = $1 WHERE id = $2")
                         .bind(tandem_server::now_ms())
                         .bind(s.to_string())
-                        .execute(&mut *tx)
+                        .execute(tx.raw())
                         .await?;
                     tx.commit().await?;
                     lat.push(t.elapsed());

@@ -101,7 +101,7 @@ pub async fn create_link(
         url: None,
     };
     let mut tx = state.db.begin().await?;
-    db::links::insert(&mut *tx, &link, by.id).await?;
+    db::links::insert(&mut tx, &link, by.id).await?;
     let entry = db::audit::Entry {
         actor_user_id: Some(by.id),
         actor_name: &by.name,
@@ -109,7 +109,7 @@ pub async fn create_link(
         target: &session.to_string(),
         detail: serde_json::json!({ "jti": link.jti, "role": req.role, "guests": req.allow_guests, "expires_in": ttl }),
     };
-    db::audit::record(&mut *tx, now, entry).await?;
+    db::audit::record(&mut tx, now, entry).await?;
     tx.commit().await?;
     // The token rides in the fragment: it never reaches a server log or a Referer.
     link.url = Some(format!("{}/join#token={token}", state.public_url()));
@@ -134,7 +134,7 @@ pub async fn revoke_link(state: &AppState, session: SessionId, jti: &str, by: &U
         target: &session.to_string(),
         detail: serde_json::json!({ "jti": jti }),
     };
-    db::audit::record(&mut *tx, now, entry).await?;
+    db::audit::record(&mut tx, now, entry).await?;
     tx.commit().await?;
     state.hubs.revoke(session, jti);
     Ok(())

@@ -106,7 +106,7 @@ pub fn register(app: &AppState, id: String) {
         loop {
             tick.tick().await;
             let url = advertise_url(&app);
-            if let Err(e) = db::servers::register(app.db.pool(), &id, &url, now_ms()).await {
+            if let Err(e) = db::servers::register(&app.db, &id, &url, now_ms()).await {
                 tracing::warn!(error = %e, "registering this server failed");
             }
         }
@@ -154,14 +154,14 @@ pub async fn forward(State(app): State<AppState>, req: Request, next: Next) -> R
         return next.run(req).await;
     };
     let mine = app.workspaces.get().ok().map(|w| w.host_id.clone());
-    let host = match db::sessions::workspace(app.db.pool(), id).await {
+    let host = match db::sessions::workspace(&app.db, id).await {
         Ok(Some(row)) => row.workspace_host,
         _ => None,
     };
     let Some(host) = host.filter(|h| Some(h) != mine.as_ref()) else {
         return next.run(req).await;
     };
-    let url = match db::servers::url(app.db.pool(), &host).await {
+    let url = match db::servers::url(&app.db, &host).await {
         Ok(Some(u)) => u,
         // Never registered (or an error): answer here, which says what is missing.
         _ => return next.run(req).await,

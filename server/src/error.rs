@@ -141,6 +141,19 @@ impl From<Error> for tandem_host::Error {
     }
 }
 
+impl From<tandem_media::Error> for Error {
+    fn from(e: tandem_media::Error) -> Self {
+        use tandem_media::Error as M;
+        match e {
+            M::BadRequest(m) => Self::BadRequest(m),
+            M::Invalid(m) => Self::Invalid(m),
+            M::Unavailable(m) => Self::Unavailable(m),
+            M::Io(e) => Self::Io(e),
+            M::Internal(m) => Self::Internal(m),
+        }
+    }
+}
+
 impl From<tandem_store::Error> for Error {
     fn from(e: tandem_store::Error) -> Self {
         use tandem_store::Error as S;

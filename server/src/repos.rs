@@ -87,7 +87,7 @@ pub async fn create_with(
         warm_ready: 0,
     };
     let mut tx = db.begin().await?;
-    db::repos::insert(&mut *tx, &repo)
+    db::repos::insert(&mut tx, &repo)
         .await
         .map_err(|e| conflict_on_unique(e, &format!("a repo named {:?}", repo.name)))?;
     if let Some((owner, name, installation_id)) = github {
@@ -97,10 +97,10 @@ pub async fn create_with(
             name,
             installation_id,
         };
-        db::github::link_repo(&mut *tx, &linked).await?;
+        db::github::link_repo(&mut tx, &linked).await?;
     }
     db::audit::record(
-        &mut *tx,
+        &mut tx,
         now,
         db::audit::Entry {
             actor_user_id: Some(user.0.id),
@@ -117,14 +117,14 @@ pub async fn create_with(
 
 /// One repo.
 pub async fn get(db: &Db, id: RepoId) -> Result<Repo> {
-    db::repos::get(db.pool(), id)
+    db::repos::get(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no repo {id}")))
 }
 
 /// All repos by name.
 pub async fn list(db: &Db) -> Result<Vec<Repo>> {
-    Ok(db::repos::list(db.pool(), MAX_LIST).await?)
+    Ok(db::repos::list(db, MAX_LIST).await?)
 }
 
 /// 0 to `MAX_WARM_POOL`.

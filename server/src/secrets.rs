@@ -108,12 +108,12 @@ impl Secrets {
             )));
         }
         let (nonce, ct) = self.seal(name, value)?;
-        Ok(db::secrets::put(db.pool(), name, &nonce, &ct, now_ms()).await?)
+        Ok(db::secrets::put(db, name, &nonce, &ct, now_ms()).await?)
     }
 
     /// The value of `name`, if set.
     pub async fn get(&self, db: &Db, name: &str) -> Result<Option<String>> {
-        match db::secrets::get(db.pool(), name).await? {
+        match db::secrets::get(db, name).await? {
             Some((nonce, ct)) => self.open(name, &nonce, &ct).map(Some),
             None => Ok(None),
         }
@@ -137,7 +137,7 @@ pub fn validate_name(name: &str) -> Result<()> {
 
 /// Every secret's name, never a value.
 pub async fn list(db: &Db) -> Result<Vec<SecretInfo>> {
-    Ok(db::secrets::list(db.pool())
+    Ok(db::secrets::list(db)
         .await?
         .into_iter()
         .map(|(name, at)| SecretInfo {

@@ -166,11 +166,8 @@ impl Settings {
     ) -> Result<tandem_protocol::Settings> {
         let s = self.stored();
         let m = self.model();
-        let secret_set = |name: String| async move {
-            db::secrets::get(db.pool(), &name)
-                .await
-                .map(|v| v.is_some())
-        };
+        let secret_set =
+            |name: String| async move { db::secrets::get(db, &name).await.map(|v| v.is_some()) };
         let gh_file = self.github_from_file.as_ref();
         let gh_names = gh_file.cloned().unwrap_or_else(|| {
             toml::from_str("app_id = 0\napp_slug = \"x\"\n").expect("the defaults parse")
@@ -319,8 +316,8 @@ impl Settings {
         for (k, label, write) in writes {
             match write {
                 None => continue,
-                Some(Some(v)) => db::settings::put(&mut *tx, k, &v, now, by).await?,
-                Some(None) => db::settings::delete(&mut *tx, k).await?,
+                Some(Some(v)) => db::settings::put(&mut tx, k, &v, now, by).await?,
+                Some(None) => db::settings::delete(&mut tx, k).await?,
             }
             changed.push(label);
         }
@@ -484,7 +481,7 @@ impl Settings {
 /// The `settings` table's values.
 async fn read_stored(db: &Db) -> Result<Stored> {
     let mut stored = Stored::default();
-    for (k, v) in db::settings::all(db.pool()).await? {
+    for (k, v) in db::settings::all(db).await? {
         let bad = |e: serde_json::Error| {
             Error::Internal(format!("the stored setting {k} is unreadable: {e}"))
         };

@@ -1,12 +1,13 @@
 //! Artifacts: large outputs kept whole, and the agent's kept state per session.
 
-use sqlx::{Any, AnyConnection, Executor, FromRow};
+use sqlx::FromRow;
 use tandem_protocol::{ArtifactId, ArtifactInfo, SessionId, Timestamp};
 
 use crate::Result;
+use crate::{Conn, Tx};
 
 /// Stores an artifact inside the caller's transaction.
-pub async fn insert(conn: &mut AnyConnection, info: &ArtifactInfo, body: &str) -> Result<()> {
+pub async fn insert(conn: &mut Tx, info: &ArtifactInfo, body: &str) -> Result<()> {
     sqlx::query(
         "INSERT INTO artifacts (id, session_id, name, content_type, size, body, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
@@ -17,7 +18,7 @@ pub async fn insert(conn: &mut AnyConnection, info: &ArtifactInfo, body: &str) -
     .bind(info.size)
     .bind(body)
     .bind(info.created_at.0)
-    .execute(conn)
+    .execute(&mut *conn.tx)
     .await?;
     Ok(())
 }
@@ -50,8 +51,8 @@ impl Row {
 }
 
 /// An artifact of `session` with its body.
-pub async fn get<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn get(
+    mut ex: impl Conn,
     session: SessionId,
     id: ArtifactId,
 ) -> Result<Option<(ArtifactInfo, String)>> {
@@ -60,27 +61,24 @@ pub async fn get<'e>(
     )
     .bind(id.to_string())
     .bind(session.to_string())
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(Row::into_pair).transpose()
 }
 
 /// The agent's kept state of `session` (JSON), if any.
-pub async fn agent_state<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    session: SessionId,
-) -> Result<Option<String>> {
+pub async fn agent_state(mut ex: impl Conn, session: SessionId) -> Result<Option<String>> {
     let row: Option<(String,)> =
         sqlx::query_as("SELECT state FROM agent_states WHERE session_id = $1")
             .bind(session.to_string())
-            .fetch_optional(ex)
+            .fetch_optional(ex.ex())
             .await?;
     Ok(row.map(|(s,)| s))
 }
 
 /// Replaces the agent's kept state of `session`.
 pub async fn set_agent_state(
-    conn: &mut AnyConnection,
+    conn: &mut Tx,
     session: SessionId,
     state: &str,
     now: i64,
@@ -92,19 +90,16 @@ pub async fn set_agent_state(
     .bind(session.to_string())
     .bind(state)
     .bind(now)
-    .execute(conn)
+    .execute(&mut *conn.tx)
     .await?;
     Ok(())
 }
 
 /// An artifact by id alone (signed links), with its body.
-pub async fn by_id<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: ArtifactId,
-) -> Result<Option<(ArtifactInfo, String)>> {
+pub async fn by_id(mut ex: impl Conn, id: ArtifactId) -> Result<Option<(ArtifactInfo, String)>> {
     let row: Option<Row> = sqlx::query_as("SELECT id, session_id, name, content_type, size, created_at, body FROM artifacts WHERE id = $1")
         .bind(id.to_string())
-        .fetch_optional(ex)
+        .fetch_optional(ex.ex())
         .await?;
     row.map(Row::into_pair).transpose()
 }

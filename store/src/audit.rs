@@ -1,8 +1,8 @@
 //! The audit log: who did what, append-only.
 
-use sqlx::{Any, Executor};
 use tandem_protocol::UserId;
 
+use crate::Conn;
 use crate::Result;
 
 /// One audit entry about to be written.
@@ -15,11 +15,7 @@ pub struct Entry<'a> {
 }
 
 /// Appends an entry.
-pub async fn record<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    now: i64,
-    entry: Entry<'_>,
-) -> Result<()> {
+pub async fn record(mut ex: impl Conn, now: i64, entry: Entry<'_>) -> Result<()> {
     sqlx::query(
         "INSERT INTO audit (at, actor_user_id, actor_name, action, target, detail) VALUES ($1, $2, $3, $4, $5, $6)",
     )
@@ -29,20 +25,17 @@ pub async fn record<'e>(
     .bind(entry.action)
     .bind(entry.target)
     .bind(entry.detail.to_string())
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
 
 /// The newest `limit` entries' `(action, target)`, newest first.
-pub async fn recent<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    limit: i64,
-) -> Result<Vec<(String, String)>> {
+pub async fn recent(mut ex: impl Conn, limit: i64) -> Result<Vec<(String, String)>> {
     Ok(
         sqlx::query_as("SELECT action, target FROM audit ORDER BY id DESC LIMIT $1")
             .bind(limit)
-            .fetch_all(ex)
+            .fetch_all(ex.ex())
             .await?,
     )
 }
@@ -59,8 +52,8 @@ struct Row {
 }
 
 /// Entries newest first: about `target` if given, with ids below `before` if given.
-pub async fn list<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn list(
+    mut ex: impl Conn,
     target: Option<&str>,
     before: Option<i64>,
     limit: i64,
@@ -72,7 +65,7 @@ pub async fn list<'e>(
     .bind(target)
     .bind(before)
     .bind(limit)
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?;
     rows.into_iter()
         .map(|r| {

@@ -1,25 +1,20 @@
 //! The per-session event log. Sequence numbers come from `sessions.last_seq`, bumped in the same
 //! transaction as the insert, so they are gap-free and never reused even with several writers.
 
-use sqlx::{Any, AnyConnection, Executor, FromRow};
+use sqlx::FromRow;
 use tandem_protocol::{Event, EventKind, Seq, SessionId, Timestamp};
 
+use crate::{Conn, Tx};
 use crate::{Error, Result};
 
 /// Appends one event inside the caller's transaction and returns it with its sequence number.
 /// The first statement is a write, so SQLite takes its write lock up front.
-pub async fn append(
-    tx: &mut super::Tx,
-    session: SessionId,
-    at: i64,
-    kind: EventKind,
-) -> Result<Event> {
-    let conn: &mut AnyConnection = tx;
+pub async fn append(tx: &mut Tx, session: SessionId, at: i64, kind: EventKind) -> Result<Event> {
     let (seq,): (i64,) =
         sqlx::query_as("UPDATE sessions SET last_seq = last_seq + 1, updated_at = $1 WHERE id = $2 RETURNING last_seq")
             .bind(at)
             .bind(session.to_string())
-            .fetch_optional(&mut *conn)
+            .fetch_optional(&mut *tx.tx)
             .await?
             .ok_or_else(|| Error::NotFound(format!("no session {session}")))?;
     let payload = serde_json::to_string(&kind)
@@ -32,7 +27,7 @@ pub async fn append(
     .bind(at)
     .bind(kind.type_name())
     .bind(payload)
-    .execute(&mut *conn)
+    .execute(&mut *tx.tx)
     .await?;
     tx.appended(session, seq);
     Ok(Event {
@@ -68,22 +63,19 @@ impl EventRow {
 }
 
 /// The session's newest event, if any.
-pub async fn last<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    session: SessionId,
-) -> Result<Option<Event>> {
+pub async fn last(mut ex: impl Conn, session: SessionId) -> Result<Option<Event>> {
     let row: Option<EventRow> = sqlx::query_as(
         "SELECT seq, at, payload FROM events WHERE session_id = $1 ORDER BY seq DESC LIMIT 1",
     )
     .bind(session.to_string())
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(|r| r.into_event(session)).transpose()
 }
 
 /// Events with `seq > after`, oldest first, at most `limit`.
-pub async fn list_after<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn list_after(
+    mut ex: impl Conn,
     session: SessionId,
     after: Seq,
     limit: i64,
@@ -93,7 +85,7 @@ pub async fn list_after<'e>(
             .bind(session.to_string())
             .bind(after)
             .bind(limit)
-            .fetch_all(ex)
+            .fetch_all(ex.ex())
             .await?;
     rows.into_iter().map(|r| r.into_event(session)).collect()
 }

@@ -1,10 +1,11 @@
 //! GitHub: linked accounts, imported repos, each session's pull request and installation
 //! token, handled webhook deliveries. Tokens arrive here already sealed.
 
-use sqlx::{Any, Executor, FromRow};
+use sqlx::FromRow;
 use tandem_protocol::github::{PrState, PullRequest};
 use tandem_protocol::{RepoId, SessionId, Timestamp, UserId};
 
+use crate::Conn;
 use crate::{Error, Result};
 
 /// A person's linked GitHub account.
@@ -24,32 +25,22 @@ pub struct Account {
 
 const ACCOUNT: &str = "SELECT user_id, github_id, login, name, email, token_sealed, refresh_sealed, token_expires_at FROM github_accounts";
 
-pub async fn account_by_github_id<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    github_id: i64,
-) -> Result<Option<Account>> {
+pub async fn account_by_github_id(mut ex: impl Conn, github_id: i64) -> Result<Option<Account>> {
     Ok(sqlx::query_as(&format!("{ACCOUNT} WHERE github_id = $1"))
         .bind(github_id)
-        .fetch_optional(ex)
+        .fetch_optional(ex.ex())
         .await?)
 }
 
-pub async fn account_of<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    user: UserId,
-) -> Result<Option<Account>> {
+pub async fn account_of(mut ex: impl Conn, user: UserId) -> Result<Option<Account>> {
     Ok(sqlx::query_as(&format!("{ACCOUNT} WHERE user_id = $1"))
         .bind(user.to_string())
-        .fetch_optional(ex)
+        .fetch_optional(ex.ex())
         .await?)
 }
 
 /// Links (or refreshes) `account`.
-pub async fn put_account<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    a: &Account,
-    now: i64,
-) -> Result<()> {
+pub async fn put_account(mut ex: impl Conn, a: &Account, now: i64) -> Result<()> {
     sqlx::query(
         "INSERT INTO github_accounts (user_id, github_id, login, name, email, token_sealed, updated_at, refresh_sealed, token_expires_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -64,14 +55,14 @@ pub async fn put_account<'e>(
     .bind(now)
     .bind(&a.refresh_sealed)
     .bind(a.token_expires_at)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
 
 /// Replaces a linked account's tokens (after a refresh).
-pub async fn set_tokens<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn set_tokens(
+    mut ex: impl Conn,
     user_id: &str,
     token_sealed: &str,
     refresh_sealed: Option<&str>,
@@ -86,7 +77,7 @@ pub async fn set_tokens<'e>(
     .bind(token_expires_at)
     .bind(now)
     .bind(user_id)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
@@ -106,7 +97,7 @@ impl LinkedRepo {
     }
 }
 
-pub async fn link_repo<'e>(ex: impl Executor<'e, Database = Any>, r: &LinkedRepo) -> Result<()> {
+pub async fn link_repo(mut ex: impl Conn, r: &LinkedRepo) -> Result<()> {
     sqlx::query(
         "INSERT INTO github_repos (repo_id, owner, name, installation_id) VALUES ($1, $2, $3, $4)",
     )
@@ -114,25 +105,22 @@ pub async fn link_repo<'e>(ex: impl Executor<'e, Database = Any>, r: &LinkedRepo
     .bind(&r.owner)
     .bind(&r.name)
     .bind(r.installation_id)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
 
-pub async fn linked_repo<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    repo: RepoId,
-) -> Result<Option<LinkedRepo>> {
+pub async fn linked_repo(mut ex: impl Conn, repo: RepoId) -> Result<Option<LinkedRepo>> {
     Ok(sqlx::query_as(
         "SELECT repo_id, owner, name, installation_id FROM github_repos WHERE repo_id = $1",
     )
     .bind(repo.to_string())
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?)
 }
 
-pub async fn linked_repo_by_name<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn linked_repo_by_name(
+    mut ex: impl Conn,
     owner: &str,
     name: &str,
 ) -> Result<Option<LinkedRepo>> {
@@ -141,14 +129,14 @@ pub async fn linked_repo_by_name<'e>(
     )
     .bind(owner)
     .bind(name)
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?)
 }
 
-pub async fn linked_repos<'e>(ex: impl Executor<'e, Database = Any>) -> Result<Vec<LinkedRepo>> {
+pub async fn linked_repos(mut ex: impl Conn) -> Result<Vec<LinkedRepo>> {
     Ok(
         sqlx::query_as("SELECT repo_id, owner, name, installation_id FROM github_repos")
-            .fetch_all(ex)
+            .fetch_all(ex.ex())
             .await?,
     )
 }
@@ -188,48 +176,41 @@ impl PrRow {
 
 const PR: &str = "SELECT session_id, number, url, branch, base, state, head_sha, opened_by, created_at, updated_at FROM pull_requests";
 
-pub async fn pull_request<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    session: SessionId,
-) -> Result<Option<PullRequest>> {
+pub async fn pull_request(mut ex: impl Conn, session: SessionId) -> Result<Option<PullRequest>> {
     let row: Option<PrRow> = sqlx::query_as(&format!("{PR} WHERE session_id = $1"))
         .bind(session.to_string())
-        .fetch_optional(ex)
+        .fetch_optional(ex.ex())
         .await?;
     row.map(PrRow::into_pr).transpose()
 }
 
-pub async fn pull_request_by_number<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn pull_request_by_number(
+    mut ex: impl Conn,
     repo: RepoId,
     number: i64,
 ) -> Result<Option<PullRequest>> {
     let row: Option<PrRow> = sqlx::query_as(&format!("{PR} WHERE repo_id = $1 AND number = $2"))
         .bind(repo.to_string())
         .bind(number)
-        .fetch_optional(ex)
+        .fetch_optional(ex.ex())
         .await?;
     row.map(PrRow::into_pr).transpose()
 }
 
-pub async fn pull_requests_by_head<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn pull_requests_by_head(
+    mut ex: impl Conn,
     repo: RepoId,
     head_sha: &str,
 ) -> Result<Vec<PullRequest>> {
     let rows: Vec<PrRow> = sqlx::query_as(&format!("{PR} WHERE repo_id = $1 AND head_sha = $2"))
         .bind(repo.to_string())
         .bind(head_sha)
-        .fetch_all(ex)
+        .fetch_all(ex.ex())
         .await?;
     rows.into_iter().map(PrRow::into_pr).collect()
 }
 
-pub async fn insert_pull_request<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    repo: RepoId,
-    pr: &PullRequest,
-) -> Result<()> {
+pub async fn insert_pull_request(mut ex: impl Conn, repo: RepoId, pr: &PullRequest) -> Result<()> {
     sqlx::query(
         "INSERT INTO pull_requests (session_id, repo_id, number, url, branch, base, state, head_sha, opened_by, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -245,13 +226,13 @@ pub async fn insert_pull_request<'e>(
     .bind(&pr.opened_by)
     .bind(pr.created_at.0)
     .bind(pr.updated_at.0)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
 
-pub async fn set_pull_request_head<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn set_pull_request_head(
+    mut ex: impl Conn,
     session: SessionId,
     head_sha: &str,
     now: i64,
@@ -260,14 +241,14 @@ pub async fn set_pull_request_head<'e>(
         .bind(head_sha)
         .bind(now)
         .bind(session.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(())
 }
 
 /// Sets the state; false when it already was that.
-pub async fn set_pull_request_state<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn set_pull_request_state(
+    mut ex: impl Conn,
     session: SessionId,
     state: PrState,
     now: i64,
@@ -276,24 +257,21 @@ pub async fn set_pull_request_state<'e>(
         .bind(state.as_str())
         .bind(now)
         .bind(session.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(r.rows_affected() > 0)
 }
 
 /// A session's installation token: `(sealed, expires_at ms)`, unless revoked.
-pub async fn credential<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    session: SessionId,
-) -> Result<Option<(String, i64)>> {
+pub async fn credential(mut ex: impl Conn, session: SessionId) -> Result<Option<(String, i64)>> {
     Ok(sqlx::query_as("SELECT token_sealed, expires_at FROM session_credentials WHERE session_id = $1 AND revoked_at IS NULL")
         .bind(session.to_string())
-        .fetch_optional(ex)
+        .fetch_optional(ex.ex())
         .await?)
 }
 
-pub async fn put_credential<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn put_credential(
+    mut ex: impl Conn,
     session: SessionId,
     sealed: &str,
     expires_at: i64,
@@ -305,14 +283,14 @@ pub async fn put_credential<'e>(
     .bind(session.to_string())
     .bind(sealed)
     .bind(expires_at)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
 
 /// Marks the token `sealed` revoked (not a newer one minted meanwhile); true if it was live.
-pub async fn take_credential<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn take_credential(
+    mut ex: impl Conn,
     session: SessionId,
     sealed: &str,
     now: i64,
@@ -323,36 +301,29 @@ pub async fn take_credential<'e>(
     .bind(now)
     .bind(session.to_string())
     .bind(sealed)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(r.rows_affected() > 0)
 }
 
 /// Sessions that ended (stopped or failed) while their token is still live.
-pub async fn ended_with_credentials<'e>(
-    ex: impl Executor<'e, Database = Any>,
-) -> Result<Vec<SessionId>> {
+pub async fn ended_with_credentials(mut ex: impl Conn) -> Result<Vec<SessionId>> {
     let ids: Vec<String> = sqlx::query_scalar(
         "SELECT c.session_id FROM session_credentials c JOIN sessions s ON s.id = c.session_id
          WHERE c.revoked_at IS NULL AND s.state IN ('stopped', 'failed')",
     )
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?;
     ids.iter().map(|s| super::uuid(s).map(SessionId)).collect()
 }
 
 /// Records a delivery; false when it was seen before.
-pub async fn first_delivery<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: &str,
-    event: &str,
-    now: i64,
-) -> Result<bool> {
+pub async fn first_delivery(mut ex: impl Conn, id: &str, event: &str, now: i64) -> Result<bool> {
     let r = sqlx::query("INSERT INTO github_deliveries (id, event, received_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING")
         .bind(id)
         .bind(event)
         .bind(now)
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(r.rows_affected() > 0)
 }

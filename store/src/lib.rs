@@ -73,20 +73,32 @@ pub struct Tx {
     appended: Vec<(tandem_protocol::SessionId, i64)>,
 }
 
-impl std::ops::Deref for Tx {
-    type Target = sqlx::AnyConnection;
-    fn deref(&self) -> &Self::Target {
-        &self.tx
+/// Where a query runs: the pool (`&Db`) or an open transaction (`&mut Tx`). Every query
+/// function takes one, so callers never see sqlx's types.
+pub trait Conn: Send {
+    /// The executor to run one query on.
+    fn ex(&mut self) -> impl sqlx::Executor<'_, Database = sqlx::Any>;
+}
+
+impl Conn for &Db {
+    fn ex(&mut self) -> impl sqlx::Executor<'_, Database = sqlx::Any> {
+        &self.pool
     }
 }
 
-impl std::ops::DerefMut for Tx {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.tx
+impl Conn for &mut Tx {
+    fn ex(&mut self) -> impl sqlx::Executor<'_, Database = sqlx::Any> {
+        &mut *self.tx
     }
 }
 
 impl Tx {
+    /// The transaction's sqlx connection, for benchmarks and tests that write rows directly
+    /// (like [`Db::raw_pool`], never the server's).
+    pub fn raw(&mut self) -> &mut sqlx::AnyConnection {
+        &mut self.tx
+    }
+
     pub async fn commit(mut self) -> Result<()> {
         if self.backend == Backend::Postgres && !self.appended.is_empty() {
             // Delivered to the other processes when (and only if) the commit happens.
@@ -231,8 +243,9 @@ impl Db {
         Ok(())
     }
 
-    /// The pool, for the query modules.
-    pub fn pool(&self) -> &AnyPool {
+    /// The sqlx pool itself, for tests that tamper with stored rows directly (the server
+    /// passes a `&Db` to the query functions and never uses this; the tidy test keeps it so).
+    pub fn raw_pool(&self) -> &AnyPool {
         &self.pool
     }
 

@@ -1,9 +1,10 @@
 //! Share links and the memberships people took through them.
 
-use sqlx::{Any, Executor, FromRow};
+use sqlx::FromRow;
 use tandem_protocol::live::{Role, ShareLink};
 use tandem_protocol::{SessionId, Timestamp, UserId};
 
+use crate::{Conn, Tx};
 use crate::{Error, Result};
 
 pub fn role_str(r: Role) -> &'static str {
@@ -48,11 +49,7 @@ impl Row {
 
 const COLUMNS: &str = "jti, session_id, role, allow_guests, created_at, expires_at, revoked_at";
 
-pub async fn insert<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    link: &ShareLink,
-    by: UserId,
-) -> Result<()> {
+pub async fn insert(mut ex: impl Conn, link: &ShareLink, by: UserId) -> Result<()> {
     sqlx::query(
         "INSERT INTO share_links (jti, session_id, role, allow_guests, created_by, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
@@ -63,54 +60,48 @@ pub async fn insert<'e>(
     .bind(by.to_string())
     .bind(link.created_at.0)
     .bind(link.expires_at.0)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
 
-pub async fn get<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    jti: &str,
-) -> Result<Option<ShareLink>> {
+pub async fn get(mut ex: impl Conn, jti: &str) -> Result<Option<ShareLink>> {
     let row: Option<Row> =
         sqlx::query_as(&format!("SELECT {COLUMNS} FROM share_links WHERE jti = $1"))
             .bind(jti)
-            .fetch_optional(ex)
+            .fetch_optional(ex.ex())
             .await?;
     row.map(Row::into_link).transpose()
 }
 
-pub async fn list<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    session: SessionId,
-) -> Result<Vec<ShareLink>> {
+pub async fn list(mut ex: impl Conn, session: SessionId) -> Result<Vec<ShareLink>> {
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM share_links WHERE session_id = $1 ORDER BY created_at DESC"
     ))
     .bind(session.to_string())
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?;
     rows.into_iter().map(Row::into_link).collect()
 }
 
 /// Revokes a link and the memberships taken through it; false if it was not live.
-pub async fn revoke(tx: &mut super::Tx, session: SessionId, jti: &str, now: i64) -> Result<bool> {
+pub async fn revoke(tx: &mut Tx, session: SessionId, jti: &str, now: i64) -> Result<bool> {
     let done = sqlx::query("UPDATE share_links SET revoked_at = $1 WHERE jti = $2 AND session_id = $3 AND revoked_at IS NULL")
         .bind(now)
         .bind(jti)
         .bind(session.to_string())
-        .execute(&mut **tx)
+        .execute(&mut *tx.tx)
         .await?;
     sqlx::query("DELETE FROM session_members WHERE via_link = $1")
         .bind(jti)
-        .execute(&mut **tx)
+        .execute(&mut *tx.tx)
         .await?;
     Ok(done.rows_affected() == 1)
 }
 
 /// Records (or upgrades) a signed-in user's membership.
-pub async fn join<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn join(
+    mut ex: impl Conn,
     session: SessionId,
     user: UserId,
     role: Role,
@@ -126,14 +117,14 @@ pub async fn join<'e>(
     .bind(role_str(role))
     .bind(jti)
     .bind(now)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
 
 /// A signed-in user's membership: role and the link it came through.
-pub async fn member<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn member(
+    mut ex: impl Conn,
     session: SessionId,
     user: UserId,
 ) -> Result<Option<(Role, Option<String>)>> {
@@ -142,7 +133,7 @@ pub async fn member<'e>(
     )
     .bind(session.to_string())
     .bind(user.to_string())
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(|(r, j)| Ok((parse_role(&r)?, j))).transpose()
 }

@@ -2,22 +2,19 @@
 //! editing and withdrawing. At most one prompt per session is `running`: a unique partial index
 //! holds that, so two server processes can never run two turns of one session.
 
-use sqlx::{Any, AnyConnection, Executor};
 use tandem_protocol::{Prompt, PromptId, PromptState, SessionId, Usage};
 
 use super::sessions::{PROMPT_COLUMNS, PromptRow};
 use crate::Result;
+use crate::{Conn, Tx};
 
 /// A prompt by id, with the session it belongs to.
-pub async fn get<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: PromptId,
-) -> Result<Option<Prompt>> {
+pub async fn get(mut ex: impl Conn, id: PromptId) -> Result<Option<Prompt>> {
     let row: Option<PromptRow> = sqlx::query_as(&format!(
         "SELECT {PROMPT_COLUMNS} FROM prompts WHERE id = $1"
     ))
     .bind(id.to_string())
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(PromptRow::into_prompt).transpose()
 }
@@ -26,7 +23,7 @@ pub async fn get<'e>(
 /// transaction. `None` when nothing is queued or a turn is already running (then the caller must
 /// roll back: on PostgreSQL the failed insert aborted the transaction).
 pub async fn claim_next(
-    conn: &mut AnyConnection,
+    conn: &mut Tx,
     session: SessionId,
     runner: &str,
     now: i64,
@@ -39,7 +36,7 @@ pub async fn claim_next(
     .bind(runner)
     .bind(now)
     .bind(session.to_string())
-    .fetch_optional(&mut *conn)
+    .fetch_optional(&mut *conn.tx)
     .await;
     match claimed {
         Ok(row) => row.map(PromptRow::into_prompt).transpose(),
@@ -49,29 +46,23 @@ pub async fn claim_next(
 }
 
 /// The session's first queued prompt (the next to run), if any.
-pub async fn next_queued<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    session: SessionId,
-) -> Result<Option<Prompt>> {
+pub async fn next_queued(mut ex: impl Conn, session: SessionId) -> Result<Option<Prompt>> {
     let row: Option<PromptRow> = sqlx::query_as(&format!(
         "SELECT {PROMPT_COLUMNS} FROM prompts WHERE session_id = $1 AND state = 'queued' ORDER BY position LIMIT 1"
     ))
     .bind(session.to_string())
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(PromptRow::into_prompt).transpose()
 }
 
 /// The prompt whose turn is running in `session`, if any.
-pub async fn running<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    session: SessionId,
-) -> Result<Option<Prompt>> {
+pub async fn running(mut ex: impl Conn, session: SessionId) -> Result<Option<Prompt>> {
     let row: Option<PromptRow> = sqlx::query_as(&format!(
         "SELECT {PROMPT_COLUMNS} FROM prompts WHERE session_id = $1 AND state = 'running'"
     ))
     .bind(session.to_string())
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(PromptRow::into_prompt).transpose()
 }
@@ -80,7 +71,7 @@ pub async fn running<'e>(
 /// whose prompt another process took over cannot end that one's run). False if it was not
 /// running (for that runner).
 pub async fn finish(
-    conn: &mut AnyConnection,
+    conn: &mut Tx,
     id: PromptId,
     runner: Option<&str>,
     to: PromptState,
@@ -97,19 +88,14 @@ pub async fn finish(
     .bind(usage.completion_tokens)
     .bind(id.to_string())
     .bind(runner)
-    .execute(conn)
+    .execute(&mut *conn.tx)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
 /// Puts an interrupted prompt back in the queue: `first` keeps its place (it runs next),
 /// otherwise it goes to the back; `count` counts the attempt. False if it was not running.
-pub async fn requeue(
-    conn: &mut AnyConnection,
-    id: PromptId,
-    first: bool,
-    count: bool,
-) -> Result<bool> {
+pub async fn requeue(conn: &mut Tx, id: PromptId, first: bool, count: bool) -> Result<bool> {
     let position = if first {
         "position"
     } else {
@@ -121,14 +107,14 @@ pub async fn requeue(
         i64::from(count)
     ))
     .bind(id.to_string())
-    .execute(conn)
+    .execute(&mut *conn.tx)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
 /// Moves a prompt from `from` to `to`; false if it was not in `from`.
 pub async fn set_state(
-    conn: &mut AnyConnection,
+    conn: &mut Tx,
     id: PromptId,
     from: PromptState,
     to: PromptState,
@@ -137,17 +123,17 @@ pub async fn set_state(
         .bind(to.as_str())
         .bind(id.to_string())
         .bind(from.as_str())
-        .execute(conn)
+        .execute(&mut *conn.tx)
         .await?;
     Ok(done.rows_affected() == 1)
 }
 
 /// Changes a queued prompt's text; false if it is no longer queued.
-pub async fn edit(conn: &mut AnyConnection, id: PromptId, text: &str) -> Result<bool> {
+pub async fn edit(conn: &mut Tx, id: PromptId, text: &str) -> Result<bool> {
     let done = sqlx::query("UPDATE prompts SET text = $1 WHERE id = $2 AND state = 'queued'")
         .bind(text)
         .bind(id.to_string())
-        .execute(conn)
+        .execute(&mut *conn.tx)
         .await?;
     Ok(done.rows_affected() == 1)
 }
@@ -164,12 +150,7 @@ pub enum Lease {
 }
 
 /// Says `runner` still runs prompt `id`.
-pub async fn heartbeat<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: PromptId,
-    runner: &str,
-    now: i64,
-) -> Result<Lease> {
+pub async fn heartbeat(mut ex: impl Conn, id: PromptId, runner: &str, now: i64) -> Result<Lease> {
     let row: Option<(Option<String>,)> = sqlx::query_as(
         "UPDATE prompts SET heartbeat_at = $1 WHERE id = $2 AND runner = $3 AND state = 'running'
          RETURNING stop_requested_by",
@@ -177,7 +158,7 @@ pub async fn heartbeat<'e>(
     .bind(now)
     .bind(id.to_string())
     .bind(runner)
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     Ok(match row {
         None => Lease::Lost,
@@ -188,23 +169,19 @@ pub async fn heartbeat<'e>(
 
 /// Records that `by` asked to stop running prompt `id` (for a process that may miss the
 /// notification).
-pub async fn request_stop<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: PromptId,
-    by: &str,
-) -> Result<()> {
+pub async fn request_stop(mut ex: impl Conn, id: PromptId, by: &str) -> Result<()> {
     sqlx::query("UPDATE prompts SET stop_requested_by = $1 WHERE id = $2 AND state = 'running'")
         .bind(by)
         .bind(id.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(())
 }
 
 /// Running prompts whose runner is gone: `runner` itself (it restarted), or any runner that has
 /// not sent a heartbeat since `stale_before`.
-pub async fn orphaned<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn orphaned(
+    mut ex: impl Conn,
     runner: Option<&str>,
     stale_before: i64,
 ) -> Result<Vec<Prompt>> {
@@ -214,23 +191,20 @@ pub async fn orphaned<'e>(
     ))
     .bind(runner)
     .bind(stale_before)
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?;
     rows.into_iter().map(PromptRow::into_prompt).collect()
 }
 
 /// Sessions with queued prompts in `live` states (to kick after a restart).
-pub async fn sessions_with_queue<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    live: &[&str],
-) -> Result<Vec<SessionId>> {
+pub async fn sessions_with_queue(mut ex: impl Conn, live: &[&str]) -> Result<Vec<SessionId>> {
     let states: Vec<String> = live.iter().map(|s| format!("'{s}'")).collect();
     let rows: Vec<(String,)> = sqlx::query_as(&format!(
         "SELECT DISTINCT p.session_id FROM prompts p JOIN sessions s ON s.id = p.session_id
          WHERE p.state = 'queued' AND s.state IN ({})",
         states.join(", ")
     ))
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?;
     rows.into_iter()
         .map(|(id,)| super::uuid(&id).map(SessionId))

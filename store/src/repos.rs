@@ -1,8 +1,9 @@
 //! Repos.
 
-use sqlx::{Any, Executor, FromRow};
+use sqlx::FromRow;
 use tandem_protocol::{Repo, RepoId, Timestamp, UserId};
 
+use crate::Conn;
 use crate::Result;
 
 #[derive(FromRow)]
@@ -34,7 +35,7 @@ impl RepoRow {
 const COLUMNS: &str = "id, name, url, default_branch, created_by, created_at, warm_pool";
 
 /// Inserts a repo; a duplicate name is a unique violation.
-pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, repo: &Repo) -> Result<()> {
+pub async fn insert(mut ex: impl Conn, repo: &Repo) -> Result<()> {
     sqlx::query(
         "INSERT INTO repos (id, name, url, default_branch, created_by, created_at, warm_pool) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
@@ -45,42 +46,38 @@ pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, repo: &Repo) -> R
     .bind(repo.created_by.to_string())
     .bind(repo.created_at.0)
     .bind(repo.warm_pool)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
 
 /// A repo by id.
-pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: RepoId) -> Result<Option<Repo>> {
+pub async fn get(mut ex: impl Conn, id: RepoId) -> Result<Option<Repo>> {
     let row: Option<RepoRow> =
         sqlx::query_as(&format!("SELECT {COLUMNS} FROM repos WHERE id = $1"))
             .bind(id.to_string())
-            .fetch_optional(ex)
+            .fetch_optional(ex.ex())
             .await?;
     row.map(RepoRow::into_repo).transpose()
 }
 
 /// All repos by name.
-pub async fn list<'e>(ex: impl Executor<'e, Database = Any>, limit: i64) -> Result<Vec<Repo>> {
+pub async fn list(mut ex: impl Conn, limit: i64) -> Result<Vec<Repo>> {
     let rows: Vec<RepoRow> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM repos ORDER BY name LIMIT $1"
     ))
     .bind(limit)
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?;
     rows.into_iter().map(RepoRow::into_repo).collect()
 }
 
 /// Sets a repo's warm pool size; false if there is no such repo.
-pub async fn set_warm_pool<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: RepoId,
-    size: i64,
-) -> Result<bool> {
+pub async fn set_warm_pool(mut ex: impl Conn, id: RepoId, size: i64) -> Result<bool> {
     let done = sqlx::query("UPDATE repos SET warm_pool = $1 WHERE id = $2")
         .bind(size)
         .bind(id.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(done.rows_affected() == 1)
 }

@@ -1,25 +1,21 @@
 //! Secrets, stored encrypted (the `secrets` module holds the key and does the crypto).
 
-use sqlx::{Any, Executor};
-
+use crate::Conn;
 use crate::Result;
 
 /// An encrypted secret: `(nonce, ciphertext)`, both base64.
-pub async fn get<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    name: &str,
-) -> Result<Option<(String, String)>> {
+pub async fn get(mut ex: impl Conn, name: &str) -> Result<Option<(String, String)>> {
     Ok(
         sqlx::query_as("SELECT nonce, ciphertext FROM secrets WHERE name = $1")
             .bind(name)
-            .fetch_optional(ex)
+            .fetch_optional(ex.ex())
             .await?,
     )
 }
 
 /// Stores or replaces a secret.
-pub async fn put<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn put(
+    mut ex: impl Conn,
     name: &str,
     nonce: &str,
     ciphertext: &str,
@@ -33,26 +29,26 @@ pub async fn put<'e>(
     .bind(nonce)
     .bind(ciphertext)
     .bind(now)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
 
 /// Deletes a secret; false if there was none.
-pub async fn delete<'e>(ex: impl Executor<'e, Database = Any>, name: &str) -> Result<bool> {
+pub async fn delete(mut ex: impl Conn, name: &str) -> Result<bool> {
     Ok(sqlx::query("DELETE FROM secrets WHERE name = $1")
         .bind(name)
-        .execute(ex)
+        .execute(ex.ex())
         .await?
         .rows_affected()
         == 1)
 }
 
 /// Every secret's name and update time, by name.
-pub async fn list<'e>(ex: impl Executor<'e, Database = Any>) -> Result<Vec<(String, i64)>> {
+pub async fn list(mut ex: impl Conn) -> Result<Vec<(String, i64)>> {
     Ok(
         sqlx::query_as("SELECT name, updated_at FROM secrets ORDER BY name")
-            .fetch_all(ex)
+            .fetch_all(ex.ex())
             .await?,
     )
 }

@@ -1,8 +1,9 @@
 //! Sessions and their prompts.
 
-use sqlx::{Any, AnyConnection, Executor, FromRow};
+use sqlx::FromRow;
 use tandem_protocol::*;
 
+use crate::{Conn, Tx};
 use crate::{Error, Result};
 
 #[derive(FromRow)]
@@ -85,7 +86,7 @@ const SELECT: &str =
     FROM sessions s JOIN repos r ON r.id = s.repo_id";
 
 /// Inserts a session row (with `last_seq = 0`).
-pub async fn insert(conn: &mut AnyConnection, s: &Session) -> Result<()> {
+pub async fn insert(conn: &mut Tx, s: &Session) -> Result<()> {
     sqlx::query(
         "INSERT INTO sessions (id, repo_id, state, title, branch, author_kind, author_user_id, author_name,
          created_at, updated_at, last_seq, parent_id, agent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12)",
@@ -102,13 +103,13 @@ pub async fn insert(conn: &mut AnyConnection, s: &Session) -> Result<()> {
     .bind(s.updated_at.0)
     .bind(s.parent_id.map(|p| p.to_string()))
     .bind(agent_json(&s.agent))
-    .execute(conn)
+    .execute(&mut *conn.tx)
     .await?;
     Ok(())
 }
 
 /// Appends a prompt at the end of the session's queue.
-pub async fn insert_prompt(conn: &mut AnyConnection, p: &Prompt) -> Result<()> {
+pub async fn insert_prompt(conn: &mut Tx, p: &Prompt) -> Result<()> {
     let mode = match p.mode {
         PromptMode::Queue => "queue",
         PromptMode::Steer => "steer",
@@ -127,19 +128,16 @@ pub async fn insert_prompt(conn: &mut AnyConnection, p: &Prompt) -> Result<()> {
     .bind(p.state.as_str())
     .bind(p.created_at.0)
     .bind(p.agent.as_ref().map(agent_json))
-    .execute(conn)
+    .execute(&mut *conn.tx)
     .await?;
     Ok(())
 }
 
 /// A session by id.
-pub async fn get<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: SessionId,
-) -> Result<Option<Session>> {
+pub async fn get(mut ex: impl Conn, id: SessionId) -> Result<Option<Session>> {
     let row: Option<SessionRow> = sqlx::query_as(&format!("{SELECT} WHERE s.id = $1"))
         .bind(id.to_string())
-        .fetch_optional(ex)
+        .fetch_optional(ex.ex())
         .await?;
     row.map(SessionRow::into_session).transpose()
 }
@@ -147,8 +145,8 @@ pub async fn get<'e>(
 /// Counts one more model request of session `id` unless it has made `cap` already; returns
 /// how many it has made, this one included, or `None` at the cap (one statement: concurrent
 /// requests and servers never pass it together).
-pub async fn count_model_request<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn count_model_request(
+    mut ex: impl Conn,
     id: SessionId,
     cap: i64,
 ) -> Result<Option<i64>> {
@@ -158,26 +156,23 @@ pub async fn count_model_request<'e>(
     )
     .bind(id.to_string())
     .bind(cap)
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     Ok(n.map(|(n,)| n))
 }
 
 /// How many model requests session `id` has made.
-pub async fn model_requests<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: SessionId,
-) -> Result<i64> {
+pub async fn model_requests(mut ex: impl Conn, id: SessionId) -> Result<i64> {
     let n: Option<(i64,)> = sqlx::query_as("SELECT model_requests FROM sessions WHERE id = $1")
         .bind(id.to_string())
-        .fetch_optional(ex)
+        .fetch_optional(ex.ex())
         .await?;
     Ok(n.map_or(0, |(n,)| n))
 }
 
 /// Sessions, newest first, optionally filtered.
-pub async fn list<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn list(
+    mut ex: impl Conn,
     repo: Option<RepoId>,
     state: Option<SessionState>,
     limit: i64,
@@ -189,7 +184,7 @@ pub async fn list<'e>(
     .bind(repo.map(|r| r.to_string()))
     .bind(state.map(|s| s.as_str()))
     .bind(limit)
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?;
     rows.into_iter().map(SessionRow::into_session).collect()
 }
@@ -234,15 +229,12 @@ impl PromptRow {
 }
 
 /// A session's prompts in queue order.
-pub async fn prompts<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    session: SessionId,
-) -> Result<Vec<Prompt>> {
+pub async fn prompts(mut ex: impl Conn, session: SessionId) -> Result<Vec<Prompt>> {
     let rows: Vec<PromptRow> = sqlx::query_as(&format!(
         "SELECT {PROMPT_COLUMNS} FROM prompts WHERE session_id = $1 ORDER BY position"
     ))
     .bind(session.to_string())
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?;
     rows.into_iter().map(PromptRow::into_prompt).collect()
 }
@@ -250,7 +242,7 @@ pub async fn prompts<'e>(
 /// Moves a session to `to` and appends the `state_changed` event, in the caller's transaction.
 /// Returns the previous state; `None` if the session does not exist.
 pub async fn transition(
-    conn: &mut super::Tx,
+    conn: &mut Tx,
     id: SessionId,
     to: SessionState,
     reason: Option<String>,
@@ -261,19 +253,19 @@ pub async fn transition(
     let touched = sqlx::query("UPDATE sessions SET updated_at = $1 WHERE id = $2")
         .bind(now)
         .bind(id.to_string())
-        .execute(&mut **conn)
+        .execute(&mut *conn.tx)
         .await?;
     if touched.rows_affected() == 0 {
         return Ok(None);
     }
     let (from,): (String,) = sqlx::query_as("SELECT state FROM sessions WHERE id = $1")
         .bind(id.to_string())
-        .fetch_one(&mut **conn)
+        .fetch_one(&mut *conn.tx)
         .await?;
     sqlx::query("UPDATE sessions SET state = $1 WHERE id = $2")
         .bind(to.as_str())
         .bind(id.to_string())
-        .execute(&mut **conn)
+        .execute(&mut *conn.tx)
         .await?;
     let from = SessionState::parse(&from)
         .ok_or_else(|| Error::Internal(format!("stored state {from:?} unknown")))?;
@@ -284,7 +276,7 @@ pub async fn transition(
 /// Moves a session to `to` only if it is in one of `from` (appending `state_changed`), in the
 /// caller's transaction. Returns the state it was in when it moved.
 pub async fn transition_from(
-    conn: &mut super::Tx,
+    conn: &mut Tx,
     id: SessionId,
     from: &[SessionState],
     to: SessionState,
@@ -299,7 +291,7 @@ pub async fn transition_from(
     ))
     .bind(now)
     .bind(id.to_string())
-    .fetch_optional(&mut **conn)
+    .fetch_optional(&mut *conn.tx)
     .await?;
     let Some((was,)) = row else { return Ok(None) };
     let was = SessionState::parse(&was)
@@ -311,41 +303,32 @@ pub async fn transition_from(
 }
 
 /// The live session whose workspace is `wid`.
-pub async fn by_workspace<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    wid: &str,
-) -> Result<Option<SessionId>> {
+pub async fn by_workspace(mut ex: impl Conn, wid: &str) -> Result<Option<SessionId>> {
     let row: Option<(String,)> = sqlx::query_as(
         "SELECT id FROM sessions WHERE workspace_id = $1 AND state IN ('ready', 'running', 'idle')",
     )
     .bind(wid)
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(|(id,)| super::uuid(&id).map(SessionId)).transpose()
 }
 
 /// A session's agent.
-pub async fn agent<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: SessionId,
-) -> Result<Option<AgentSpec>> {
+pub async fn agent(mut ex: impl Conn, id: SessionId) -> Result<Option<AgentSpec>> {
     let row: Option<(String,)> = sqlx::query_as("SELECT agent FROM sessions WHERE id = $1")
         .bind(id.to_string())
-        .fetch_optional(ex)
+        .fetch_optional(ex.ex())
         .await?;
     row.map(|(a,)| agent_spec(&a)).transpose()
 }
 
 /// Sessions spawned from `parent`, oldest first.
-pub async fn children<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    parent: SessionId,
-) -> Result<Vec<Session>> {
+pub async fn children(mut ex: impl Conn, parent: SessionId) -> Result<Vec<Session>> {
     let rows: Vec<SessionRow> = sqlx::query_as(&format!(
         "{SELECT} WHERE s.parent_id = $1 ORDER BY s.created_at, s.id"
     ))
     .bind(parent.to_string())
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?;
     rows.into_iter().map(SessionRow::into_session).collect()
 }
@@ -372,8 +355,8 @@ impl WorkspaceRow {
 }
 
 /// Records the workspace a session runs in, on the host of server `host`.
-pub async fn set_workspace<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn set_workspace(
+    mut ex: impl Conn,
     id: SessionId,
     host: &str,
     workspace_id: Option<&str>,
@@ -388,63 +371,49 @@ pub async fn set_workspace<'e>(
         .bind(pid)
         .bind(host)
         .bind(id.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(())
 }
 
 /// Records that server `host` is starting the session's workspace (before it has one).
-pub async fn set_host<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: SessionId,
-    host: &str,
-) -> Result<()> {
+pub async fn set_host(mut ex: impl Conn, id: SessionId, host: &str) -> Result<()> {
     sqlx::query("UPDATE sessions SET workspace_host = $1 WHERE id = $2")
         .bind(host)
         .bind(id.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(())
 }
 
 /// Moves the commit a session's changes are measured from (after a rebase onto a newer base).
-pub async fn set_base_commit<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: SessionId,
-    base_commit: &str,
-) -> Result<()> {
+pub async fn set_base_commit(mut ex: impl Conn, id: SessionId, base_commit: &str) -> Result<()> {
     sqlx::query("UPDATE sessions SET base_commit = $1 WHERE id = $2")
         .bind(base_commit)
         .bind(id.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(())
 }
 
 /// A session's workspace record.
-pub async fn workspace<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: SessionId,
-) -> Result<Option<WorkspaceRow>> {
+pub async fn workspace(mut ex: impl Conn, id: SessionId) -> Result<Option<WorkspaceRow>> {
     Ok(sqlx::query_as(
         "SELECT id, state, workspace_id, base_commit, workspace_pid, snapshot_id, workspace_host FROM sessions WHERE id = $1",
     )
     .bind(id.to_string())
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?)
 }
 
 /// Sessions in `states`, oldest first (for recovery and supervision).
-pub async fn in_states<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    states: &[SessionState],
-) -> Result<Vec<WorkspaceRow>> {
+pub async fn in_states(mut ex: impl Conn, states: &[SessionState]) -> Result<Vec<WorkspaceRow>> {
     let list: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
     Ok(sqlx::query_as(&format!(
         "SELECT id, state, workspace_id, base_commit, workspace_pid, snapshot_id, workspace_host FROM sessions
          WHERE state IN ({}) ORDER BY created_at",
         list.join(", ")
     ))
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?)
 }

@@ -1,8 +1,9 @@
 //! Snapshots.
 
-use sqlx::{Any, Executor, FromRow};
+use sqlx::FromRow;
 use tandem_protocol::{RepoId, Snapshot, SnapshotId, SnapshotState, Timestamp};
 
+use crate::Conn;
 use crate::{Error, Result};
 
 #[derive(FromRow)]
@@ -72,7 +73,7 @@ impl Row {
 }
 
 /// Inserts a snapshot (usually `building`).
-pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, s: &Snapshot) -> Result<()> {
+pub async fn insert(mut ex: impl Conn, s: &Snapshot) -> Result<()> {
     sqlx::query(
         "INSERT INTO snapshots (id, repo_id, state, branch, image_digest, agent_version, log, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -85,13 +86,13 @@ pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, s: &Snapshot) -> 
     .bind(&s.agent_version)
     .bind(&s.log)
     .bind(s.created_at.0)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
 
 /// Writes a finished build's outcome.
-pub async fn finish<'e>(ex: impl Executor<'e, Database = Any>, s: &Snapshot) -> Result<()> {
+pub async fn finish(mut ex: impl Conn, s: &Snapshot) -> Result<()> {
     sqlx::query(
         "UPDATE snapshots SET state = $1, commit_sha = $2, recipe_hash = $3, size_bytes = $4, build_ms = $5,
          error = $6, log = $7, finished_at = $8 WHERE id = $9",
@@ -105,64 +106,52 @@ pub async fn finish<'e>(ex: impl Executor<'e, Database = Any>, s: &Snapshot) -> 
     .bind(&s.log)
     .bind(s.finished_at.map(|t| t.0))
     .bind(s.id.to_string())
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
 
 /// One snapshot.
-pub async fn get<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: SnapshotId,
-) -> Result<Option<Snapshot>> {
+pub async fn get(mut ex: impl Conn, id: SnapshotId) -> Result<Option<Snapshot>> {
     let row: Option<Row> =
         sqlx::query_as(&format!("SELECT {COLUMNS} FROM snapshots WHERE id = $1"))
             .bind(id.to_string())
-            .fetch_optional(ex)
+            .fetch_optional(ex.ex())
             .await?;
     row.map(Row::into_snapshot).transpose()
 }
 
 /// A repo's snapshots, newest first.
-pub async fn list<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    repo: RepoId,
-) -> Result<Vec<Snapshot>> {
+pub async fn list(mut ex: impl Conn, repo: RepoId) -> Result<Vec<Snapshot>> {
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM snapshots WHERE repo_id = $1 ORDER BY created_at DESC, id LIMIT 100"
     ))
     .bind(repo.to_string())
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?;
     rows.into_iter().map(Row::into_snapshot).collect()
 }
 
 /// The newest snapshot that built successfully.
-pub async fn latest_ready<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    repo: RepoId,
-) -> Result<Option<Snapshot>> {
+pub async fn latest_ready(mut ex: impl Conn, repo: RepoId) -> Result<Option<Snapshot>> {
     let row: Option<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM snapshots WHERE repo_id = $1 AND state = 'ready' AND quarantined_at IS NULL
          ORDER BY created_at DESC, id LIMIT 1"
     ))
     .bind(repo.to_string())
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(Row::into_snapshot).transpose()
 }
 
 /// The newest built snapshot of `repo`, set aside or not (what a rebuild would build again).
-pub async fn latest_built<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    repo: RepoId,
-) -> Result<Option<Snapshot>> {
+pub async fn latest_built(mut ex: impl Conn, repo: RepoId) -> Result<Option<Snapshot>> {
     let row: Option<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM snapshots WHERE repo_id = $1 AND state = 'ready'
          ORDER BY created_at DESC, id LIMIT 1"
     ))
     .bind(repo.to_string())
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(Row::into_snapshot).transpose()
 }
@@ -173,7 +162,7 @@ pub async fn boot_failed(db: &super::Db, id: SnapshotId, limit: i64, now: i64) -
     let mut tx = db.begin().await?;
     sqlx::query("UPDATE snapshots SET boot_failures = boot_failures + 1 WHERE id = $1")
         .bind(id.to_string())
-        .execute(&mut *tx)
+        .execute(&mut *tx.tx)
         .await?;
     let done = sqlx::query(
         "UPDATE snapshots SET quarantined_at = $1
@@ -184,68 +173,58 @@ pub async fn boot_failed(db: &super::Db, id: SnapshotId, limit: i64, now: i64) -
     .bind(now)
     .bind(id.to_string())
     .bind(limit)
-    .execute(&mut *tx)
+    .execute(&mut *tx.tx)
     .await?;
     tx.commit().await?;
     Ok(done.rows_affected() == 1)
 }
 
 /// A session started well from snapshot `id`: its failures no longer count.
-pub async fn boot_succeeded<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: SnapshotId,
-) -> Result<()> {
+pub async fn boot_succeeded(mut ex: impl Conn, id: SnapshotId) -> Result<()> {
     sqlx::query("UPDATE snapshots SET boot_failures = 0 WHERE id = $1 AND boot_failures <> 0")
         .bind(id.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(())
 }
 
 /// Marks a snapshot collected (its layer deleted).
-pub async fn mark_collected<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: SnapshotId,
-) -> Result<()> {
+pub async fn mark_collected(mut ex: impl Conn, id: SnapshotId) -> Result<()> {
     sqlx::query("UPDATE snapshots SET state = 'collected' WHERE id = $1")
         .bind(id.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(())
 }
 
 /// True while a build of `repo` is running.
-pub async fn building<'e>(ex: impl Executor<'e, Database = Any>, repo: RepoId) -> Result<bool> {
+pub async fn building(mut ex: impl Conn, repo: RepoId) -> Result<bool> {
     let (n,): (i64,) =
         sqlx::query_as("SELECT COUNT(*) FROM snapshots WHERE repo_id = $1 AND state = 'building'")
             .bind(repo.to_string())
-            .fetch_one(ex)
+            .fetch_one(ex.ex())
             .await?;
     Ok(n > 0)
 }
 
 /// Marks builds left `building` by a previous process as failed.
-pub async fn fail_interrupted<'e>(ex: impl Executor<'e, Database = Any>, now: i64) -> Result<u64> {
+pub async fn fail_interrupted(mut ex: impl Conn, now: i64) -> Result<u64> {
     let done = sqlx::query(
         "UPDATE snapshots SET state = 'failed', error = 'the server restarted during the build', finished_at = $1
          WHERE state = 'building'",
     )
     .bind(now)
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(done.rows_affected())
 }
 
 /// Replaces a building snapshot's log (progress while it builds).
-pub async fn set_log<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    id: SnapshotId,
-    log: &str,
-) -> Result<()> {
+pub async fn set_log(mut ex: impl Conn, id: SnapshotId, log: &str) -> Result<()> {
     sqlx::query("UPDATE snapshots SET log = $1 WHERE id = $2")
         .bind(log)
         .bind(id.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! API tokens and one-time login codes; only their SHA-256 hashes are stored.
 
-use sqlx::{Any, Executor, FromRow};
+use sqlx::FromRow;
 use tandem_protocol::{Timestamp, TokenId, TokenInfo, UserId};
 
+use crate::Conn;
 use crate::Result;
 
 #[derive(FromRow)]
@@ -27,8 +28,8 @@ impl TokenRow {
 }
 
 /// Stores a new token's hash.
-pub async fn insert<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn insert(
+    mut ex: impl Conn,
     user: UserId,
     info: &TokenInfo,
     token_hash: &str,
@@ -42,7 +43,7 @@ pub async fn insert<'e>(
     .bind(token_hash)
     .bind(info.created_at.0)
     .bind(info.expires_at.map(|t| t.0))
-    .execute(ex)
+    .execute(ex.ex())
     .await?;
     Ok(())
 }
@@ -56,15 +57,12 @@ pub struct TokenOwner {
 }
 
 /// Looks a token up by hash.
-pub async fn find_by_hash<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    hash: &str,
-) -> Result<Option<TokenOwner>> {
+pub async fn find_by_hash(mut ex: impl Conn, hash: &str) -> Result<Option<TokenOwner>> {
     let row: Option<(String, String, Option<i64>, Option<i64>)> = sqlx::query_as(
         "SELECT id, user_id, expires_at, revoked_at FROM api_tokens WHERE token_hash = $1",
     )
     .bind(hash)
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(|(id, user, expires_at, revoked_at)| {
         Ok(TokenOwner {
@@ -78,49 +76,41 @@ pub async fn find_by_hash<'e>(
 }
 
 /// Records a use (best effort, for display).
-pub async fn touch<'e>(ex: impl Executor<'e, Database = Any>, id: TokenId, now: i64) -> Result<()> {
+pub async fn touch(mut ex: impl Conn, id: TokenId, now: i64) -> Result<()> {
     sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
         .bind(now)
         .bind(id.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(())
 }
 
 /// A user's live (not revoked) tokens, newest first.
-pub async fn list<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    user: UserId,
-) -> Result<Vec<TokenInfo>> {
+pub async fn list(mut ex: impl Conn, user: UserId) -> Result<Vec<TokenInfo>> {
     let rows: Vec<TokenRow> = sqlx::query_as(
         "SELECT id, name, created_at, expires_at, last_used_at FROM api_tokens
          WHERE user_id = $1 AND revoked_at IS NULL ORDER BY created_at DESC",
     )
     .bind(user.to_string())
-    .fetch_all(ex)
+    .fetch_all(ex.ex())
     .await?;
     rows.into_iter().map(TokenRow::into_info).collect()
 }
 
 /// Revokes one of a user's tokens; false if there was no such live token.
-pub async fn revoke<'e>(
-    ex: impl Executor<'e, Database = Any>,
-    user: UserId,
-    id: TokenId,
-    now: i64,
-) -> Result<bool> {
+pub async fn revoke(mut ex: impl Conn, user: UserId, id: TokenId, now: i64) -> Result<bool> {
     let done = sqlx::query("UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND user_id = $3 AND revoked_at IS NULL")
         .bind(now)
         .bind(id.to_string())
         .bind(user.to_string())
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(done.rows_affected() == 1)
 }
 
 /// Stores a one-time login code's hash.
-pub async fn insert_login_code<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn insert_login_code(
+    mut ex: impl Conn,
     user: UserId,
     code_hash: &str,
     now: i64,
@@ -131,15 +121,15 @@ pub async fn insert_login_code<'e>(
         .bind(user.to_string())
         .bind(now)
         .bind(expires_at)
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(())
 }
 
 /// Marks a login code used and returns its user, if it was unused and unexpired. Atomic: a code
 /// works once even when two requests race.
-pub async fn redeem_login_code<'e>(
-    ex: impl Executor<'e, Database = Any>,
+pub async fn redeem_login_code(
+    mut ex: impl Conn,
     code_hash: &str,
     now: i64,
 ) -> Result<Option<UserId>> {
@@ -149,7 +139,7 @@ pub async fn redeem_login_code<'e>(
     )
     .bind(now)
     .bind(code_hash)
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(|(u,)| Ok(UserId(super::uuid(&u)?))).transpose()
 }

@@ -1,8 +1,9 @@
 //! Users.
 
-use sqlx::{Any, Executor, FromRow};
+use sqlx::FromRow;
 use tandem_protocol::{Timestamp, User, UserId};
 
+use crate::Conn;
 use crate::Result;
 
 #[derive(FromRow)]
@@ -25,41 +26,41 @@ impl UserRow {
 }
 
 /// Inserts a user.
-pub async fn insert<'e>(ex: impl Executor<'e, Database = Any>, user: &User) -> Result<()> {
+pub async fn insert(mut ex: impl Conn, user: &User) -> Result<()> {
     sqlx::query("INSERT INTO users (id, name, is_admin, created_at) VALUES ($1, $2, $3, $4)")
         .bind(user.id.to_string())
         .bind(&user.name)
         .bind(i64::from(user.is_admin))
         .bind(user.created_at.0)
-        .execute(ex)
+        .execute(ex.ex())
         .await?;
     Ok(())
 }
 
 /// A user by id.
-pub async fn get<'e>(ex: impl Executor<'e, Database = Any>, id: UserId) -> Result<Option<User>> {
+pub async fn get(mut ex: impl Conn, id: UserId) -> Result<Option<User>> {
     let row: Option<UserRow> =
         sqlx::query_as("SELECT id, name, is_admin, created_at FROM users WHERE id = $1")
             .bind(id.to_string())
-            .fetch_optional(ex)
+            .fetch_optional(ex.ex())
             .await?;
     row.map(UserRow::into_user).transpose()
 }
 
 /// The first admin (oldest), if any.
-pub async fn first_admin<'e>(ex: impl Executor<'e, Database = Any>) -> Result<Option<User>> {
+pub async fn first_admin(mut ex: impl Conn) -> Result<Option<User>> {
     let row: Option<UserRow> = sqlx::query_as(
         "SELECT id, name, is_admin, created_at FROM users WHERE is_admin = 1 ORDER BY created_at LIMIT 1",
     )
-    .fetch_optional(ex)
+    .fetch_optional(ex.ex())
     .await?;
     row.map(UserRow::into_user).transpose()
 }
 
 /// How many users exist.
-pub async fn count<'e>(ex: impl Executor<'e, Database = Any>) -> Result<i64> {
+pub async fn count(mut ex: impl Conn) -> Result<i64> {
     let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users")
-        .fetch_one(ex)
+        .fetch_one(ex.ex())
         .await?;
     Ok(n)
 }

@@ -132,7 +132,7 @@ pub async fn another_user(s: &TestServer, name: &str) -> (User, String) {
         is_admin: false,
         created_at: Timestamp(0),
     };
-    tandem_server::db::users::insert(s.state.db.pool(), &user)
+    tandem_server::db::users::insert(&s.state.db, &user)
         .await
         .unwrap();
     let token = tandem_server::auth::create_api_token(&s.state.db, &user, "tests", None)
@@ -727,7 +727,7 @@ async fn a_long_turn(
             .any(|e| matches!(e.kind, EventKind::ToolCall { .. }))
     })
     .await;
-    let prompt = tandem_server::db::prompts::running(s.state.db.pool(), id)
+    let prompt = tandem_server::db::prompts::running(&s.state.db, id)
         .await
         .unwrap()
         .expect("a running prompt");
@@ -740,7 +740,7 @@ async fn a_stop_asked_elsewhere_is_found_at_the_next_heartbeat_when_its_notifica
         return;
     };
     // What a stop through another server leaves in the store; its notification never came.
-    tandem_server::db::prompts::request_stop(s.state.db.pool(), prompt.id, "Remy")
+    tandem_server::db::prompts::request_stop(&s.state.db, prompt.id, "Remy")
         .await
         .unwrap();
     let evs = wait_events(&s, id, ended(1)).await;

@@ -256,7 +256,7 @@ async fn api_tokens_are_hashed_listed_expire_and_revoke(s: TestServer) {
     // Stored hashed: the secret appears nowhere in the database.
     let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM api_tokens WHERE token_hash = $1")
         .bind(&created.token)
-        .fetch_one(s.state.db.pool())
+        .fetch_one(s.state.db.raw_pool())
         .await
         .unwrap();
     assert_eq!(n, 0, "a token is stored as its hash only");
@@ -292,7 +292,7 @@ async fn api_tokens_are_hashed_listed_expire_and_revoke(s: TestServer) {
         .parse();
     sqlx::query("UPDATE api_tokens SET expires_at = 1 WHERE id = $1")
         .bind(short.info.id.to_string())
-        .execute(s.state.db.pool())
+        .execute(s.state.db.raw_pool())
         .await
         .unwrap();
     let msg = s

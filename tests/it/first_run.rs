@@ -340,7 +340,7 @@ async fn a_server_whose_image_is_gone_still_stops_the_workspaces_it_runs() {
         ))
         .await
         .unwrap();
-        tandem_server::db::sessions::workspace(db.pool(), id)
+        tandem_server::db::sessions::workspace(&db, id)
             .await
             .unwrap()
             .unwrap()

@@ -270,7 +270,7 @@ async fn a_session_workspace_survives_a_server_crash_and_is_supervised_again() {
         ))
         .await
         .unwrap();
-        tandem_server::db::sessions::workspace(db.pool(), id)
+        tandem_server::db::sessions::workspace(&db, id)
             .await
             .unwrap()
             .unwrap()

@@ -189,7 +189,7 @@ async fn a_session_boots_from_the_snapshot_at_the_branch_head_runs_commands_and_
         is_admin: false,
         created_at: Timestamp(0),
     };
-    tandem_server::db::users::insert(s.state.db.pool(), &other)
+    tandem_server::db::users::insert(&s.state.db, &other)
         .await
         .unwrap();
     let bob = tandem_server::auth::create_api_token(&s.state.db, &other, "bob", None)
@@ -351,7 +351,7 @@ async fn a_session_whose_workspace_dies_is_marked_failed_and_the_server_carries_
             .state,
         SessionState::Ready
     );
-    let row = tandem_server::db::sessions::workspace(s.state.db.pool(), id)
+    let row = tandem_server::db::sessions::workspace(&s.state.db, id)
         .await
         .unwrap()
         .unwrap();
@@ -436,7 +436,7 @@ async fn a_warm_pool_keeps_workspaces_started_and_new_sessions_claim_them() {
         matches!(&e.kind, EventKind::BootPhase { phase: BootPhase::Starting, detail: Some(d), .. } if d.contains("warm pool"))
     });
     assert!(from_pool, "{:#?}", events(&s, id).await);
-    let row = tandem_server::db::sessions::workspace(s.state.db.pool(), id)
+    let row = tandem_server::db::sessions::workspace(&s.state.db, id)
         .await
         .unwrap()
         .unwrap();
@@ -799,7 +799,7 @@ async fn fifty_session_start_stop_cycles_leave_no_mount_cgroup_or_process() {
             SessionState::Ready,
             "cycle {i}"
         );
-        let row = tandem_server::db::sessions::workspace(s.state.db.pool(), id)
+        let row = tandem_server::db::sessions::workspace(&s.state.db, id)
             .await
             .unwrap()
             .unwrap();
@@ -922,7 +922,7 @@ async fn the_agent_serves_shared_terminals() {
         .await
         .parse();
     wait_state(&s, created.session.id, &[SessionState::Ready]).await;
-    let row = tandem_server::db::sessions::workspace(s.state.db.pool(), created.session.id)
+    let row = tandem_server::db::sessions::workspace(&s.state.db, created.session.id)
         .await
         .unwrap()
         .unwrap();
@@ -1050,7 +1050,7 @@ async fn recipes_set_limits_and_sessions_wait_for_readiness_checks() {
         "ready\n",
         "ready only once the check passed"
     );
-    let wid = tandem_server::db::sessions::workspace(s.state.db.pool(), id)
+    let wid = tandem_server::db::sessions::workspace(&s.state.db, id)
         .await
         .unwrap()
         .unwrap()
@@ -1219,7 +1219,7 @@ async fn stored_session(
     }
     if let Some(host) = host {
         db::sessions::set_workspace(
-            s.state.db.pool(),
+            &s.state.db,
             id,
             host,
             Some(&format!("w-{}", id.0.simple())),
@@ -1352,7 +1352,7 @@ async fn on_postgresql_another_server_answers_for_a_session_by_forwarding_to_its
     // A host whose server cannot be reached: a clear 503, not a hang.
     let host = a.state.workspaces().unwrap().host_id.clone();
     tandem_server::db::servers::register(
-        a.state.db.pool(),
+        &a.state.db,
         &host,
         "http://127.0.0.1:1",
         tandem_server::now_ms(),

@@ -73,12 +73,12 @@ async fn events_are_append_only_and_gap_free_under_concurrency(s: TestServer) {
 
     let upd = sqlx::query("UPDATE events SET payload = '{}' WHERE session_id = $1")
         .bind(id.to_string())
-        .execute(s.state.db.pool())
+        .execute(s.state.db.raw_pool())
         .await;
     assert!(upd.unwrap_err().to_string().contains("append-only"));
     let del = sqlx::query("DELETE FROM events WHERE session_id = $1")
         .bind(id.to_string())
-        .execute(s.state.db.pool())
+        .execute(s.state.db.raw_pool())
         .await;
     assert!(del.unwrap_err().to_string().contains("append-only"));
 }
@@ -86,7 +86,7 @@ matrix!(events_are_append_only_and_gap_free_under_concurrency);
 
 async fn actions_are_audited(s: TestServer) {
     make_repo(&s, "acme/web").await;
-    let recent = db::audit::recent(s.state.db.pool(), 10).await.unwrap();
+    let recent = db::audit::recent(&s.state.db, 10).await.unwrap();
     assert!(recent.iter().any(|(a, _)| a == "repo.create"), "{recent:?}");
     assert!(
         recent.iter().any(|(a, _)| a == "token.create"),
@@ -237,7 +237,7 @@ async fn github_credentials_deliveries_and_pull_requests(s: TestServer) {
     .unwrap()
     .session
     .id;
-    let pool = s.state.db.pool();
+    let pool = &s.state.db;
 
     db::github::put_credential(pool, id, "sealed-1", 1000)
         .await

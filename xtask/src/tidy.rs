@@ -59,6 +59,11 @@ pub const FORBIDDEN: &[(&str, &[&str], &str)] = &[
         ],
         "turns run the agent; what happens after a turn is a hook set in serve.rs",
     ),
+    (
+        "server/src",
+        &["raw_pool", "raw()"],
+        "the server reaches the store through its query functions (`&Db`, `&mut Tx`), never sqlx",
+    ),
 ];
 
 /// Source roots the rules look at.
@@ -67,6 +72,7 @@ const ROOTS: &[&str] = &[
     "server",
     "store",
     "host",
+    "media",
     "workspace-agent",
     "frontend",
     "xtask",
@@ -174,9 +180,9 @@ pub fn check(files: &[Source]) -> Vec<Finding> {
             if !in_module(&f.path, prefix) {
                 continue;
             }
-            for (line, import) in imports(&f.text) {
-                if let Some(b) = banned.iter().find(|b| mentions(&import, b)) {
-                    find(format!("line {line} imports `{b}`: {why}"));
+            for (line, code) in code_lines(&f.text) {
+                if let Some(b) = banned.iter().find(|b| mentions(&code, b)) {
+                    find(format!("line {line} uses `{b}`: {why}"));
                 }
             }
         }
@@ -218,6 +224,15 @@ fn production_lines(text: &str) -> usize {
     text.lines()
         .take_while(|l| !l.starts_with("#[cfg(test)]"))
         .count()
+}
+
+/// `(line number, code)` of each line that is not a comment (a trailing comment cut off).
+fn code_lines(text: &str) -> Vec<(usize, String)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .map(|(i, l)| (i + 1, l.split("//").next().unwrap_or("").to_string()))
+        .collect()
 }
 
 /// `(line number, text)` of each path a file names: its `use` items and `crate::…` paths in code
@@ -495,6 +510,10 @@ mod tests {
                 "//! G.\nuse crate::{Error, sessions::Session};\n",
             ),
             src("server/src/sessions/h.rs", "//! H.\nuse crate::db::Db;\n"),
+            src(
+                "server/src/repos.rs",
+                "//! R.\nfn f(db: &Db) {\n    let _ = db.raw_pool();\n}\n",
+            ),
         ];
         let found: Vec<String> = check(&files).iter().map(|f| f.to_string()).collect();
         let has = |file: &str, what: &str| {
@@ -507,10 +526,11 @@ mod tests {
         };
         has("server/src/a.rs", "`//!` line");
         has("server/src/b.rs", "601 lines");
-        has("server/src/sessions/e.rs", "line 2 imports `axum`");
-        has("server/src/sessions/e.rs", "line 3 imports `crate::github`");
+        has("server/src/sessions/e.rs", "line 2 uses `axum`");
+        has("server/src/sessions/e.rs", "line 3 uses `crate::github`");
         has("server/src/config/f.rs", "imports `crate::sessions`");
         has("server/src/error.rs", "imports `crate::sessions`");
+        has("server/src/repos.rs", "line 3 uses `raw_pool`");
         let clean = [
             "server/src/c.rs",
             "tests/it/d.rs",

@@ -70,7 +70,7 @@ pub fn cookie(headers: &axum::http::HeaderMap, name: &str) -> Option<String> {
 async fn user_for_jwt(state: &AppState, token: &str) -> Result<User> {
     let claims = state.jwt.verify(token)?;
     if let Some(jti) = &claims.jti
-        && db::revoked::is_revoked(state.db.pool(), jti).await?
+        && db::revoked::is_revoked(&state.db, jti).await?
     {
         return Err(Error::Unauthorized(
             "this login was signed out; sign in again".into(),
@@ -80,7 +80,7 @@ async fn user_for_jwt(state: &AppState, token: &str) -> Result<User> {
         .sub
         .parse()
         .map_err(|_| Error::Unauthorized("login token is not valid".into()))?;
-    db::users::get(state.db.pool(), id)
+    db::users::get(&state.db, id)
         .await?
         .ok_or_else(|| Error::Unauthorized("the login's user no longer exists".into()))
 }

@@ -45,9 +45,9 @@ pub async fn create_api_token(
         last_used_at: None,
     };
     let mut tx = db.begin().await?;
-    db::tokens::insert(&mut *tx, user.id, &info, &hash_secret(&token)).await?;
+    db::tokens::insert(&mut tx, user.id, &info, &hash_secret(&token)).await?;
     db::audit::record(
-        &mut *tx,
+        &mut tx,
         now,
         db::audit::Entry {
             actor_user_id: Some(user.id),
@@ -67,7 +67,7 @@ pub async fn create_login_code(db: &Db, user: UserId) -> Result<String> {
     let now = now_ms();
     let code = new_secret(LOGIN_CODE_PREFIX);
     db::tokens::insert_login_code(
-        db.pool(),
+        db,
         user,
         &hash_secret(&code),
         now,
@@ -85,7 +85,7 @@ pub fn login_url(public_url: &str, code: &str) -> String {
 
 /// Resolves an API token to its user, refusing unknown, revoked and expired tokens.
 pub async fn user_for_api_token(db: &Db, token: &str) -> Result<User> {
-    let owner = db::tokens::find_by_hash(db.pool(), &hash_secret(token))
+    let owner = db::tokens::find_by_hash(db, &hash_secret(token))
         .await?
         .ok_or_else(|| Error::Unauthorized("unknown API token".into()))?;
     let now = now_ms();
@@ -95,29 +95,29 @@ pub async fn user_for_api_token(db: &Db, token: &str) -> Result<User> {
     if owner.expires_at.is_some_and(|e| e <= now) {
         return Err(Error::Unauthorized("API token expired".into()));
     }
-    db::tokens::touch(db.pool(), owner.token_id, now).await?;
-    db::users::get(db.pool(), owner.user_id)
+    db::tokens::touch(db, owner.token_id, now).await?;
+    db::users::get(db, owner.user_id)
         .await?
         .ok_or_else(|| Error::Unauthorized("the token's user no longer exists".into()))
 }
 
 /// Redeems a one-time login code.
 pub async fn user_for_login_code(db: &Db, code: &str) -> Result<User> {
-    let user = db::tokens::redeem_login_code(db.pool(), &hash_secret(code), now_ms())
+    let user = db::tokens::redeem_login_code(db, &hash_secret(code), now_ms())
         .await?
         .ok_or_else(|| {
             Error::Unauthorized(
                 "login code unknown, already used or expired; ask for a new link".into(),
             )
         })?;
-    db::users::get(db.pool(), user)
+    db::users::get(db, user)
         .await?
         .ok_or_else(|| Error::Unauthorized("the login code's user no longer exists".into()))
 }
 
 /// On an empty database, creates the `admin` user and returns a one-time login code for it.
 pub async fn bootstrap_admin(db: &Db) -> Result<Option<String>> {
-    if db::users::count(db.pool()).await? > 0 {
+    if db::users::count(db).await? > 0 {
         return Ok(None);
     }
     let admin = User {
@@ -126,14 +126,14 @@ pub async fn bootstrap_admin(db: &Db) -> Result<Option<String>> {
         is_admin: true,
         created_at: Timestamp(now_ms()),
     };
-    db::users::insert(db.pool(), &admin).await?;
+    db::users::insert(db, &admin).await?;
     Ok(Some(create_login_code(db, admin.id).await?))
 }
 
 /// The first admin, for local commands run next to the data dir (`tandem token create`,
 /// `tandem login-link`).
 pub async fn local_admin(db: &Db) -> Result<User> {
-    db::users::first_admin(db.pool())
+    db::users::first_admin(db)
         .await?
         .ok_or_else(|| Error::NotFound("no admin user yet; start `tandem serve` once first".into()))
 }

@@ -1,6 +1,7 @@
 //! A typed client for the REST API, used by the `tandem` CLI and the integration tests.
 
-pub mod desktop;
+/// The receive-only desktop viewer (in `tandem-media`).
+pub use tandem_media::viewer as desktop;
 pub mod live;
 
 use reqwest::{Method, RequestBuilder, StatusCode};

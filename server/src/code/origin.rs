@@ -134,7 +134,7 @@ async fn allowed(app: &AppState, id: SessionId, subject: &str) -> Result<()> {
     let user_id = subject
         .parse()
         .map_err(|_| Error::Unauthorized("this VS Code link is not valid".into()))?;
-    let user = db::users::get(app.db.pool(), user_id)
+    let user = db::users::get(&app.db, user_id)
         .await?
         .ok_or_else(|| Error::Unauthorized("this VS Code link's person is gone".into()))?;
     super::require_driver(app, id, &user).await

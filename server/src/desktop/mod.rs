@@ -13,8 +13,8 @@ use tandem_protocol::live::DesktopInput;
 use crate::state::AppState;
 use crate::{Error, Result};
 
-pub mod encode;
-pub mod peer;
+// The media pipeline is its own crate (`tandem-media`).
+pub use tandem_media::{encode, peer};
 pub mod vnc;
 
 /// Most input events in one message.

@@ -167,14 +167,14 @@ impl Gw {
 
     /// The session this workspace belongs to now.
     async fn session(&self) -> Result<SessionId> {
-        db::sessions::by_workspace(self.app.db.pool(), &self.wid)
+        db::sessions::by_workspace(&self.app.db, &self.wid)
             .await?
             .ok_or_else(|| Error::Forbidden("this workspace belongs to no live session".into()))
     }
 
     /// Who the agent acts for: the author of the running prompt, as an automation.
     async fn author(&self, session: SessionId) -> Result<Author> {
-        let running = db::prompts::running(self.app.db.pool(), session).await?;
+        let running = db::prompts::running(&self.app.db, session).await?;
         let (user_id, name) = match running {
             Some(p) => (p.author.user_id, p.author.name),
             None => {
@@ -246,8 +246,7 @@ pub(super) async fn chat(State(g): State<Gw>, body: Bytes) -> Result<Response> {
     let session = g.session().await?;
     let cap = g.app.config.agents.max_model_requests_per_session;
     // Counted in the store: the budget holds across restarts and across a cluster's servers.
-    let counted =
-        crate::db::sessions::count_model_request(g.app.db.pool(), session, cap.into()).await?;
+    let counted = crate::db::sessions::count_model_request(&g.app.db, session, cap.into()).await?;
     if counted.is_none() {
         return Err(Error::TooMany(format!(
             "this session's model budget is used up ({cap} requests; max_model_requests_per_session under [agents])"

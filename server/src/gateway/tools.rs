@@ -78,7 +78,7 @@ pub(super) async fn pull_request(
 ) -> Result<Json<tandem_protocol::github::PullRequest>> {
     let session = g.session().await?;
     // Only while the agent works for someone: the pull request is theirs.
-    let author = db::prompts::running(g.app.db.pool(), session)
+    let author = db::prompts::running(&g.app.db, session)
         .await?
         .map(|p| p.author)
         .ok_or_else(|| {
@@ -144,7 +144,7 @@ pub(super) async fn attachment(
     } else {
         name
     };
-    let running = db::prompts::running(g.app.db.pool(), session)
+    let running = db::prompts::running(&g.app.db, session)
         .await?
         .map(|p| p.id);
     let now = crate::now_ms();

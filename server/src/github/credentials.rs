@@ -16,7 +16,7 @@ fn sealed_name(session: SessionId) -> String {
 /// The GitHub repository behind `session`, or a `not_a_github_repo` refusal.
 pub async fn linked(gh: &GitHub, session: SessionId) -> Result<LinkedRepo> {
     let detail = crate::sessions::get(&gh.db, session).await?;
-    db::github::linked_repo(gh.db.pool(), detail.session.repo_id).await?.ok_or_else(|| Error::Refused {
+    db::github::linked_repo(&gh.db, detail.session.repo_id).await?.ok_or_else(|| Error::Refused {
         code: "not_a_github_repo",
         message: format!("{} is not a GitHub repository imported through the App (`tandem repo import owner/name`)", detail.session.repo_name),
     })
@@ -34,7 +34,7 @@ pub async fn for_session(gh: &GitHub, session: SessionId) -> Result<(LinkedRepo,
             "session {session} has ended; its GitHub credential is revoked"
         )));
     }
-    if let Some((sealed, expires_at)) = db::github::credential(gh.db.pool(), session).await?
+    if let Some((sealed, expires_at)) = db::github::credential(&gh.db, session).await?
         && expires_at - RENEW_MARGIN_MS > now_ms()
     {
         let token = gh.secrets.open_value(&sealed_name(session), &sealed)?;
@@ -45,7 +45,7 @@ pub async fn for_session(gh: &GitHub, session: SessionId) -> Result<(LinkedRepo,
     // just now may still be using it.
     let token = gh.mint(repo.installation_id, Some(&repo.name)).await?;
     let sealed = gh.secrets.seal_value(&sealed_name(session), &token.token)?;
-    db::github::put_credential(gh.db.pool(), session, &sealed, token.expires_at).await?;
+    db::github::put_credential(&gh.db, session, &sealed, token.expires_at).await?;
     gh.remember_token(session, Some(&token.token));
     tracing::info!(%session, repo = %repo.full_name(), "minted the session's GitHub token");
     Ok((repo, token))
@@ -55,13 +55,13 @@ pub async fn for_session(gh: &GitHub, session: SessionId) -> Result<(LinkedRepo,
 pub async fn revoke(gh: &GitHub, session: SessionId) -> Result<bool> {
     let lock = gh.token_lock(session);
     let _one = lock.lock().await;
-    let Some((sealed, _)) = db::github::credential(gh.db.pool(), session).await? else {
+    let Some((sealed, _)) = db::github::credential(&gh.db, session).await? else {
         return Ok(false);
     };
     let token = gh.secrets.open_value(&sealed_name(session), &sealed)?;
     // GitHub first: a failure leaves the row live, so the next sweep tries again.
     gh.revoke(&token).await?;
-    db::github::take_credential(gh.db.pool(), session, &sealed, now_ms()).await?;
+    db::github::take_credential(&gh.db, session, &sealed, now_ms()).await?;
     gh.remember_token(session, None);
     tracing::info!(%session, "revoked the session's GitHub token");
     Ok(true)
@@ -71,7 +71,7 @@ pub async fn revoke(gh: &GitHub, session: SessionId) -> Result<bool> {
 /// a restart, or when revoking at the moment it ended failed.
 pub async fn revoke_ended(gh: &GitHub) -> Result<usize> {
     let mut n = 0;
-    for session in db::github::ended_with_credentials(gh.db.pool()).await? {
+    for session in db::github::ended_with_credentials(&gh.db).await? {
         match revoke(gh, session).await {
             Ok(true) => n += 1,
             Ok(false) => {}

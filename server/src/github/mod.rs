@@ -236,7 +236,7 @@ impl GitHub {
 
     /// The `http.extraHeader` the server's git uses for `repo`'s remote, when it is a GitHub repo.
     pub async fn remote_auth(&self, repo: &Repo) -> Result<Option<String>> {
-        let Some(linked) = db::github::linked_repo(self.db.pool(), repo.id).await? else {
+        let Some(linked) = db::github::linked_repo(&self.db, repo.id).await? else {
             return Ok(None);
         };
         let token = self.host_token(linked.installation_id).await?;
@@ -296,7 +296,7 @@ pub async fn commit_identity(
     author: &tandem_protocol::Author,
 ) -> Result<(String, String)> {
     if let Some(user) = author.user_id
-        && let Some(a) = db::github::account_of(db.pool(), user).await?
+        && let Some(a) = db::github::account_of(db, user).await?
     {
         let name = a
             .name

@@ -128,7 +128,7 @@ pub async fn person_token(
     user: UserId,
     force: bool,
 ) -> Result<Option<String>> {
-    let Some(account) = db::github::account_of(app.db.pool(), user).await? else {
+    let Some(account) = db::github::account_of(&app.db, user).await? else {
         return Ok(None);
     };
     let Some(sealed) = account.token_sealed else {
@@ -156,7 +156,7 @@ pub async fn person_token(
         }
     };
     db::github::set_tokens(
-        app.db.pool(),
+        &app.db,
         &account.user_id,
         &app.secrets.seal_value(&sealed_name(user), &fresh.access)?,
         fresh
@@ -203,11 +203,11 @@ pub async fn complete(
         .get("/user", None::<&()>)
         .await
         .map_err(|e| super::upstream("reading the signed-in user", &e))?;
-    let linked = db::github::account_by_github_id(app.db.pool(), me.id).await?;
+    let linked = db::github::account_by_github_id(&app.db, me.id).await?;
     let user = match (linked, current) {
         (Some(a), current) => {
             let user = db::users::get(
-                app.db.pool(),
+                &app.db,
                 a.user_id
                     .parse()
                     .map_err(|_| Error::Internal("stored user id".into()))?,
@@ -254,9 +254,9 @@ pub async fn complete(
             .transpose()?,
         token_expires_at: tokens.expires_at,
     };
-    db::github::put_account(app.db.pool(), &account, now_ms()).await?;
+    db::github::put_account(&app.db, &account, now_ms()).await?;
     db::audit::record(
-        app.db.pool(),
+        &app.db,
         now_ms(),
         db::audit::Entry {
             actor_user_id: Some(user.id),
@@ -284,7 +284,7 @@ async fn new_user(app: &AppState, login: &str) -> Result<User> {
             is_admin: false,
             created_at: Timestamp(now_ms()),
         };
-        match db::users::insert(app.db.pool(), &user).await {
+        match db::users::insert(&app.db, &user).await {
             Ok(()) => return Ok(user),
             Err(e) if e.is_unique_violation() => {
                 continue;
@@ -348,7 +348,7 @@ pub async fn installable(app: &AppState, gh: &GitHub) -> Result<Vec<GithubRepo>>
             let last = batch.repositories.len() < 100;
             for r in batch.repositories {
                 let (owner, name) = r.full_name.split_once('/').unwrap_or_default();
-                let imported_as = db::github::linked_repo_by_name(app.db.pool(), owner, name)
+                let imported_as = db::github::linked_repo_by_name(&app.db, owner, name)
                     .await?
                     .and_then(|l| l.repo_id.parse().ok());
                 out.push(GithubRepo {
@@ -383,7 +383,7 @@ pub async fn import(
         .split_once('/')
         .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
         .ok_or_else(|| Error::Invalid(format!("{full_name:?} is not owner/name")))?;
-    if let Some(l) = db::github::linked_repo_by_name(app.db.pool(), owner, name).await? {
+    if let Some(l) = db::github::linked_repo_by_name(&app.db, owner, name).await? {
         return Err(Error::Conflict(format!(
             "{full_name} is already imported (repo {})",
             l.repo_id

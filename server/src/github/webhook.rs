@@ -79,7 +79,7 @@ pub async fn receive(
             "not about a Tandem session's pull request",
         ));
     };
-    if !db::github::first_delivery(app.db.pool(), delivery, event, now_ms()).await? {
+    if !db::github::first_delivery(&app.db, delivery, event, now_ms()).await? {
         return Ok(Outcome::Duplicate);
     }
     // The delivery id is not signed: a captured delivery replayed under a new id is the same
@@ -95,9 +95,7 @@ pub async fn receive(
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
     };
-    if !db::github::first_delivery(app.db.pool(), &format!("sha256-{signed}"), event, now_ms())
-        .await?
-    {
+    if !db::github::first_delivery(&app.db, &format!("sha256-{signed}"), event, now_ms()).await? {
         return Ok(Outcome::Duplicate);
     }
     let action = payload["action"].as_str().unwrap_or_default();
@@ -111,7 +109,7 @@ pub async fn receive(
                 ("reopened" | "opened", _) => PrState::Open,
                 _ => return Ok(Outcome::Ignored("pull request action not tracked")),
             };
-            if !db::github::set_pull_request_state(app.db.pool(), session, state, now_ms()).await? {
+            if !db::github::set_pull_request_state(&app.db, session, state, now_ms()).await? {
                 return Ok(Outcome::Ignored("state unchanged"));
             }
             EventKind::PrState {
@@ -170,7 +168,7 @@ async fn session_of(app: &AppState, event: &str, p: &Value) -> Result<Option<(Se
     ) else {
         return Ok(None);
     };
-    let Some(linked) = db::github::linked_repo_by_name(app.db.pool(), owner, name).await? else {
+    let Some(linked) = db::github::linked_repo_by_name(&app.db, owner, name).await? else {
         return Ok(None);
     };
     let repo = linked
@@ -188,7 +186,7 @@ async fn session_of(app: &AppState, event: &str, p: &Value) -> Result<Option<(Se
         _ => None,
     };
     if let Some(n) = number {
-        return Ok(db::github::pull_request_by_number(app.db.pool(), repo, n)
+        return Ok(db::github::pull_request_by_number(&app.db, repo, n)
             .await?
             .map(|pr| (pr.session_id, pr.number)));
     }
@@ -197,7 +195,7 @@ async fn session_of(app: &AppState, event: &str, p: &Value) -> Result<Option<(Se
         .as_str()
         .or_else(|| p["sha"].as_str());
     let Some(sha) = sha else { return Ok(None) };
-    Ok(db::github::pull_requests_by_head(app.db.pool(), repo, sha)
+    Ok(db::github::pull_requests_by_head(&app.db, repo, sha)
         .await?
         .into_iter()
         .next()
@@ -225,7 +223,7 @@ async fn comment(
     // The same comment delivered again under another delivery id is still one prompt.
     let comment_id = p["comment"]["id"].as_i64().unwrap_or_default();
     if !db::github::first_delivery(
-        app.db.pool(),
+        &app.db,
         &format!("comment-{comment_id}"),
         "issue_comment",
         now_ms(),
@@ -241,7 +239,7 @@ async fn comment(
         ignored: Some(why.to_string()),
     };
     let github_id = p["comment"]["user"]["id"].as_i64().unwrap_or_default();
-    let Some(account) = db::github::account_by_github_id(app.db.pool(), github_id).await? else {
+    let Some(account) = db::github::account_by_github_id(&app.db, github_id).await? else {
         let kind = ignored("the commenter has not signed in to Tandem with GitHub");
         crate::sessions::workspace::event(&app.db, session, kind).await?;
         return Ok(Outcome::Recorded);
@@ -250,7 +248,7 @@ async fn comment(
         .user_id
         .parse()
         .map_err(|_| Error::Internal("stored user id".into()))?;
-    let user = db::users::get(app.db.pool(), user_id)
+    let user = db::users::get(&app.db, user_id)
         .await?
         .ok_or_else(|| Error::Internal("a linked account's user is gone".into()))?;
     if crate::sessions::access::require(&app.db, session, &user, Role::Driver)

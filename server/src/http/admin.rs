@@ -50,7 +50,7 @@ async fn set_secret(
         target: &name,
         detail: serde_json::json!({}),
     };
-    db::audit::record(state.db.pool(), now_ms(), entry).await?;
+    db::audit::record(&state.db, now_ms(), entry).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -60,7 +60,7 @@ async fn delete_secret(
     Path(name): Path<String>,
 ) -> Result<StatusCode> {
     require_admin(&user)?;
-    if !db::secrets::delete(state.db.pool(), &name).await? {
+    if !db::secrets::delete(&state.db, &name).await? {
         return Err(Error::NotFound(format!("no secret {name:?}")));
     }
     let entry = db::audit::Entry {
@@ -70,7 +70,7 @@ async fn delete_secret(
         target: &name,
         detail: serde_json::json!({}),
     };
-    db::audit::record(state.db.pool(), now_ms(), entry).await?;
+    db::audit::record(&state.db, now_ms(), entry).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -89,6 +89,6 @@ async fn audit(
     }
     let target = q.session.map(|s| s.to_string());
     Ok(Json(
-        db::audit::list(state.db.pool(), target.as_deref(), q.before, limit).await?,
+        db::audit::list(&state.db, target.as_deref(), q.before, limit).await?,
     ))
 }

@@ -45,7 +45,7 @@ async fn login(
     };
     let jwt = state.jwt.issue(user.id, BROWSER_LOGIN_TTL_SECS)?;
     db::audit::record(
-        state.db.pool(),
+        &state.db,
         now_ms(),
         db::audit::Entry {
             actor_user_id: Some(user.id),
@@ -84,7 +84,7 @@ async fn logout(
     if let Some(claims) = token.and_then(|t| state.jwt.verify(&t).ok())
         && let Some(jti) = &claims.jti
     {
-        db::revoked::revoke(state.db.pool(), jti, claims.exp * 1000, now_ms()).await?;
+        db::revoked::revoke(&state.db, jti, claims.exp * 1000, now_ms()).await?;
     }
     Ok((
         AppendHeaders([(

@@ -89,7 +89,7 @@ async fn callback(
     // Signed in already: GitHub gets linked to this user.
     let current = match cookie(&headers, SESSION_COOKIE).map(|jwt| state.jwt.verify(&jwt)) {
         Some(Ok(claims)) => match claims.sub.parse() {
-            Ok(id) => db::users::get(state.db.pool(), id).await?,
+            Ok(id) => db::users::get(&state.db, id).await?,
             Err(_) => None,
         },
         _ => None,
@@ -176,7 +176,7 @@ async fn show_pr(
     access::require(&state.db, id, &user.0, Role::Viewer).await?;
     // Repos not on GitHub say so (the web app then shows no pull request controls).
     github::credentials::linked(pr::github(&state)?, id).await?;
-    db::github::pull_request(state.db.pool(), id)
+    db::github::pull_request(&state.db, id)
         .await?
         .map(Json)
         .ok_or_else(|| Error::NotFound("this session has no pull request".into()))
@@ -189,15 +189,13 @@ async fn open_pr(
     body: Option<Json<CreatePr>>,
 ) -> Result<(StatusCode, Json<PullRequest>)> {
     access::require(&state.db, id, &user.0, Role::Driver).await?;
-    if db::prompts::running(state.db.pool(), id).await?.is_some() {
+    if db::prompts::running(&state.db, id).await?.is_some() {
         return Err(Error::Conflict(
             "a turn is running; open the pull request when it ends (or ask the agent to open it)"
                 .into(),
         ));
     }
-    let had = db::github::pull_request(state.db.pool(), id)
-        .await?
-        .is_some();
+    let had = db::github::pull_request(&state.db, id).await?.is_some();
     let pr = pr::open(
         &state,
         id,
@@ -223,7 +221,7 @@ async fn signed_artifact(
     if !github::artifact_sig_holds(&state.jwt, id, &sig, crate::now_ms() / 1000) {
         return Err(Error::NotFound("no such artifact link".into()));
     }
-    let (info, body) = db::artifacts::by_id(state.db.pool(), id)
+    let (info, body) = db::artifacts::by_id(&state.db, id)
         .await?
         .ok_or_else(|| Error::NotFound("no such artifact".into()))?;
     Ok(artifact_response(info, body))

@@ -39,7 +39,7 @@ async fn list(
     Path(id): Path<SessionId>,
 ) -> Result<Json<Vec<ShareLink>>> {
     access::require(&state.db, id, &user.0, Role::Owner).await?;
-    Ok(Json(db::links::list(state.db.pool(), id).await?))
+    Ok(Json(db::links::list(&state.db, id).await?))
 }
 
 /// Revokes a link (owner only) and disconnects everyone who came through it.
@@ -74,7 +74,7 @@ async fn join(
         }));
     }
     db::links::join(
-        state.db.pool(),
+        &state.db,
         session,
         user.0.id,
         link.role,

@@ -30,7 +30,7 @@ async fn set_warm_pool(
     Json(req): Json<SetWarmPool>,
 ) -> Result<Json<Repo>> {
     repos::validate_warm_pool(req.size)?;
-    if !db::repos::set_warm_pool(state.db.pool(), id, req.size).await? {
+    if !db::repos::set_warm_pool(&state.db, id, req.size).await? {
         return Err(Error::NotFound(format!("no repo {id}")));
     }
     Ok(Json(with_pool(&state, repos::get(&state.db, id).await?)))

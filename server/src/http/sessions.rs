@@ -328,7 +328,7 @@ async fn artifact(
     _user: CurrentUser,
     Path((id, artifact)): Path<(SessionId, ArtifactId)>,
 ) -> Result<axum::response::Response> {
-    let (info, body) = crate::db::artifacts::get(state.db.pool(), id, artifact)
+    let (info, body) = crate::db::artifacts::get(&state.db, id, artifact)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no artifact {artifact} in this session")))?;
     Ok(super::github::artifact_response(info, body))

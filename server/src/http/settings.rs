@@ -61,7 +61,7 @@ async fn update(
         // Names only: values may be keys.
         detail: serde_json::json!({ "changed": changed }),
     };
-    db::audit::record(state.db.pool(), now_ms(), entry).await?;
+    db::audit::record(&state.db, now_ms(), entry).await?;
     crate::scheduler::wake_model_waiters(&state);
     view(&state).await
 }

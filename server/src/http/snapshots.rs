@@ -36,7 +36,7 @@ async fn list(
     Path(id): Path<RepoId>,
 ) -> Result<Json<Vec<Snapshot>>> {
     repos::get(&state.db, id).await?;
-    Ok(Json(db::snapshots::list(state.db.pool(), id).await?))
+    Ok(Json(db::snapshots::list(&state.db, id).await?))
 }
 
 async fn show(
@@ -44,7 +44,7 @@ async fn show(
     _user: CurrentUser,
     Path(id): Path<SnapshotId>,
 ) -> Result<Json<Snapshot>> {
-    db::snapshots::get(state.db.pool(), id)
+    db::snapshots::get(&state.db, id)
         .await?
         .map(Json)
         .ok_or_else(|| Error::NotFound(format!("no snapshot {id}")))

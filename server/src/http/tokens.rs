@@ -27,7 +27,7 @@ async fn create(
 }
 
 async fn list(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<TokenInfo>>> {
-    Ok(Json(db::tokens::list(state.db.pool(), user.0.id).await?))
+    Ok(Json(db::tokens::list(&state.db, user.0.id).await?))
 }
 
 async fn revoke(
@@ -35,7 +35,7 @@ async fn revoke(
     user: CurrentUser,
     Path(id): Path<TokenId>,
 ) -> Result<StatusCode> {
-    if db::tokens::revoke(state.db.pool(), user.0.id, id, now_ms()).await? {
+    if db::tokens::revoke(&state.db, user.0.id, id, now_ms()).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(Error::NotFound(format!("no live token {id}")))

@@ -122,7 +122,7 @@ async fn run(
     // A link's holders also go when it expires, as when it is revoked.
     let mut expiry = None;
     if let Some(jti) = &access.jti {
-        let (gone, expires_at) = match db::links::get(state.db.pool(), jti).await {
+        let (gone, expires_at) = match db::links::get(&state.db, jti).await {
             Ok(Some(link)) => (
                 link.revoked_at.is_some() || link.expires_at.0 <= crate::now_ms(),
                 Some(link.expires_at.0),
@@ -496,13 +496,8 @@ async fn pump(db: db::Db, session: SessionId, after: i64, out: Outbox) {
     let mut last = after;
     loop {
         loop {
-            let page = match db::events::list_after(
-                db.pool(),
-                session,
-                last,
-                MAX_EVENTS_PER_FRAME as i64,
-            )
-            .await
+            let page = match db::events::list_after(&db, session, last, MAX_EVENTS_PER_FRAME as i64)
+                .await
             {
                 Ok(p) => p,
                 Err(e) => {

@@ -44,7 +44,7 @@ pub fn spawn_boot(state: &AppState, id: SessionId) {
                 // trouble is not the session's.
                 let others = !state.workspaces.is_ok()
                     && db::servers::any_since(
-                        state.db.pool(),
+                        &state.db,
                         now_ms() - 3 * crate::cluster::REFRESH.as_millis() as i64,
                     )
                     .await?;
@@ -97,7 +97,7 @@ async fn retry_waiting(state: AppState) {
                 Err(p) => state.workspaces.still_missing(p),
             }
         }
-        match db::sessions::in_states(state.db.pool(), &[SessionState::Queued]).await {
+        match db::sessions::in_states(&state.db, &[SessionState::Queued]).await {
             Ok(rows) => {
                 for row in rows {
                     if let Ok(id) = row.id.parse() {
@@ -131,7 +131,7 @@ pub async fn start(state: &AppState) -> Result<()> {
     let started = match state.workspaces.get() {
         Ok(ws) => start_host(state, ws).await,
         Err(_) => {
-            for row in db::sessions::in_states(state.db.pool(), &[SessionState::Queued]).await? {
+            for row in db::sessions::in_states(&state.db, &[SessionState::Queued]).await? {
                 if let Ok(id) = row.id.parse() {
                     spawn_boot(state, id);
                 }
@@ -151,7 +151,7 @@ async fn start_host(state: &AppState, ws: Arc<Host>) -> Result<()> {
     // Where the other servers forward requests about this host's sessions.
     crate::cluster::register(state, ws.host_id.clone());
     crate::sessions::pool::remove_orphans(&ws).await?;
-    for row in db::sessions::in_states(db.pool(), &[SessionState::Starting]).await? {
+    for row in db::sessions::in_states(&db, &[SessionState::Starting]).await? {
         // Another server's host is starting that one.
         if !row.hosted_by(&ws.host_id) {
             continue;
@@ -180,13 +180,13 @@ async fn start_host(state: &AppState, ws: Arc<Host>) -> Result<()> {
             let _ = ws.runtime.stop(&wid, crate::runtime::Keep::Upper).await;
         }
     }
-    for row in db::sessions::in_states(db.pool(), &[SessionState::Queued]).await? {
+    for row in db::sessions::in_states(&db, &[SessionState::Queued]).await? {
         if let Ok(id) = row.id.parse() {
             spawn_boot(state, id);
         }
     }
     // Live workspaces this host runs get their egress name servers back.
-    for row in db::sessions::in_states(db.pool(), &SessionState::LIVE).await? {
+    for row in db::sessions::in_states(&db, &SessionState::LIVE).await? {
         if row.hosted_by(&ws.host_id)
             && let Some(wid) = &row.workspace_id
             && let Err(e) = ws.runtime.reattach(wid).await
@@ -194,7 +194,7 @@ async fn start_host(state: &AppState, ws: Arc<Host>) -> Result<()> {
             tracing::warn!(workspace = %wid, error = %e, "taking a workspace's network back failed");
         }
     }
-    db::snapshots::fail_interrupted(db.pool(), now_ms()).await?;
+    db::snapshots::fail_interrupted(&db, now_ms()).await?;
     crate::turns::recover(state).await?;
     tokio::spawn(supervise(
         state.clone(),
@@ -226,7 +226,7 @@ fn record_blocked_egress(state: &AppState) {
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(_) => return,
             };
-            match db::sessions::by_workspace(db.pool(), &b.workspace).await {
+            match db::sessions::by_workspace(&db, &b.workspace).await {
                 Ok(Some(session)) => {
                     if let Err(e) =
                         workspace::event(&db, session, EventKind::EgressBlocked { name: b.name })
@@ -272,7 +272,7 @@ async fn supervise(
         {
             tracing::warn!(error = %e, "revoking ended sessions' GitHub tokens failed");
         }
-        let rows = match db::sessions::in_states(db.pool(), &SessionState::LIVE).await {
+        let rows = match db::sessions::in_states(&db, &SessionState::LIVE).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "supervisor could not list sessions");
@@ -310,7 +310,7 @@ async fn supervise(
 /// Starts a refill for every repo whose pool is not at its size (refills run in the background;
 /// one per repo at a time).
 async fn keep_pools_full(db: &Db, ws: &Arc<Host>, pool: &Arc<crate::sessions::pool::WarmPool>) {
-    let Ok(repos) = db::repos::list(db.pool(), tandem_protocol::limits::MAX_LIST).await else {
+    let Ok(repos) = db::repos::list(db, tandem_protocol::limits::MAX_LIST).await else {
         return;
     };
     for repo in repos {
@@ -339,7 +339,7 @@ async fn refresh_snapshots(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Ok(repos) = db::repos::list(db.pool(), tandem_protocol::limits::MAX_LIST).await else {
+        let Ok(repos) = db::repos::list(&db, tandem_protocol::limits::MAX_LIST).await else {
             continue;
         };
         for repo in repos {

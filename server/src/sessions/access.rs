@@ -24,7 +24,7 @@ pub async fn of_user(db: &Db, session: &Session, user: &User) -> Result<Access> 
     let (role, jti) = if user.is_admin || session.author.user_id == Some(user.id) {
         (Role::Owner, None)
     } else {
-        match db::links::member(db.pool(), session.id, user.id).await? {
+        match db::links::member(db, session.id, user.id).await? {
             // A membership lasts as long as the link it came through: revoked or expired,
             // the person is back to watching.
             Some((role, Some(jti))) => match link_by_id(db, session.id, &jti).await {
@@ -74,7 +74,7 @@ pub async fn link(db: &Db, jwt: &JwtKeys, session: SessionId, token: &str) -> Re
 
 /// Share link `jti` of `session`, if it still holds (not revoked, not expired).
 pub async fn link_by_id(db: &Db, session: SessionId, jti: &str) -> Result<ShareLink> {
-    let link = db::links::get(db.pool(), jti)
+    let link = db::links::get(db, jti)
         .await?
         .ok_or_else(|| Error::Unauthorized("this share link does not exist".into()))?;
     if link.session_id != session {

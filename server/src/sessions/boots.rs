@@ -78,7 +78,7 @@ pub async fn tell_waiting(state: &AppState, id: SessionId, problem: &Problem) ->
         return Ok(());
     }
     // Told already by an earlier process (a restart): the log says it last.
-    if let Some(last) = db::events::last(state.db.pool(), id).await?
+    if let Some(last) = db::events::last(&state.db, id).await?
         && matches!(&last.kind, EventKind::Waiting { problem: p } if p.message == problem.message)
     {
         return Ok(());

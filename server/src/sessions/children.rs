@@ -83,7 +83,7 @@ pub async fn spawn(
     let mut tree = 1usize;
     let mut frontier = vec![root];
     while let Some(id) = frontier.pop() {
-        let kids = db::sessions::children(state.db.pool(), id).await?;
+        let kids = db::sessions::children(&state.db, id).await?;
         tree += kids.len();
         frontier.extend(kids.into_iter().map(|k| k.id));
     }
@@ -92,7 +92,7 @@ pub async fn spawn(
             "a tree of child sessions holds at most {MAX_TREE_SESSIONS} sessions; this one has {tree}"
         )));
     }
-    let existing = db::sessions::children(state.db.pool(), parent).await?.len();
+    let existing = db::sessions::children(&state.db, parent).await?.len();
     if existing + n as usize > MAX_CHILDREN {
         return Err(Error::Invalid(format!(
             "a session spawns at most {MAX_CHILDREN} child sessions; this one has {existing}"
@@ -148,7 +148,7 @@ pub async fn spawn(
         )
         .await?;
         db::audit::record(
-            &mut *tx,
+            &mut tx,
             now_ms(),
             db::audit::Entry {
                 actor_user_id: author.user_id,
@@ -168,8 +168,8 @@ pub async fn spawn(
 pub async fn list(state: &AppState, parent: SessionId) -> Result<Vec<ChildSession>> {
     super::get(&state.db, parent).await?;
     let mut out = Vec::new();
-    for session in db::sessions::children(state.db.pool(), parent).await? {
-        let prompts = db::sessions::prompts(state.db.pool(), session.id).await?;
+    for session in db::sessions::children(&state.db, parent).await? {
+        let prompts = db::sessions::prompts(&state.db, session.id).await?;
         let files_changed = match state.workspaces() {
             Ok(ws) => super::workspace::diff(&state.db, &ws, session.id)
                 .await

@@ -54,7 +54,7 @@ pub async fn create_with_parent(
             "prompt is longer than {MAX_PROMPT_BYTES} bytes"
         )));
     }
-    let repo = db::repos::get(db.pool(), req.repo_id)
+    let repo = db::repos::get(db, req.repo_id)
         .await?
         .ok_or_else(|| Error::Invalid(format!("unknown repo {}", req.repo_id)))?;
     let branch = match req
@@ -130,7 +130,7 @@ pub async fn create_with_parent(
         .await?;
     }
     db::audit::record(
-        &mut *tx,
+        &mut tx,
         now,
         db::audit::Entry {
             actor_user_id: author.user_id,
@@ -155,11 +155,11 @@ pub async fn create_with_parent(
 
 /// One session with its prompts.
 pub async fn get(db: &Db, id: SessionId) -> Result<SessionDetail> {
-    let session = db::sessions::get(db.pool(), id)
+    let session = db::sessions::get(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
-    let prompts = db::sessions::prompts(db.pool(), id).await?;
-    let model_requests = db::sessions::model_requests(db.pool(), id).await?;
+    let prompts = db::sessions::prompts(db, id).await?;
+    let model_requests = db::sessions::model_requests(db, id).await?;
     Ok(SessionDetail {
         session,
         prompts,
@@ -171,7 +171,7 @@ pub async fn get(db: &Db, id: SessionId) -> Result<SessionDetail> {
 /// Sessions, newest first.
 pub async fn list(db: &Db, filter: SessionFilter) -> Result<Vec<Session>> {
     let limit = clamp_limit(filter.limit, MAX_LIST)?;
-    Ok(db::sessions::list(db.pool(), filter.repo_id, filter.state, limit).await?)
+    Ok(db::sessions::list(db, filter.repo_id, filter.state, limit).await?)
 }
 
 /// Events after a sequence number.
@@ -182,10 +182,10 @@ pub async fn events(db: &Db, id: SessionId, q: EventsQuery) -> Result<EventsPage
     }
     let limit = clamp_limit(q.limit, MAX_EVENTS_PAGE)?;
     // Read the session first: events appended after this read are simply in the next page.
-    let session = db::sessions::get(db.pool(), id)
+    let session = db::sessions::get(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
-    let events = db::events::list_after(db.pool(), id, after, limit).await?;
+    let events = db::events::list_after(db, id, after, limit).await?;
     let last_seq = events
         .last()
         .map_or(session.last_seq, |e| e.seq.max(session.last_seq));

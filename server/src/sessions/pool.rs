@@ -99,10 +99,10 @@ impl WarmPool {
     }
 
     async fn refill_inner(&self, db: &Db, ws: &Host, repo: &Repo) -> Result<()> {
-        let size = db::repos::get(db.pool(), repo.id)
+        let size = db::repos::get(db, repo.id)
             .await?
             .map_or(0, |r| r.warm_pool.max(0) as usize);
-        let snap = db::snapshots::latest_ready(db.pool(), repo.id).await?;
+        let snap = db::snapshots::latest_ready(db, repo.id).await?;
         let keep = if size > 0 {
             snap.as_ref().map(|s| s.id)
         } else {

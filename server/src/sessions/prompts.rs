@@ -89,7 +89,7 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
 
 /// The prompt `pid` of session `id`, checked to be `author`'s and still queued.
 async fn own_queued(db: &Db, id: SessionId, pid: PromptId, author: &Author) -> Result<Prompt> {
-    let p = db::prompts::get(db.pool(), pid)
+    let p = db::prompts::get(db, pid)
         .await?
         .filter(|p| p.session_id == id)
         .ok_or_else(|| Error::NotFound(format!("no prompt {pid} in this session")))?;
@@ -133,7 +133,7 @@ pub async fn edit(
     )
     .await?;
     tx.commit().await?;
-    db::prompts::get(db.pool(), pid)
+    db::prompts::get(db, pid)
         .await?
         .ok_or_else(|| Error::NotFound("the prompt vanished".into()))
 }

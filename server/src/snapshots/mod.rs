@@ -57,7 +57,7 @@ pub async fn start_build_inline(db: &Db, ws: &Host, repo: &Repo) -> Result<Snaps
         boot_failures: 0,
         quarantined_at: None,
     };
-    db::snapshots::insert(db.pool(), &snap).await?;
+    db::snapshots::insert(db, &snap).await?;
     Ok(snap)
 }
 
@@ -86,7 +86,7 @@ pub async fn build(db: &Db, ws: &Host, repo: &Repo, mut snap: Snapshot) -> Resul
         }
     }
     snap.log = tail(&log, MAX_LOG_BYTES);
-    db::snapshots::finish(db.pool(), &snap).await?;
+    db::snapshots::finish(db, &snap).await?;
     Ok(snap)
 }
 
@@ -134,7 +134,7 @@ async fn run_build(
     let built = async {
         crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
         log.push_str(&format!("at {commit}\n"));
-        db::snapshots::set_log(db.pool(), snap.id, &tail(log, MAX_LOG_BYTES)).await?;
+        db::snapshots::set_log(db, snap.id, &tail(log, MAX_LOG_BYTES)).await?;
         let env: Vec<(String, String)> = recipe
             .env
             .iter()
@@ -193,7 +193,7 @@ async fn run_setup(
         log.push_str(&out.stdout);
         log.push_str(&out.stderr);
         // Readers of the snapshot see the build's progress as it goes.
-        db::snapshots::set_log(db.pool(), snap, &tail(log, MAX_LOG_BYTES)).await?;
+        db::snapshots::set_log(db, snap, &tail(log, MAX_LOG_BYTES)).await?;
         if out.code != Some(0) {
             return Err(Error::Invalid(format!(
                 "setup command `{cmd}` exited with {}",
@@ -221,7 +221,7 @@ fn tail(s: &str, max: usize) -> String {
 pub async fn staleness(db: &Db, ws: &Host, repo: &Repo) -> Result<Option<String>> {
     // Against the newest built one, set aside or not: a snapshot sessions could not start
     // from is not built again from the same commit, recipe and image.
-    let Some(latest) = db::snapshots::latest_built(db.pool(), repo.id).await? else {
+    let Some(latest) = db::snapshots::latest_built(db, repo.id).await? else {
         return Ok(Some("there is no snapshot yet".into()));
     };
     let (mirror, head) = crate::mirrors::update(
@@ -254,7 +254,7 @@ pub async fn staleness(db: &Db, ws: &Host, repo: &Repo) -> Result<Option<String>
 
 /// Starts a build when the newest snapshot is stale and none is running; returns it.
 pub async fn rebuild_if_stale(db: &Db, ws: &Arc<Host>, repo: &Repo) -> Result<Option<Snapshot>> {
-    if db::snapshots::building(db.pool(), repo.id).await? {
+    if db::snapshots::building(db, repo.id).await? {
         return Ok(None);
     }
     match staleness(db, ws, repo).await? {
@@ -278,17 +278,15 @@ pub async fn collect_garbage(
     also_in_use: &[SnapshotId],
 ) -> Result<Vec<SnapshotId>> {
     use tandem_protocol::SessionState::*;
-    let in_use: std::collections::HashSet<String> = db::sessions::in_states(
-        db.pool(),
-        &[Queued, Starting, Ready, Running, Idle, Suspended],
-    )
-    .await?
-    .into_iter()
-    .filter_map(|r| r.snapshot_id)
-    .chain(also_in_use.iter().map(|s| s.to_string()))
-    .collect();
+    let in_use: std::collections::HashSet<String> =
+        db::sessions::in_states(db, &[Queued, Starting, Ready, Running, Idle, Suspended])
+            .await?
+            .into_iter()
+            .filter_map(|r| r.snapshot_id)
+            .chain(also_in_use.iter().map(|s| s.to_string()))
+            .collect();
     let mut collected = Vec::new();
-    let ready = db::snapshots::list(db.pool(), repo.id)
+    let ready = db::snapshots::list(db, repo.id)
         .await?
         .into_iter()
         .filter(|s| s.state == SnapshotState::Ready);
@@ -303,7 +301,7 @@ pub async fn collect_garbage(
         if keep_it || in_use.contains(&snap.id.to_string()) {
             continue;
         }
-        db::snapshots::mark_collected(db.pool(), snap.id).await?;
+        db::snapshots::mark_collected(db, snap.id).await?;
         if let Some(dir) = ws.layer(snap.id).parent() {
             let _ = std::fs::remove_dir_all(dir);
         }

@@ -138,7 +138,7 @@ async fn drive(state: AppState, session: SessionId) {
 /// Claims and runs the next prompt; false when there is none (or the session is not live).
 async fn next(state: &AppState, session: SessionId) -> Result<bool> {
     let db = &state.db;
-    let Some(row) = db::sessions::workspace(db.pool(), session).await? else {
+    let Some(row) = db::sessions::workspace(db, session).await? else {
         return Ok(false);
     };
     // Another server's host runs the workspace: that server runs its turns (a webhook or a
@@ -153,12 +153,10 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
         return Ok(false);
     };
     // An agent that needs a model waits for one (the session says why) instead of failing.
-    if let Some(p) = db::prompts::next_queued(db.pool(), session).await? {
+    if let Some(p) = db::prompts::next_queued(db, session).await? {
         let agent = match p.agent {
             Some(a) => a,
-            None => db::sessions::agent(db.pool(), session)
-                .await?
-                .unwrap_or_default(),
+            None => db::sessions::agent(db, session).await?.unwrap_or_default(),
         };
         if let Some(problem) = state.settings.model_problem(&agent) {
             state.boots.wait_for_model(session);
@@ -228,7 +226,7 @@ pub async fn claim(db: &Db, session: SessionId, runner: &str) -> Result<Claim> {
     };
     let agent = match &prompt.agent {
         Some(a) => a.clone(),
-        None => db::sessions::agent(&mut *tx, session)
+        None => db::sessions::agent(&mut tx, session)
             .await?
             .unwrap_or_default(),
     };
@@ -258,7 +256,7 @@ async fn run(
     let t0 = Instant::now();
     let db = &state.db;
     let ws = state.workspaces()?.clone();
-    let kept = db::artifacts::agent_state(db.pool(), session)
+    let kept = db::artifacts::agent_state(db, session)
         .await?
         .and_then(|s| serde_json::from_str(&s).ok());
     let start = TurnStart {
@@ -436,7 +434,7 @@ async fn beat(state: AppState, session: SessionId, prompt: PromptId, lost: Arc<N
     loop {
         tick.tick().await;
         let runner = &state.turns.runner;
-        match db::prompts::heartbeat(state.db.pool(), prompt, runner, now_ms()).await {
+        match db::prompts::heartbeat(&state.db, prompt, runner, now_ms()).await {
             Ok(db::prompts::Lease::Held) => {}
             Ok(db::prompts::Lease::StopAsked(by)) if !stopping => {
                 stopping = true;
@@ -526,7 +524,7 @@ pub async fn recover(state: &AppState) -> Result<()> {
         SessionState::Idle.as_str(),
         SessionState::Running.as_str(),
     ];
-    for session in db::prompts::sessions_with_queue(state.db.pool(), &live).await? {
+    for session in db::prompts::sessions_with_queue(&state.db, &live).await? {
         kick(state, session);
     }
     Ok(())
@@ -535,7 +533,7 @@ pub async fn recover(state: &AppState) -> Result<()> {
 /// Interrupts running prompts whose runner is `mine` (at startup) or whose heartbeat is stale.
 pub async fn sweep(state: &AppState, mine: Option<String>) -> Result<()> {
     let stale = now_ms() - LEASE.as_millis() as i64;
-    for prompt in db::prompts::orphaned(state.db.pool(), mine.as_deref(), stale).await? {
+    for prompt in db::prompts::orphaned(&state.db, mine.as_deref(), stale).await? {
         let reason = "the server running it stopped mid-turn".to_string();
         interrupt(&state.db, &state.config.agents, &prompt, &reason, 0, true).await?;
         kick(state, prompt.session_id);
@@ -568,12 +566,12 @@ pub async fn stop(state: &AppState, session: SessionId, by: &Author) -> Result<b
     let prompt = match stop_here(state, session, &by.name).await? {
         Some(p) => p,
         None if state.db.backend() == db::Backend::Postgres => {
-            let Some(running) = db::prompts::running(state.db.pool(), session).await? else {
+            let Some(running) = db::prompts::running(&state.db, session).await? else {
                 return Ok(false);
             };
             // Its runner is another process: it hears this and stops the turn, or finds the
             // request at its next heartbeat if the notification is lost.
-            db::prompts::request_stop(state.db.pool(), running.id, &by.name).await?;
+            db::prompts::request_stop(&state.db, running.id, &by.name).await?;
             let msg = Control::Stop {
                 session,
                 by: by.name.clone(),
@@ -587,7 +585,7 @@ pub async fn stop(state: &AppState, session: SessionId, by: &Author) -> Result<b
         None => return Ok(false),
     };
     crate::db::audit::record(
-        state.db.pool(),
+        &state.db,
         now_ms(),
         db::audit::Entry {
             actor_user_id: by.user_id,
@@ -698,7 +696,7 @@ pub fn listen_control(state: &AppState) {
                 }
                 Ok(Control::Kick { session }) => {
                     let here = match (
-                        db::sessions::workspace(state.db.pool(), session).await,
+                        db::sessions::workspace(&state.db, session).await,
                         state.workspaces(),
                     ) {
                         (Ok(Some(row)), Ok(ws)) => row.hosted_by(&ws.host_id),
@@ -710,7 +708,7 @@ pub fn listen_control(state: &AppState) {
                 }
                 Ok(Control::Steer { session, prompt }) => {
                     if state.turns.running(session).is_some()
-                        && let Ok(Some(p)) = db::prompts::get(state.db.pool(), prompt).await
+                        && let Ok(Some(p)) = db::prompts::get(&state.db, prompt).await
                         && p.session_id == session
                     {
                         steer_here(&state, &p).await;

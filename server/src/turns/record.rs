@@ -88,7 +88,7 @@ impl Recorder {
             detail,
         };
         // A failed audit write is logged; it does not interrupt the turn.
-        if let Err(e) = db::audit::record(self.db.pool(), now_ms(), entry).await {
+        if let Err(e) = db::audit::record(&self.db, now_ms(), entry).await {
             tracing::warn!(session = %self.session, error = %e, "an audit entry could not be written");
         }
         Ok(())
@@ -274,7 +274,7 @@ impl Recorder {
                     tracing::warn!(session = %self.session, prompt = %steer, "the agent reported a prompt delivered that was never sent to it; ignored");
                     return Ok(());
                 }
-                let Some(p) = db::prompts::get(self.db.pool(), steer)
+                let Some(p) = db::prompts::get(&self.db, steer)
                     .await?
                     .filter(|p| p.session_id == self.session)
                 else {

@@ -126,7 +126,7 @@ pub(super) async fn create(
         updated_at: Timestamp(now),
     };
     let mut tx = app.db.begin().await?;
-    db::github::insert_pull_request(&mut *tx, repo_id(app, session).await?, &pr).await?;
+    db::github::insert_pull_request(&mut tx, repo_id(app, session).await?, &pr).await?;
     db::events::append(
         &mut tx,
         session,
@@ -165,7 +165,7 @@ pub(super) async fn update(
     }
     let now = now_ms();
     let mut tx = app.db.begin().await?;
-    db::github::set_pull_request_head(&mut *tx, pr.session_id, head_sha, now).await?;
+    db::github::set_pull_request_head(&mut tx, pr.session_id, head_sha, now).await?;
     db::events::append(
         &mut tx,
         pr.session_id,

@@ -61,7 +61,7 @@ pub fn branch_name(session: SessionId, title: &str) -> String {
 
 /// The one branch the session may push: its pull request's, or the one it will get.
 pub async fn session_branch(app: &AppState, session: SessionId) -> Result<String> {
-    if let Some(pr) = db::github::pull_request(app.db.pool(), session).await? {
+    if let Some(pr) = db::github::pull_request(&app.db, session).await? {
         return Ok(pr.branch);
     }
     let s = crate::sessions::get(&app.db, session).await?.session;
@@ -178,7 +178,7 @@ pub async fn open(
             "nothing to propose: the session has not changed any file".into(),
         ));
     }
-    let existing = db::github::pull_request(app.db.pool(), session).await?;
+    let existing = db::github::pull_request(&app.db, session).await?;
     if let Some(pr) = existing.as_ref().filter(|p| p.state != PrState::Open) {
         return Err(Error::Refused {
             code: "pr_closed",
@@ -223,7 +223,7 @@ pub async fn open(
             }
             Some(true) => {
                 rebase(app, &ws, &wid, by, &base_branch).await?;
-                db::sessions::set_base_commit(app.db.pool(), session, &remote_head).await?;
+                db::sessions::set_base_commit(&app.db, session, &remote_head).await?;
                 force = true;
             }
             Some(false) => {}
@@ -274,7 +274,7 @@ pub async fn after_turn(app: &AppState, session: SessionId, prompt: &Prompt) -> 
     let Ok(detail) = crate::sessions::get(&app.db, session).await else {
         return Ok(());
     };
-    if db::github::linked_repo(app.db.pool(), detail.session.repo_id)
+    if db::github::linked_repo(&app.db, detail.session.repo_id)
         .await?
         .is_none()
     {
@@ -289,7 +289,7 @@ pub async fn after_turn(app: &AppState, session: SessionId, prompt: &Prompt) -> 
         &commit_message(app, session, prompt),
     )
     .await?;
-    let pr = db::github::pull_request(app.db.pool(), session).await?;
+    let pr = db::github::pull_request(&app.db, session).await?;
     drop(guard);
     match (committed, pr) {
         (Some(_), Some(pr)) if pr.state == PrState::Open => {
@@ -312,7 +312,7 @@ pub(super) async fn all_events(app: &AppState, session: SessionId) -> Result<Vec
     let mut out = Vec::new();
     let mut after = 0;
     loop {
-        let page = db::events::list_after(app.db.pool(), session, after, 1000).await?;
+        let page = db::events::list_after(&app.db, session, after, 1000).await?;
         let Some(last) = page.last() else { break };
         after = last.seq;
         out.extend(page);

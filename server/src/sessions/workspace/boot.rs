@@ -9,7 +9,7 @@ use super::*;
 pub async fn boot(db: &Db, ws: &Host, pool: &WarmPool, id: SessionId) -> Result<()> {
     let t0 = Instant::now();
     // Only a queued session boots; the transition is the claim (another process loses the race).
-    let Some(session) = db::sessions::get(db.pool(), id).await? else {
+    let Some(session) = db::sessions::get(db, id).await? else {
         return Ok(());
     };
     if session.state != SessionState::Queued {
@@ -33,7 +33,7 @@ pub async fn boot(db: &Db, ws: &Host, pool: &WarmPool, id: SessionId) -> Result<
         return Ok(());
     }
     // Claimed: this server's host starts it (another server's restart leaves it alone).
-    db::sessions::set_host(db.pool(), id, &ws.host_id).await?;
+    db::sessions::set_host(db, id, &ws.host_id).await?;
     match boot_inner(db, ws, pool, &session, t0).await {
         Ok(()) => {
             became_ready(db, id, t0).await?;
@@ -50,7 +50,7 @@ pub async fn boot(db: &Db, ws: &Host, pool: &WarmPool, id: SessionId) -> Result<
                 },
             )
             .await?;
-            let recorded = db::sessions::workspace(db.pool(), id)
+            let recorded = db::sessions::workspace(db, id)
                 .await?
                 .and_then(|r| r.workspace_id);
             let _ = ws
@@ -71,10 +71,10 @@ pub(super) async fn boot_inner(
     t0: Instant,
 ) -> Result<()> {
     let id = session.id;
-    let repo = db::repos::get(db.pool(), session.repo_id)
+    let repo = db::repos::get(db, session.repo_id)
         .await?
         .ok_or_else(|| Error::NotFound("the repo is gone".into()))?;
-    let snap = match db::snapshots::latest_ready(db.pool(), repo.id).await? {
+    let snap = match db::snapshots::latest_ready(db, repo.id).await? {
         Some(s) => s,
         None => {
             phase(
@@ -132,7 +132,7 @@ pub(super) async fn boot_inner(
     },);
     let (wid, pid) = started?;
     db::sessions::set_workspace(
-        db.pool(),
+        db,
         id,
         &ws.host_id,
         Some(&wid),
@@ -170,7 +170,7 @@ pub(super) async fn boot_inner(
         .await?;
     }
     db::sessions::set_workspace(
-        db.pool(),
+        db,
         id,
         &ws.host_id,
         Some(&wid),
@@ -184,7 +184,7 @@ pub(super) async fn boot_inner(
     if let Err(e) = run_start_commands(db, ws, &repo, &wid, Some(&head), id, t0).await {
         return Err(snapshot_fault(db, &snap, e).await);
     }
-    db::snapshots::boot_succeeded(db.pool(), snap.id).await?;
+    db::snapshots::boot_succeeded(db, snap.id).await?;
     Ok(())
 }
 

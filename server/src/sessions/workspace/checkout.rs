@@ -130,7 +130,7 @@ rm -f "$GIT_INDEX_FILE""#;
 
 /// The session's changes: live from the workspace, or as kept when it stopped.
 pub async fn diff(db: &Db, ws: &Host, id: SessionId) -> Result<Diff> {
-    let session = db::sessions::get(db.pool(), id)
+    let session = db::sessions::get(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     if session.state.is_live() {

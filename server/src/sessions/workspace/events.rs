@@ -85,7 +85,7 @@ pub(crate) async fn audit(
     detail: serde_json::Value,
 ) -> Result<()> {
     Ok(db::audit::record(
-        db.pool(),
+        db,
         now_ms(),
         db::audit::Entry {
             actor_user_id: author.user_id,

@@ -26,7 +26,7 @@ pub async fn fork(
         base_commit: base,
         ..
     } = live_workspace(db, id).await?;
-    let row = db::sessions::workspace(db.pool(), id)
+    let row = db::sessions::workspace(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     let snapshot: SnapshotId = row
@@ -34,7 +34,7 @@ pub async fn fork(
         .as_deref()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| Error::Conflict("the session has no snapshot".into()))?;
-    let repo = db::repos::get(db.pool(), parent.repo_id)
+    let repo = db::repos::get(db, parent.repo_id)
         .await?
         .ok_or_else(|| Error::NotFound("the repo is gone".into()))?;
     let mut children = Vec::new();
@@ -98,7 +98,7 @@ pub async fn fork(
             .await?;
             let pid = start_on(ws, &repo, snapshot, base.as_deref(), &wid, None).await?;
             db::sessions::set_workspace(
-                db.pool(),
+                db,
                 cid,
                 &ws.host_id,
                 Some(&wid),
@@ -115,7 +115,7 @@ pub async fn fork(
     let mut out = Vec::new();
     for child in children {
         out.push(
-            db::sessions::get(db.pool(), child.id)
+            db::sessions::get(db, child.id)
                 .await?
                 .ok_or_else(|| Error::Internal("fork vanished".into()))?,
         );

@@ -5,7 +5,7 @@ use super::*;
 
 /// Stops the session: keeps its diff (and its writable layer on disk), removes the workspace.
 pub async fn stop(db: &Db, ws: &Host, id: SessionId, reason: Option<String>) -> Result<()> {
-    let session = db::sessions::get(db.pool(), id)
+    let session = db::sessions::get(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     match session.state {
@@ -22,7 +22,7 @@ pub async fn stop(db: &Db, ws: &Host, id: SessionId, reason: Option<String>) -> 
         }
         _ => {}
     }
-    let row = db::sessions::workspace(db.pool(), id).await?;
+    let row = db::sessions::workspace(db, id).await?;
     if let Some(wid) = row.as_ref().and_then(|r| r.workspace_id.clone()) {
         let base = row.and_then(|r| r.base_commit);
         let diff = compute_diff(ws, &wid, base.as_deref())
@@ -82,14 +82,14 @@ pub async fn workspace_died(db: &Db, ws: &Host, id: SessionId, wid: &str) -> Res
 pub async fn suspend(db: &Db, ws: &Host, id: SessionId) -> Result<()> {
     let wid = live_workspace(db, id).await?.id;
     ws.runtime.stop(&wid, Keep::Upper).await?;
-    let row = db::sessions::workspace(db.pool(), id).await?;
+    let row = db::sessions::workspace(db, id).await?;
     let snapshot = row
         .as_ref()
         .and_then(|r| r.snapshot_id.as_deref())
         .and_then(|s| s.parse().ok());
     let base = row.and_then(|r| r.base_commit);
     db::sessions::set_workspace(
-        db.pool(),
+        db,
         id,
         &ws.host_id,
         Some(&wid),
@@ -112,7 +112,7 @@ pub async fn suspend(db: &Db, ws: &Host, id: SessionId) -> Result<()> {
 /// tree, the recipe's `start` commands again.
 pub async fn resume(db: &Db, ws: &Host, id: SessionId) -> Result<()> {
     let t0 = Instant::now();
-    let session = db::sessions::get(db.pool(), id)
+    let session = db::sessions::get(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     if session.state != SessionState::Suspended {
@@ -121,7 +121,7 @@ pub async fn resume(db: &Db, ws: &Host, id: SessionId) -> Result<()> {
             session.state.as_str()
         )));
     }
-    let row = db::sessions::workspace(db.pool(), id)
+    let row = db::sessions::workspace(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     let (Some(wid), Some(snapshot)) = (
@@ -134,7 +134,7 @@ pub async fn resume(db: &Db, ws: &Host, id: SessionId) -> Result<()> {
     };
     transition(db, id, SessionState::Starting, Some("resuming".into())).await?;
     let result = async {
-        let repo = db::repos::get(db.pool(), session.repo_id)
+        let repo = db::repos::get(db, session.repo_id)
             .await?
             .ok_or_else(|| Error::NotFound("the repo is gone".into()))?;
         phase(
@@ -147,7 +147,7 @@ pub async fn resume(db: &Db, ws: &Host, id: SessionId) -> Result<()> {
         .await?;
         let pid = start_on(ws, &repo, snapshot, row.base_commit.as_deref(), &wid, None).await?;
         db::sessions::set_workspace(
-            db.pool(),
+            db,
             id,
             &ws.host_id,
             Some(&wid),

@@ -77,10 +77,10 @@ pub struct LiveWorkspace {
 
 /// The session's running workspace, or a 409 saying it has none: the one way features find it.
 pub async fn live_workspace(db: &Db, id: SessionId) -> Result<LiveWorkspace> {
-    let session = db::sessions::get(db.pool(), id)
+    let session = db::sessions::get(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
-    let row = db::sessions::workspace(db.pool(), id)
+    let row = db::sessions::workspace(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     match (session.state.is_live(), row.workspace_id) {

@@ -26,7 +26,7 @@ use webrtc::peer_connection::{
     RTCPeerConnectionState,
 };
 
-use super::encode::Frame;
+use crate::encode::Frame;
 use crate::{Error, Result};
 
 /// How long gathering candidates and connecting may take.
