@@ -5,13 +5,13 @@
 //! It depends on `tandem-protocol` and nothing of the server: features above it (sessions,
 //! snapshots, the live channel, the desktop, VS Code) call it, never the other way.
 
-pub mod agent;
 pub mod data_dir;
 pub mod error;
 pub mod host;
 pub mod images;
 pub mod mirrors;
 pub mod runtime;
+pub mod workspace_agent;
 
 pub use error::{Error, Result};
 pub use host::{GitCredentials, Host, NoCredentials};

@@ -126,7 +126,7 @@ async fn main() -> Result<()> {
     let row = tandem_server::db::sessions::workspace(&db, id)
         .await?
         .context("session row")?;
-    let mut direct = tandem_server::agent::Agent::new(
+    let mut direct = tandem_server::workspace_agent::WorkspaceAgent::new(
         &ws,
         row.workspace_id.as_deref().context("wid")?,
         row.workspace_pid.context("pid")? as i32,

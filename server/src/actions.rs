@@ -49,8 +49,8 @@ pub async fn spawn_children(
 
 /// Stops a session's workspace (its diff kept) and says who did.
 pub async fn stop_session(state: &AppState, session: SessionId, reason: String) -> Result<()> {
-    let ws = state.workspaces()?;
-    sessions::workspace::stop(&state.db, &ws, session, Some(reason)).await
+    let host = state.workspaces()?;
+    sessions::workspace::stop(&state.db, &host, session, Some(reason)).await
 }
 
 /// Stops the running turn; false when none runs.

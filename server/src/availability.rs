@@ -32,14 +32,14 @@ impl Slot {
     }
 
     /// Puts workspaces in place (a later probe found the host able); false if they already were.
-    pub fn fill(&self, ws: Host) -> Option<Arc<Host>> {
+    pub fn fill(&self, host: Host) -> Option<Arc<Host>> {
         let mut slot = self.0.write().unwrap_or_else(|e| e.into_inner());
         if slot.is_ok() {
             return None;
         }
-        let ws = Arc::new(ws);
-        *slot = Ok(ws.clone());
-        Some(ws)
+        let host = Arc::new(host);
+        *slot = Ok(host.clone());
+        Some(host)
     }
 
     /// Records the newest probe's problem while there are still no workspaces.
@@ -64,7 +64,7 @@ pub fn problem(kind: ProblemKind, message: impl Into<String>, fix: impl Into<Str
 pub fn start_problem(slot: &Slot) -> Option<Problem> {
     match slot.get() {
         Err(p) => Some(p),
-        Ok(ws) => ws.start_problem(),
+        Ok(host) => host.start_problem(),
     }
 }
 

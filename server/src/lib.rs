@@ -34,7 +34,7 @@ pub use error::{Error, Result};
 // The host layer (its own crate): the server's modules reach it by these names.
 pub use http::app;
 pub use state::AppState;
-pub use tandem_host::{Host, agent, data_dir, images, mirrors, runtime};
+pub use tandem_host::{Host, data_dir, images, mirrors, runtime, workspace_agent};
 // The store layer (its own crate), as `db`.
 pub use tandem_store as db;
 

@@ -162,6 +162,9 @@ impl Drop for TestServer {
             .collect();
         for dir in &dirs {
             let _ = nix::mount::umount2(&dir.join("rootfs"), nix::mount::MntFlags::MNT_DETACH);
+            // Its own disk next: the loop device (set to clear itself) goes with the last
+            // unmount, not with the image file, which the test's temp dir takes away.
+            let _ = nix::mount::umount2(&dir.join("disk"), nix::mount::MntFlags::MNT_DETACH);
         }
         // Egress networks (namespaces, veths, firewall rules) go too; on a thread of its own,
         // since this may run inside the test's runtime.

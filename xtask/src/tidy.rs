@@ -26,7 +26,14 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("store", &["db"]),
     (
         "host",
-        &["runtime", "images", "mirrors", "agent", "data_dir", "Host"],
+        &[
+            "runtime",
+            "images",
+            "mirrors",
+            "workspace_agent",
+            "data_dir",
+            "Host",
+        ],
     ),
     ("config", &["config"]),
 ];

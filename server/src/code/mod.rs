@@ -19,9 +19,9 @@ use axum::routing::any;
 use tandem_protocol::SessionId;
 use tandem_protocol::live::Role;
 
-use crate::agent::Agent;
 use crate::auth::CurrentUser;
 use crate::state::AppState;
+use crate::workspace_agent::WorkspaceAgent;
 use crate::{Error, Result};
 
 /// Workspaces whose code-server is known to be up.
@@ -157,7 +157,7 @@ async fn same_origin(
 }
 
 /// A tunnel to code-server in `agent`'s workspace (started first if need be).
-async fn tunnel(app: &AppState, agent: &Agent<'_>) -> Result<hyper::upgrade::Upgraded> {
+async fn tunnel(app: &AppState, agent: &WorkspaceAgent<'_>) -> Result<hyper::upgrade::Upgraded> {
     let wid = agent.workspace.as_str();
     let known = app
         .code
@@ -196,8 +196,8 @@ async fn forward(
     req: Request,
     until: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Response> {
-    let ws = app.workspaces()?;
-    let agent = crate::sessions::workspace::agent(&app.db, &ws, id).await?;
+    let host = app.workspaces()?;
+    let agent = crate::sessions::workspace::workspace_agent(&app.db, &host, id).await?;
     let io = tunnel(&app, &agent).await?;
     let mut res = crate::proxy::relay(
         io,

@@ -79,11 +79,11 @@ impl Desktops {
         if let Some(s) = self.get(session) {
             return Ok(s);
         }
-        let ws = app.workspaces()?;
-        let agent = crate::sessions::workspace::agent(&app.db, &ws, session).await?;
+        let host = app.workspaces()?;
+        let agent = crate::sessions::workspace::workspace_agent(&app.db, &host, session).await?;
         let info: DesktopInfo = agent.start_desktop().await?;
-        let (wid, pid) = (agent.workspace.clone(), agent.init_pid);
-        let dir = ws.dirs(&wid).x11;
+        let (wid, init_pid) = (agent.workspace.clone(), agent.init_pid);
+        let dir = host.dirs(&wid).x11;
         // The workspace's answer is untrusted: a display number, or nothing.
         let display = encode::Display::parse(&info.display)?;
         let quality = encode::Quality {
@@ -91,8 +91,15 @@ impl Desktops {
             kbps: app.config.desktop.kbps,
             keyframe_secs: app.config.desktop.keyframe_secs,
         };
-        let encoder =
-            encode::start(&ws.tandem_bin, &dir, &ws.data_dir, display, quality, pid).await?;
+        let encoder = encode::start(
+            &host.tandem_bin,
+            &dir,
+            &host.data_dir,
+            display,
+            quality,
+            init_pid,
+        )
+        .await?;
         let stream = Arc::new(Stream { encoder, info });
         self.streams
             .lock()
@@ -120,8 +127,8 @@ impl Desktops {
 /// Whether the session's desktop runs already (asked of its agent; an answer that does not
 /// parse counts as no).
 pub async fn running(app: &AppState, session: SessionId) -> Result<bool> {
-    let ws = app.workspaces()?;
-    let agent = crate::sessions::workspace::agent(&app.db, &ws, session).await?;
+    let host = app.workspaces()?;
+    let agent = crate::sessions::workspace::workspace_agent(&app.db, &host, session).await?;
     Ok(agent.desktop_page().await.is_ok_and(|p| p.running))
 }
 
@@ -169,8 +176,8 @@ pub async fn input(app: &AppState, session: SessionId, events: Vec<DesktopInput>
             "at most {MAX_INPUTS} input events at once"
         )));
     }
-    let ws = app.workspaces()?;
-    crate::sessions::workspace::agent(&app.db, &ws, session)
+    let host = app.workspaces()?;
+    crate::sessions::workspace::workspace_agent(&app.db, &host, session)
         .await?
         .desktop_input(&DesktopInputs { events })
         .await?;
@@ -182,8 +189,8 @@ pub async fn page(
     app: &AppState,
     session: SessionId,
 ) -> Result<tandem_protocol::agent::DesktopPage> {
-    let ws = app.workspaces()?;
-    let mut page = crate::sessions::workspace::agent(&app.db, &ws, session)
+    let host = app.workspaces()?;
+    let mut page = crate::sessions::workspace::workspace_agent(&app.db, &host, session)
         .await?
         .desktop_page()
         .await?;
@@ -202,8 +209,8 @@ pub async fn open(app: &AppState, session: SessionId, url: &str) -> Result<()> {
             "a URL starts with http://, https://, file:// or about:".into(),
         ));
     }
-    let ws = app.workspaces()?;
-    crate::sessions::workspace::agent(&app.db, &ws, session)
+    let host = app.workspaces()?;
+    crate::sessions::workspace::workspace_agent(&app.db, &host, session)
         .await?
         .desktop_open(url)
         .await?;

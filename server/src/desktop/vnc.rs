@@ -36,7 +36,7 @@ pub async fn socket(
     }
     let service = if takes_input { "vnc" } else { "vnc-view" };
     let host = app.workspaces()?;
-    let tunnel = crate::sessions::workspace::agent(&app.db, &host, id)
+    let tunnel = crate::sessions::workspace::workspace_agent(&app.db, &host, id)
         .await?
         .tunnel(service)
         .await?;

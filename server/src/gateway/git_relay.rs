@@ -10,10 +10,10 @@ use super::*;
 /// (an HMAC of its id under the agent key, so nothing is stored), good for this gateway only.
 /// No GitHub token ever enters a workspace: the relay puts the real one on the upstream
 /// request.
-pub fn git_secret(ws: &Host, wid: &str) -> String {
+pub fn git_secret(host: &Host, wid: &str) -> String {
     format!(
         "{GIT_SECRET_PREFIX}{}",
-        crate::agent::token(&ws.agent_key, &format!("git-credential\0{wid}"))
+        crate::workspace_agent::token(&host.agent_key, &format!("git-credential\0{wid}"))
     )
 }
 
@@ -28,10 +28,10 @@ pub(super) async fn git_credential(State(g): State<Gw>) -> Result<Json<agent::Gi
     let gh = crate::github::pr::github(&g.app)?;
     // Only for a session linked to a GitHub repository.
     crate::github::credentials::linked(gh, session).await?;
-    let ws = g.app.workspaces()?;
+    let host = g.app.workspaces()?;
     Ok(Json(agent::GitCredential {
         username: "x-access-token".into(),
-        password: git_secret(&ws, &g.wid),
+        password: git_secret(&host, &g.wid),
         expires_at: crate::now_ms() / 1000 + GIT_SECRET_TTL_SECS,
     }))
 }
@@ -100,8 +100,8 @@ pub(super) async fn git_relay(
             ));
         }
     };
-    let ws = g.app.workspaces()?;
-    if let Err(e) = check_git_secret(&req, &git_secret(&ws, &g.wid)) {
+    let host = g.app.workspaces()?;
+    if let Err(e) = check_git_secret(&req, &git_secret(&host, &g.wid)) {
         return Ok(match e {
             Error::Unauthorized(m) => Response::builder()
                 .status(StatusCode::UNAUTHORIZED)

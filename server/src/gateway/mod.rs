@@ -80,8 +80,8 @@ pub(super) struct Gw {
 impl Gateways {
     /// Makes sure workspace `wid`'s gateway is listening.
     pub async fn ensure(&self, app: &AppState, wid: &str) -> Result<()> {
-        let ws = app.workspaces()?;
-        let dir = ws.dirs(wid).gateway;
+        let host = app.workspaces()?;
+        let dir = host.dirs(wid).gateway;
         let path = dir.join(
             std::path::Path::new(agent::GATEWAY_SOCKET)
                 .file_name()
@@ -100,7 +100,7 @@ impl Gateways {
         let listener = tokio::net::UnixListener::bind(&path)?;
         // The workspace's root only (not the host's under a user namespace): no other host
         // user, and no other workspace, reaches this workspace's gateway.
-        let root = ws.runtime.root_uid();
+        let root = host.runtime.root_uid();
         std::os::unix::fs::lchown(&path, Some(root), Some(root))?;
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         let router = router().with_state(Gw {

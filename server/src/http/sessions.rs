@@ -83,9 +83,9 @@ async fn exec(
     Json(req): Json<ExecRequest>,
 ) -> Result<Json<ExecResult>> {
     require_owner(&state, &user, id).await?;
-    let ws = state.workspaces()?;
+    let host = state.workspaces()?;
     Ok(Json(
-        workspace::exec(&state.db, &ws, id, &user.author(), req).await?,
+        workspace::exec(&state.db, &host, id, &user.author(), req).await?,
     ))
 }
 
@@ -94,8 +94,8 @@ async fn diff(
     _user: CurrentUser,
     Path(id): Path<SessionId>,
 ) -> Result<Json<Diff>> {
-    let ws = state.workspaces()?;
-    Ok(Json(workspace::diff(&state.db, &ws, id).await?))
+    let host = state.workspaces()?;
+    Ok(Json(workspace::diff(&state.db, &host, id).await?))
 }
 
 async fn stop(

@@ -23,10 +23,10 @@ async fn build(
     Path(id): Path<RepoId>,
 ) -> Result<(StatusCode, Json<Snapshot>)> {
     let repo = repos::get(&state.db, id).await?;
-    let ws = state.workspaces()?;
+    let host = state.workspaces()?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(snapshots::start_build(&state.db, &ws, &repo).await?),
+        Json(snapshots::start_build(&state.db, &host, &repo).await?),
     ))
 }
 

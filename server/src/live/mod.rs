@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::Result;
-use crate::agent::Agent;
 use crate::state::AppState;
+use crate::workspace_agent::WorkspaceAgent;
 
 pub mod hub;
 pub mod socket;
@@ -163,8 +163,8 @@ impl Hubs {
 /// Attaches every terminal of the workspace not attached yet; opens one if there is none and
 /// `open_if_none`.
 async fn attach_all(state: &AppState, live: &Arc<Live>, open_if_none: bool) -> Result<()> {
-    let ws = state.workspaces()?;
-    let agent = crate::sessions::workspace::agent(&state.db, &ws, live.session).await?;
+    let host = state.workspaces()?;
+    let agent = crate::sessions::workspace::workspace_agent(&state.db, &host, live.session).await?;
     let mut ptys: Vec<PtyInfo> = agent.ptys().await?;
     if ptys.is_empty() && open_if_none {
         ptys.push(
@@ -193,8 +193,8 @@ pub async fn open_terminal(
     cols: u16,
     rows: u16,
 ) -> Result<u32> {
-    let ws = state.workspaces()?;
-    let agent = crate::sessions::workspace::agent(&state.db, &ws, live.session).await?;
+    let host = state.workspaces()?;
+    let agent = crate::sessions::workspace::workspace_agent(&state.db, &host, live.session).await?;
     let info = agent
         .open_pty(&PtyOpen {
             cols,
@@ -210,7 +210,7 @@ pub async fn open_terminal(
 
 /// One upstream: the agent's PTY WebSocket, its output into the hub, the hub's input and
 /// resizes out to it.
-async fn attach(live: &Arc<Live>, agent: &Agent<'_>, info: PtyInfo) -> Result<()> {
+async fn attach(live: &Arc<Live>, agent: &WorkspaceAgent<'_>, info: PtyInfo) -> Result<()> {
     let socket = agent.attach_pty(info.id).await?;
     let (tx, mut rx) = mpsc::channel::<Upstream>(UPSTREAM_QUEUE);
     let id = info.id;

@@ -53,12 +53,12 @@ pub fn spawn_boot(state: &AppState, id: SessionId) {
                 }
                 return tell_waiting(&state, id, &p).await;
             }
-            let ws = state.workspaces()?;
+            let host = state.workspaces()?;
             let Ok(permit) = state.boot_slots.clone().acquire_owned().await else {
                 return Ok(());
             };
             state.boots.forget(id);
-            workspace::boot(&state.db, &ws, &state.pool, id).await?;
+            workspace::boot(&state.db, &host, &state.pool, id).await?;
             drop(permit);
             Ok(())
         }
@@ -86,10 +86,10 @@ async fn retry_waiting(state: AppState) {
         }
         if !state.workspaces.is_ok() {
             match crate::serve::workspaces(&state.config, state.github.clone()) {
-                Ok(ws) => {
-                    if let Some(ws) = state.workspaces.fill(ws) {
+                Ok(host) => {
+                    if let Some(host) = state.workspaces.fill(host) {
                         tracing::info!("workspaces are available now");
-                        if let Err(e) = start_host(&state, ws).await {
+                        if let Err(e) = start_host(&state, host).await {
                             tracing::error!(error = %e, "starting the workspace scheduler failed");
                         }
                     }
@@ -129,7 +129,7 @@ pub async fn start(state: &AppState) -> Result<()> {
     crate::turns::listen_control(state);
     // The host's recovery (sessions caught mid-boot fail) runs before anything boots here.
     let started = match state.workspaces.get() {
-        Ok(ws) => start_host(state, ws).await,
+        Ok(host) => start_host(state, host).await,
         Err(_) => {
             for row in db::sessions::in_states(&state.db, &[SessionState::Queued]).await? {
                 if let Ok(id) = row.id.parse() {
@@ -145,15 +145,15 @@ pub async fn start(state: &AppState) -> Result<()> {
 
 /// The part of [`start`] that needs workspaces: at start-up, or when a later probe finds the
 /// host able.
-async fn start_host(state: &AppState, ws: Arc<Host>) -> Result<()> {
+async fn start_host(state: &AppState, host: Arc<Host>) -> Result<()> {
     let db = state.db.clone();
     record_blocked_egress(state);
     // Where the other servers forward requests about this host's sessions.
-    crate::cluster::register(state, ws.host_id.clone());
-    crate::sessions::pool::remove_orphans(&ws).await?;
+    crate::cluster::register(state, host.host_id.clone());
+    crate::sessions::pool::remove_orphans(&host).await?;
     for row in db::sessions::in_states(&db, &[SessionState::Starting]).await? {
         // Another server's host is starting that one.
-        if !row.hosted_by(&ws.host_id) {
+        if !row.hosted_by(&host.host_id) {
             continue;
         }
         let id: SessionId = row
@@ -177,7 +177,7 @@ async fn start_host(state: &AppState, ws: Arc<Host>) -> Result<()> {
         .await?;
         tx.commit().await?;
         if let Some(wid) = row.workspace_id {
-            let _ = ws.runtime.stop(&wid, crate::runtime::Keep::Upper).await;
+            let _ = host.runtime.stop(&wid, crate::runtime::Keep::Upper).await;
         }
     }
     for row in db::sessions::in_states(&db, &[SessionState::Queued]).await? {
@@ -187,9 +187,9 @@ async fn start_host(state: &AppState, ws: Arc<Host>) -> Result<()> {
     }
     // Live workspaces this host runs get their egress name servers back.
     for row in db::sessions::in_states(&db, &SessionState::LIVE).await? {
-        if row.hosted_by(&ws.host_id)
+        if row.hosted_by(&host.host_id)
             && let Some(wid) = &row.workspace_id
-            && let Err(e) = ws.runtime.reattach(wid).await
+            && let Err(e) = host.runtime.reattach(wid).await
         {
             tracing::warn!(workspace = %wid, error = %e, "taking a workspace's network back failed");
         }
@@ -199,14 +199,14 @@ async fn start_host(state: &AppState, ws: Arc<Host>) -> Result<()> {
     tokio::spawn(supervise(
         state.clone(),
         db.clone(),
-        ws.clone(),
+        host.clone(),
         state.pool.clone(),
     ));
     if state.config.snapshot_interval_secs > 0 {
         let every = Duration::from_secs(state.config.snapshot_interval_secs);
         tokio::spawn(refresh_snapshots(
             db,
-            ws,
+            host,
             state.pool.clone(),
             every,
             state.config.snapshot_keep,
@@ -243,8 +243,8 @@ fn record_blocked_egress(state: &AppState) {
 }
 
 /// True while `pid` is the live (not zombie) init of a workspace.
-fn init_alive(pid: i64) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+fn init_alive(init_pid: i64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{init_pid}/stat")) else {
         return false;
     };
     let state = stat
@@ -256,14 +256,14 @@ fn init_alive(pid: i64) -> bool {
 async fn supervise(
     state: AppState,
     db: Db,
-    ws: Arc<Host>,
+    host: Arc<Host>,
     pool: Arc<crate::sessions::pool::WarmPool>,
 ) {
     let mut tick = tokio::time::interval(SUPERVISE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        keep_pools_full(&db, &ws, &pool).await;
+        keep_pools_full(&db, &host, &pool).await;
         if let Err(e) = crate::turns::sweep(&state, None).await {
             tracing::warn!(error = %e, "checking for abandoned turns failed");
         }
@@ -287,19 +287,19 @@ async fn supervise(
         }
         for row in rows {
             // Another server's host runs that workspace; its pid means nothing here.
-            if !row.hosted_by(&ws.host_id) {
+            if !row.hosted_by(&host.host_id) {
                 continue;
             }
-            let (Some(pid), Some(wid), Ok(id)) = (
+            let (Some(init_pid), Some(wid), Ok(id)) = (
                 row.workspace_pid,
                 row.workspace_id.clone(),
                 row.id.parse::<SessionId>(),
             ) else {
                 continue;
             };
-            if !init_alive(pid) {
+            if !init_alive(init_pid) {
                 tracing::warn!(session = %id, "workspace died");
-                if let Err(e) = workspace::workspace_died(&db, &ws, id, &wid).await {
+                if let Err(e) = workspace::workspace_died(&db, &host, id, &wid).await {
                     tracing::error!(session = %id, error = %e, "recording a dead workspace failed");
                 }
             }
@@ -309,7 +309,7 @@ async fn supervise(
 
 /// Starts a refill for every repo whose pool is not at its size (refills run in the background;
 /// one per repo at a time).
-async fn keep_pools_full(db: &Db, ws: &Arc<Host>, pool: &Arc<crate::sessions::pool::WarmPool>) {
+async fn keep_pools_full(db: &Db, host: &Arc<Host>, pool: &Arc<crate::sessions::pool::WarmPool>) {
     let Ok(repos) = db::repos::list(db, tandem_protocol::limits::MAX_LIST).await else {
         return;
     };
@@ -317,9 +317,9 @@ async fn keep_pools_full(db: &Db, ws: &Arc<Host>, pool: &Arc<crate::sessions::po
         if pool.ready(repo.id) == repo.warm_pool.max(0) as usize {
             continue;
         }
-        let (db, ws, pool) = (db.clone(), ws.clone(), pool.clone());
+        let (db, host, pool) = (db.clone(), host.clone(), pool.clone());
         tokio::spawn(async move {
-            if let Err(e) = pool.refill(&db, &ws, &repo).await {
+            if let Err(e) = pool.refill(&db, &host, &repo).await {
                 tracing::warn!(repo = %repo.name, error = %e, "warm pool refill failed");
             }
         });
@@ -330,7 +330,7 @@ async fn keep_pools_full(db: &Db, ws: &Arc<Host>, pool: &Arc<crate::sessions::po
 /// changed), then collect old ones.
 async fn refresh_snapshots(
     db: Db,
-    ws: Arc<Host>,
+    host: Arc<Host>,
     pool: Arc<crate::sessions::pool::WarmPool>,
     every: Duration,
     keep: usize,
@@ -343,14 +343,15 @@ async fn refresh_snapshots(
             continue;
         };
         for repo in repos {
-            if let Err(e) = crate::mirrors::pack(&ws.data_dir, &repo).await {
+            if let Err(e) = crate::mirrors::pack(&host.data_dir, &repo).await {
                 tracing::warn!(repo = %repo.name, error = %e, "packing the mirror failed");
             }
-            if let Err(e) = crate::snapshots::rebuild_if_stale(&db, &ws, &repo).await {
+            if let Err(e) = crate::snapshots::rebuild_if_stale(&db, &host, &repo).await {
                 tracing::warn!(repo = %repo.name, error = %e, "checking the snapshot failed");
             }
             let pooled = pool.snapshots(repo.id);
-            if let Err(e) = crate::snapshots::collect_garbage(&db, &ws, &repo, keep, &pooled).await
+            if let Err(e) =
+                crate::snapshots::collect_garbage(&db, &host, &repo, keep, &pooled).await
             {
                 tracing::warn!(repo = %repo.name, error = %e, "collecting old snapshots failed");
             }

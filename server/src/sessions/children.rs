@@ -100,10 +100,16 @@ pub async fn spawn(
     }
     let agent = req.agent.clone().unwrap_or_else(|| p.agent.clone());
     let children = if req.fork {
-        let ws = state.workspaces()?;
-        let forks =
-            super::workspace::fork(&state.db, &ws, parent, &author, n, Some(req.prompt.clone()))
-                .await?;
+        let host = state.workspaces()?;
+        let forks = super::workspace::fork(
+            &state.db,
+            &host,
+            parent,
+            &author,
+            n,
+            Some(req.prompt.clone()),
+        )
+        .await?;
         for f in &forks {
             turns::kick(state, f.id);
         }
@@ -171,7 +177,7 @@ pub async fn list(state: &AppState, parent: SessionId) -> Result<Vec<ChildSessio
     for session in db::sessions::children(&state.db, parent).await? {
         let prompts = db::sessions::prompts(&state.db, session.id).await?;
         let files_changed = match state.workspaces() {
-            Ok(ws) => super::workspace::diff(&state.db, &ws, session.id)
+            Ok(host) => super::workspace::diff(&state.db, &host, session.id)
                 .await
                 .map(|d| d.files.len() as i64)
                 .unwrap_or(0),

@@ -21,7 +21,7 @@ pub const PREFIX: &str = "w-";
 #[derive(Clone, Debug)]
 pub struct Warm {
     pub workspace_id: String,
-    pub pid: i32,
+    pub init_pid: i32,
     pub snapshot: SnapshotId,
 }
 
@@ -83,14 +83,14 @@ impl WarmPool {
 
     /// Brings `repo`'s pool to its configured size on its newest good snapshot: stops stale or
     /// surplus workspaces, starts missing ones.
-    pub async fn refill(self: &Arc<Self>, db: &Db, ws: &Host, repo: &Repo) -> Result<()> {
+    pub async fn refill(self: &Arc<Self>, db: &Db, host: &Host, repo: &Repo) -> Result<()> {
         {
             let mut filling = self.filling.lock().unwrap_or_else(|p| p.into_inner());
             if !filling.insert(repo.id) {
                 return Ok(());
             }
         }
-        let result = self.refill_inner(db, ws, repo).await;
+        let result = self.refill_inner(db, host, repo).await;
         self.filling
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -98,7 +98,7 @@ impl WarmPool {
         result
     }
 
-    async fn refill_inner(&self, db: &Db, ws: &Host, repo: &Repo) -> Result<()> {
+    async fn refill_inner(&self, db: &Db, host: &Host, repo: &Repo) -> Result<()> {
         let size = db::repos::get(db, repo.id)
             .await?
             .map_or(0, |r| r.warm_pool.max(0) as usize);
@@ -115,7 +115,7 @@ impl WarmPool {
             }
         }
         for w in stale {
-            let _ = ws.runtime.stop(&w.workspace_id, Keep::Nothing).await;
+            let _ = host.runtime.stop(&w.workspace_id, Keep::Nothing).await;
         }
         let Some(snap) = snap.filter(|_| size > 0) else {
             return Ok(());
@@ -125,8 +125,8 @@ impl WarmPool {
                 "{PREFIX}{}",
                 &uuid::Uuid::new_v4().simple().to_string()[..16]
             );
-            let pid = crate::sessions::workspace::start_on(
-                ws,
+            let init_pid = crate::sessions::workspace::start_on(
+                host,
                 repo,
                 snap.id,
                 snap.commit.as_deref(),
@@ -138,7 +138,7 @@ impl WarmPool {
                 repo.id,
                 Warm {
                     workspace_id: wid,
-                    pid,
+                    init_pid,
                     snapshot: snap.id,
                 },
             );
@@ -148,10 +148,10 @@ impl WarmPool {
 }
 
 /// Removes pool workspaces a previous server process left behind.
-pub async fn remove_orphans(ws: &Host) -> Result<()> {
-    for id in ws.runtime.list().await? {
+pub async fn remove_orphans(host: &Host) -> Result<()> {
+    for id in host.runtime.list().await? {
         if id.starts_with(PREFIX) {
-            let _ = ws.runtime.stop(&id, Keep::Nothing).await;
+            let _ = host.runtime.stop(&id, Keep::Nothing).await;
         }
     }
     Ok(())

@@ -87,12 +87,12 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
     Ok(prompt)
 }
 
-/// The prompt `pid` of session `id`, checked to be `author`'s and still queued.
-async fn own_queued(db: &Db, id: SessionId, pid: PromptId, author: &Author) -> Result<Prompt> {
-    let p = db::prompts::get(db, pid)
+/// The prompt `prompt` of session `id`, checked to be `author`'s and still queued.
+async fn own_queued(db: &Db, id: SessionId, prompt: PromptId, author: &Author) -> Result<Prompt> {
+    let p = db::prompts::get(db, prompt)
         .await?
         .filter(|p| p.session_id == id)
-        .ok_or_else(|| Error::NotFound(format!("no prompt {pid} in this session")))?;
+        .ok_or_else(|| Error::NotFound(format!("no prompt {prompt} in this session")))?;
     if p.author.user_id.is_none() || p.author.user_id != author.user_id {
         return Err(Error::Forbidden(
             "only a prompt's author may change it".into(),
@@ -111,14 +111,14 @@ async fn own_queued(db: &Db, id: SessionId, pid: PromptId, author: &Author) -> R
 pub async fn edit(
     db: &Db,
     id: SessionId,
-    pid: PromptId,
+    prompt: PromptId,
     author: &Author,
     text: &str,
 ) -> Result<Prompt> {
     let text = validate_text(text)?;
-    own_queued(db, id, pid, author).await?;
+    own_queued(db, id, prompt, author).await?;
     let mut tx = db.begin().await?;
-    if !db::prompts::edit(&mut tx, pid, &text).await? {
+    if !db::prompts::edit(&mut tx, prompt, &text).await? {
         return Err(Error::Conflict("the prompt started meanwhile".into()));
     }
     db::events::append(
@@ -126,23 +126,24 @@ pub async fn edit(
         id,
         now_ms(),
         EventKind::PromptEdited {
-            prompt_id: pid,
+            prompt_id: prompt,
             author: author.clone(),
             text,
         },
     )
     .await?;
     tx.commit().await?;
-    db::prompts::get(db, pid)
+    db::prompts::get(db, prompt)
         .await?
         .ok_or_else(|| Error::NotFound("the prompt vanished".into()))
 }
 
 /// Takes back one's own queued prompt.
-pub async fn withdraw(db: &Db, id: SessionId, pid: PromptId, author: &Author) -> Result<()> {
-    own_queued(db, id, pid, author).await?;
+pub async fn withdraw(db: &Db, id: SessionId, prompt: PromptId, author: &Author) -> Result<()> {
+    own_queued(db, id, prompt, author).await?;
     let mut tx = db.begin().await?;
-    if !db::prompts::set_state(&mut tx, pid, PromptState::Queued, PromptState::Withdrawn).await? {
+    if !db::prompts::set_state(&mut tx, prompt, PromptState::Queued, PromptState::Withdrawn).await?
+    {
         return Err(Error::Conflict("the prompt started meanwhile".into()));
     }
     db::events::append(
@@ -150,7 +151,7 @@ pub async fn withdraw(db: &Db, id: SessionId, pid: PromptId, author: &Author) ->
         id,
         now_ms(),
         EventKind::PromptWithdrawn {
-            prompt_id: pid,
+            prompt_id: prompt,
             author: author.clone(),
         },
     )

@@ -26,11 +26,11 @@ pub const SETUP_COMMAND_TIMEOUT_SECS: u64 = 30 * 60;
 pub const REPO_DIR: &str = "/workspace";
 
 /// Starts a build: records it as `building` and returns it; the build runs in the background.
-pub async fn start_build(db: &Db, ws: &Arc<Host>, repo: &Repo) -> Result<Snapshot> {
-    let snap = start_build_inline(db, ws, repo).await?;
-    let (db, ws, repo, s) = (db.clone(), ws.clone(), repo.clone(), snap.clone());
+pub async fn start_build(db: &Db, host: &Arc<Host>, repo: &Repo) -> Result<Snapshot> {
+    let snap = start_build_inline(db, host, repo).await?;
+    let (db, host, repo, s) = (db.clone(), host.clone(), repo.clone(), snap.clone());
     tokio::spawn(async move {
-        if let Err(e) = build(&db, &ws, &repo, s).await {
+        if let Err(e) = build(&db, &host, &repo, s).await {
             tracing::error!(error = %e, "recording a snapshot build failed");
         }
     });
@@ -38,14 +38,14 @@ pub async fn start_build(db: &Db, ws: &Arc<Host>, repo: &Repo) -> Result<Snapsho
 }
 
 /// Records a build as `building`; the caller runs [`build`] with it.
-pub async fn start_build_inline(db: &Db, ws: &Host, repo: &Repo) -> Result<Snapshot> {
+pub async fn start_build_inline(db: &Db, host: &Host, repo: &Repo) -> Result<Snapshot> {
     let snap = Snapshot {
         id: SnapshotId(uuid::Uuid::new_v4()),
         repo_id: repo.id,
         state: SnapshotState::Building,
         branch: repo.default_branch.clone(),
         commit: None,
-        image_digest: Some(ws.image()?.digest.clone()),
+        image_digest: Some(host.image()?.digest.clone()),
         recipe_hash: None,
         agent_version: Some(crate::VERSION.into()),
         size_bytes: None,
@@ -62,11 +62,11 @@ pub async fn start_build_inline(db: &Db, ws: &Host, repo: &Repo) -> Result<Snaps
 }
 
 /// Runs a build to the end and records its outcome (also on failure).
-pub async fn build(db: &Db, ws: &Host, repo: &Repo, mut snap: Snapshot) -> Result<Snapshot> {
+pub async fn build(db: &Db, host: &Host, repo: &Repo, mut snap: Snapshot) -> Result<Snapshot> {
     let start = Instant::now();
-    let layer = ws.layer(snap.id);
+    let layer = host.layer(snap.id);
     let mut log = String::new();
-    let outcome = run_build(db, ws, repo, &snap, &layer, &mut log).await;
+    let outcome = run_build(db, host, repo, &snap, &layer, &mut log).await;
     snap.build_ms = Some(start.elapsed().as_millis() as i64);
     snap.finished_at = Some(Timestamp(now_ms()));
     match outcome {
@@ -92,7 +92,7 @@ pub async fn build(db: &Db, ws: &Host, repo: &Repo, mut snap: Snapshot) -> Resul
 
 async fn run_build(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     repo: &Repo,
     snap: &Snapshot,
     layer: &Path,
@@ -104,10 +104,10 @@ async fn run_build(
         repo.url, repo.default_branch
     ));
     let (mirror, commit) = crate::mirrors::update(
-        &ws.data_dir,
+        &host.data_dir,
         repo,
         &repo.default_branch,
-        ws.credentials.remote_auth(repo).await?.as_deref(),
+        host.credentials.remote_auth(repo).await?.as_deref(),
     )
     .await?;
     let recipe_text = crate::mirrors::read_file(&mirror, &commit, recipe::FILE).await?;
@@ -116,7 +116,7 @@ async fn run_build(
         let checkout = layer.join(REPO_DIR.trim_start_matches('/'));
         crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
         log.push_str(&format!("at {commit}\n"));
-        if ws.runtime.root_uid() != 0 {
+        if host.runtime.root_uid() != 0 {
             // Shifted now rather than at a session's start.
             let l = layer.to_path_buf();
             tokio::task::spawn_blocking(move || crate::runtime::userns::shift_tree(&l))
@@ -128,8 +128,8 @@ async fn run_build(
     // `setup` runs in a workspace like a session's, on a disk of its own (limited like one);
     // its layer is then copied to the snapshot's place.
     let id = format!("snap-{}", &snap.id.0.simple().to_string()[..16]);
-    let limits = ws.limits(&recipe.limits)?;
-    let upper = ws.runtime.prepare(&id, limits).await?;
+    let limits = host.limits(&recipe.limits)?;
+    let upper = host.runtime.prepare(&id, limits).await?;
     let checkout = upper.join(REPO_DIR.trim_start_matches('/'));
     let built = async {
         crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
@@ -140,36 +140,36 @@ async fn run_build(
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        ws.runtime
+        host.runtime
             .start(WorkspaceSpec {
                 id: id.clone(),
-                layers: vec![ws.image()?.rootfs.clone()],
+                layers: vec![host.image()?.rootfs.clone()],
                 upper: None,
                 hostname: "snapshot".into(),
                 env: env.clone(),
                 init: vec!["sleep".into(), "infinity".into()],
                 binds: vec![],
                 limits,
-                egress: ws.egress(&recipe.egress),
+                egress: host.egress(&recipe.egress),
             })
             .await?;
-        let result = run_setup(db, ws, snap.id, &id, &recipe, &env, log).await;
-        ws.runtime.stop(&id, Keep::Upper).await?;
+        let result = run_setup(db, host, snap.id, &id, &recipe, &env, log).await;
+        host.runtime.stop(&id, Keep::Upper).await?;
         result?;
-        let upper = ws.runtime.prepare(&id, limits).await?;
+        let upper = host.runtime.prepare(&id, limits).await?;
         crate::runtime::disk::copy_tree(&upper, layer).await?;
         Ok::<_, Error>(())
     }
     .await;
     // The build's own workspace and disk go either way; a failure removes the layer in `build`.
-    ws.runtime.stop(&id, Keep::Nothing).await?;
+    host.runtime.stop(&id, Keep::Nothing).await?;
     built?;
     Ok((commit, recipe.hash()))
 }
 
 async fn run_setup(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     snap: SnapshotId,
     id: &str,
     recipe: &Recipe,
@@ -178,7 +178,7 @@ async fn run_setup(
 ) -> Result<()> {
     for cmd in &recipe.setup {
         log.push_str(&format!("$ {cmd}\n"));
-        let out = ws
+        let out = host
             .runtime
             .exec(
                 id,
@@ -218,17 +218,17 @@ fn tail(s: &str, max: usize) -> String {
 
 /// Why `repo`'s newest good snapshot is out of date (its branch moved, the image or the recipe
 /// changed, or there is none), or `None` when it is current. Fetches the remote's delta.
-pub async fn staleness(db: &Db, ws: &Host, repo: &Repo) -> Result<Option<String>> {
+pub async fn staleness(db: &Db, host: &Host, repo: &Repo) -> Result<Option<String>> {
     // Against the newest built one, set aside or not: a snapshot sessions could not start
     // from is not built again from the same commit, recipe and image.
     let Some(latest) = db::snapshots::latest_built(db, repo.id).await? else {
         return Ok(Some("there is no snapshot yet".into()));
     };
     let (mirror, head) = crate::mirrors::update(
-        &ws.data_dir,
+        &host.data_dir,
         repo,
         &repo.default_branch,
-        ws.credentials.remote_auth(repo).await?.as_deref(),
+        host.credentials.remote_auth(repo).await?.as_deref(),
     )
     .await?;
     if latest.commit.as_deref() != Some(head.as_str()) {
@@ -238,7 +238,7 @@ pub async fn staleness(db: &Db, ws: &Host, repo: &Repo) -> Result<Option<String>
             &head[..head.len().min(12)]
         )));
     }
-    if latest.image_digest.as_deref() != Some(ws.image()?.digest.as_str()) {
+    if latest.image_digest.as_deref() != Some(host.image()?.digest.as_str()) {
         return Ok(Some("the workspace image changed".into()));
     }
     let recipe = Recipe::parse(
@@ -253,14 +253,14 @@ pub async fn staleness(db: &Db, ws: &Host, repo: &Repo) -> Result<Option<String>
 }
 
 /// Starts a build when the newest snapshot is stale and none is running; returns it.
-pub async fn rebuild_if_stale(db: &Db, ws: &Arc<Host>, repo: &Repo) -> Result<Option<Snapshot>> {
+pub async fn rebuild_if_stale(db: &Db, host: &Arc<Host>, repo: &Repo) -> Result<Option<Snapshot>> {
     if db::snapshots::building(db, repo.id).await? {
         return Ok(None);
     }
-    match staleness(db, ws, repo).await? {
+    match staleness(db, host, repo).await? {
         Some(reason) => {
             tracing::info!(repo = %repo.name, %reason, "rebuilding the snapshot");
-            Ok(Some(start_build(db, ws, repo).await?))
+            Ok(Some(start_build(db, host, repo).await?))
         }
         None => Ok(None),
     }
@@ -272,7 +272,7 @@ pub async fn rebuild_if_stale(db: &Db, ws: &Arc<Host>, repo: &Repo) -> Result<Op
 /// made again), older ones go.
 pub async fn collect_garbage(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     repo: &Repo,
     keep: usize,
     also_in_use: &[SnapshotId],
@@ -302,7 +302,7 @@ pub async fn collect_garbage(
             continue;
         }
         db::snapshots::mark_collected(db, snap.id).await?;
-        if let Some(dir) = ws.layer(snap.id).parent() {
+        if let Some(dir) = host.layer(snap.id).parent() {
             let _ = std::fs::remove_dir_all(dir);
         }
         collected.push(snap.id);

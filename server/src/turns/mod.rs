@@ -16,10 +16,10 @@ use tandem_protocol::agent::{TurnFrame, TurnStart, TurnSteer};
 use tandem_protocol::*;
 use tokio::sync::Notify;
 
-use crate::agent::Agent;
 use crate::config::OnInterrupt;
 use crate::db::{self, Db};
 use crate::state::AppState;
+use crate::workspace_agent::WorkspaceAgent;
 use crate::{Error, Result, now_ms};
 
 #[cfg(test)]
@@ -56,7 +56,7 @@ struct Active {
 struct Running {
     prompt: PromptId,
     wid: String,
-    pid: i32,
+    init_pid: i32,
     stop: Arc<Notify>,
     stopped_by: Arc<Mutex<Option<String>>>,
     /// The prompts handed to this turn as steering: the only ones its agent may report
@@ -149,7 +149,7 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
             .await?;
         return Ok(false);
     }
-    let (Some(wid), Some(pid)) = (row.workspace_id, row.workspace_pid) else {
+    let (Some(wid), Some(init_pid)) = (row.workspace_id, row.workspace_pid) else {
         return Ok(false);
     };
     // An agent that needs a model waits for one (the session says why) instead of failing.
@@ -166,7 +166,7 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
     }
     match claim(db, session, &state.turns.runner).await? {
         Claim::Turn(prompt, agent) => {
-            run(state, session, prompt, agent, wid, pid as i32).await?;
+            run(state, session, prompt, agent, wid, init_pid as i32).await?;
             Ok(true)
         }
         Claim::Empty { was_running } => {
@@ -251,11 +251,11 @@ async fn run(
     prompt: Prompt,
     agent: AgentSpec,
     wid: String,
-    pid: i32,
+    init_pid: i32,
 ) -> Result<()> {
     let t0 = Instant::now();
     let db = &state.db;
-    let ws = state.workspaces()?.clone();
+    let host = state.workspaces()?.clone();
     let kept = db::artifacts::agent_state(db, session)
         .await?
         .and_then(|s| serde_json::from_str(&s).ok());
@@ -271,7 +271,7 @@ async fn run(
     let running = Running {
         prompt: prompt.id,
         wid: wid.clone(),
-        pid,
+        init_pid,
         stop: Arc::new(Notify::new()),
         stopped_by: Default::default(),
         steered: Default::default(),
@@ -283,7 +283,7 @@ async fn run(
         &prompt,
         &agent,
         &state.turns.runner,
-        ws.credentials.clone(),
+        host.credentials.clone(),
         running.steered.clone(),
     );
     let result = async {
@@ -291,7 +291,7 @@ async fn run(
         if let Err(e) = state.turns.hooks.before_turn(state, session, &wid).await {
             tracing::warn!(session = %session, error = %e, "preparing the workspace's git failed");
         }
-        let mut frames = Agent::new(&ws, wid.as_str(), pid).start_turn(&start).await?;
+        let mut frames = WorkspaceAgent::new(&host, wid.as_str(), init_pid).start_turn(&start).await?;
         let lease_lost = Arc::new(Notify::new());
         let heartbeat = tokio::spawn(beat(
             state.clone(),
@@ -310,7 +310,7 @@ async fn run(
             };
             tokio::select! {
                 item = frames.recv() => match item {
-                    Some(Ok(TurnFrame::End { outcome, usage, error, .. })) => return Ok(Ending::Agent(outcome, usage, error)),
+                    Some(Ok(TurnFrame::End { outcome, usage, error, .. })) => return Ok(Ending::WorkspaceAgent(outcome, usage, error)),
                     Some(Ok(frame)) => rec.frame(frame).await?,
                     Some(Err(e)) => return Err(e.into()),
                     None => return Err(Error::Unavailable("the turn's stream ended without an end".into())),
@@ -332,7 +332,7 @@ async fn run(
         .clone();
     let ms = t0.elapsed().as_millis() as i64;
     match result {
-        Ok(Ending::Agent(outcome, usage, error)) => {
+        Ok(Ending::WorkspaceAgent(outcome, usage, error)) => {
             let error = error.or_else(|| {
                 (outcome == TurnOutcome::Stopped)
                     .then(|| stopped_by.clone())
@@ -356,7 +356,7 @@ async fn run(
         // one prompt going.
         Ok(Ending::LeaseLost) => {
             tracing::warn!(session = %session, prompt = %prompt.id, "another server took this turn's prompt back; stopping the turn here");
-            if let Err(e) = Agent::new(&ws, wid.as_str(), pid)
+            if let Err(e) = WorkspaceAgent::new(&host, wid.as_str(), init_pid)
                 .stop_turn(prompt.id)
                 .await
             {
@@ -419,7 +419,7 @@ impl Drop for AbortOnDrop {
 /// How a turn's wait ended.
 enum Ending {
     /// The agent ended it.
-    Agent(TurnOutcome, Usage, Option<String>),
+    WorkspaceAgent(TurnOutcome, Usage, Option<String>),
     /// It was stopped and the agent did not end it within [`STOP_GRACE`].
     StopTimedOut,
     /// Its prompt is not this process's to run any more.
@@ -606,8 +606,8 @@ async fn stop_here(state: &AppState, session: SessionId, by: &str) -> Result<Opt
     };
     *turn.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("stopped by {by}"));
     turn.stop.notify_one();
-    let ws = state.workspaces()?;
-    if let Err(e) = Agent::new(&ws, turn.wid.as_str(), turn.pid)
+    let host = state.workspaces()?;
+    if let Err(e) = WorkspaceAgent::new(&host, turn.wid.as_str(), turn.init_pid)
         .stop_turn(turn.prompt)
         .await
     {
@@ -641,7 +641,7 @@ async fn steer_here(state: &AppState, prompt: &Prompt) {
     let Some(turn) = state.turns.running(prompt.session_id) else {
         return;
     };
-    let Ok(ws) = state.workspaces() else { return };
+    let Ok(host) = state.workspaces() else { return };
     let req = TurnSteer {
         prompt_id: prompt.id,
         text: prompt.text.clone(),
@@ -656,7 +656,7 @@ async fn steer_here(state: &AppState, prompt: &Prompt) {
         }
     };
     noted(true);
-    let sent = Agent::new(&ws, turn.wid.as_str(), turn.pid)
+    let sent = WorkspaceAgent::new(&host, turn.wid.as_str(), turn.init_pid)
         .steer_turn(turn.prompt, &req)
         .await;
     if !matches!(sent, Ok(true)) {
@@ -699,7 +699,7 @@ pub fn listen_control(state: &AppState) {
                         db::sessions::workspace(&state.db, session).await,
                         state.workspaces(),
                     ) {
-                        (Ok(Some(row)), Ok(ws)) => row.hosted_by(&ws.host_id),
+                        (Ok(Some(row)), Ok(host)) => row.hosted_by(&host.host_id),
                         _ => false,
                     };
                     if here {

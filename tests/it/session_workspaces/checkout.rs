@@ -135,7 +135,7 @@ async fn the_file_api_works_inside_the_checkout_and_refuses_to_leave_it() {
 async fn the_agent_serves_shared_terminals() {
     use futures::{SinkExt, StreamExt};
     use tandem_protocol::agent::{PtyControl, PtyOpen};
-    use tandem_server::agent::Agent;
+    use tandem_server::workspace_agent::WorkspaceAgent;
     use tokio_tungstenite::tungstenite::Message;
 
     let Some(s) = server().await else { return };
@@ -157,7 +157,7 @@ async fn the_agent_serves_shared_terminals() {
     let (wid, pid) = (row.workspace_id.unwrap(), row.workspace_pid.unwrap() as i32);
     let ws = s.state.workspaces().unwrap();
 
-    let agent = Agent::new(&ws, wid.as_str(), pid);
+    let agent = WorkspaceAgent::new(&ws, wid.as_str(), pid);
 
     // A terminal two clients share.
     async fn read_until(

@@ -25,7 +25,7 @@ pub async fn doctor(config: &Config, json: bool) -> Result<()> {
     let mut problems: Vec<tandem_protocol::Problem> =
         match tandem_server::serve::workspaces(config, None) {
             Err(p) => vec![p],
-            Ok(ws) => ws.start_problem().into_iter().collect(),
+            Ok(host) => host.start_problem().into_iter().collect(),
         };
     // The model may be set on the settings page: read the database if it is there.
     if let Ok(db) = tandem_server::db::Db::connect(&config.database_url).await

@@ -9,7 +9,7 @@ pub(super) const GIT_TIMEOUT_SECS: u64 = 300;
 /// Puts the session's git credential helper and the gateway relay in the workspace's system git
 /// config: `git push origin` (or any GitHub URL of the repo) then goes through the gateway, and
 /// the token is asked for each time, never written down.
-pub(super) async fn prepare_git(gh: &GitHub, ws: &Host, wid: &str) -> Result<()> {
+pub(super) async fn prepare_git(gh: &GitHub, host: &Host, wid: &str) -> Result<()> {
     let script = r#"set -e
 git config --system --unset-all credential.helper 2>/dev/null || true
 git config --system "credential.$TANDEM_RELAY.helper" "$TANDEM_HELPER"
@@ -29,7 +29,7 @@ git config --system --replace-all "url.$TANDEM_RELAY.insteadOf" "$TANDEM_WEB/""#
         ),
         ("TANDEM_WEB".to_string(), gh.config.web_url.clone()),
     ];
-    let out = workspace::run(ws, wid, script, &env, 30).await?;
+    let out = workspace::run(host, wid, script, &env, 30).await?;
     if out.code != Some(0) {
         return Err(Error::Internal(format!(
             "configuring git in the workspace failed: {}",
@@ -41,12 +41,12 @@ git config --system --replace-all "url.$TANDEM_RELAY.insteadOf" "$TANDEM_WEB/""#
 
 /// Runs git `script` in the workspace; stdout on success, else stdout+stderr as the error.
 pub(super) async fn git(
-    ws: &Host,
+    host: &Host,
     wid: &str,
     script: &str,
     env: &[(String, String)],
 ) -> std::result::Result<String, String> {
-    let out = workspace::run(ws, wid, script, env, GIT_TIMEOUT_SECS)
+    let out = workspace::run(host, wid, script, env, GIT_TIMEOUT_SECS)
         .await
         .map_err(|e| e.to_string())?;
     if out.code == Some(0) {
@@ -63,13 +63,13 @@ pub async fn commit_changes(
     author: &Author,
     message: &str,
 ) -> Result<Option<String>> {
-    let ws = app.workspaces()?;
-    let status = workspace::git_status(&app.db, &ws, session).await?;
+    let host = app.workspaces()?;
+    let status = workspace::git_status(&app.db, &host, session).await?;
     if status.changes.is_empty() {
         return Ok(None);
     }
     let identity = super::super::commit_identity(&app.db, author).await?;
-    let commit = workspace::git_commit(&app.db, &ws, session, author, identity, message).await?;
+    let commit = workspace::git_commit(&app.db, &host, session, author, identity, message).await?;
     workspace::event(
         &app.db,
         session,
@@ -101,7 +101,7 @@ pub fn commit_message(app: &AppState, session: SessionId, prompt: &Prompt) -> St
 
 pub(super) async fn rebase(
     app: &AppState,
-    ws: &Host,
+    host: &Host,
     wid: &str,
     by: &Author,
     base_branch: &str,
@@ -117,7 +117,7 @@ if git rebase --quiet FETCH_HEAD >/dev/null 2>&1; then exit 0; fi
 git diff --name-only --diff-filter=U
 git rebase --abort >/dev/null 2>&1
 exit 4"#;
-    let out = workspace::run(ws, wid, script, &env, GIT_TIMEOUT_SECS).await?;
+    let out = workspace::run(host, wid, script, &env, GIT_TIMEOUT_SECS).await?;
     match out.code {
         Some(0) => Ok(()),
         Some(4) => {
@@ -142,10 +142,10 @@ exit 4"#;
 }
 
 /// Pushes HEAD to `branch`; returns the pushed commit.
-pub(super) async fn push(ws: &Host, wid: &str, branch: &str, force: bool) -> Result<String> {
+pub(super) async fn push(host: &Host, wid: &str, branch: &str, force: bool) -> Result<String> {
     let refspec = format!("{}HEAD:refs/heads/{branch}", if force { "+" } else { "" });
     let script = r#"git push --porcelain origin "$TANDEM_REFSPEC" 2>&1 && git rev-parse HEAD"#;
-    let out = git(ws, wid, script, &[("TANDEM_REFSPEC".into(), refspec)])
+    let out = git(host, wid, script, &[("TANDEM_REFSPEC".into(), refspec)])
         .await
         .map_err(|e| push_error(&e, branch))?;
     Ok(out.lines().last().unwrap_or_default().trim().to_string())

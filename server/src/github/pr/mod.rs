@@ -123,7 +123,7 @@ pub async fn open(
     req: CreatePr,
 ) -> Result<PullRequest> {
     let gh = github(app)?;
-    let ws = app.workspaces()?;
+    let host = app.workspaces()?;
     let lock = gh.pr_lock(session);
     let _one = lock.lock().await;
     let repo = credentials::linked(gh, session).await?;
@@ -163,10 +163,10 @@ pub async fn open(
         ),
     )
     .await?;
-    prepare_git(gh, &ws, &wid).await?;
+    prepare_git(gh, &host, &wid).await?;
     let base = base_commit.clone().unwrap_or_default();
     let ahead = git(
-        &ws,
+        &host,
         &wid,
         r#"git rev-list --count "$TANDEM_BASE..HEAD""#,
         &[("TANDEM_BASE".into(), base.clone())],
@@ -196,7 +196,7 @@ pub async fn open(
         .unwrap_or_else(|| s.branch.clone());
     // Has the base moved on GitHub since the session started?
     let remote = git(
-        &ws,
+        &host,
         &wid,
         r#"git ls-remote --heads origin "refs/heads/$TANDEM_BRANCH""#,
         &[("TANDEM_BRANCH".into(), base_branch.clone())],
@@ -222,7 +222,7 @@ pub async fn open(
                 });
             }
             Some(true) => {
-                rebase(app, &ws, &wid, by, &base_branch).await?;
+                rebase(app, &host, &wid, by, &base_branch).await?;
                 db::sessions::set_base_commit(&app.db, session, &remote_head).await?;
                 force = true;
             }
@@ -233,7 +233,7 @@ pub async fn open(
         .as_ref()
         .map(|p| p.branch.clone())
         .unwrap_or_else(|| branch_name(session, &s.title));
-    let head_sha = push(&ws, &wid, &branch, force).await?;
+    let head_sha = push(&host, &wid, &branch, force).await?;
     let body = body(app, session).await?;
     let pr = match existing {
         Some(pr) => update(app, gh, &repo, pr, &head_sha, body).await?,

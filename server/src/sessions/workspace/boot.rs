@@ -6,7 +6,7 @@ use super::*;
 
 /// Boots a queued session. Failures end the session `failed` with the reason as an event; the
 /// returned error is only about recording that.
-pub async fn boot(db: &Db, ws: &Host, pool: &WarmPool, id: SessionId) -> Result<()> {
+pub async fn boot(db: &Db, host: &Host, pool: &WarmPool, id: SessionId) -> Result<()> {
     let t0 = Instant::now();
     // Only a queued session boots; the transition is the claim (another process loses the race).
     let Some(session) = db::sessions::get(db, id).await? else {
@@ -33,8 +33,8 @@ pub async fn boot(db: &Db, ws: &Host, pool: &WarmPool, id: SessionId) -> Result<
         return Ok(());
     }
     // Claimed: this server's host starts it (another server's restart leaves it alone).
-    db::sessions::set_host(db, id, &ws.host_id).await?;
-    match boot_inner(db, ws, pool, &session, t0).await {
+    db::sessions::set_host(db, id, &host.host_id).await?;
+    match boot_inner(db, host, pool, &session, t0).await {
         Ok(()) => {
             became_ready(db, id, t0).await?;
             tracing::info!(session = %id, ms = t0.elapsed().as_millis() as u64, "session ready");
@@ -53,7 +53,7 @@ pub async fn boot(db: &Db, ws: &Host, pool: &WarmPool, id: SessionId) -> Result<
             let recorded = db::sessions::workspace(db, id)
                 .await?
                 .and_then(|r| r.workspace_id);
-            let _ = ws
+            let _ = host
                 .runtime
                 .stop(&recorded.unwrap_or_else(|| workspace_id(id)), Keep::Upper)
                 .await;
@@ -65,7 +65,7 @@ pub async fn boot(db: &Db, ws: &Host, pool: &WarmPool, id: SessionId) -> Result<
 
 pub(super) async fn boot_inner(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     pool: &WarmPool,
     session: &Session,
     t0: Instant,
@@ -85,11 +85,11 @@ pub(super) async fn boot_inner(
                 Some("no snapshot of this repo yet: building one".into()),
             )
             .await?;
-            let pending = snapshots::start_build_inline(db, ws, &repo).await?;
+            let pending = snapshots::start_build_inline(db, host, &repo).await?;
             let built = within(
                 "the snapshot build",
                 DEADLINE_SNAPSHOT,
-                snapshots::build(db, ws, &repo, pending),
+                snapshots::build(db, host, &repo, pending),
             )
             .await?;
             if built.state != SnapshotState::Ready {
@@ -112,33 +112,33 @@ pub(super) async fn boot_inner(
     phase(db, id, t0, BootPhase::Starting, Some(detail)).await?;
     let start = async {
         if let Some(w) = &warm {
-            return Ok((w.workspace_id.clone(), w.pid));
+            return Ok((w.workspace_id.clone(), w.init_pid));
         }
         let wid = workspace_id(id);
-        let pid = start_on(ws, &repo, snap.id, snap.commit.as_deref(), &wid, None).await?;
-        Ok::<_, Error>((wid, pid))
+        let init_pid = start_on(host, &repo, snap.id, snap.commit.as_deref(), &wid, None).await?;
+        Ok::<_, Error>((wid, init_pid))
     };
     // The mirror fetches the remote's delta while the container starts.
     let (started, head) = tokio::join!(start, async {
         let t = Instant::now();
         let r = within("fetching the branch", DEADLINE_SYNCING, async {
-            let auth = ws.credentials.remote_auth(&repo).await?;
+            let auth = host.credentials.remote_auth(&repo).await?;
             Ok::<_, Error>(
-                mirrors::update(&ws.data_dir, &repo, &session.branch, auth.as_deref()).await?,
+                mirrors::update(&host.data_dir, &repo, &session.branch, auth.as_deref()).await?,
             )
         })
         .await;
         r.map(|(m, head)| (m, head, t.elapsed().as_millis()))
     },);
-    let (wid, pid) = started?;
+    let (wid, init_pid) = started?;
     db::sessions::set_workspace(
         db,
         id,
-        &ws.host_id,
+        &host.host_id,
         Some(&wid),
         Some(snap.id),
         snap.commit.as_deref(),
-        Some(pid.into()),
+        Some(init_pid.into()),
     )
     .await?;
     let (_, head, fetch_ms) = head?;
@@ -165,23 +165,23 @@ pub(super) async fn boot_inner(
         within(
             "syncing the repo",
             DEADLINE_SYNCING,
-            sync(ws, &wid, &session.branch, &head),
+            sync(host, &wid, &session.branch, &head),
         )
         .await?;
     }
     db::sessions::set_workspace(
         db,
         id,
-        &ws.host_id,
+        &host.host_id,
         Some(&wid),
         Some(snap.id),
         Some(&head),
-        Some(pid.into()),
+        Some(init_pid.into()),
     )
     .await?;
 
     // The recipe at the head, read from the server's own mirror.
-    if let Err(e) = run_start_commands(db, ws, &repo, &wid, Some(&head), id, t0).await {
+    if let Err(e) = run_start_commands(db, host, &repo, &wid, Some(&head), id, t0).await {
         return Err(snapshot_fault(db, &snap, e).await);
     }
     db::snapshots::boot_succeeded(db, snap.id).await?;
@@ -216,7 +216,7 @@ pub(super) async fn snapshot_fault(db: &Db, snap: &Snapshot, e: Error) -> Error 
 /// host's (under a user namespace owned by an id the workspace does not have), read-only and
 /// Tandem's own: its upload-pack trusts it by name, which git's local transport only takes on
 /// that process's own command line.
-pub(super) async fn sync(ws: &Host, wid: &str, branch: &str, head: &str) -> Result<()> {
+pub(super) async fn sync(host: &Host, wid: &str, branch: &str, head: &str) -> Result<()> {
     let script = r#"set -e
 git fetch --quiet --no-tags --upload-pack="git -c safe.directory=$TANDEM_MIRROR upload-pack" "$TANDEM_MIRROR" "+refs/heads/$TANDEM_BRANCH:refs/remotes/origin/$TANDEM_BRANCH"
 git checkout --quiet -B "$TANDEM_BRANCH" "$TANDEM_COMMIT"
@@ -229,7 +229,7 @@ git branch --quiet --set-upstream-to="origin/$TANDEM_BRANCH" "$TANDEM_BRANCH" ||
         ("TANDEM_BRANCH".to_string(), branch.to_string()),
         ("TANDEM_COMMIT".to_string(), head.to_string()),
     ];
-    let out = run(ws, wid, script, &env, DEADLINE_SYNCING.as_secs()).await?;
+    let out = run(host, wid, script, &env, DEADLINE_SYNCING.as_secs()).await?;
     if out.code != Some(0) {
         return Err(Error::Invalid(format!(
             "syncing {branch} to {} failed: {}",

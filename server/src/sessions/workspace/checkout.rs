@@ -6,7 +6,7 @@ use super::*;
 /// Runs a command in the session's workspace as `author`; recorded as an event and in the audit log.
 pub async fn exec(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     id: SessionId,
     author: &Author,
     req: ExecRequest,
@@ -36,7 +36,7 @@ pub async fn exec(
     }
     let wid = live_workspace(db, id).await?.id;
     let t = Instant::now();
-    let out = ws
+    let out = host
         .runtime
         .exec(
             &wid,
@@ -51,7 +51,7 @@ pub async fn exec(
     let duration_ms = t.elapsed().as_millis() as i64;
     let mut output = format!("{}{}", out.stdout, out.stderr);
     // A command that printed the session's GitHub token does not get it recorded.
-    if let Some(clean) = ws.credentials.redact(id, &output) {
+    if let Some(clean) = host.credentials.redact(id, &output) {
         output = clean;
     }
     let cut = truncate(&mut output, MAX_EVENT_OUTPUT_BYTES);
@@ -90,7 +90,7 @@ pub(super) const PATCH_MARKER: &str = "\n--- tandem: patch follows ---\n";
 
 /// Computes the diff inside the workspace (its git, its isolation), against the commit it started
 /// from, with new files, without touching the workspace's own index.
-pub(super) async fn compute_diff(ws: &Host, wid: &str, base: Option<&str>) -> Result<Diff> {
+pub(super) async fn compute_diff(host: &Host, wid: &str, base: Option<&str>) -> Result<Diff> {
     let script = r#"set -e
 export GIT_INDEX_FILE=/tmp/.tandem-diff-index
 rm -f "$GIT_INDEX_FILE"; cp .git/index "$GIT_INDEX_FILE" 2>/dev/null || true
@@ -103,7 +103,7 @@ rm -f "$GIT_INDEX_FILE""#;
         "TANDEM_BASE".to_string(),
         base.unwrap_or("HEAD").to_string(),
     )];
-    let out = run(ws, wid, script, &env, 120).await?;
+    let out = run(host, wid, script, &env, 120).await?;
     if out.code != Some(0) {
         return Err(Error::Internal(format!(
             "computing the diff failed: {}",
@@ -129,16 +129,16 @@ rm -f "$GIT_INDEX_FILE""#;
 }
 
 /// The session's changes: live from the workspace, or as kept when it stopped.
-pub async fn diff(db: &Db, ws: &Host, id: SessionId) -> Result<Diff> {
+pub async fn diff(db: &Db, host: &Host, id: SessionId) -> Result<Diff> {
     let session = db::sessions::get(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     if session.state.is_live() {
         let live = live_workspace(db, id).await?;
         let (wid, base) = (live.id, live.base_commit);
-        return compute_diff(ws, &wid, base.as_deref()).await;
+        return compute_diff(host, &wid, base.as_deref()).await;
     }
-    match std::fs::read(diff_file(ws, id)) {
+    match std::fs::read(diff_file(host, id)) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map_err(|e| Error::Internal(format!("stored diff unreadable: {e}"))),
         Err(_) => Ok(Diff {
@@ -154,23 +154,26 @@ pub async fn diff(db: &Db, ws: &Host, id: SessionId) -> Result<Diff> {
 /// `/workspace`: no absolute paths, no `..`, no escape through symlinks).
 pub async fn read_file(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     id: SessionId,
     path: &str,
 ) -> Result<tandem_protocol::agent::FileView> {
-    Ok(agent(db, ws, id).await?.read_file(path).await?)
+    Ok(workspace_agent(db, host, id).await?.read_file(path).await?)
 }
 
 /// Writes a file of the session's checkout through its agent; audited.
 pub async fn write_file(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     id: SessionId,
     author: &Author,
     path: &str,
     content: String,
 ) -> Result<()> {
-    agent(db, ws, id).await?.write_file(path, content).await?;
+    workspace_agent(db, host, id)
+        .await?
+        .write_file(path, content)
+        .await?;
     audit(
         db,
         author,
@@ -184,17 +187,17 @@ pub async fn write_file(
 /// The checkout's branch, HEAD and changed paths, through its agent.
 pub async fn git_status(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     id: SessionId,
 ) -> Result<tandem_protocol::agent::GitStatus> {
-    Ok(agent(db, ws, id).await?.git_status().await?)
+    Ok(workspace_agent(db, host, id).await?.git_status().await?)
 }
 
 /// Commits every change in the checkout as `author`, under the commit identity
 /// `(name, email)`; audited and recorded as an event.
 pub async fn git_commit(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     id: SessionId,
     author: &Author,
     (author_name, author_email): (String, String),
@@ -208,7 +211,10 @@ pub async fn git_commit(
         author_name,
         author_email,
     };
-    let done = agent(db, ws, id).await?.git_commit(&req).await?;
+    let done = workspace_agent(db, host, id)
+        .await?
+        .git_commit(&req)
+        .await?;
     audit(
         db,
         author,

@@ -8,7 +8,7 @@ use super::*;
 /// (if any) for the parent's agent.
 pub async fn fork(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     id: SessionId,
     author: &Author,
     count: i64,
@@ -61,20 +61,23 @@ pub async fn fork(
             .session,
         );
     }
-    let limits = ws.limits(&recipe_at(ws, &repo, base.as_deref()).await?.limits)?;
+    let limits = host.limits(&recipe_at(host, &repo, base.as_deref()).await?.limits)?;
     // Freeze the parent so every copy sees the same instant.
-    ws.runtime.pause(&pwid).await?;
+    host.runtime.pause(&pwid).await?;
     let copies: Result<Vec<()>> = async {
         let mut done = Vec::new();
         for child in &children {
-            let dest = ws.runtime.prepare(&workspace_id(child.id), limits).await?;
-            crate::runtime::disk::copy_tree(&ws.runtime.upper_dir(&pwid), &dest).await?;
+            let dest = host
+                .runtime
+                .prepare(&workspace_id(child.id), limits)
+                .await?;
+            crate::runtime::disk::copy_tree(&host.runtime.upper_dir(&pwid), &dest).await?;
             done.push(());
         }
         Ok(done)
     }
     .await;
-    ws.runtime.resume(&pwid).await?;
+    host.runtime.resume(&pwid).await?;
     copies?;
     for child in &children {
         let t0 = Instant::now();
@@ -96,21 +99,21 @@ pub async fn fork(
                 Some(format!("copy of session {id}")),
             )
             .await?;
-            let pid = start_on(ws, &repo, snapshot, base.as_deref(), &wid, None).await?;
+            let init_pid = start_on(host, &repo, snapshot, base.as_deref(), &wid, None).await?;
             db::sessions::set_workspace(
                 db,
                 cid,
-                &ws.host_id,
+                &host.host_id,
                 Some(&wid),
                 Some(snapshot),
                 base.as_deref(),
-                Some(pid.into()),
+                Some(init_pid.into()),
             )
             .await?;
-            run_start_commands(db, ws, &repo, &wid, base.as_deref(), cid, t0).await
+            run_start_commands(db, host, &repo, &wid, base.as_deref(), cid, t0).await
         }
         .await;
-        finish_start(db, ws, cid, &wid, t0, result).await?;
+        finish_start(db, host, cid, &wid, t0, result).await?;
     }
     let mut out = Vec::new();
     for child in children {

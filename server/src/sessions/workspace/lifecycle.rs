@@ -4,7 +4,7 @@
 use super::*;
 
 /// Stops the session: keeps its diff (and its writable layer on disk), removes the workspace.
-pub async fn stop(db: &Db, ws: &Host, id: SessionId, reason: Option<String>) -> Result<()> {
+pub async fn stop(db: &Db, host: &Host, id: SessionId, reason: Option<String>) -> Result<()> {
     let session = db::sessions::get(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
@@ -25,7 +25,7 @@ pub async fn stop(db: &Db, ws: &Host, id: SessionId, reason: Option<String>) -> 
     let row = db::sessions::workspace(db, id).await?;
     if let Some(wid) = row.as_ref().and_then(|r| r.workspace_id.clone()) {
         let base = row.and_then(|r| r.base_commit);
-        let diff = compute_diff(ws, &wid, base.as_deref())
+        let diff = compute_diff(host, &wid, base.as_deref())
             .await
             .unwrap_or_else(|e| Diff {
                 base: base.clone(),
@@ -33,13 +33,13 @@ pub async fn stop(db: &Db, ws: &Host, id: SessionId, reason: Option<String>) -> 
                 files: vec![],
                 truncated: false,
             });
-        let file = diff_file(ws, id);
-        std::fs::create_dir_all(file.parent().unwrap_or(&ws.data_dir))?;
+        let file = diff_file(host, id);
+        std::fs::create_dir_all(file.parent().unwrap_or(&host.data_dir))?;
         std::fs::write(
             &file,
             serde_json::to_vec(&diff).map_err(|e| Error::Internal(e.to_string()))?,
         )?;
-        ws.runtime.stop(&wid, Keep::Upper).await?;
+        host.runtime.stop(&wid, Keep::Upper).await?;
         event(
             db,
             id,
@@ -50,17 +50,17 @@ pub async fn stop(db: &Db, ws: &Host, id: SessionId, reason: Option<String>) -> 
         .await?;
     }
     transition(db, id, SessionState::Stopped, reason).await?;
-    revoke_credential(ws, id).await;
+    revoke_credential(host, id).await;
     Ok(())
 }
 
 /// Revokes an ended session's code-host credential; a failure is retried by a sweep.
-pub(super) async fn revoke_credential(ws: &Host, id: SessionId) {
-    ws.credentials.revoke(id).await;
+pub(super) async fn revoke_credential(host: &Host, id: SessionId) {
+    host.credentials.revoke(id).await;
 }
 
 /// Marks a session whose workspace died `failed`, and cleans up what is left of it.
-pub async fn workspace_died(db: &Db, ws: &Host, id: SessionId, wid: &str) -> Result<()> {
+pub async fn workspace_died(db: &Db, host: &Host, id: SessionId, wid: &str) -> Result<()> {
     let message =
         "the workspace stopped unexpectedly (its init process exited); start a new session"
             .to_string();
@@ -72,16 +72,16 @@ pub async fn workspace_died(db: &Db, ws: &Host, id: SessionId, wid: &str) -> Res
         },
     )
     .await?;
-    let _ = ws.runtime.stop(wid, Keep::Upper).await;
+    let _ = host.runtime.stop(wid, Keep::Upper).await;
     transition(db, id, SessionState::Failed, Some(message)).await?;
-    revoke_credential(ws, id).await;
+    revoke_credential(host, id).await;
     Ok(())
 }
 
 /// Suspends a live session: its processes end, its writable layer stays for [`resume`].
-pub async fn suspend(db: &Db, ws: &Host, id: SessionId) -> Result<()> {
+pub async fn suspend(db: &Db, host: &Host, id: SessionId) -> Result<()> {
     let wid = live_workspace(db, id).await?.id;
-    ws.runtime.stop(&wid, Keep::Upper).await?;
+    host.runtime.stop(&wid, Keep::Upper).await?;
     let row = db::sessions::workspace(db, id).await?;
     let snapshot = row
         .as_ref()
@@ -91,7 +91,7 @@ pub async fn suspend(db: &Db, ws: &Host, id: SessionId) -> Result<()> {
     db::sessions::set_workspace(
         db,
         id,
-        &ws.host_id,
+        &host.host_id,
         Some(&wid),
         snapshot,
         base.as_deref(),
@@ -110,7 +110,7 @@ pub async fn suspend(db: &Db, ws: &Host, id: SessionId) -> Result<()> {
 
 /// Resumes a suspended session: the same writable layer on the same snapshot, a new process
 /// tree, the recipe's `start` commands again.
-pub async fn resume(db: &Db, ws: &Host, id: SessionId) -> Result<()> {
+pub async fn resume(db: &Db, host: &Host, id: SessionId) -> Result<()> {
     let t0 = Instant::now();
     let session = db::sessions::get(db, id)
         .await?
@@ -145,19 +145,27 @@ pub async fn resume(db: &Db, ws: &Host, id: SessionId) -> Result<()> {
             Some("resuming the kept workspace".into()),
         )
         .await?;
-        let pid = start_on(ws, &repo, snapshot, row.base_commit.as_deref(), &wid, None).await?;
+        let init_pid = start_on(
+            host,
+            &repo,
+            snapshot,
+            row.base_commit.as_deref(),
+            &wid,
+            None,
+        )
+        .await?;
         db::sessions::set_workspace(
             db,
             id,
-            &ws.host_id,
+            &host.host_id,
             Some(&wid),
             Some(snapshot),
             row.base_commit.as_deref(),
-            Some(pid.into()),
+            Some(init_pid.into()),
         )
         .await?;
-        run_start_commands(db, ws, &repo, &wid, row.base_commit.as_deref(), id, t0).await
+        run_start_commands(db, host, &repo, &wid, row.base_commit.as_deref(), id, t0).await
     }
     .await;
-    finish_start(db, ws, id, &wid, t0, result).await
+    finish_start(db, host, id, &wid, t0, result).await
 }

@@ -10,11 +10,11 @@ use tandem_protocol::limits::{MAX_DIFF_BYTES, MAX_EVENT_OUTPUT_BYTES};
 use tandem_protocol::*;
 
 use crate::Host;
-use crate::agent::Agent;
 use crate::db::{self, Db};
 use crate::runtime::{self, Keep, WorkspaceSpec};
 use crate::sessions::pool::WarmPool;
 use crate::snapshots::{self, REPO_DIR, Recipe};
+use crate::workspace_agent::WorkspaceAgent;
 use crate::{Error, Result, mirrors, now_ms};
 
 mod boot;
@@ -57,8 +57,8 @@ pub fn workspace_id(session: SessionId) -> String {
 }
 
 /// Where a stopped session's diff is kept.
-pub(super) fn diff_file(ws: &Host, session: SessionId) -> PathBuf {
-    ws.data_dir
+pub(super) fn diff_file(host: &Host, session: SessionId) -> PathBuf {
+    host.data_dir
         .join("sessions")
         .join(session.to_string())
         .join("diff.json")
@@ -98,10 +98,14 @@ pub async fn live_workspace(db: &Db, id: SessionId) -> Result<LiveWorkspace> {
 }
 
 /// The agent of the session's running workspace.
-pub async fn agent<'a>(db: &Db, host: &'a Host, id: SessionId) -> Result<Agent<'a>> {
+pub async fn workspace_agent<'a>(
+    db: &Db,
+    host: &'a Host,
+    id: SessionId,
+) -> Result<WorkspaceAgent<'a>> {
     let live = live_workspace(db, id).await?;
-    let pid = live
+    let init_pid = live
         .init_pid
         .ok_or_else(|| Error::Conflict(format!("session {id}'s workspace has not started yet")))?;
-    Ok(Agent::new(host, live.id, pid))
+    Ok(WorkspaceAgent::new(host, live.id, init_pid))
 }

@@ -4,13 +4,13 @@
 use super::*;
 
 pub(crate) async fn run(
-    ws: &Host,
+    host: &Host,
     wid: &str,
     script: &str,
     env: &[(String, String)],
     timeout: u64,
 ) -> Result<runtime::ExecOutput> {
-    Ok(ws
+    Ok(host
         .runtime
         .exec(
             wid,
@@ -27,11 +27,11 @@ pub(crate) async fn run(
 /// `cp -a` keeps what overlayfs needs in a layer: whiteouts (0/0 device nodes), opaque-dir
 /// xattrs, owners and modes; `--reflink=auto` makes it copy-on-write where the filesystem can.
 /// The repo's recipe at `commit` (the empty one without a commit or file).
-pub(super) async fn recipe_at(ws: &Host, repo: &Repo, commit: Option<&str>) -> Result<Recipe> {
+pub(super) async fn recipe_at(host: &Host, repo: &Repo, commit: Option<&str>) -> Result<Recipe> {
     let text = match commit {
         Some(c) => {
             mirrors::read_file(
-                &mirrors::path(&ws.data_dir, repo),
+                &mirrors::path(&host.data_dir, repo),
                 c,
                 snapshots::recipe::FILE,
             )
@@ -45,7 +45,7 @@ pub(super) async fn recipe_at(ws: &Host, repo: &Repo, commit: Option<&str>) -> R
 /// The spec of a session workspace: the snapshot over the image, the repo's mirror read-only,
 /// the workspace agent as its first process.
 pub async fn spec_for(
-    ws: &Host,
+    host: &Host,
     repo: &Repo,
     snapshot: SnapshotId,
     commit: Option<&str>,
@@ -53,20 +53,20 @@ pub async fn spec_for(
     upper: Option<PathBuf>,
 ) -> Result<WorkspaceSpec> {
     // The network and limits the recipe (at the commit the workspace runs) asks for.
-    let recipe = recipe_at(ws, repo, commit).await?;
-    let egress = ws.egress(&recipe.egress);
-    let limits = ws.limits(&recipe.limits)?;
+    let recipe = recipe_at(host, repo, commit).await?;
+    let egress = host.egress(&recipe.egress);
+    let limits = host.limits(&recipe.limits)?;
     // Its disk first: the agent's directories made next live on it.
-    ws.runtime.prepare(wid, limits).await?;
-    let (init, env, mut binds) = crate::agent::spec_parts(ws, wid)?;
+    host.runtime.prepare(wid, limits).await?;
+    let (init, env, mut binds) = crate::workspace_agent::spec_parts(host, wid)?;
     binds.push(runtime::Bind {
-        host: mirrors::path(&ws.data_dir, repo),
+        host: mirrors::path(&host.data_dir, repo),
         container: mirrors::MOUNT_POINT.into(),
         readonly: true,
     });
     Ok(WorkspaceSpec {
         id: wid.to_string(),
-        layers: vec![ws.layer(snapshot), ws.image()?.rootfs.clone()],
+        layers: vec![host.layer(snapshot), host.image()?.rootfs.clone()],
         upper,
         hostname: "tandem".into(),
         env,
@@ -79,25 +79,25 @@ pub async fn spec_for(
 
 /// Starts workspace `wid` on `snapshot` and waits for its agent; returns its init's host PID.
 pub async fn start_on(
-    ws: &Host,
+    host: &Host,
     repo: &Repo,
     snapshot: SnapshotId,
     commit: Option<&str>,
     wid: &str,
     upper: Option<PathBuf>,
 ) -> Result<i32> {
-    let spec = spec_for(ws, repo, snapshot, commit, wid, upper).await?;
+    let spec = spec_for(host, repo, snapshot, commit, wid, upper).await?;
     let started = within(
         "starting the workspace",
         DEADLINE_STARTING,
-        ws.runtime.start(spec),
+        host.runtime.start(spec),
     )
     .await?;
-    if let Err(e) = Agent::new(ws, wid, started.pid)
+    if let Err(e) = WorkspaceAgent::new(host, wid, started.pid)
         .wait_ready(DEADLINE_AGENT)
         .await
     {
-        let _ = ws.runtime.stop(wid, Keep::Nothing).await;
+        let _ = host.runtime.stop(wid, Keep::Nothing).await;
         return Err(e.into());
     }
     Ok(started.pid)
@@ -106,14 +106,14 @@ pub async fn start_on(
 /// Runs the recipe's `start` commands (as of `commit`) with a `services` boot phase.
 pub(super) async fn run_start_commands(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     repo: &Repo,
     wid: &str,
     commit: Option<&str>,
     id: SessionId,
     t0: Instant,
 ) -> Result<()> {
-    let mirror = mirrors::path(&ws.data_dir, repo);
+    let mirror = mirrors::path(&host.data_dir, repo);
     let text = match commit {
         Some(c) => mirrors::read_file(&mirror, c, snapshots::recipe::FILE).await?,
         None => None,
@@ -141,7 +141,7 @@ pub(super) async fn run_start_commands(
     let env: Vec<(String, String)> = recipe.env.clone().into_iter().collect();
     within("the start commands", DEADLINE_SERVICES, async {
         for cmd in &recipe.start {
-            let out = run(ws, wid, cmd, &env, DEADLINE_SERVICES.as_secs()).await?;
+            let out = run(host, wid, cmd, &env, DEADLINE_SERVICES.as_secs()).await?;
             if out.code != Some(0) {
                 return Err(Error::Invalid(format!(
                     "start command `{cmd}` exited with {}: {}",
@@ -153,7 +153,7 @@ pub(super) async fn run_start_commands(
         // Services come up in the background; each check is retried until it passes.
         for check in &recipe.ready {
             loop {
-                let out = run(ws, wid, check, &env, 30).await?;
+                let out = run(host, wid, check, &env, 30).await?;
                 if out.code == Some(0) {
                     break;
                 }
@@ -168,7 +168,7 @@ pub(super) async fn run_start_commands(
 /// Ends a start: `ready` with its event, or `failed` with the reason and the workspace cleaned up.
 pub(super) async fn finish_start(
     db: &Db,
-    ws: &Host,
+    host: &Host,
     id: SessionId,
     wid: &str,
     t0: Instant,
@@ -186,7 +186,7 @@ pub(super) async fn finish_start(
                 },
             )
             .await?;
-            let _ = ws.runtime.stop(wid, Keep::Upper).await;
+            let _ = host.runtime.stop(wid, Keep::Upper).await;
             transition(db, id, SessionState::Failed, Some(message)).await?;
             Err(e)
         }

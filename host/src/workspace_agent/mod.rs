@@ -133,13 +133,13 @@ pub fn spec_parts(ws: &Host, wid: &str) -> Result<SpecParts> {
 /// The agent of one running workspace: `workspace` is its id, `init_pid` its init's host PID
 /// (every connection is checked to lead into that process's PID namespace).
 #[derive(Clone)]
-pub struct Agent<'a> {
+pub struct WorkspaceAgent<'a> {
     pub host: &'a Host,
     pub workspace: String,
     pub init_pid: i32,
 }
 
-impl<'a> Agent<'a> {
+impl<'a> WorkspaceAgent<'a> {
     pub fn new(host: &'a Host, workspace: impl Into<String>, init_pid: i32) -> Self {
         Self {
             host,

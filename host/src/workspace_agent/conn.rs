@@ -14,7 +14,7 @@ use hyper::{Method, Request, StatusCode};
 use tandem_protocol::ApiError;
 use tandem_protocol::agent;
 
-use super::{Agent, CALL_TIMEOUT, MAX_ANSWER_BYTES};
+use super::{CALL_TIMEOUT, MAX_ANSWER_BYTES, WorkspaceAgent};
 use crate::{Error, Result};
 
 /// The most of an agent's error answer quoted in ours.
@@ -53,7 +53,7 @@ pub(super) fn refused(what: &str, status: StatusCode, body: &[u8]) -> Error {
     }
 }
 
-impl Agent<'_> {
+impl WorkspaceAgent<'_> {
     /// A connection to the agent, checked to lead into its workspace.
     pub async fn connect(&self) -> Result<tokio::net::UnixStream> {
         let socket = self

@@ -12,7 +12,7 @@ use tandem_protocol::agent::{
     PtyInfo, PtyOpen, TurnFrame, TurnStart, TurnSteer, routes,
 };
 
-use super::{Agent, ndjson};
+use super::{WorkspaceAgent, ndjson};
 use crate::{Error, Result};
 
 /// Frames of a running turn, read as they come ([`ndjson::Frames`]); the last item is the
@@ -43,7 +43,7 @@ fn file_path(path: &str) -> String {
     format!("{}?path={}", routes::FILES, query_value(path))
 }
 
-impl Agent<'_> {
+impl WorkspaceAgent<'_> {
     /// The agent's health, once.
     pub async fn health(&self) -> Result<AgentHealth> {
         let body = self
