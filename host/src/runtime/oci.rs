@@ -156,19 +156,19 @@ impl OciRuntime {
         }
     }
 
-    async fn start_inner(&self, ws: &WorkspaceSpec, dir: &Path) -> Result<Workspace> {
+    async fn start_inner(&self, want: &WorkspaceSpec, dir: &Path) -> Result<Workspace> {
         // gVisor's own threads count against the pids limit: give it room.
-        let mut ws = ws.clone();
+        let mut want = want.clone();
         if self.kind == Kind::Runsc {
-            ws.limits.pids = ws.limits.pids.max(RUNSC_MIN_PIDS);
+            want.limits.pids = want.limits.pids.max(RUNSC_MIN_PIDS);
         }
-        let ws = &ws;
+        let want = &want;
         // The workspace's own layer sits on its own disk, with the overlay's work directory
         // beside it (they must share a filesystem); a layer the caller names is used as it is.
-        let (upper, work) = match &ws.upper {
-            Some(u) if *u != self.upper_dir(&ws.id) => (u.clone(), dir.join("work")),
+        let (upper, work) = match &want.upper {
+            Some(u) if *u != self.upper_dir(&want.id) => (u.clone(), dir.join("work")),
             _ => {
-                let u = self.prepare_inner(&ws.id, ws.limits).await?;
+                let u = self.prepare_inner(&want.id, want.limits).await?;
                 let w = u.with_file_name("work");
                 (u, w)
             }
@@ -177,8 +177,8 @@ impl OciRuntime {
         for d in [&upper, &work, &rootfs] {
             std::fs::create_dir_all(d)?;
         }
-        let mut ws = ws.clone();
-        let netns = match &ws.egress {
+        let mut want = want.clone();
+        let netns = match &want.egress {
             Some(_) if self.kind == Kind::Runsc => {
                 return Err(Error::Invalid(
                     "egress allow-lists need runc or crun (gVisor runs here without a network)"
@@ -186,13 +186,13 @@ impl OciRuntime {
                 ));
             }
             Some(egress) => {
-                let net = super::network::setup(&ws.id, dir, egress).await?;
-                ws.binds.push(super::Bind {
+                let net = super::network::setup(&want.id, dir, egress).await?;
+                want.binds.push(super::Bind {
                     host: dir.join("hosts"),
                     container: "/etc/hosts".into(),
                     readonly: true,
                 });
-                ws.binds.push(super::Bind {
+                want.binds.push(super::Bind {
                     host: dir.join("resolv.conf"),
                     container: "/etc/resolv.conf".into(),
                     readonly: true,
@@ -201,28 +201,28 @@ impl OciRuntime {
             }
             None => None,
         };
-        let ws = &ws;
+        let want = &want;
         let owner = self.userns.then_some(super::userns::HOST_BASE);
         if self.userns {
             // What the workspace sees is stored with its own ids (a no-op for marked trees).
-            let trees: Vec<PathBuf> = ws.layers.iter().chain([&upper]).cloned().collect();
+            let trees: Vec<PathBuf> = want.layers.iter().chain([&upper]).cloned().collect();
             tokio::task::spawn_blocking(move || {
                 trees.iter().try_for_each(|t| super::userns::shift_tree(t))
             })
             .await
             .map_err(|e| Error::Internal(format!("shifting layer ownership: {e}")))??;
-            for b in ws.binds.iter().filter(|b| !b.readonly && b.host.is_dir()) {
+            for b in want.binds.iter().filter(|b| !b.readonly && b.host.is_dir()) {
                 super::userns::own(&b.host)?;
             }
         }
-        overlay::mount_overlay(&ws.layers, &upper, &work, &rootfs)?;
+        overlay::mount_overlay(&want.layers, &upper, &work, &rootfs)?;
         // Bind targets must exist in the root; creating them lands in the writable layer, which
         // workspace code may have written (resumed and forked layers, a snapshot's setup): every
         // step is resolved inside the root, never through a link it planted.
-        for b in &ws.binds {
+        for b in &want.binds {
             super::inroot::ensure(&rootfs, Path::new(&b.container), b.host.is_dir(), owner)?;
         }
-        spec::build(ws, &rootfs, netns.as_deref(), self.seccomp, self.userns)?
+        spec::build(want, &rootfs, netns.as_deref(), self.seccomp, self.userns)?
             .save(dir.join("config.json"))
             .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
         // The container inherits these descriptors, so they must be files, not pipes a wait
@@ -237,7 +237,7 @@ impl OciRuntime {
             .arg(dir)
             .arg("--pid-file")
             .arg(&pid_file)
-            .arg(&ws.id)
+            .arg(&want.id)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -249,7 +249,7 @@ impl OciRuntime {
             return Err(Error::Internal(format!(
                 "{} could not start workspace {}: {}",
                 self.kind.binary(),
-                ws.id,
+                want.id,
                 init_log.trim()
             )));
         }
@@ -258,7 +258,7 @@ impl OciRuntime {
             .parse()
             .map_err(|e| Error::Internal(format!("{}: {e}", pid_file.display())))?;
         Ok(Workspace {
-            id: ws.id.clone(),
+            id: want.id.clone(),
             rootfs,
             upper,
             pid,
@@ -459,29 +459,30 @@ impl Runtime for OciRuntime {
         self.kind.binary()
     }
 
-    fn start(&self, ws: WorkspaceSpec) -> BoxFuture<'_, Result<Workspace>> {
+    fn start(&self, want: WorkspaceSpec) -> BoxFuture<'_, Result<Workspace>> {
         Box::pin(async move {
-            validate_id(&ws.id)?;
-            let dir = self.dir(&ws.id);
+            validate_id(&want.id)?;
+            let dir = self.dir(&want.id);
             if dir.join("rootfs").exists() {
                 return Err(Error::Conflict(format!(
                     "workspace {} already exists",
-                    ws.id
+                    want.id
                 )));
             }
             std::fs::create_dir_all(&dir)?;
-            match tokio::time::timeout(Duration::from_secs(60), self.start_inner(&ws, &dir)).await {
+            match tokio::time::timeout(Duration::from_secs(60), self.start_inner(&want, &dir)).await
+            {
                 Ok(Ok(w)) => Ok(w),
                 // `Keep::Nothing` deletes only the workspace's own upper; a caller's upper stays.
                 Ok(Err(e)) => {
-                    let _ = self.stop_inner(&ws.id, Keep::Nothing).await;
+                    let _ = self.stop_inner(&want.id, Keep::Nothing).await;
                     Err(e)
                 }
                 Err(_) => {
-                    let _ = self.stop_inner(&ws.id, Keep::Nothing).await;
+                    let _ = self.stop_inner(&want.id, Keep::Nothing).await;
                     Err(Error::Internal(format!(
                         "workspace {} did not start within 60 s",
-                        ws.id
+                        want.id
                     )))
                 }
             }

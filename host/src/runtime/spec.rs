@@ -23,18 +23,18 @@ fn oci(e: oci_spec::OciSpecError) -> Error {
     Error::Internal(format!("building the OCI spec: {e}"))
 }
 
-/// The spec for `ws`, with its root at `rootfs`.
+/// The spec for `want`, with its root at `rootfs`.
 /// `seccomp`: apply the default profile (runc and crun; gVisor filters syscalls itself).
 /// `userns`: a user namespace whose root is host uid [`super::userns::HOST_BASE`].
 pub fn build(
-    ws: &WorkspaceSpec,
+    want: &WorkspaceSpec,
     rootfs: &Path,
     netns: Option<&Path>,
     seccomp: bool,
     userns: bool,
 ) -> Result<Spec> {
     let mut spec = Spec::default();
-    spec.set_hostname(Some(ws.hostname.clone()));
+    spec.set_hostname(Some(want.hostname.clone()));
 
     let mut root = Root::default();
     root.set_path(rootfs.to_path_buf());
@@ -43,7 +43,7 @@ pub fn build(
 
     let mut process = Process::default();
     let mut args = vec![INIT.to_string(), "-s".into(), "--".into()];
-    args.extend(ws.init.iter().cloned());
+    args.extend(want.init.iter().cloned());
     process.set_args(Some(args));
     let mut env = vec![
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
@@ -51,7 +51,7 @@ pub fn build(
         "HOME=/root".into(),
         "LANG=C.UTF-8".into(),
     ];
-    env.extend(ws.env.iter().map(|(k, v)| format!("{k}={v}")));
+    env.extend(want.env.iter().map(|(k, v)| format!("{k}={v}")));
     process.set_env(Some(env));
     process.set_cwd("/".into());
     // Stated, not left to the default: every process of the workspace, `exec`'d ones too,
@@ -89,7 +89,7 @@ pub fn build(
             .build()
             .map_err(oci)?,
     );
-    for b in &ws.binds {
+    for b in &want.binds {
         let mut options = vec!["rbind".to_string(), "nosuid".into(), "nodev".into()];
         options.push(if b.readonly { "ro".into() } else { "rw".into() });
         mounts.push(
@@ -108,7 +108,7 @@ pub fn build(
         .linux_mut()
         .as_mut()
         .ok_or_else(|| Error::Internal("default spec has no linux section".into()))?;
-    linux.set_cgroups_path(Some(format!("/tandem/{}", ws.id).into()));
+    linux.set_cgroups_path(Some(format!("/tandem/{}", want.id).into()));
     if seccomp {
         linux.set_seccomp(Some(super::seccomp::default_profile()));
     }
@@ -142,15 +142,17 @@ pub fn build(
     }
     let mut resources = LinuxResources::default();
     let mut memory = LinuxMemory::default();
-    memory.set_limit(Some(ws.limits.memory_bytes));
-    memory.set_swap(Some(ws.limits.memory_bytes));
+    memory.set_limit(Some(want.limits.memory_bytes));
+    memory.set_swap(Some(want.limits.memory_bytes));
     resources.set_memory(Some(memory));
     let mut pids = LinuxPids::default();
-    pids.set_limit(ws.limits.pids);
+    pids.set_limit(want.limits.pids);
     resources.set_pids(Some(pids));
     let mut cpu = LinuxCpu::default();
     cpu.set_period(Some(CPU_PERIOD_US));
-    cpu.set_quota(Some((ws.limits.cpus * CPU_PERIOD_US as f64).round() as i64));
+    cpu.set_quota(Some(
+        (want.limits.cpus * CPU_PERIOD_US as f64).round() as i64
+    ));
     resources.set_cpu(Some(cpu));
     linux.set_resources(Some(resources));
     Ok(spec)

@@ -39,6 +39,17 @@ fn query_value(v: &str) -> String {
         .collect()
 }
 
+/// A file's content is at most [`agent::MAX_FILE_BYTES`].
+pub fn check_file_size(content: &str) -> Result<()> {
+    if content.len() > agent::MAX_FILE_BYTES {
+        return Err(Error::TooLarge(format!(
+            "files are at most {} bytes",
+            agent::MAX_FILE_BYTES
+        )));
+    }
+    Ok(())
+}
+
 fn file_path(path: &str) -> String {
     format!("{}?path={}", routes::FILES, query_value(path))
 }
@@ -63,8 +74,10 @@ impl WorkspaceAgent<'_> {
         let deadline = Instant::now() + within;
         let mut last = String::new();
         while Instant::now() < deadline {
-            match self.health().await {
-                Ok(h) => return Ok(h),
+            match self.call(Method::GET, routes::HEALTH, None).await {
+                // An answer that does not parse is a broken agent: no point waiting for it.
+                Ok((StatusCode::OK, body)) => return parse("health", &body),
+                Ok((status, _)) => last = format!("answered {status}"),
                 Err(e) => last = e.to_string(),
             }
             // The socket appears when the agent has started; the next try is an event away.
@@ -89,14 +102,9 @@ impl WorkspaceAgent<'_> {
         parse("file answer", &body)
     }
 
-    /// Writes a file of the checkout.
+    /// Writes a file of the checkout (at most [`agent::MAX_FILE_BYTES`]).
     pub async fn write_file(&self, path: &str, content: String) -> Result<()> {
-        if content.len() > agent::MAX_FILE_BYTES {
-            return Err(Error::TooLarge(format!(
-                "files are at most {} bytes",
-                agent::MAX_FILE_BYTES
-            )));
-        }
+        check_file_size(&content)?;
         let body = json(&agent::WriteFile { content })?;
         self.expect(
             "writing a file",
@@ -317,11 +325,30 @@ mod tests {
         );
         // An answer that is not ours is quoted, bounded, under what was asked.
         let long = "x".repeat(10_000);
-        let e = refused("git status", StatusCode::BAD_GATEWAY, long.as_bytes());
+        // A refusal is quoted bounded.
+        let e = refused("reading a file", StatusCode::BAD_REQUEST, long.as_bytes());
+        assert!(matches!(&e, Error::BadRequest(m) if m.len() < 400), "{e:?}");
+        let e = refused(
+            "opening it",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            b"not a URL it opens",
+        );
+        assert!(
+            matches!(&e, Error::Invalid(m) if m == "not a URL it opens"),
+            "{e:?}"
+        );
+        // The agent failing: what was asked and its status, none of its (untrusted) text.
+        let e = refused(
+            "git status",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            b"/var/lib/secret",
+        );
         match e {
             Error::Unavailable(m) => {
-                assert!(m.starts_with("git status: xxx"), "{m}");
-                assert!(m.len() < 400, "{} bytes quoted", m.len());
+                assert_eq!(
+                    m,
+                    "git status: the workspace agent answered 500 Internal Server Error"
+                );
             }
             e => panic!("{e:?}"),
         }

@@ -28,8 +28,10 @@ pub(super) fn unreachable(e: &dyn std::fmt::Display) -> Error {
     Error::Unavailable(format!("the workspace agent is not reachable: {e}"))
 }
 
-/// What an agent's refusal (`status`, `body`) of `what` becomes: its message (from its
-/// [`ApiError`], else its first bytes) under the kind its status says.
+/// What an agent's refusal (`status`, `body`) of `what` becomes. A client error it names (400,
+/// 404, 409, 413, 422) keeps its message (from its [`ApiError`], else its first bytes) under
+/// that kind; anything else is the agent failing: 503 saying so, its text only in the log
+/// (the agent is untrusted, and its own errors can name host paths).
 pub(super) fn refused(what: &str, status: StatusCode, body: &[u8]) -> Error {
     let message = serde_json::from_slice::<ApiError>(body)
         .map(|e| e.message)
@@ -49,7 +51,11 @@ pub(super) fn refused(what: &str, status: StatusCode, body: &[u8]) -> Error {
         404 => Error::NotFound(message),
         409 => Error::Conflict(message),
         413 => Error::TooLarge(message),
-        _ => Error::Unavailable(format!("{what}: {message}")),
+        422 => Error::Invalid(message),
+        _ => {
+            tracing::warn!(%status, answer = %message, "{what}: the workspace agent failed");
+            Error::Unavailable(format!("{what}: the workspace agent answered {status}"))
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! The server's side of the workspace agent (the daemon inside each workspace): what a
-//! workspace needs to run it (binary, socket directory, token), and [`Agent`], the typed client
+//! workspace needs to run it (binary, socket directory, token), and [`WorkspaceAgent`], the typed client
 //! of one workspace's agent over its unix socket.
 //!
 //! The agent runs inside the workspace, so everything it says is untrusted input. The socket
@@ -21,7 +21,7 @@ mod calls;
 mod conn;
 mod ndjson;
 
-pub use calls::TurnFrames;
+pub use calls::{TurnFrames, check_file_size};
 
 /// Largest answer read from an agent.
 pub const MAX_ANSWER_BYTES: usize = 2 * agent::MAX_FILE_BYTES;
@@ -49,13 +49,13 @@ pub fn token(key: &[u8], wid: &str) -> String {
 pub type SpecParts = (Vec<String>, Vec<(String, String)>, Vec<Bind>);
 
 /// What a workspace spec needs to run the agent: its init, env and binds.
-pub fn spec_parts(ws: &Host, wid: &str) -> Result<SpecParts> {
-    let dirs = ws.dirs(wid);
+pub fn spec_parts(host: &Host, wid: &str) -> Result<SpecParts> {
+    let dirs = host.dirs(wid);
     let dir = dirs.agent;
     std::fs::create_dir_all(&dir)?;
     let init = vec![agent::BINARY.to_string(), "serve".into()];
     let env = vec![
-        (agent::TOKEN_ENV.to_string(), token(&ws.agent_key, wid)),
+        (agent::TOKEN_ENV.to_string(), token(&host.agent_key, wid)),
         // The checkout's files have other owners and inode numbers in the workspace than where
         // its index was written (the host's checkout, shifted into the workspace's uids; the
         // layers under its own disk): git compares what is stable across both, mtime and
@@ -91,7 +91,7 @@ pub fn spec_parts(ws: &Host, wid: &str) -> Result<SpecParts> {
             readonly: true,
         },
         Bind {
-            host: ws.agent_bin.clone(),
+            host: host.agent_bin.clone(),
             container: agent::BINARY.into(),
             readonly: true,
         },
@@ -103,7 +103,7 @@ pub fn spec_parts(ws: &Host, wid: &str) -> Result<SpecParts> {
         },
     ];
     let mut binds = binds;
-    if let Some((node, dir)) = &ws.code_server {
+    if let Some((node, dir)) = &host.code_server {
         binds.push(Bind {
             host: node.clone(),
             container: "/run/tandem/bin/node".into(),
@@ -120,7 +120,7 @@ pub fn spec_parts(ws: &Host, wid: &str) -> Result<SpecParts> {
             readonly: true,
         });
     }
-    if let Some(bin) = &ws.opencode_bin {
+    if let Some(bin) = &host.opencode_bin {
         binds.push(Bind {
             host: bin.clone(),
             container: agent::OPENCODE_BINARY.into(),

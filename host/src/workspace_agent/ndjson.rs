@@ -63,7 +63,7 @@ where
         }
         let _ = tx
             .send(Err(unreachable(&format!(
-                "the agent closed the {what} stream before it ended"
+                "the agent closed the {what} before it ended"
             ))))
             .await;
     });

@@ -44,6 +44,13 @@ pub async fn start(prefix: &str, config: &str) -> Result<BenchServer> {
     std::fs::write(&recipe, TEST_RECIPE)?;
     let data = work.path().join("data");
     std::fs::create_dir_all(&data)?;
+    // The benchmark's repos are local ones under its own directory (the only place a local
+    // repo may come from); a top-level key, so before any table `config` has.
+    let src = work.path().join("src");
+    let config = format!(
+        "local_repo_dirs = [{:?}]\n{config}",
+        src.display().to_string()
+    );
     std::fs::write(data.join("tandem.toml"), config)?;
     let bin = target.join("release/tandem");
     let mut server = tokio::process::Command::new(&bin)

@@ -310,7 +310,7 @@ async fn run(
             };
             tokio::select! {
                 item = frames.recv() => match item {
-                    Some(Ok(TurnFrame::End { outcome, usage, error, .. })) => return Ok(Ending::WorkspaceAgent(outcome, usage, error)),
+                    Some(Ok(TurnFrame::End { outcome, usage, error, .. })) => return Ok(Ending::Agent(outcome, usage, error)),
                     Some(Ok(frame)) => rec.frame(frame).await?,
                     Some(Err(e)) => return Err(e.into()),
                     None => return Err(Error::Unavailable("the turn's stream ended without an end".into())),
@@ -332,7 +332,7 @@ async fn run(
         .clone();
     let ms = t0.elapsed().as_millis() as i64;
     match result {
-        Ok(Ending::WorkspaceAgent(outcome, usage, error)) => {
+        Ok(Ending::Agent(outcome, usage, error)) => {
             let error = error.or_else(|| {
                 (outcome == TurnOutcome::Stopped)
                     .then(|| stopped_by.clone())
@@ -419,7 +419,7 @@ impl Drop for AbortOnDrop {
 /// How a turn's wait ended.
 enum Ending {
     /// The agent ended it.
-    WorkspaceAgent(TurnOutcome, Usage, Option<String>),
+    Agent(TurnOutcome, Usage, Option<String>),
     /// It was stopped and the agent did not end it within [`STOP_GRACE`].
     StopTimedOut,
     /// Its prompt is not this process's to run any more.

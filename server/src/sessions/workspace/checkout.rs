@@ -170,6 +170,7 @@ pub async fn write_file(
     path: &str,
     content: String,
 ) -> Result<()> {
+    crate::workspace_agent::check_file_size(&content)?;
     workspace_agent(db, host, id)
         .await?
         .write_file(path, content)
