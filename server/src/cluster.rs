@@ -3,12 +3,14 @@
 //! server's host runs — its terminal, exec, diff, desktop, VS Code, stop — is forwarded to that
 //! server (HTTP and WebSocket upgrades), which answers it as if asked directly: the person's
 //! credentials travel with the request and are checked there (the database and the JWT key are
-//! shared). Reads the database can answer (the session, its events) stay where they arrive.
-
+//! shared). Which requests those are is the router's knowledge: [`forward`] is a route layer on
+//! the routers of such routes (`http::app`), and a VS Code origin's requests go through
+//! [`elsewhere`] from `code::origin::dispatch`. Reads the database can answer (the session, its
+//! events) stay where they arrive.
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, header};
+use axum::extract::{OriginalUri, RawPathParams, Request, State};
+use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
@@ -56,9 +58,16 @@ fn marker(app: &AppState, req: &Request) -> String {
     marker_for(
         &app.jwt,
         req.method().as_str(),
-        req.uri().path(),
+        asked_path(req),
         crate::now_ms() / 1000,
     )
+}
+
+/// The path as the client asked it (a nested router sees it without its prefix).
+fn asked_path(req: &Request) -> &str {
+    req.extensions()
+        .get::<OriginalUri>()
+        .map_or(req.uri().path(), |u| u.0.path())
 }
 
 /// Whether `req` was forwarded by a server sharing this one's key.
@@ -70,7 +79,7 @@ fn forwarded(app: &AppState, req: &Request) -> bool {
             marker_holds(
                 &app.jwt,
                 req.method().as_str(),
-                req.uri().path(),
+                asked_path(req),
                 v,
                 crate::now_ms() / 1000,
             )
@@ -113,63 +122,61 @@ pub fn register(app: &AppState, id: String) {
     });
 }
 
-/// The session a request is about, by path (`/api/sessions/{id}/…`, `/sessions/{id}/…`) or by
-/// its VS Code origin — only for what needs its workspace.
-fn session_of(app: &AppState, req: &Request) -> Option<SessionId> {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok());
-    if let Some(host) = host
-        && let Some(origin) = app.config.code_url.as_ref()
-        && let Some(id) = origin.session_for_host(host)
-    {
-        return Some(id);
-    }
-    let path = req.uri().path();
-    let id = if let Some(p) = path.strip_prefix("/api/sessions/") {
-        let (id, rest) = p.split_once('/')?;
-        // What the database answers stays here.
-        if req.method() == Method::GET && (rest == "events" || rest.is_empty()) {
-            return None;
-        }
-        id
-    } else {
-        let (id, rest) = path.strip_prefix("/sessions/")?.split_once('/')?;
-        if !(rest.starts_with("code") || rest.starts_with("vnc")) {
-            return None;
-        }
-        id
+/// Route layer for the routes that act on a session's workspace (its terminal, exec, diff,
+/// desktop, VS Code, stop…): `http::app` puts it on exactly those routes, so the router says
+/// which they are, and the matched route's `{id}` names the session.
+pub async fn forward(
+    State(app): State<AppState>,
+    params: RawPathParams,
+    req: Request,
+    next: Next,
+) -> Response {
+    let id = params
+        .iter()
+        .find(|(name, _)| *name == "id")
+        .and_then(|(_, v)| v.parse::<SessionId>().ok());
+    let Some(id) = id else {
+        return next.run(req).await;
     };
-    id.parse().ok()
+    match elsewhere(&app, id, req).await {
+        Ok(res) => res,
+        Err(req) => next.run(req).await,
+    }
 }
 
-/// Middleware: forwards a request about a session hosted by another server to it.
-pub async fn forward(State(app): State<AppState>, req: Request, next: Next) -> Response {
-    // Only PostgreSQL is shared between hosts; processes on one SQLite file share a host.
-    if app.db.backend() != db::Backend::Postgres || forwarded(&app, &req) {
-        return next.run(req).await;
+/// Answers `req` (about session `id`) on the server whose host runs its workspace, when that is
+/// another server; gives the request back to be answered here otherwise. Only PostgreSQL is
+/// shared between hosts (processes on one SQLite file share a host); a request another server
+/// forwarded is answered here.
+pub async fn elsewhere(
+    app: &AppState,
+    id: SessionId,
+    mut req: Request,
+) -> std::result::Result<Response, Request> {
+    if app.db.backend() != db::Backend::Postgres || forwarded(app, &req) {
+        return Err(req);
     }
-    let Some(id) = session_of(&app, &req) else {
-        return next.run(req).await;
-    };
     let mine = app.workspaces.get().ok().map(|w| w.host_id.clone());
     let host = match db::sessions::workspace(&app.db, id).await {
         Ok(Some(row)) => row.workspace_host,
         _ => None,
     };
     let Some(host) = host.filter(|h| Some(h) != mine.as_ref()) else {
-        return next.run(req).await;
+        return Err(req);
     };
     let url = match db::servers::url(&app.db, &host).await {
         Ok(Some(u)) => u,
         // Never registered (or an error): answer here, which says what is missing.
-        _ => return next.run(req).await,
+        _ => return Err(req),
     };
-    let signed = marker(&app, &req);
-    relay(&url, req, signed)
+    // Under `/api` the router sees the path without its prefix: forward the one that was asked.
+    if let Some(OriginalUri(uri)) = req.extensions().get::<OriginalUri>().cloned() {
+        *req.uri_mut() = uri;
+    }
+    let signed = marker(app, &req);
+    Ok(relay(&url, req, signed)
         .await
-        .unwrap_or_else(IntoResponse::into_response)
+        .unwrap_or_else(IntoResponse::into_response))
 }
 
 /// Sends `req` to the server at `base` (`http://host:port`), marked with `signed`.

@@ -86,6 +86,11 @@ pub async fn dispatch(State(app): State<AppState>, req: Request, next: Next) -> 
         && let Some(origin) = app.config.code_url.as_ref()
         && let Some(id) = origin.session_for_host(&host)
     {
+        // Answered by the server hosting the session's workspace.
+        let req = match crate::cluster::elsewhere(&app, id, req).await {
+            Ok(res) => return res,
+            Err(req) => req,
+        };
         return serve(app, id, req)
             .await
             .unwrap_or_else(IntoResponse::into_response);

@@ -33,8 +33,12 @@ pub fn router() -> Router<AppState> {
         .route("/auth/github/callback", get(callback))
         .route("/github/repos", get(installable).post(import))
         .route("/github/webhook", post(hook))
-        .route("/sessions/{id}/pr", get(show_pr).post(open_pr))
         .route("/artifacts/{id}/{sig}", get(signed_artifact))
+}
+
+/// A session's pull request: answered by the server hosting its workspace (`cluster::forward`).
+pub fn hosted_router() -> Router<AppState> {
+    Router::new().route("/sessions/{id}/pr", get(show_pr).post(open_pr))
 }
 
 /// Which sign-in methods this server offers (the sign-in page asks).

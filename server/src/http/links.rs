@@ -14,10 +14,15 @@ use crate::state::AppState;
 use crate::{Error, Result, db, now_ms, sessions};
 
 pub fn router() -> Router<AppState> {
+    Router::new().route("/links/join", post(join))
+}
+
+/// A session's links and live channel: answered by the server hosting the session, whose hub
+/// a revocation closes (`cluster::forward`).
+pub fn hosted_router() -> Router<AppState> {
     Router::new()
         .route("/sessions/{id}/links", get(list).post(create))
         .route("/sessions/{id}/links/{jti}", delete(revoke))
-        .route("/links/join", post(join))
         .route("/sessions/{id}/live", get(crate::live::socket::upgrade))
 }
 

@@ -32,6 +32,8 @@ mod web;
 /// The whole service. CORS is off: the web app is served from the same origin, and no
 /// cross-origin caller is allowed unless a later configuration says so.
 pub fn app(state: AppState) -> Router {
+    // A request about a session another server hosts is answered there (PostgreSQL only).
+    let forward = axum::middleware::from_fn_with_state(state.clone(), crate::cluster::forward);
     let api = Router::new()
         .merge(health::router())
         .merge(admin::router())
@@ -43,7 +45,14 @@ pub fn app(state: AppState) -> Router {
         .merge(sessions::router())
         .merge(settings::router())
         .merge(snapshots::router())
-        .merge(crate::code::api_router())
+        .merge(
+            Router::new()
+                .merge(sessions::hosted_router())
+                .merge(links::hosted_router())
+                .merge(github::hosted_router())
+                .merge(crate::code::api_router())
+                .route_layer(forward.clone()),
+        )
         .fallback(json_errors::no_such_route)
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -65,7 +74,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(own)
         // VS Code, proxied (outside /api: it is a web app of its own, under its base path).
-        .merge(crate::code::router())
+        .merge(crate::code::router().route_layer(forward))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             csrf::layer,
@@ -74,11 +83,6 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::code::origin::dispatch,
-        ))
-        // Before anything else: a session another server hosts is answered there.
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::cluster::forward,
         ))
         .layer(CompressionLayer::new())
         // Spans name the method and path only (a query can carry a share token, `?share=`),

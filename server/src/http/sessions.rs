@@ -18,11 +18,18 @@ use crate::state::AppState;
 use crate::{Error, Result, scheduler, sessions};
 use tandem_protocol::live::Role;
 
+/// What the database answers, wherever the session's workspace runs.
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/sessions", get(list).post(create))
         .route("/sessions/{id}", get(show))
         .route("/sessions/{id}/events", get(events))
+}
+
+/// What acts on the session (its workspace, its live hub): answered by the server hosting it
+/// (`cluster::forward`).
+pub fn hosted_router() -> Router<AppState> {
+    Router::new()
         .route("/sessions/{id}/exec", post(exec))
         .route("/sessions/{id}/diff", get(diff))
         .route("/sessions/{id}/stop", post(stop))
