@@ -14,7 +14,7 @@ pub async fn test_images() -> Option<PathBuf> {
     let images = std::env::var_os("TANDEM_TEST_IMAGES_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join("tandem-test-images"));
-    tandem_server::images::build(&images, TEST_RECIPE, |_| {})
+    tandem_host::images::build(&images, TEST_RECIPE, |_| {})
         .await
         .expect("the test image builds");
     Some(images)

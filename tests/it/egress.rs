@@ -272,7 +272,7 @@ async fn a_workspace_reaches_only_its_allow_listed_names() {
         "UNRESOLVED",
         "names off the list do not even resolve"
     );
-    let wid = tandem_server::db::sessions::workspace(&s.state.db, id)
+    let wid = tandem_store::sessions::workspace(&s.state.db, id)
         .await
         .unwrap()
         .unwrap()

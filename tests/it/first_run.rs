@@ -335,12 +335,11 @@ async fn a_server_whose_image_is_gone_still_stops_the_workspaces_it_runs() {
         "{h:?}"
     );
     let row = {
-        let db = tandem_server::db::Db::connect(&tandem_server::config::sqlite_url(
-            &data.join("tandem.db"),
-        ))
-        .await
-        .unwrap();
-        tandem_server::db::sessions::workspace(&db, id)
+        let db =
+            tandem_store::Db::connect(&tandem_server::config::sqlite_url(&data.join("tandem.db")))
+                .await
+                .unwrap();
+        tandem_store::sessions::workspace(&db, id)
             .await
             .unwrap()
             .unwrap()

@@ -782,7 +782,7 @@ async fn a_session_becomes_a_pull_request_by_its_prompting_person_kept_up_to_dat
     );
     // The session's token, which the relay used for the pushes: scoped to this repository,
     // working until the session stops.
-    let (sealed, _) = tandem_server::db::github::credential(&w.s.state.db, id)
+    let (sealed, _) = tandem_store::github::credential(&w.s.state.db, id)
         .await
         .unwrap()
         .expect("the session has a token");

@@ -174,7 +174,7 @@ impl Drop for TestServer {
                 .build()
                 .unwrap();
             for dir in dirs {
-                let _ = rt.block_on(tandem_server::runtime::network::teardown(&dir));
+                let _ = rt.block_on(tandem_host::runtime::network::teardown(&dir));
             }
         })
         .join();

@@ -369,7 +369,7 @@ async fn a_looping_agent_stops_at_the_sessions_model_budget() {
         (3, Some(3))
     );
     assert_eq!(
-        tandem_server::db::sessions::model_requests(&s.state.db, created.session.id)
+        tandem_store::sessions::model_requests(&s.state.db, created.session.id)
             .await
             .unwrap(),
         3

@@ -265,12 +265,11 @@ async fn a_session_workspace_survives_a_server_crash_and_is_supervised_again() {
 
     // The new server supervises it: its death is noticed.
     let row = {
-        let db = tandem_server::db::Db::connect(&tandem_server::config::sqlite_url(
-            &data.join("tandem.db"),
-        ))
-        .await
-        .unwrap();
-        tandem_server::db::sessions::workspace(&db, id)
+        let db =
+            tandem_store::Db::connect(&tandem_server::config::sqlite_url(&data.join("tandem.db")))
+                .await
+                .unwrap();
+        tandem_store::sessions::workspace(&db, id)
             .await
             .unwrap()
             .unwrap()

@@ -164,7 +164,7 @@ async fn snapshots_build_from_the_repo_and_a_failed_build_keeps_the_last_good_on
         list.iter().map(|x| x.state).collect::<Vec<_>>(),
         [SnapshotState::Failed, SnapshotState::Ready]
     );
-    let latest = tandem_server::db::snapshots::latest_ready(&s.state.db, good.repo_id)
+    let latest = tandem_store::snapshots::latest_ready(&s.state.db, good.repo_id)
         .await
         .unwrap()
         .unwrap();
@@ -306,7 +306,7 @@ async fn snapshots_rebuild_only_when_something_changed_and_unused_old_ones_are_c
         .await
         .parse();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while tandem_server::db::sessions::get(db, created.session.id)
+    while tandem_store::sessions::get(db, created.session.id)
         .await
         .unwrap()
         .unwrap()

@@ -1,7 +1,8 @@
 //! Store invariants that hold on both databases.
 
 use tandem_protocol::{Author, AuthorKind, CreateSession, EventKind, RepoId, SessionState};
-use tandem_server::{db, now_ms, sessions};
+use tandem_server::{now_ms, sessions};
+use tandem_store as db;
 
 use crate::harness::{TestServer, make_repo};
 use crate::matrix;

@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use tandem_server::images;
-use tandem_server::runtime::oci::{Kind, OciRuntime};
-use tandem_server::runtime::{ExecRequest, Keep, Limits, MAX_EXEC_OUTPUT, Runtime, WorkspaceSpec};
+use tandem_host::images;
+use tandem_host::runtime::oci::{Kind, OciRuntime};
+use tandem_host::runtime::{ExecRequest, Keep, Limits, MAX_EXEC_OUTPUT, Runtime, WorkspaceSpec};
 use tokio::sync::OnceCell;
 
 pub const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
@@ -22,7 +22,7 @@ pub async fn image() -> Option<PathBuf> {
     IMAGE
         .get_or_init(|| async {
             let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");
-            let missing: Vec<String> = tandem_server::runtime::doctor::checks()
+            let missing: Vec<String> = tandem_host::runtime::doctor::checks()
                 .into_iter()
                 .filter(|c| {
                     !c.ok && ["root", "overlayfs", "runc", "mmdebstrap"].contains(&c.name.as_str())
@@ -82,7 +82,7 @@ struct Env {
 
 async fn env(kind: Kind) -> Option<Env> {
     let image = image().await?;
-    if kind == Kind::Crun && !tandem_server::runtime::doctor::crun_works() {
+    if kind == Kind::Crun && !tandem_host::runtime::doctor::crun_works() {
         let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");
         assert!(
             !required,
@@ -91,7 +91,7 @@ async fn env(kind: Kind) -> Option<Env> {
         eprintln!("SKIP (crun): crun is missing or does not work on this host");
         return None;
     }
-    if kind == Kind::Runsc && !tandem_server::runtime::doctor::runsc_works() {
+    if kind == Kind::Runsc && !tandem_host::runtime::doctor::runsc_works() {
         // gVisor is optional: not every host can run it.
         eprintln!("SKIP (runsc): gVisor's runsc is not installed on this host");
         return None;
@@ -110,7 +110,7 @@ async fn env(kind: Kind) -> Option<Env> {
 macro_rules! runtimes {
     ($name:ident) => {
         mod $name {
-            use tandem_server::runtime::oci::Kind;
+            use tandem_host::runtime::oci::Kind;
             #[tokio::test]
             async fn runc() {
                 if let Some(env) = super::env(Kind::Runc).await {
@@ -159,7 +159,7 @@ impl Env {
         }
     }
 
-    async fn sh(&self, id: &str, script: &str) -> tandem_server::runtime::ExecOutput {
+    async fn sh(&self, id: &str, script: &str) -> tandem_host::runtime::ExecOutput {
         self.rt
             .exec(
                 id,
@@ -472,7 +472,7 @@ async fn workspace_root_is_an_unprivileged_host_user(env: Env) {
     let shared = env.dir.path().join("shared");
     std::fs::create_dir_all(&shared).unwrap();
     let mut spec = env.spec(vec![]);
-    spec.binds.push(tandem_server::runtime::Bind {
+    spec.binds.push(tandem_host::runtime::Bind {
         host: shared.clone(),
         container: "/run/shared".into(),
         readonly: false,
@@ -489,7 +489,7 @@ async fn workspace_root_is_an_unprivileged_host_user(env: Env) {
     let dropped = std::fs::metadata(shared.join("rootsh")).unwrap();
     assert_eq!(
         dropped.uid(),
-        tandem_server::runtime::userns::HOST_BASE,
+        tandem_host::runtime::userns::HOST_BASE,
         "the set-uid shell is not host root's"
     );
     assert_ne!(dropped.uid(), 0);
@@ -504,7 +504,7 @@ async fn workspace_root_is_an_unprivileged_host_user(env: Env) {
             .collect();
         assert!(
             uids.iter()
-                .all(|&u| u == tandem_server::runtime::userns::HOST_BASE),
+                .all(|&u| u == tandem_host::runtime::userns::HOST_BASE),
             "the init runs as the workspace's host uid: {uid_line}"
         );
     }

@@ -73,6 +73,63 @@ pub const FORBIDDEN: &[(&str, &[&str], &str)] = &[
     ),
 ];
 
+/// What the integration and e2e tests may use of the server crate: its boundary — the HTTP
+/// client, starting a server (`serve`, `config`, `state`, `app`), minting the credentials an
+/// attack needs (`auth`), and the clock. The layers under it (`tandem_store`, `tandem_host`,
+/// `tandem_media`) are crates of their own and tested through theirs.
+pub const TEST_BOUNDARY: &[&str] = &[
+    "client", "serve", "config", "state", "app", "auth", "now_ms",
+];
+
+/// White-box tests, named: `(test file, server module, why it cannot go through HTTP)`.
+pub const WHITE_BOX: &[(&str, &str, &str)] = &[
+    (
+        "tests/it/store.rs",
+        "sessions",
+        "seeds sessions directly to race claims on the store",
+    ),
+    (
+        "tests/it/store.rs",
+        "turns",
+        "the claim is the unit under test",
+    ),
+    (
+        "tests/it/session_workspaces/cluster.rs",
+        "sessions",
+        "a session whose row names another server's host exists only in the store",
+    ),
+    (
+        "tests/it/session_workspaces/mod.rs",
+        "sessions",
+        "finds a workspace's directory on the host to attack it",
+    ),
+    (
+        "tests/it/hostile.rs",
+        "turns",
+        "the recorder's bound on artifacts, fed more than any agent run would",
+    ),
+    (
+        "tests/it/snapshots.rs",
+        "snapshots",
+        "snapshot garbage collection and staleness have no route",
+    ),
+    (
+        "tests/it/snapshots.rs",
+        "repos",
+        "the repo row the collector is given",
+    ),
+    (
+        "tests/it/session_workspaces/lifecycle.rs",
+        "snapshots",
+        "snapshot garbage collection and staleness have no route",
+    ),
+    (
+        "tests/it/github.rs",
+        "gateway",
+        "the prefix of the gateway's short-lived git secrets",
+    ),
+];
+
 /// Source roots the rules look at.
 const ROOTS: &[&str] = &[
     "protocol",
@@ -193,6 +250,21 @@ pub fn check(files: &[Source]) -> Vec<Finding> {
                 }
             }
         }
+        if f.path.starts_with("tests/it/") || f.path.starts_with("e2e/") {
+            for (line, import) in imports(&f.text) {
+                for used in modules_after(&import, "tandem_server::") {
+                    let white_box = WHITE_BOX
+                        .iter()
+                        .any(|(file, m, _)| *file == f.path && *m == used);
+                    if !TEST_BOUNDARY.contains(&used.as_str()) && !white_box {
+                        find(format!(
+                            "line {line} uses `tandem_server::{used}`: tests reach the server through its boundary ({}); name a white-box test in tidy's WHITE_BOX with why",
+                            TEST_BOUNDARY.join(", ")
+                        ));
+                    }
+                }
+            }
+        }
         if let Some(module) = server_module(&f.path) {
             let own = layer_of(&module);
             for (line, import) in imports(&f.text) {
@@ -272,7 +344,10 @@ fn imports(text: &str) -> Vec<(usize, String)> {
             } else {
                 in_use = Some((i + 1, rest.to_string()));
             }
-        } else if code.contains("crate::") || code.contains("axum::") || code.contains("hyper::") {
+        } else if ["crate::", "axum::", "hyper::", "tandem_server::"]
+            .iter()
+            .any(|p| code.contains(p))
+        {
             out.push((i + 1, code.to_string()));
         }
     }
@@ -302,10 +377,21 @@ fn is_ident(b: u8) -> bool {
 
 /// The server's top-level modules `import` uses (`crate::db::x` and `use crate::{db, runtime}`).
 fn crate_modules(import: &str) -> BTreeSet<String> {
+    modules_after(import, "crate::")
+}
+
+/// The names right after each `prefix` in `import` (`prefix::a::b`, `prefix::{a, b::c}`).
+fn modules_after(import: &str, prefix: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut rest = import;
-    while let Some(at) = rest.find("crate::") {
-        let after = &rest[at + "crate::".len()..];
+    while let Some(at) = rest.find(prefix) {
+        let before = &rest[..at];
+        let after = &rest[at + prefix.len()..];
+        // `tandem_server::` is not `crate::`'s tail (`mycrate::`).
+        if before.ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+            rest = after;
+            continue;
+        }
         if let Some(group) = after.strip_prefix('{') {
             let inner = group.split('}').next().unwrap_or("");
             for part in inner.split(',') {
@@ -521,6 +607,14 @@ mod tests {
                 "server/src/repos.rs",
                 "//! R.\nfn f(db: &Db) {\n    let _ = db.raw_pool();\n}\n",
             ),
+            src(
+                "tests/it/t.rs",
+                "//! T.\nuse tandem_server::{client::Client, sessions};\nfn f() { tandem_server::turns::x(); tandem_server::now_ms(); }\n",
+            ),
+            src(
+                "e2e/u.rs",
+                "//! U.\nuse tandem_server::client::Client;\nuse tandem_server::serve::Server;\n",
+            ),
         ];
         let found: Vec<String> = check(&files).iter().map(|f| f.to_string()).collect();
         let has = |file: &str, what: &str| {
@@ -538,11 +632,19 @@ mod tests {
         has("server/src/config/f.rs", "imports `crate::sessions`");
         has("server/src/error.rs", "imports `crate::sessions`");
         has("server/src/repos.rs", "line 3 uses `raw_pool`");
+        has("tests/it/t.rs", "line 2 uses `tandem_server::sessions`");
+        has("tests/it/t.rs", "line 3 uses `tandem_server::turns`");
+        assert!(
+            !found.iter().any(|f| f.contains("tandem_server::client")
+                || f.contains("tandem_server::now_ms")),
+            "the boundary counted: {found:#?}"
+        );
         let clean = [
             "server/src/c.rs",
             "tests/it/d.rs",
             "server/src/config.rs",
             "server/src/sessions/h.rs",
+            "e2e/u.rs",
         ];
         for c in clean {
             assert!(

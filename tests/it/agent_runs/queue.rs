@@ -399,7 +399,7 @@ async fn a_long_turn(
             .any(|e| matches!(e.kind, EventKind::ToolCall { .. }))
     })
     .await;
-    let prompt = tandem_server::db::prompts::running(&s.state.db, id)
+    let prompt = tandem_store::prompts::running(&s.state.db, id)
         .await
         .unwrap()
         .expect("a running prompt");
@@ -412,7 +412,7 @@ async fn a_stop_asked_elsewhere_is_found_at_the_next_heartbeat_when_its_notifica
         return;
     };
     // What a stop through another server leaves in the store; its notification never came.
-    tandem_server::db::prompts::request_stop(&s.state.db, prompt.id, "Remy")
+    tandem_store::prompts::request_stop(&s.state.db, prompt.id, "Remy")
         .await
         .unwrap();
     let evs = wait_events(&s, id, ended(1)).await;
@@ -435,7 +435,7 @@ async fn a_turn_whose_prompt_another_process_took_back_stops_and_records_nothing
     // again, no longer this runner's.
     let mut tx = s.state.db.begin().await.unwrap();
     assert!(
-        tandem_server::db::prompts::requeue(&mut tx, prompt.id, true, true)
+        tandem_store::prompts::requeue(&mut tx, prompt.id, true, true)
             .await
             .unwrap()
     );

@@ -134,8 +134,8 @@ async fn the_file_api_works_inside_the_checkout_and_refuses_to_leave_it() {
 #[tokio::test]
 async fn the_agent_serves_shared_terminals() {
     use futures::{SinkExt, StreamExt};
+    use tandem_host::workspace_agent::WorkspaceAgent;
     use tandem_protocol::agent::{PtyControl, PtyOpen};
-    use tandem_server::workspace_agent::WorkspaceAgent;
     use tokio_tungstenite::tungstenite::Message;
 
     let Some(s) = server().await else { return };
@@ -150,7 +150,7 @@ async fn the_agent_serves_shared_terminals() {
         .await
         .parse();
     wait_state(&s, created.session.id, &[SessionState::Ready]).await;
-    let row = tandem_server::db::sessions::workspace(&s.state.db, created.session.id)
+    let row = tandem_store::sessions::workspace(&s.state.db, created.session.id)
         .await
         .unwrap()
         .unwrap();

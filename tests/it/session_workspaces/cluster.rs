@@ -11,7 +11,7 @@ async fn stored_session(
     host: Option<&str>,
     pid: i64,
 ) -> SessionId {
-    use tandem_server::db;
+    use tandem_store as db;
     let author = Author {
         kind: AuthorKind::Automation,
         user_id: None,
@@ -172,7 +172,7 @@ async fn on_postgresql_another_server_answers_for_a_session_by_forwarding_to_its
     }
     // A host whose server cannot be reached: a clear 503, not a hang.
     let host = a.state.workspaces().unwrap().host_id.clone();
-    tandem_server::db::servers::register(
+    tandem_store::servers::register(
         &a.state.db,
         &host,
         "http://127.0.0.1:1",

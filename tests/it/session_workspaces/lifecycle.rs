@@ -26,7 +26,7 @@ async fn fifty_session_start_stop_cycles_leave_no_mount_cgroup_or_process() {
             SessionState::Ready,
             "cycle {i}"
         );
-        let row = tandem_server::db::sessions::workspace(&s.state.db, id)
+        let row = tandem_store::sessions::workspace(&s.state.db, id)
             .await
             .unwrap()
             .unwrap();
@@ -162,7 +162,7 @@ async fn recipes_set_limits_and_sessions_wait_for_readiness_checks() {
         "ready\n",
         "ready only once the check passed"
     );
-    let wid = tandem_server::db::sessions::workspace(&s.state.db, id)
+    let wid = tandem_store::sessions::workspace(&s.state.db, id)
         .await
         .unwrap()
         .unwrap()

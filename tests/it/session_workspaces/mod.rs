@@ -194,7 +194,7 @@ async fn a_session_boots_from_the_snapshot_at_the_branch_head_runs_commands_and_
         is_admin: false,
         created_at: Timestamp(0),
     };
-    tandem_server::db::users::insert(&s.state.db, &other)
+    tandem_store::users::insert(&s.state.db, &other)
         .await
         .unwrap();
     let bob = tandem_server::auth::create_api_token(&s.state.db, &other, "bob", None)
@@ -356,7 +356,7 @@ async fn a_session_whose_workspace_dies_is_marked_failed_and_the_server_carries_
             .state,
         SessionState::Ready
     );
-    let row = tandem_server::db::sessions::workspace(&s.state.db, id)
+    let row = tandem_store::sessions::workspace(&s.state.db, id)
         .await
         .unwrap()
         .unwrap();

@@ -68,7 +68,7 @@ async fn a_warm_pool_keeps_workspaces_started_and_new_sessions_claim_them() {
         matches!(&e.kind, EventKind::BootPhase { phase: BootPhase::Starting, detail: Some(d), .. } if d.contains("warm pool"))
     });
     assert!(from_pool, "{:#?}", events(&s, id).await);
-    let row = tandem_server::db::sessions::workspace(&s.state.db, id)
+    let row = tandem_store::sessions::workspace(&s.state.db, id)
         .await
         .unwrap()
         .unwrap();
