@@ -21,7 +21,7 @@ const BOOT_WAIT: Duration = Duration::from_secs(240);
 /// Where the test runs: `up`'s server, or one started here.
 enum Target {
     Up { url: String, code: String },
-    Local(TestServer),
+    Local(Box<TestServer>),
 }
 
 impl Target {
@@ -55,7 +55,7 @@ async fn target() -> Option<Target> {
         c.image_recipe = Some(recipe);
     })
     .await?;
-    Some(Target::Local(s))
+    Some(Target::Local(Box::new(s)))
 }
 
 /// Waits up to `limit` for the element at `css` to contain `needle`.

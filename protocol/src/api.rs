@@ -187,6 +187,30 @@ pub struct User {
     pub name: String,
     pub is_admin: bool,
     pub created_at: Timestamp,
+    /// Lower-cased; what links sign-ins (OpenID Connect, invites, Slack) to this person.
+    #[serde(default)]
+    pub email: Option<String>,
+    /// Groups from the identity provider (its group claim), as of the last sign-in.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Set when an admin deactivated them: every credential of theirs stops working.
+    #[serde(default)]
+    pub deactivated_at: Option<Timestamp>,
+}
+
+impl User {
+    /// A new, active person.
+    pub fn new(id: UserId, name: impl Into<String>, is_admin: bool, created_at: Timestamp) -> Self {
+        Self {
+            id,
+            name: name.into(),
+            is_admin,
+            created_at,
+            email: None,
+            groups: Vec::new(),
+            deactivated_at: None,
+        }
+    }
 }
 
 /// `POST /api/tokens`.
@@ -256,6 +280,9 @@ pub struct Repo {
     /// How many are ready right now.
     #[serde(default)]
     pub warm_ready: i64,
+    /// Who may use it besides its grants (`crate::people`).
+    #[serde(default)]
+    pub access: crate::people::RepoAccess,
 }
 
 /// Where a session's lifecycle is. See PRODUCT.md: queued → starting → ready → running ⇄ idle → stopped/failed.
@@ -436,6 +463,9 @@ pub struct Session {
     /// People connected to it right now (on this server), in lists.
     #[serde(default)]
     pub participants: i64,
+    /// Private: only its owner and the people they shared it with see it.
+    #[serde(default)]
+    pub private: bool,
 }
 
 /// One prompt.

@@ -12,6 +12,7 @@ pub mod ids;
 pub mod limits;
 pub mod links;
 pub mod live;
+pub mod people;
 pub mod snapshot;
 pub mod turn;
 

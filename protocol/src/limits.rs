@@ -24,6 +24,16 @@ pub const SESSION_COOKIE: &str = "tandem_session";
 pub const API_TOKEN_PREFIX: &str = "tdm_";
 /// Prefix of one-time login codes (`/login#code=tlc_…`).
 pub const LOGIN_CODE_PREFIX: &str = "tlc_";
+/// Prefix of invite codes (`/invite#code=tiv_…`).
+pub const INVITE_CODE_PREFIX: &str = "tiv_";
+/// Seconds an invite stays valid unless its maker says otherwise.
+pub const INVITE_TTL_SECS: i64 = 7 * 24 * 60 * 60;
+/// Longest an invite may be made to last.
+pub const MAX_INVITE_TTL_SECS: i64 = 30 * 24 * 60 * 60;
+/// Seconds an OpenID Connect sign-in may take from the redirect to the callback.
+pub const OIDC_FLOW_TTL_SECS: i64 = 10 * 60;
+/// Seconds a person's GitHub permission on a repo is trusted before it is asked again.
+pub const GITHUB_PERMISSION_TTL_SECS: i64 = 60;
 /// Most command output kept inside one event (the full output is in the exec answer).
 pub const MAX_EVENT_OUTPUT_BYTES: usize = 16 * 1024;
 /// Largest diff `GET /api/sessions/{id}/diff` returns.

@@ -59,12 +59,7 @@ struct Report {
 
 async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
     db.migrate().await?;
-    let admin = User {
-        id: UserId(uuid::Uuid::new_v4()),
-        name: "bench".into(),
-        is_admin: true,
-        created_at: Timestamp(0),
-    };
+    let admin = User::new(UserId(uuid::Uuid::new_v4()), "bench", true, Timestamp(0));
     db::users::insert(&db, &admin).await?;
     let author = Author {
         kind: AuthorKind::User,

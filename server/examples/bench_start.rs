@@ -261,6 +261,7 @@ async fn main() -> Result<()> {
         snapshot_interval_secs: 0,
         agents: Default::default(),
         github: None,
+        oidc: Vec::new(),
         desktop: Default::default(),
         snapshot_keep: 100,
         code_url: None,

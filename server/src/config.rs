@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub mod code_origin;
+pub mod oidc;
 
 use code_origin::CodeOrigin;
 
@@ -51,6 +52,8 @@ pub struct Config {
     pub agents: AgentsConfig,
     /// The GitHub App (`[github]` in the file); none turns GitHub off.
     pub github: Option<GithubConfig>,
+    /// OpenID Connect providers people sign in with (`[[oidc]]` in the file).
+    pub oidc: Vec<oidc::OidcConfig>,
     /// The desktop stream (`[desktop]` in the file).
     pub desktop: DesktopConfig,
     /// Where each session's VS Code is served, parsed from `code_url`
@@ -269,6 +272,8 @@ pub struct FileConfig {
     pub agents: AgentsConfig,
     pub github: Option<GithubConfig>,
     #[serde(default)]
+    pub oidc: Vec<oidc::OidcConfig>,
+    #[serde(default)]
     pub desktop: DesktopConfig,
     pub code_url: Option<String>,
     pub advertise_url: Option<String>,
@@ -387,6 +392,21 @@ impl Config {
                 web_url: g.web_url.trim_end_matches('/').to_string(),
                 ..g
             }),
+            oidc: {
+                let mut seen = std::collections::HashSet::new();
+                let mut out = Vec::new();
+                for p in file.oidc {
+                    let p = p.validated()?;
+                    if !seen.insert(p.id.clone()) {
+                        return Err(Error::Config(format!(
+                            "[[oidc]] id {:?} is used twice",
+                            p.id
+                        )));
+                    }
+                    out.push(p);
+                }
+                out
+            },
             file_sets,
             local_repo_dirs: file.local_repo_dirs,
             unsafe_code_on_tandem_origin: file.unsafe_code_on_tandem_origin,

@@ -1,6 +1,7 @@
 //! Repo logic: validating and registering git remotes.
 
 use tandem_protocol::limits::{MAX_LIST, MAX_NAME_BYTES, MAX_URL_BYTES};
+use tandem_protocol::people::RepoAccess;
 use tandem_protocol::{CreateRepo, Repo, RepoId, Timestamp};
 
 use crate::auth::CurrentUser;
@@ -85,6 +86,12 @@ pub async fn create_with(
         created_at: Timestamp(now),
         warm_pool,
         warm_ready: 0,
+        // A GitHub repo follows each person's GitHub permission until an admin says otherwise.
+        access: if github.is_some() {
+            RepoAccess::Github
+        } else {
+            RepoAccess::Everyone
+        },
     };
     let mut tx = db.begin().await?;
     db::repos::insert(&mut tx, &repo)

@@ -90,6 +90,8 @@ impl Server {
             desktops: Default::default(),
             code: Default::default(),
             github,
+            permissions: Default::default(),
+            oidc: Default::default(),
         };
         let first_login_url = auth::bootstrap_admin(&state.db)
             .await?

@@ -38,6 +38,10 @@ pub struct AppState {
     pub desktops: Arc<crate::desktop::Desktops>,
     /// The GitHub App, when configured.
     pub github: Option<Arc<crate::github::GitHub>>,
+    /// People's GitHub permissions, looked up lately.
+    pub permissions: Arc<crate::permissions::Permissions>,
+    /// OpenID Connect providers' discovery documents and keys.
+    pub oidc: Arc<crate::oidc::Providers>,
 }
 
 impl AppState {

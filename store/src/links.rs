@@ -137,3 +137,33 @@ pub async fn member(
     .await?;
     row.map(|(r, j)| Ok((parse_role(&r)?, j))).transpose()
 }
+
+/// Whether the person who made link `jti` is still active (a deactivated person's links stop).
+pub async fn maker_active(mut ex: impl Conn, jti: &str) -> Result<bool> {
+    let row: Option<(Option<i64>,)> = sqlx::query_as(
+        "SELECT u.deactivated_at FROM share_links l JOIN users u ON u.id = l.created_by WHERE l.jti = $1",
+    )
+    .bind(jti)
+    .fetch_optional(ex.ex())
+    .await?;
+    Ok(matches!(row, Some((None,))))
+}
+
+/// Revokes every live link `user` made; the `(session, jti)` of each.
+pub async fn revoke_made_by(
+    tx: &mut Tx,
+    user: UserId,
+    now: i64,
+) -> Result<Vec<(SessionId, String)>> {
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "UPDATE share_links SET revoked_at = $1 WHERE created_by = $2 AND revoked_at IS NULL
+         RETURNING session_id, jti",
+    )
+    .bind(now)
+    .bind(user.to_string())
+    .fetch_all(&mut *tx.tx)
+    .await?;
+    rows.into_iter()
+        .map(|(s, j)| Ok((SessionId(super::uuid(&s)?), j)))
+        .collect()
+}

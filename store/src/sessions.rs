@@ -22,6 +22,7 @@ struct SessionRow {
     last_seq: i64,
     parent_id: Option<String>,
     agent: String,
+    private: i64,
 }
 
 fn author(kind: &str, user: Option<String>, name: String) -> Result<Author> {
@@ -76,14 +77,15 @@ impl SessionRow {
                 .transpose()?,
             agent: agent_spec(&self.agent)?,
             participants: 0,
+            private: self.private != 0,
         })
     }
 }
 
 const SELECT: &str =
     "SELECT s.id, s.repo_id, r.name AS repo_name, s.state, s.title, s.branch, s.author_kind,
-    s.author_user_id, s.author_name, s.created_at, s.updated_at, s.last_seq, s.parent_id, s.agent
-    FROM sessions s JOIN repos r ON r.id = s.repo_id";
+    s.author_user_id, s.author_name, s.created_at, s.updated_at, s.last_seq, s.parent_id, s.agent,
+    s.private FROM sessions s JOIN repos r ON r.id = s.repo_id";
 
 /// Inserts a session row (with `last_seq = 0`).
 pub async fn insert(conn: &mut Tx, s: &Session) -> Result<()> {
@@ -175,18 +177,56 @@ pub async fn list(
     mut ex: impl Conn,
     repo: Option<RepoId>,
     state: Option<SessionState>,
+    seen_by: Option<&Scope>,
     limit: i64,
 ) -> Result<Vec<Session>> {
-    let rows: Vec<SessionRow> = sqlx::query_as(&format!(
-        "{SELECT} WHERE ($1 IS NULL OR s.repo_id = $1) AND ($2 IS NULL OR s.state = $2)
+    // What a person may see: sessions of the repos they may read that are not private, or
+    // that they own or joined.
+    let scope = match seen_by {
+        None => String::new(),
+        Some(sc) if sc.repos.is_empty() => " AND 1 = 0".into(),
+        Some(sc) => format!(
+            " AND s.repo_id IN ({}) AND (s.private = 0 OR s.author_user_id = $4
+              OR EXISTS (SELECT 1 FROM session_members m WHERE m.session_id = s.id AND m.user_id = $4))",
+            (0..sc.repos.len())
+                .map(|i| format!("${}", i + 5))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let sql = format!(
+        "{SELECT} WHERE ($1 IS NULL OR s.repo_id = $1) AND ($2 IS NULL OR s.state = $2){scope}
          ORDER BY s.created_at DESC, s.id LIMIT $3"
-    ))
-    .bind(repo.map(|r| r.to_string()))
-    .bind(state.map(|s| s.as_str()))
-    .bind(limit)
-    .fetch_all(ex.ex())
-    .await?;
+    );
+    let mut q = sqlx::query_as::<_, SessionRow>(&sql)
+        .bind(repo.map(|r| r.to_string()))
+        .bind(state.map(|s| s.as_str()))
+        .bind(limit);
+    if let Some(sc) = seen_by.filter(|sc| !sc.repos.is_empty()) {
+        q = q.bind(sc.user.to_string());
+        for r in &sc.repos {
+            q = q.bind(r.to_string());
+        }
+    }
+    let rows = q.fetch_all(ex.ex()).await?;
     rows.into_iter().map(SessionRow::into_session).collect()
+}
+
+/// Whom a list is for: the person and the repos they may read.
+pub struct Scope {
+    pub user: UserId,
+    pub repos: Vec<RepoId>,
+}
+
+/// Makes a session private (its owner and the people they share it with) or not; false if
+/// there is no such session.
+pub async fn set_private(mut ex: impl Conn, id: SessionId, private: bool) -> Result<bool> {
+    let done = sqlx::query("UPDATE sessions SET private = $1 WHERE id = $2")
+        .bind(i64::from(private))
+        .bind(id.to_string())
+        .execute(ex.ex())
+        .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 #[derive(FromRow)]

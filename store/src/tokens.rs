@@ -143,3 +143,20 @@ pub async fn redeem_login_code(
     .await?;
     row.map(|(u,)| Ok(UserId(super::uuid(&u)?))).transpose()
 }
+
+/// Revokes every API token of `user` and their unused login codes (they were deactivated).
+pub async fn revoke_all(tx: &mut crate::Tx, user: UserId, now: i64) -> Result<u64> {
+    let done = sqlx::query(
+        "UPDATE api_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
+    )
+    .bind(now)
+    .bind(user.to_string())
+    .execute(&mut *tx.tx)
+    .await?;
+    sqlx::query("UPDATE login_codes SET used_at = $1 WHERE user_id = $2 AND used_at IS NULL")
+        .bind(now)
+        .bind(user.to_string())
+        .execute(&mut *tx.tx)
+        .await?;
+    Ok(done.rows_affected())
+}

@@ -225,6 +225,7 @@ impl TestServer {
             code_url: None,
             advertise_url: None,
             github: None,
+            oidc: Vec::new(),
             desktop: Default::default(),
             file_sets: Default::default(),
             local_repo_dirs: vec![std::env::temp_dir()],

@@ -83,4 +83,5 @@ async fn user_for_jwt(state: &AppState, token: &str) -> Result<User> {
     db::users::get(&state.db, id)
         .await?
         .ok_or_else(|| Error::Unauthorized("the login's user no longer exists".into()))
+        .and_then(crate::auth::active)
 }

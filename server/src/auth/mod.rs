@@ -95,10 +95,23 @@ pub async fn user_for_api_token(db: &Db, token: &str) -> Result<User> {
     if owner.expires_at.is_some_and(|e| e <= now) {
         return Err(Error::Unauthorized("API token expired".into()));
     }
-    db::tokens::touch(db, owner.token_id, now).await?;
-    db::users::get(db, owner.user_id)
+    let user = db::users::get(db, owner.user_id)
         .await?
         .ok_or_else(|| Error::Unauthorized("the token's user no longer exists".into()))
+        .and_then(active)?;
+    db::tokens::touch(db, owner.token_id, now).await?;
+    Ok(user)
+}
+
+/// `user` if they are active: a deactivated person's every credential is refused.
+pub fn active(user: User) -> Result<User> {
+    if user.deactivated_at.is_some() {
+        return Err(Error::Unauthorized(format!(
+            "{} was deactivated by an admin; ask an admin to reactivate them",
+            user.name
+        )));
+    }
+    Ok(user)
 }
 
 /// Redeems a one-time login code.
@@ -113,6 +126,12 @@ pub async fn user_for_login_code(db: &Db, code: &str) -> Result<User> {
     db::users::get(db, user)
         .await?
         .ok_or_else(|| Error::Unauthorized("the login code's user no longer exists".into()))
+        .and_then(active)
+}
+
+/// A fresh user id.
+pub fn new_user_id() -> UserId {
+    UserId(uuid::Uuid::new_v4())
 }
 
 /// On an empty database, creates the `admin` user and returns a one-time login code for it.
@@ -120,12 +139,7 @@ pub async fn bootstrap_admin(db: &Db) -> Result<Option<String>> {
     if db::users::count(db).await? > 0 {
         return Ok(None);
     }
-    let admin = User {
-        id: UserId(uuid::Uuid::new_v4()),
-        name: "admin".into(),
-        is_admin: true,
-        created_at: Timestamp(now_ms()),
-    };
+    let admin = User::new(new_user_id(), "admin", true, Timestamp(now_ms()));
     db::users::insert(db, &admin).await?;
     Ok(Some(create_login_code(db, admin.id).await?))
 }

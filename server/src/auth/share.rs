@@ -1,6 +1,6 @@
 //! The share-link credential of a request that may come from a guest: `?share=<token>&name=<guest
 //! name>`, as the live channel, VS Code and the desktop take it (a WebSocket cannot carry a
-//! header from a browser). What it grants is decided by `sessions::access::resolve`.
+//! header from a browser). What it grants is decided by `permissions::resolve`.
 
 use axum::extract::{FromRequestParts, Query};
 use axum::http::request::Parts;

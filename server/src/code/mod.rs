@@ -57,9 +57,8 @@ async fn open(
 ) -> Result<axum::Json<tandem_protocol::CodeLink>> {
     let user = user.ok().map(|u| u.0);
     let session = crate::sessions::get(&app.db, id).await?.session;
-    let access = crate::sessions::access::resolve(
-        &app.db,
-        &app.jwt,
+    let access = crate::permissions::resolve(
+        &app,
         &session,
         user.as_ref(),
         q.share.as_deref(),
@@ -91,7 +90,7 @@ fn not_for_viewers() -> Error {
 }
 
 async fn require_driver(app: &AppState, id: SessionId, user: &tandem_protocol::User) -> Result<()> {
-    crate::sessions::access::require(&app.db, id, user, Role::Driver)
+    crate::permissions::require(app, id, user, Role::Driver)
         .await
         .map(|_| ())
         .map_err(|e| match e {
@@ -144,11 +143,15 @@ async fn same_origin(
         return Err(Error::Unavailable(origin::NO_ORIGIN.into()));
     }
     require_driver(&app, id, &user.0).await?;
-    let (db, person) = (app.db.clone(), user.0.clone());
+    let (check, person) = (app.clone(), user.0.clone());
     let until = origin::while_allowed(move || {
-        let (db, person) = (db.clone(), person.clone());
+        let (app, person) = (check.clone(), person.clone());
         async move {
-            crate::sessions::access::require(&db, id, &person, Role::Driver)
+            // The person again (deactivated since?), then their role.
+            let Ok(Some(person)) = crate::db::users::get(&app.db, person.id).await else {
+                return false;
+            };
+            crate::permissions::require(&app, id, &person, Role::Driver)
                 .await
                 .is_ok()
         }

@@ -26,7 +26,7 @@ pub async fn socket(
     Path(id): Path<SessionId>,
     ws: WebSocketUpgrade,
 ) -> Result<Response> {
-    let access = crate::sessions::access::require(&app.db, id, &user.0, Role::Viewer).await?;
+    let access = crate::permissions::require(&app, id, &user.0, Role::Viewer).await?;
     let takes_input = may_control(&app, id, access.role, user.0.id);
     // Watching starts nothing: a viewer sees a desktop a driver (or the agent) started.
     if !access.role.can_drive() && !super::running(&app, id).await? {
@@ -48,7 +48,11 @@ pub async fn socket(
             let still = move || {
                 let (app, user) = (app.clone(), user.0.clone());
                 async move {
-                    match crate::sessions::access::require(&app.db, id, &user, Role::Driver).await {
+                    // The person again (deactivated since?), then their role.
+                    let Ok(Some(user)) = crate::db::users::get(&app.db, user.id).await else {
+                        return false;
+                    };
+                    match crate::permissions::require(&app, id, &user, Role::Driver).await {
                         Ok(a) => may_control(&app, id, a.role, user.id),
                         Err(_) => false,
                     }

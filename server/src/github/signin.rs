@@ -213,7 +213,8 @@ pub async fn complete(
                     .map_err(|_| Error::Internal("stored user id".into()))?,
             )
             .await?
-            .ok_or_else(|| Error::Internal("a linked GitHub account's user is gone".into()))?;
+            .ok_or_else(|| Error::Internal("a linked GitHub account's user is gone".into()))
+            .and_then(crate::auth::active)?;
             if current.is_some_and(|c| c.id != user.id) {
                 return Err(Error::Conflict(format!(
                     "GitHub user {} is linked to another Tandem user",
@@ -278,12 +279,7 @@ async fn new_user(app: &AppState, login: &str) -> Result<User> {
         } else {
             format!("{login}-{n}")
         };
-        let user = User {
-            id: UserId(uuid::Uuid::new_v4()),
-            name,
-            is_admin: false,
-            created_at: Timestamp(now_ms()),
-        };
+        let user = User::new(crate::auth::new_user_id(), name, false, Timestamp(now_ms()));
         match db::users::insert(&app.db, &user).await {
             Ok(()) => return Ok(user),
             Err(e) if e.is_unique_violation() => {

@@ -251,7 +251,7 @@ async fn comment(
     let user = db::users::get(&app.db, user_id)
         .await?
         .ok_or_else(|| Error::Internal("a linked account's user is gone".into()))?;
-    if crate::sessions::access::require(&app.db, session, &user, Role::Driver)
+    if crate::permissions::require(app, session, &user, Role::Driver)
         .await
         .is_err()
     {

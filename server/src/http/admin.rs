@@ -18,7 +18,7 @@ pub fn router() -> Router<AppState> {
         .route("/audit", get(audit))
 }
 
-fn require_admin(user: &CurrentUser) -> Result<()> {
+pub(super) fn require_admin(user: &CurrentUser) -> Result<()> {
     if user.0.is_admin {
         Ok(())
     } else {

@@ -20,6 +20,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/auth/login", post(login))
         .route("/auth/logout", post(logout))
+        .route("/auth/invite", post(accept_invite))
         .route("/me", get(me))
 }
 
@@ -28,7 +29,65 @@ async fn login(
     Json(req): Json<LoginRequest>,
 ) -> Result<impl IntoResponse> {
     let credential = req.credential.trim();
-    let (user, via) = if credential.starts_with(LOGIN_CODE_PREFIX) {
+    let signed_in = sign_in_with(&state, credential).await;
+    let (user, via) = match signed_in {
+        Ok(u) => u,
+        Err(e) => {
+            crate::people::audit_sign_in(
+                &state,
+                "login",
+                None,
+                Some(&e.to_string()),
+                serde_json::json!({}),
+            )
+            .await;
+            return Err(e);
+        }
+    };
+    let cookie = session_cookie(&state, &user)?;
+    crate::people::audit_sign_in(&state, via, Some(&user), None, serde_json::json!({})).await;
+    Ok((AppendHeaders([(SET_COOKIE, cookie)]), Json(user)))
+}
+
+/// `POST /api/auth/invite`: a person accepts their invite and is signed in.
+async fn accept_invite(
+    State(state): State<AppState>,
+    Json(req): Json<tandem_protocol::people::AcceptInvite>,
+) -> Result<impl IntoResponse> {
+    let user = match crate::people::accept(&state, &req.code).await {
+        Ok(u) => u,
+        Err(e) => {
+            crate::people::audit_sign_in(
+                &state,
+                "invite",
+                None,
+                Some(&e.to_string()),
+                serde_json::json!({}),
+            )
+            .await;
+            return Err(e);
+        }
+    };
+    let cookie = session_cookie(&state, &user)?;
+    crate::people::audit_sign_in(&state, "invite", Some(&user), None, serde_json::json!({})).await;
+    Ok((AppendHeaders([(SET_COOKIE, cookie)]), Json(user)))
+}
+
+/// The browser session cookie for `user` (a fresh short-lived JWT).
+pub fn session_cookie(state: &AppState, user: &User) -> Result<String> {
+    let jwt = state.jwt.issue(user.id, BROWSER_LOGIN_TTL_SECS)?;
+    Ok(format!(
+        "{SESSION_COOKIE}={jwt}; HttpOnly; SameSite=Strict; Path=/; Max-Age={BROWSER_LOGIN_TTL_SECS}{}",
+        if state.public_url().starts_with("https://") {
+            "; Secure"
+        } else {
+            ""
+        }
+    ))
+}
+
+async fn sign_in_with(state: &AppState, credential: &str) -> Result<(User, &'static str)> {
+    Ok(if credential.starts_with(LOGIN_CODE_PREFIX) {
         (
             auth::user_for_login_code(&state.db, credential).await?,
             "login_code",
@@ -42,29 +101,7 @@ async fn login(
         return Err(Error::Unauthorized(format!(
             "expected a login code ({LOGIN_CODE_PREFIX}…) or an API token ({API_TOKEN_PREFIX}…)"
         )));
-    };
-    let jwt = state.jwt.issue(user.id, BROWSER_LOGIN_TTL_SECS)?;
-    db::audit::record(
-        &state.db,
-        now_ms(),
-        db::audit::Entry {
-            actor_user_id: Some(user.id),
-            actor_name: &user.name,
-            action: "auth.login",
-            target: &user.id.to_string(),
-            detail: serde_json::json!({ "via": via }),
-        },
-    )
-    .await?;
-    let cookie = format!(
-        "{SESSION_COOKIE}={jwt}; HttpOnly; SameSite=Strict; Path=/; Max-Age={BROWSER_LOGIN_TTL_SECS}{}",
-        if state.public_url().starts_with("https://") {
-            "; Secure"
-        } else {
-            ""
-        }
-    );
-    Ok((AppendHeaders([(SET_COOKIE, cookie)]), Json(user)))
+    })
 }
 
 /// Clears the cookie and ends the login on the server too: a copy of the token (another

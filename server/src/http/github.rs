@@ -19,7 +19,6 @@ use tandem_protocol::{ArtifactId, ArtifactInfo, Repo, SessionId};
 use crate::auth::CurrentUser;
 use crate::auth::cookie;
 use crate::github::{self, pr, signin, webhook};
-use crate::sessions::access;
 use crate::state::AppState;
 use crate::{Error, Result, db};
 
@@ -47,7 +46,17 @@ async fn providers(State(state): State<AppState>) -> Json<serde_json::Value> {
         .github
         .as_ref()
         .is_some_and(|g| g.config.client_id.is_some());
-    Json(serde_json::json!({ "github": github }))
+    let oidc: Vec<tandem_protocol::people::SignInProvider> = state
+        .config
+        .oidc
+        .iter()
+        .map(|p| tandem_protocol::people::SignInProvider {
+            id: p.id.clone(),
+            label: p.label.clone(),
+            url: format!("/api/auth/oidc/{}", p.id),
+        })
+        .collect();
+    Json(serde_json::json!({ "github": github, "oidc": oidc }))
 }
 
 async fn sign_in(State(state): State<AppState>) -> Result<Response> {
@@ -177,7 +186,7 @@ async fn show_pr(
     user: CurrentUser,
     Path(id): Path<SessionId>,
 ) -> Result<Json<PullRequest>> {
-    access::require(&state.db, id, &user.0, Role::Viewer).await?;
+    crate::permissions::require(&state, id, &user.0, Role::Viewer).await?;
     // Repos not on GitHub say so (the web app then shows no pull request controls).
     github::credentials::linked(pr::github(&state)?, id).await?;
     db::github::pull_request(&state.db, id)
@@ -192,7 +201,7 @@ async fn open_pr(
     Path(id): Path<SessionId>,
     body: Option<Json<CreatePr>>,
 ) -> Result<(StatusCode, Json<PullRequest>)> {
-    access::require(&state.db, id, &user.0, Role::Driver).await?;
+    crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
     if db::prompts::running(&state.db, id).await?.is_some() {
         return Err(Error::Conflict(
             "a turn is running; open the pull request when it ends (or ask the agent to open it)"

@@ -25,7 +25,8 @@ pub async fn layer(req: Request, next: Next) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    // JSON errors, and the pages a browser lands on (a refused sign-in), stay as they are.
     if is_json {
         return res;
     }

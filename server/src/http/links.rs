@@ -33,7 +33,7 @@ async fn create(
     Path(id): Path<SessionId>,
     Json(req): Json<CreateLink>,
 ) -> Result<(StatusCode, Json<ShareLink>)> {
-    access::require(&state.db, id, &user.0, Role::Owner).await?;
+    crate::permissions::require(&state, id, &user.0, Role::Owner).await?;
     let link = crate::actions::create_link(&state, id, &user.0, &req).await?;
     Ok((StatusCode::CREATED, Json(link)))
 }
@@ -43,7 +43,7 @@ async fn list(
     user: CurrentUser,
     Path(id): Path<SessionId>,
 ) -> Result<Json<Vec<ShareLink>>> {
-    access::require(&state.db, id, &user.0, Role::Owner).await?;
+    crate::permissions::require(&state, id, &user.0, Role::Owner).await?;
     Ok(Json(db::links::list(&state.db, id).await?))
 }
 
@@ -53,7 +53,7 @@ async fn revoke(
     user: CurrentUser,
     Path((id, jti)): Path<(SessionId, String)>,
 ) -> Result<StatusCode> {
-    access::require(&state.db, id, &user.0, Role::Owner).await?;
+    crate::permissions::require(&state, id, &user.0, Role::Owner).await?;
     crate::actions::revoke_link(&state, id, &jti, &user.0).await?;
     Ok(StatusCode::NO_CONTENT)
 }

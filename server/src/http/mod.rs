@@ -22,6 +22,8 @@ mod headers;
 mod health;
 mod json_errors;
 mod links;
+mod oidc;
+mod people;
 mod repos;
 mod sessions;
 mod settings;
@@ -42,6 +44,8 @@ pub fn app(state: AppState) -> Router {
         .merge(tokens::router())
         .merge(repos::router())
         .merge(links::router())
+        .merge(people::router())
+        .merge(oidc::router())
         .merge(sessions::router())
         .merge(settings::router())
         .merge(snapshots::router())

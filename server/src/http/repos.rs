@@ -25,10 +25,12 @@ fn with_pool(state: &AppState, mut repo: Repo) -> Repo {
 /// Sets how many started workspaces to keep ready; the scheduler fills or drains within a second.
 async fn set_warm_pool(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path(id): Path<RepoId>,
     Json(req): Json<SetWarmPool>,
 ) -> Result<Json<Repo>> {
+    crate::permissions::repo(&state, &user.0, id).await?;
+    super::admin::require_admin(&user)?;
     repos::validate_warm_pool(req.size)?;
     if !db::repos::set_warm_pool(&state.db, id, req.size).await? {
         return Err(Error::NotFound(format!("no repo {id}")));
@@ -41,26 +43,29 @@ async fn create(
     user: CurrentUser,
     Json(req): Json<CreateRepo>,
 ) -> Result<(StatusCode, Json<Repo>)> {
+    super::admin::require_admin(&user)?;
     Ok((
         StatusCode::CREATED,
         Json(repos::create(&state.db, &user, req, &state.config.local_repo_dirs).await?),
     ))
 }
 
-async fn list(State(state): State<AppState>, _user: CurrentUser) -> Result<Json<Vec<Repo>>> {
+/// The repos the person may see.
+async fn list(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<Repo>>> {
     Ok(Json(
-        repos::list(&state.db)
+        crate::permissions::visible_repos(&state, &user.0)
             .await?
             .into_iter()
-            .map(|r| with_pool(&state, r))
+            .map(|(r, _)| with_pool(&state, r))
             .collect(),
     ))
 }
 
 async fn show(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path(id): Path<RepoId>,
 ) -> Result<Json<Repo>> {
-    Ok(Json(with_pool(&state, repos::get(&state.db, id).await?)))
+    let (repo, _) = crate::permissions::repo(&state, &user.0, id).await?;
+    Ok(Json(with_pool(&state, repo)))
 }

@@ -60,6 +60,13 @@ async fn create(
     user: CurrentUser,
     Json(req): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<SessionDetail>)> {
+    // A repo the person may not see is as unknown as one that does not exist.
+    match crate::permissions::repo_for_work(&state, &user.0, req.repo_id).await {
+        Err(Error::NotFound(_)) => {
+            return Err(Error::Invalid(format!("unknown repo {}", req.repo_id)));
+        }
+        other => other?,
+    };
     let detail = sessions::create(
         &state.db,
         user.author(),
@@ -73,14 +80,20 @@ async fn create(
 
 /// Only the session's author (its owner) or an admin may run commands in its workspace.
 async fn require_owner(state: &AppState, user: &CurrentUser, id: SessionId) -> Result<()> {
-    let s = sessions::get(&state.db, id).await?.session;
-    if user.0.is_admin || s.author.user_id == Some(user.0.id) {
-        Ok(())
-    } else {
-        Err(Error::Forbidden(
+    match crate::permissions::require(state, id, &user.0, Role::Owner).await {
+        Ok(_) => Ok(()),
+        Err(Error::Forbidden(_)) => Err(Error::Forbidden(
             "only the session's owner may do this".into(),
-        ))
+        )),
+        Err(e) => Err(e),
     }
+}
+
+/// A person who sees the session (404 for anyone else).
+async fn require_viewer(state: &AppState, user: &CurrentUser, id: SessionId) -> Result<()> {
+    crate::permissions::require(state, id, &user.0, Role::Viewer)
+        .await
+        .map(|_| ())
 }
 
 async fn exec(
@@ -98,9 +111,10 @@ async fn exec(
 
 async fn diff(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path(id): Path<SessionId>,
 ) -> Result<Json<Diff>> {
+    require_viewer(&state, &user, id).await?;
     let host = state.workspaces()?;
     Ok(Json(workspace::diff(&state.db, &host, id).await?))
 }
@@ -117,10 +131,11 @@ async fn stop(
 
 async fn list(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Query(filter): Query<SessionFilter>,
 ) -> Result<Json<Vec<Session>>> {
-    let mut list = sessions::list(&state.db, filter).await?;
+    let scope = crate::permissions::scope(&state, &user.0).await?;
+    let mut list = sessions::list(&state.db, filter, scope.as_ref()).await?;
     for s in &mut list {
         s.participants = state.hubs.participants(s.id) as i64;
     }
@@ -129,9 +144,10 @@ async fn list(
 
 async fn show(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path(id): Path<SessionId>,
 ) -> Result<Json<SessionDetail>> {
+    require_viewer(&state, &user, id).await?;
     let mut detail = sessions::get(&state.db, id).await?;
     detail.model_request_limit = Some(state.config.agents.max_model_requests_per_session.into());
     Ok(Json(detail))
@@ -139,10 +155,11 @@ async fn show(
 
 async fn events(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path(id): Path<SessionId>,
     Query(q): Query<EventsQuery>,
 ) -> Result<Json<EventsPage>> {
+    require_viewer(&state, &user, id).await?;
     Ok(Json(sessions::events(&state.db, id, q).await?))
 }
 
@@ -190,10 +207,11 @@ async fn fork(
 
 async fn read_file(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path(id): Path<SessionId>,
     Query(q): Query<FileQuery>,
 ) -> Result<Json<FileView>> {
+    require_viewer(&state, &user, id).await?;
     Ok(Json(
         workspace::read_file(&state.db, &*state.workspaces()?, id, &q.path).await?,
     ))
@@ -221,9 +239,10 @@ async fn write_file(
 
 async fn git_status(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path(id): Path<SessionId>,
 ) -> Result<Json<GitStatus>> {
+    require_viewer(&state, &user, id).await?;
     Ok(Json(
         workspace::git_status(&state.db, &*state.workspaces()?, id).await?,
     ))
@@ -258,7 +277,7 @@ async fn submit_prompt(
     Path(id): Path<SessionId>,
     Json(req): Json<CreatePrompt>,
 ) -> Result<(StatusCode, Json<Prompt>)> {
-    sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
+    crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
     let prompt = crate::actions::submit_prompt(&state, id, user.author(), req).await?;
     Ok((StatusCode::CREATED, Json(prompt)))
 }
@@ -269,7 +288,7 @@ async fn edit_prompt(
     Path((id, prompt)): Path<(SessionId, PromptId)>,
     Json(req): Json<EditPrompt>,
 ) -> Result<Json<Prompt>> {
-    sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
+    crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
     Ok(Json(
         sessions::prompts::edit(&state.db, id, prompt, &user.author(), &req.text).await?,
     ))
@@ -280,7 +299,7 @@ async fn withdraw_prompt(
     user: CurrentUser,
     Path((id, prompt)): Path<(SessionId, PromptId)>,
 ) -> Result<StatusCode> {
-    sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
+    crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
     sessions::prompts::withdraw(&state.db, id, prompt, &user.author()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -291,7 +310,7 @@ async fn stop_turn(
     user: CurrentUser,
     Path(id): Path<SessionId>,
 ) -> Result<StatusCode> {
-    sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
+    crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
     if crate::actions::stop_turn(&state, id, &user.author()).await? {
         Ok(StatusCode::ACCEPTED)
     } else {
@@ -301,9 +320,10 @@ async fn stop_turn(
 
 async fn children(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path(id): Path<SessionId>,
 ) -> Result<Json<Vec<ChildSession>>> {
+    require_viewer(&state, &user, id).await?;
     Ok(Json(sessions::children::list(&state, id).await?))
 }
 
@@ -313,7 +333,7 @@ async fn spawn_children(
     Path(id): Path<SessionId>,
     Json(req): Json<CreateChildren>,
 ) -> Result<(StatusCode, Json<Vec<Session>>)> {
-    sessions::access::require(&state.db, id, &user.0, Role::Driver).await?;
+    crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
     Ok((
         StatusCode::CREATED,
         Json(
@@ -332,9 +352,10 @@ async fn spawn_children(
 /// An artifact's whole content, with its content type.
 async fn artifact(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path((id, artifact)): Path<(SessionId, ArtifactId)>,
 ) -> Result<axum::response::Response> {
+    require_viewer(&state, &user, id).await?;
     let (info, body) = crate::db::artifacts::get(&state.db, id, artifact)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no artifact {artifact} in this session")))?;
@@ -347,8 +368,7 @@ async fn desktop_page(
     user: CurrentUser,
     Path(id): Path<SessionId>,
 ) -> Result<Json<tandem_protocol::agent::DesktopPage>> {
-    crate::sessions::access::require(&state.db, id, &user.0, tandem_protocol::live::Role::Viewer)
-        .await?;
+    crate::permissions::require(&state, id, &user.0, tandem_protocol::live::Role::Viewer).await?;
     Ok(Json(crate::desktop::page(&state, id).await?))
 }
 
@@ -359,8 +379,7 @@ async fn desktop_open(
     Path(id): Path<SessionId>,
     Json(req): Json<tandem_protocol::agent::DesktopOpen>,
 ) -> Result<Json<tandem_protocol::agent::DesktopPage>> {
-    crate::sessions::access::require(&state.db, id, &user.0, tandem_protocol::live::Role::Driver)
-        .await?;
+    crate::permissions::require(&state, id, &user.0, tandem_protocol::live::Role::Driver).await?;
     crate::desktop::open(&state, id, &req.url).await?;
     Ok(Json(crate::desktop::page(&state, id).await?))
 }

@@ -8,7 +8,7 @@ use tandem_protocol::{RepoId, Snapshot, SnapshotId};
 
 use crate::auth::CurrentUser;
 use crate::state::AppState;
-use crate::{Error, Result, db, repos, snapshots};
+use crate::{Error, Result, db, snapshots};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -19,10 +19,10 @@ pub fn router() -> Router<AppState> {
 /// Starts a build on demand; 202 with the snapshot in state `building`.
 async fn build(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path(id): Path<RepoId>,
 ) -> Result<(StatusCode, Json<Snapshot>)> {
-    let repo = repos::get(&state.db, id).await?;
+    let repo = crate::permissions::repo_for_work(&state, &user.0, id).await?;
     let host = state.workspaces()?;
     Ok((
         StatusCode::ACCEPTED,
@@ -32,20 +32,26 @@ async fn build(
 
 async fn list(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path(id): Path<RepoId>,
 ) -> Result<Json<Vec<Snapshot>>> {
-    repos::get(&state.db, id).await?;
+    crate::permissions::repo(&state, &user.0, id).await?;
     Ok(Json(db::snapshots::list(&state.db, id).await?))
 }
 
 async fn show(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
     Path(id): Path<SnapshotId>,
 ) -> Result<Json<Snapshot>> {
-    db::snapshots::get(&state.db, id)
+    let missing = || Error::NotFound(format!("no snapshot {id}"));
+    let snapshot = db::snapshots::get(&state.db, id)
         .await?
-        .map(Json)
-        .ok_or_else(|| Error::NotFound(format!("no snapshot {id}")))
+        .ok_or_else(missing)?;
+    // A snapshot of a repo the person may not see does not exist for them.
+    match crate::permissions::repo(&state, &user.0, snapshot.repo_id).await {
+        Ok(_) => Ok(Json(snapshot)),
+        Err(Error::NotFound(_)) => Err(missing()),
+        Err(e) => Err(e),
+    }
 }

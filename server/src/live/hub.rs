@@ -527,13 +527,13 @@ impl Hub {
             .count()
     }
 
-    /// Closes every member that came through share link `jti`.
-    pub fn revoke(&self, jti: &str) {
+    /// Closes every member `which(person, share link)` picks.
+    pub fn close_if(&self, which: impl Fn(Option<tandem_protocol::UserId>, Option<&str>) -> bool) {
         let st = self.lock();
         for m in st
             .members
             .values()
-            .filter(|m| m.jti.as_deref() == Some(jti))
+            .filter(|m| which(m.info.user_id, m.jti.as_deref()))
         {
             m.out.close(close::FORBIDDEN);
         }

@@ -147,6 +147,14 @@ impl Hubs {
         self.len() == 0
     }
 
+    /// Disconnects person `user` from every session (they were deactivated).
+    pub fn drop_user(&self, user: tandem_protocol::UserId) {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        for l in map.values() {
+            l.hub.close_if(|u, _| u == Some(user));
+        }
+    }
+
     /// Disconnects everyone who came through share link `jti`.
     pub fn revoke(&self, session: SessionId, jti: &str) {
         if let Some(l) = self
@@ -155,7 +163,7 @@ impl Hubs {
             .unwrap_or_else(|e| e.into_inner())
             .get(&session)
         {
-            l.hub.revoke(jti);
+            l.hub.close_if(|_, link| link == Some(jti));
         }
     }
 }

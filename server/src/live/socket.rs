@@ -69,9 +69,8 @@ async fn run(
         Ok(d) => d.session,
         Err(e) => return close_with(socket, close_code(&e), &e.to_string()).await,
     };
-    let access = match sessions::access::resolve(
-        &state.db,
-        &state.jwt,
+    let access = match crate::permissions::resolve(
+        &state,
         &session,
         user.as_ref(),
         q.share.as_deref(),

@@ -90,6 +90,11 @@ pub async fn link_by_id(db: &Db, session: SessionId, jti: &str) -> Result<ShareL
             "this share link has expired; ask for a new one".into(),
         ));
     }
+    if !db::links::maker_active(db, jti).await? {
+        return Err(Error::Forbidden(
+            "the person who shared this link no longer has access; ask for a new one".into(),
+        ));
+    }
     Ok(link)
 }
 

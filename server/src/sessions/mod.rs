@@ -89,6 +89,7 @@ pub async fn create_with_parent(
         parent_id: parent,
         agent,
         participants: 0,
+        private: false,
     };
     let first = (!prompt.is_empty()).then(|| Prompt {
         id: PromptId(uuid::Uuid::new_v4()),
@@ -168,10 +169,14 @@ pub async fn get(db: &Db, id: SessionId) -> Result<SessionDetail> {
     })
 }
 
-/// Sessions, newest first.
-pub async fn list(db: &Db, filter: SessionFilter) -> Result<Vec<Session>> {
+/// Sessions, newest first; only those `scope` sees, when given.
+pub async fn list(
+    db: &Db,
+    filter: SessionFilter,
+    scope: Option<&db::sessions::Scope>,
+) -> Result<Vec<Session>> {
     let limit = clamp_limit(filter.limit, MAX_LIST)?;
-    Ok(db::sessions::list(db, filter.repo_id, filter.state, limit).await?)
+    Ok(db::sessions::list(db, filter.repo_id, filter.state, scope, limit).await?)
 }
 
 /// Events after a sequence number.

@@ -130,12 +130,7 @@ async fn new_session(s: &TestServer, repo: &str, prompt: &str) -> SessionId {
 
 /// A second signed-in user and their API token.
 pub async fn another_user(s: &TestServer, name: &str) -> (User, String) {
-    let user = User {
-        id: UserId(uuid::Uuid::new_v4()),
-        name: name.into(),
-        is_admin: false,
-        created_at: Timestamp(0),
-    };
+    let user = User::new(UserId(uuid::Uuid::new_v4()), name, false, Timestamp(0));
     tandem_store::users::insert(&s.state.db, &user)
         .await
         .unwrap();

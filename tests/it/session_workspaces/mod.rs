@@ -188,12 +188,8 @@ async fn a_session_boots_from_the_snapshot_at_the_branch_head_runs_commands_and_
     );
 
     // Commands are owner-only: another user is refused and nothing runs.
-    let other = tandem_protocol::User {
-        id: UserId(uuid::Uuid::new_v4()),
-        name: "bob".into(),
-        is_admin: false,
-        created_at: Timestamp(0),
-    };
+    let other =
+        tandem_protocol::User::new(UserId(uuid::Uuid::new_v4()), "bob", false, Timestamp(0));
     tandem_store::users::insert(&s.state.db, &other)
         .await
         .unwrap();

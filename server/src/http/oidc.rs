@@ -1,0 +1,168 @@
+//! `/api/auth/oidc/{id}` (to the provider) and `/api/auth/oidc/{id}/callback` (back from it).
+//! A refused sign-in answers a page that says why and what to do, not JSON: a person's browser
+//! lands here.
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::header::{CONTENT_TYPE, LOCATION, SET_COOKIE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+
+use crate::auth::cookie;
+use crate::oidc::{self, STATE_COOKIE};
+use crate::state::AppState;
+use crate::{Error, Result};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/auth/oidc/{id}", get(start))
+        .route("/auth/oidc/{id}/callback", get(callback))
+}
+
+fn secure(state: &AppState) -> &'static str {
+    if state.public_url().starts_with("https://") {
+        "; Secure"
+    } else {
+        ""
+    }
+}
+
+async fn start(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let p = match oidc::provider(&state, &id) {
+        Ok(p) => p,
+        Err(e) => return page(&e),
+    };
+    match oidc::begin(&state, p).await {
+        Ok((url, st)) => (
+            StatusCode::SEE_OTHER,
+            [
+                (LOCATION, url),
+                (
+                    SET_COOKIE,
+                    format!(
+                        "{STATE_COOKIE}={st}; HttpOnly; SameSite=Lax; Path=/api/auth/oidc; Max-Age=600{}",
+                        secure(&state)
+                    ),
+                ),
+            ],
+        )
+            .into_response(),
+        Err(e) => page(&e),
+    }
+}
+
+#[derive(Deserialize)]
+struct Callback {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+async fn callback(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(q): Query<Callback>,
+) -> Response {
+    let via = format!("oidc:{id}");
+    let outcome = signed_in(&state, &id, &headers, q).await;
+    let clear = format!("{STATE_COOKIE}=; HttpOnly; SameSite=Lax; Path=/api/auth/oidc; Max-Age=0");
+    match outcome {
+        Ok(user) => {
+            crate::people::audit_sign_in(&state, &via, Some(&user), None, serde_json::json!({}))
+                .await;
+            match super::auth::session_cookie(&state, &user) {
+                Ok(c) => {
+                    let mut res =
+                        (StatusCode::SEE_OTHER, [(LOCATION, "/".to_string())]).into_response();
+                    res.headers_mut()
+                        .append(SET_COOKIE, c.parse().expect("cookie"));
+                    res.headers_mut()
+                        .append(SET_COOKIE, clear.parse().expect("cookie"));
+                    res
+                }
+                Err(e) => page(&e),
+            }
+        }
+        Err(e) => {
+            crate::people::audit_sign_in(
+                &state,
+                &via,
+                None,
+                Some(&e.to_string()),
+                serde_json::json!({}),
+            )
+            .await;
+            let mut res = page(&e);
+            res.headers_mut()
+                .append(SET_COOKIE, clear.parse().expect("cookie"));
+            res
+        }
+    }
+}
+
+async fn signed_in(
+    state: &AppState,
+    id: &str,
+    headers: &HeaderMap,
+    q: Callback,
+) -> Result<tandem_protocol::User> {
+    let p = oidc::provider(state, id)?;
+    if let Some(err) = q.error {
+        return Err(Error::Unauthorized(format!(
+            "{} did not sign you in: {err}{}",
+            p.label,
+            q.error_description
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        )));
+    }
+    let (Some(code), Some(st)) = (q.code, q.state) else {
+        return Err(Error::BadRequest(
+            "the sign-in answer has no code or state; start again".into(),
+        ));
+    };
+    let from_cookie = cookie(headers, STATE_COOKIE);
+    oidc::complete(state, p, &code, &st, from_cookie.as_deref()).await
+}
+
+/// A page that says what failed and what to do.
+fn page(e: &Error) -> Response {
+    let status = match e {
+        Error::Forbidden(_) => StatusCode::FORBIDDEN,
+        Error::NotFound(_) => StatusCode::NOT_FOUND,
+        Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Error::BadRequest(_) | Error::Invalid(_) => StatusCode::BAD_REQUEST,
+        Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::UNAUTHORIZED,
+    };
+    let message = match e {
+        // An internal error's text is for the log.
+        Error::Internal(m) => {
+            tracing::warn!(error = %m, "sign-in failed");
+            "something went wrong on the server; try again, and tell an admin if it keeps happening"
+                .to_string()
+        }
+        other => other.to_string(),
+    };
+    let body = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Sign-in refused — Tandem</title>\
+         <style>body{{font:16px system-ui,sans-serif;max-width:40rem;margin:4rem auto;padding:0 1rem;color:#1b1f24}}\
+         h1{{font-size:1.4rem}} .why{{background:#fff4f2;border:1px solid #f3c2b8;border-radius:6px;padding:1rem}}</style></head>\
+         <body><h1>Sign-in refused</h1><p class=\"why\" id=\"reason\">{}</p>\
+         <p><a href=\"/login\">Back to sign in</a></p></body></html>",
+        html_escape(&message)
+    );
+    (status, [(CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}

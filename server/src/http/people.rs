@@ -1,0 +1,156 @@
+//! `/api/people` (admins: invites, roles, deactivation), `/api/repos/{id}/access` (who may use a
+//! repo) and `/api/sessions/{id}/visibility` (private sessions).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{delete, get, put};
+use axum::{Json, Router};
+use tandem_protocol::live::Role;
+use tandem_protocol::people::{
+    CreateInvite, CreatedInvite, Grantee, Invite, Person, RepoAccessSettings, SessionVisibility,
+    UpdatePerson,
+};
+use tandem_protocol::{RepoId, Session, SessionId, User, UserId};
+
+use crate::auth::CurrentUser;
+use crate::state::AppState;
+use crate::{Error, Result, db, now_ms, people};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/people", get(list))
+        .route("/people/admins", get(admins))
+        .route("/people/{id}", axum::routing::patch(update))
+        .route("/people/invites", get(invites).post(invite))
+        .route("/people/invites/{id}", delete(revoke_invite))
+        .route("/repos/{id}/access", get(repo_access).put(set_repo_access))
+        .route("/sessions/{id}/visibility", put(set_visibility))
+}
+
+async fn list(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<Person>>> {
+    Ok(Json(people::list(&state, &user.0).await?))
+}
+
+/// Whom to ask for access (any signed-in person may know the admins' names).
+async fn admins(State(state): State<AppState>, _user: CurrentUser) -> Result<Json<Vec<String>>> {
+    Ok(Json(
+        db::users::admins(&state.db)
+            .await?
+            .into_iter()
+            .map(|u| u.name)
+            .collect(),
+    ))
+}
+
+async fn update(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<UserId>,
+    Json(req): Json<UpdatePerson>,
+) -> Result<Json<User>> {
+    Ok(Json(people::update(&state, &user.0, id, req).await?))
+}
+
+async fn invites(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<Invite>>> {
+    Ok(Json(people::invites(&state, &user.0).await?))
+}
+
+async fn invite(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Json(req): Json<CreateInvite>,
+) -> Result<(StatusCode, Json<CreatedInvite>)> {
+    Ok((
+        StatusCode::CREATED,
+        Json(people::invite(&state, &user.0, req).await?),
+    ))
+}
+
+async fn revoke_invite(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    people::revoke_invite(&state, &user.0, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A repo's access mode and grants: admins (others see the repo's 404 or a 403).
+async fn repo_access(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<RepoId>,
+) -> Result<Json<RepoAccessSettings>> {
+    let (repo, _) = crate::permissions::repo(&state, &user.0, id).await?;
+    people::require_admin(&user.0)?;
+    Ok(Json(RepoAccessSettings {
+        access: repo.access,
+        grants: db::repos::grants(&state.db, id).await?,
+    }))
+}
+
+async fn set_repo_access(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<RepoId>,
+    Json(req): Json<RepoAccessSettings>,
+) -> Result<Json<RepoAccessSettings>> {
+    let (repo, _) = crate::permissions::repo(&state, &user.0, id).await?;
+    people::require_admin(&user.0)?;
+    if req.grants.len() > tandem_protocol::limits::MAX_LIST as usize {
+        return Err(Error::Invalid("too many grants".into()));
+    }
+    for g in &req.grants {
+        match &g.grantee {
+            Grantee::User(u) => {
+                if db::users::get(&state.db, *u).await?.is_none() {
+                    return Err(Error::Invalid(format!("no person {u}")));
+                }
+            }
+            Grantee::Group(name) => people::validate_name(name)?,
+        }
+    }
+    let mut tx = state.db.begin().await?;
+    db::repos::set_access(&mut tx, id, req.access, &req.grants, now_ms()).await?;
+    db::audit::record(
+        &mut tx,
+        now_ms(),
+        db::audit::Entry {
+            actor_user_id: Some(user.0.id),
+            actor_name: &user.0.name,
+            action: "repo.access",
+            target: &id.to_string(),
+            detail: serde_json::json!({ "repo": repo.name, "access": req.access, "grants": req.grants }),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Json(RepoAccessSettings {
+        access: req.access,
+        grants: db::repos::grants(&state.db, id).await?,
+    }))
+}
+
+/// Its owner makes a session private (owner and the people they shared it with) or not.
+async fn set_visibility(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(id): Path<SessionId>,
+    Json(req): Json<SessionVisibility>,
+) -> Result<Json<Session>> {
+    crate::permissions::require(&state, id, &user.0, Role::Owner).await?;
+    db::sessions::set_private(&state.db, id, req.private).await?;
+    db::audit::record(
+        &state.db,
+        now_ms(),
+        db::audit::Entry {
+            actor_user_id: Some(user.0.id),
+            actor_name: &user.0.name,
+            action: "session.visibility",
+            target: &id.to_string(),
+            detail: serde_json::json!({ "private": req.private }),
+        },
+    )
+    .await?;
+    Ok(Json(crate::sessions::get(&state.db, id).await?.session))
+}
