@@ -9,6 +9,9 @@
 #[path = "../tests/it/harness.rs"]
 #[allow(dead_code)]
 mod harness;
+#[path = "../tests/it/oidc_provider.rs"]
+#[allow(dead_code)]
+mod oidc_provider;
 
 mod browser;
 mod code;
@@ -17,5 +20,6 @@ mod desktop;
 mod first_run;
 mod fixtures;
 mod hostile;
+mod people;
 mod reconnect;
 mod session;

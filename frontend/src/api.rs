@@ -78,3 +78,18 @@ pub async fn delete(path: &str) -> ApiResult<()> {
 pub fn is_unauthorized(e: &ApiError) -> bool {
     e.code == "unauthorized"
 }
+
+/// True when the server answered 404: the thing does not exist, or the person may not see it
+/// (the server answers both alike).
+pub fn is_not_found(e: &ApiError) -> bool {
+    e.code == "not_found"
+}
+
+/// The error with what was being done in front, for the place it is shown: "Revoking the
+/// invite for bob failed: …".
+pub fn failed(what: &str, e: ApiError) -> ApiError {
+    ApiError {
+        message: format!("{what} failed: {}", e.message),
+        ..e
+    }
+}

@@ -5,8 +5,8 @@ use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
 
 use crate::pages::{
-    dashboard::Dashboard, embed::Embed, join::Join, login::Login, not_found::NotFound,
-    session::SessionPage, settings::SettingsPage,
+    dashboard::Dashboard, embed::Embed, invite::InvitePage, join::Join, login::Login,
+    not_found::NotFound, people::PeoplePage, session::SessionPage, settings::SettingsPage,
 };
 
 #[component]
@@ -18,6 +18,8 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/login") view=Login />
                 <Route path=path!("/sessions/:id") view=SessionPage />
                 <Route path=path!("/join") view=Join />
+                <Route path=path!("/invite") view=InvitePage />
+                <Route path=path!("/people") view=PeoplePage />
                 <Route path=path!("/settings") view=SettingsPage />
                 <Route path=path!("/embed/sessions/:id") view=Embed />
             </Routes>

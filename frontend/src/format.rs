@@ -14,6 +14,27 @@ pub fn ago(t: Timestamp) -> String {
     }
 }
 
+/// "in 5m", "in 3h", "in 2d" for a time ahead; as [`ago`] once it is past.
+pub fn until(t: Timestamp) -> String {
+    let now = js_sys::Date::now() as i64;
+    let s = (t.0 - now) / 1000;
+    match s {
+        ..=0 => ago(t),
+        1..=59 => format!("in {s}s"),
+        60..=3599 => format!("in {}m", s / 60),
+        3600..=86_399 => format!("in {}h", s / 3600),
+        _ => format!("in {}d", s / 86_400),
+    }
+}
+
+/// Whom to ask, as "Ask an admin (ana, bo)"; without names when none could be read.
+pub fn ask_an_admin(admins: Option<&[String]>) -> String {
+    match admins {
+        Some(a) if !a.is_empty() => format!("Ask an admin ({})", a.join(", ")),
+        _ => "Ask an admin".to_string(),
+    }
+}
+
 /// The CSS class of a state badge.
 pub fn state_class(s: SessionState) -> &'static str {
     match s {

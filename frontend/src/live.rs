@@ -26,6 +26,8 @@ pub enum Status {
     Reconnecting,
     /// Refused for good (the reason, for people).
     Closed(String),
+    /// No such session, or one this person may not see (the server does not say which).
+    NotFound,
 }
 
 /// How the browser identifies itself on the channel.
@@ -169,10 +171,13 @@ impl Live {
         if self.inner.borrow().stopped {
             return;
         }
+        if code == close::NOT_FOUND {
+            self.state.status.set(Status::NotFound);
+            return;
+        }
         let fatal = match code {
             close::UNAUTHORIZED => Some("you are not signed in, or this link is not valid"),
             close::FORBIDDEN => Some("your access was revoked"),
-            close::NOT_FOUND => Some("there is no such session"),
             _ => None,
         };
         if let Some(why) = fatal {

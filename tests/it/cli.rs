@@ -209,3 +209,55 @@ async fn doctor_reports_confinement_and_a_data_dir_that_rules_out_user_namespace
         "{userns:?}"
     );
 }
+
+#[tokio::test]
+async fn user_commands_invite_list_change_roles_and_deactivate() {
+    let s = TestServer::start(Backend::Sqlite, Transport::Socket)
+        .await
+        .unwrap();
+    let t = Some(s.admin_token.as_str());
+    let url =
+        ok(tandem(&s.url, t).args(["user", "invite", "quinn", "--email", "quinn@acme.test"])).await;
+    let code = url
+        .trim()
+        .split_once("#code=")
+        .expect("the link")
+        .1
+        .to_string();
+    let joined = s
+        .req(axum::http::Method::POST, "/api/auth/invite")
+        .json(&serde_json::json!({ "code": code }))
+        .send()
+        .await;
+    assert_eq!(joined.status, axum::http::StatusCode::OK);
+
+    let out = ok(tandem(&s.url, t).args(["user", "ls"])).await;
+    let row = out
+        .lines()
+        .find(|l| l.contains("quinn"))
+        .expect("quinn is listed");
+    assert!(
+        row.contains("quinn@acme.test") && row.contains("member") && row.contains("active"),
+        "{row}"
+    );
+    let out = ok(tandem(&s.url, t).args(["user", "set-role", "quinn", "admin"])).await;
+    assert!(out.contains("quinn is admin"), "{out}");
+    let out = ok(tandem(&s.url, t).args(["user", "deactivate", "quinn"])).await;
+    assert!(out.contains("deactivated"), "{out}");
+    let people = s.get("/api/people").send().await.json();
+    let quinn = people
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "quinn")
+        .unwrap();
+    assert!(quinn["deactivated_at"].is_number() && quinn["is_admin"] == true);
+    // A person who is not there is named in the error.
+    let out = tandem(&s.url, t)
+        .args(["user", "deactivate", "nobody"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no person called \"nobody\""));
+}

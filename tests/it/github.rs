@@ -1025,3 +1025,69 @@ async fn a_stale_base_is_offered_a_rebase_and_a_protected_branch_refuses_the_pus
     assert_eq!(pr.opened_by, format!("{APP_SLUG}[bot]"));
     assert!(w.gh.pulls()[0].draft);
 }
+
+/// A GitHub repo follows each person's own GitHub permission: read lets them watch its
+/// sessions, write lets them start them, none hides it (404).
+#[tokio::test]
+async fn a_persons_github_permission_decides_what_they_may_do_with_a_repo() {
+    let Some(w) = world(vec![]).await else {
+        return;
+    };
+    let repo = import(&w).await;
+    let as_alice = |jwt: &str, method: Method, path: &str| {
+        w.s.req(method, path)
+            .header("cookie", &format!("tandem_session={jwt}"))
+            .header("origin", &w.s.url)
+    };
+    let start = json!({ "repo_id": repo, "prompt": "", "agent": { "kind": "none" } });
+
+    w.gh.set_permission("alice-gh", "acme/calc", "read");
+    let jwt = sign_in_with_github(&w).await;
+    let repos = as_alice(&jwt, Method::GET, "/api/repos").send().await;
+    assert!(
+        String::from_utf8_lossy(&repos.body).contains(&repo),
+        "read: she sees the repo"
+    );
+    let refused = as_alice(&jwt, Method::POST, "/api/sessions")
+        .json(&start)
+        .send()
+        .await;
+    let msg = refused.assert_error(StatusCode::FORBIDDEN, "forbidden");
+    assert!(msg.contains("ask an admin"), "{msg}");
+
+    w.gh.set_permission("alice-gh", "acme/calc", "write");
+    let jwt = sign_in_with_github(&w).await;
+    let made = as_alice(&jwt, Method::POST, "/api/sessions")
+        .json(&start)
+        .send()
+        .await;
+    assert_eq!(
+        made.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&made.body)
+    );
+    let id = made.json()["session"]["id"].as_str().unwrap().to_string();
+
+    w.gh.set_permission("alice-gh", "acme/calc", "none");
+    let jwt = sign_in_with_github(&w).await;
+    let gone = as_alice(&jwt, Method::GET, &format!("/api/repos/{repo}"))
+        .send()
+        .await;
+    gone.assert_error(StatusCode::NOT_FOUND, "not_found");
+    // Her own session stays hers (its owner sees it), but the repo's list is empty for her.
+    let listed = as_alice(&jwt, Method::GET, "/api/repos").send().await;
+    assert!(!String::from_utf8_lossy(&listed.body).contains(&repo));
+    let own = as_alice(&jwt, Method::GET, &format!("/api/sessions/{id}"))
+        .send()
+        .await;
+    assert_eq!(own.status, StatusCode::OK);
+    // The lookups went to GitHub with her own token.
+    assert!(
+        w.gh.requests()
+            .iter()
+            .any(|r| r.path == "/repos/acme/calc" && r.who == "user:alice-gh"),
+        "{:?}",
+        w.gh.requests()
+    );
+}

@@ -9,6 +9,7 @@ mod harness;
 mod hostile;
 mod live;
 
+mod access;
 mod agent_runs;
 mod api_auth;
 mod api_input;
@@ -20,6 +21,9 @@ mod desktop;
 mod egress;
 mod first_run;
 mod github;
+mod oidc;
+mod oidc_provider;
+mod people;
 mod restart;
 mod session_workspaces;
 mod snapshots;

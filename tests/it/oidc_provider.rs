@@ -38,30 +38,27 @@ struct Proxy {
     http: reqwest::Client,
 }
 
-/// The provider and its proxy. Dropping it stops both.
+/// The provider and its proxy. Dropping it stops the provider (`kill_on_drop`).
 pub struct TestIdp {
     /// `http://127.0.0.1:PORT`: the issuer (the proxy).
     pub issuer: String,
     proxy: Proxy,
-    child: Option<std::process::Child>,
+    child: Option<tokio::process::Child>,
     dir: tempfile::TempDir,
     redirect: String,
-}
-
-impl Drop for TestIdp {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 /// Where `server.js` and its `node_modules` are; `None` (with the reason printed) when the
 /// packages are not installed and not required.
 pub fn provider_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/oidc-provider"));
-    if dir.join("node_modules/oidc-provider/package.json").is_file() {
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/oidc-provider"
+    ));
+    if dir
+        .join("node_modules/oidc-provider/package.json")
+        .is_file()
+    {
         return Some(dir);
     }
     assert!(
@@ -88,6 +85,7 @@ impl TestIdp {
             kid: Arc::new(Mutex::new("test-key-1".into())),
             http: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
+                .timeout(std::time::Duration::from_secs(20))
                 .build()
                 .unwrap(),
         };
@@ -115,19 +113,19 @@ impl TestIdp {
     /// Restarts the provider with a new signing key (id `kid`): a key rotation.
     pub async fn rotate(&mut self, kid: &str) {
         if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+            let _ = c.kill().await;
         }
         self.start_with_kid(kid).await;
     }
 
     async fn start_with_kid(&mut self, kid: &str) {
-        use std::io::BufRead;
+        use tokio::io::AsyncBufReadExt;
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let mut child = std::process::Command::new("node")
+        let log = self.dir.path().join(format!("{kid}.log"));
+        let mut child = tokio::process::Command::new("node")
             .arg("server.js")
             .current_dir(provider_dir().expect("installed"))
             .env("OIDC_PORT", port.to_string())
@@ -138,26 +136,31 @@ impl TestIdp {
             .env("OIDC_KEY_FILE", &self.proxy.key_file)
             .env("OIDC_KID", kid)
             .stdout(std::process::Stdio::piped())
-            .stderr(std::fs::File::create(self.dir.path().join(format!("{kid}.log"))).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .kill_on_drop(true)
             .spawn()
             .expect("node runs");
-        let stdout = child.stdout.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        // Kept before waiting: dropped (a failed test), it is killed.
+        self.child = Some(child);
         // Waits for the one line it prints once it listens (an event, not a sleep).
-        let line = tokio::task::spawn_blocking(move || {
-            let mut line = String::new();
-            std::io::BufReader::new(stdout).read_line(&mut line).map(|_| line)
-        })
-        .await
-        .unwrap()
-        .unwrap();
+        let line = tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "oidc-provider did not say it listens within two minutes; its log: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                )
+            })
+            .unwrap()
+            .unwrap_or_default();
         assert!(
             line.starts_with("oidc-provider listening"),
-            "oidc-provider did not start: {line:?} (log in {})",
-            self.dir.path().display()
+            "oidc-provider did not start: {line:?}; its log: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
         );
         *self.proxy.upstream.lock().unwrap() = port;
         *self.proxy.kid.lock().unwrap() = kid.to_string();
-        self.child = Some(child);
     }
 
     /// Tampers with the next ID token the token endpoint answers.
@@ -175,9 +178,10 @@ async fn forward(State(p): State<Proxy>, req: Request) -> Response {
         .map(|pq| pq.as_str().to_string())
         .unwrap_or_default();
     let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
-    let mut out = p
-        .http
-        .request(parts.method.clone(), format!("http://127.0.0.1:{port}{path}"));
+    let mut out = p.http.request(
+        parts.method.clone(),
+        format!("http://127.0.0.1:{port}{path}"),
+    );
     for (k, v) in parts.headers.iter() {
         if k != axum::http::header::HOST && k != axum::http::header::CONTENT_LENGTH {
             out = out.header(k, v);
@@ -254,7 +258,12 @@ pub struct Jar(BTreeMap<String, String>);
 impl Jar {
     pub fn take(&mut self, res: &reqwest::Response) {
         for v in res.headers().get_all(reqwest::header::SET_COOKIE) {
-            let Some((kv, _)) = v.to_str().unwrap().split_once(';').or(Some((v.to_str().unwrap(), ""))) else {
+            let Some((kv, _)) = v
+                .to_str()
+                .unwrap()
+                .split_once(';')
+                .or(Some((v.to_str().unwrap(), "")))
+            else {
                 continue;
             };
             if let Some((k, v)) = kv.split_once('=') {
@@ -274,10 +283,6 @@ impl Jar {
             .collect::<Vec<_>>()
             .join("; ")
     }
-
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
-    }
 }
 
 /// Signs in at the provider as `login` the way a browser would (its dev login form), from
@@ -286,6 +291,7 @@ impl Jar {
 pub async fn through_provider(tandem: &str, start: &str, login: &str) -> (String, Jar) {
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(30))
         .build()
         .unwrap();
     let mut tandem_jar = Jar::default();
@@ -312,7 +318,11 @@ pub async fn through_provider(tandem: &str, start: &str, login: &str) -> (String
             let res = http
                 .post(&action)
                 .header(reqwest::header::COOKIE, idp.header())
-                .form(&[("prompt", "login"), ("login", login), ("password", "anything")])
+                .form(&[
+                    ("prompt", "login"),
+                    ("login", login),
+                    ("password", "anything"),
+                ])
                 .send()
                 .await
                 .unwrap();
@@ -329,7 +339,8 @@ pub async fn through_provider(tandem: &str, start: &str, login: &str) -> (String
 
 fn origin(url: &str) -> String {
     let u = reqwest::Url::parse(url).unwrap();
-    format!("{}://{}", u.scheme(), u.host_str().unwrap()) + &u.port().map(|p| format!(":{p}")).unwrap_or_default()
+    format!("{}://{}", u.scheme(), u.host_str().unwrap())
+        + &u.port().map(|p| format!(":{p}")).unwrap_or_default()
 }
 
 fn location(res: &reqwest::Response, origin: &str) -> String {
@@ -340,5 +351,9 @@ fn location(res: &reqwest::Response, origin: &str) -> String {
         .to_str()
         .unwrap()
         .to_string();
-    if l.starts_with('/') { format!("{origin}{l}") } else { l }
+    if l.starts_with('/') {
+        format!("{origin}{l}")
+    } else {
+        l
+    }
 }

@@ -103,6 +103,13 @@ pub fn ensure(needs: Needs) -> Result<()> {
     wasm_bindgen()?;
     npm()?;
     agent_clis()?;
+    if needs.test {
+        // The OpenID provider the sign-in tests run against (npm's oidc-provider).
+        npm_ci(
+            &run::root().join("tests/oidc-provider"),
+            "the test OpenID provider (tests/oidc-provider/package-lock.json)",
+        )?;
+    }
     run::done(t);
     Ok(())
 }

@@ -6,6 +6,7 @@ use leptos_router::hooks::use_params_map;
 use tandem_protocol::SessionId;
 use tandem_protocol::live::Role;
 
+use crate::components::no_access::{Missing, NoAccess};
 use crate::components::prompt_box::PromptBox;
 use crate::components::timeline::Timeline;
 use crate::live::{Live, Status};
@@ -32,6 +33,9 @@ pub fn Embed() -> impl IntoView {
                 <a href=format!("/sessions/{id}") target="_blank">{move || s.session.get().map(|x| x.title).unwrap_or_else(|| "Session".into())}</a>
                 {move || matches!(s.status.get(), Status::Reconnecting).then(|| view! { <span class="muted">" reconnecting…"</span> })}
             </header>
+            <Show when=move || s.status.get() == Status::NotFound>
+                <NoAccess what=Missing::Session />
+            </Show>
             <Timeline events=s.events compact=true />
             <PromptBox live=live.clone() session=id can_drive signed_in=Signal::derive(|| true) />
         </main>

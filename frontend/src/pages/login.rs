@@ -1,12 +1,23 @@
-//! Sign in with a one-time login code (from a login link: `/login#code=tlc_…`), an API token, or
-//! GitHub (when the server has a GitHub App).
+//! Sign in with a one-time login code (from a login link: `/login#code=tlc_…`), an API token,
+//! GitHub (when the server has a GitHub App) or an OpenID Connect provider (`[[oidc]]`).
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
+use serde::Deserialize;
+use tandem_protocol::people::SignInProvider;
 use tandem_protocol::{ApiError, LoginRequest, User};
 
 use crate::api;
 use crate::components::error_box::ErrorBox;
+
+/// `GET /api/auth/providers`.
+#[derive(Clone, Debug, Default, Deserialize)]
+struct Providers {
+    #[serde(default)]
+    github: bool,
+    #[serde(default)]
+    oidc: Vec<SignInProvider>,
+}
 
 async fn sign_in(credential: String, set_error: WriteSignal<Option<ApiError>>) {
     match api::post::<_, User>("/api/auth/login", &LoginRequest { credential }).await {
@@ -42,11 +53,20 @@ pub fn Login() -> impl IntoView {
         redeem_code_in_hash(set_error)
     });
     on_cleanup(move || listener.remove());
-    // "Sign in with GitHub" when the server has a GitHub App with OAuth.
-    let github = RwSignal::new(false);
+    // "Sign in with GitHub" when the server has a GitHub App with OAuth, and one button per
+    // OpenID provider. Each is a full page load: the provider sends the browser back to `/`.
+    let providers = RwSignal::new(Providers::default());
+    let providers_error = RwSignal::new(None::<ApiError>);
     spawn_local(async move {
-        if let Ok(p) = crate::api::get::<serde_json::Value>("/api/auth/providers").await {
-            github.set(p["github"].as_bool().unwrap_or(false));
+        match api::get::<Providers>("/api/auth/providers").await {
+            Ok(p) => providers.set(p),
+            Err(e) => providers_error.set(Some(ApiError {
+                message: format!(
+                    "Loading the other ways to sign in failed: {}; reload the page to try again.",
+                    e.message
+                ),
+                ..e
+            })),
         }
     });
     let submit = move |ev: leptos::ev::SubmitEvent| {
@@ -69,9 +89,16 @@ pub fn Login() -> impl IntoView {
                 <button id="login-submit" class="primary" type="submit">"Sign in"</button>
                 <ErrorBox error />
             </form>
-            {move || github.get().then(|| view! {
-                <p><a class="button" id="login-github" href="/api/auth/github" rel="external">"Sign in with GitHub"</a></p>
-            })}
+            <div class="sign-in-providers" id="login-providers">
+                {move || providers.with(|p| p.github).then(|| view! {
+                    <p><a class="button" id="login-github" href="/api/auth/github" rel="external">"Sign in with GitHub"</a></p>
+                })}
+                {move || providers.with(|p| p.oidc.clone()).into_iter().map(|p| view! {
+                    <p><a class="button login-oidc" id=format!("login-oidc-{}", p.id) data-provider=p.id.clone()
+                        href=p.url rel="external">{format!("Sign in with {}", p.label)}</a></p>
+                }).collect_view()}
+            </div>
+            <ErrorBox error=providers_error.read_only() />
             <p class="muted small">"No link? Run " <code>"tandem login-link"</code> " on the server."</p>
         </main>
     }

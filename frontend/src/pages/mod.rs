@@ -2,9 +2,11 @@
 
 pub mod dashboard;
 pub mod embed;
+pub mod invite;
 pub mod join;
 pub mod login;
 pub mod not_found;
+pub mod people;
 pub mod session;
 pub mod settings;
 

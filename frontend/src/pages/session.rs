@@ -13,12 +13,14 @@ use crate::components::code::CodePane;
 use crate::components::desktop::DesktopPane;
 use crate::components::diff::DiffView;
 use crate::components::header::Header;
+use crate::components::no_access::{Missing, NoAccess};
 use crate::components::participants::Participants;
 use crate::components::prompt_box::{PromptBox, Queue};
 use crate::components::pull_request::PullRequestBar;
 use crate::components::share::ShareDialog;
 use crate::components::terminal::TerminalPane;
 use crate::components::timeline::Timeline;
+use crate::components::visibility::{PrivateBadge, PrivateToggle};
 use crate::format::state_class;
 use crate::live::{Guest, Live, Status};
 
@@ -64,13 +66,19 @@ pub fn SessionPage() -> impl IntoView {
     on_cleanup(move || l.close());
     let s = live.state;
     let detail = RwSignal::new(None::<SessionDetail>);
+    // No such session, or hidden from this person: the server answers both alike, and so does
+    // the page.
+    let missing = RwSignal::new(false);
     let reload = Callback::new(move |_| {
         spawn_local(async move {
-            if let Ok(d) = api::get::<SessionDetail>(&format!("/api/sessions/{id}")).await {
-                detail.set(Some(d));
+            match api::get::<SessionDetail>(&format!("/api/sessions/{id}")).await {
+                Ok(d) => detail.set(Some(d)),
+                Err(e) if api::is_not_found(&e) => missing.set(true),
+                Err(_) => {}
             }
         })
     });
+    let gone = Signal::derive(move || missing.get() || s.status.get() == Status::NotFound);
     // Prompts and state change with events: re-read the session when they do.
     let prompt_events = Memo::new(move |_| {
         s.events.with(|e| {
@@ -177,6 +185,21 @@ pub fn SessionPage() -> impl IntoView {
         };
         look.send(&WsClient::Presence { looking_at: what });
     });
+    let private = Signal::derive(move || {
+        s.session
+            .get()
+            .map(|x| x.private)
+            .or(detail.with(|d| d.as_ref().map(|d| d.session.private)))
+            .unwrap_or(false)
+    });
+    let on_visibility = Callback::new(move |n: tandem_protocol::Session| {
+        detail.update(|d| {
+            if let Some(d) = d {
+                d.session = n.clone();
+            }
+        });
+        s.session.set(Some(n));
+    });
     let live_for_panes = live.clone();
     let live_for_prompt = live.clone();
     let live_for_people = live.clone();
@@ -185,12 +208,21 @@ pub fn SessionPage() -> impl IntoView {
 
     view! {
         <Header user=Signal::derive(move || user.get()) />
-        <main class="page session-live">
+        <Show when=move || gone.get()>
+            <main class="page narrow" id="no-access">
+                <section class="card">
+                    <h1>"No session here"</h1>
+                    <NoAccess what=Missing::Session />
+                    <p><a href="/">"Back to the dashboard"</a></p>
+                </section>
+            </main>
+        </Show>
+        <main class="page session-live" class:hidden=move || gone.get()>
             {move || match s.status.get() {
                 Status::Reconnecting => Some(view! { <p class="banner warn" id="conn-status" role="status">"Reconnecting…"</p> }.into_any()),
                 Status::Connecting => Some(view! { <p class="banner" id="conn-status" role="status">"Connecting…"</p> }.into_any()),
                 Status::Closed(why) => Some(view! { <p class="banner bad" id="conn-status" role="alert">{why}</p> }.into_any()),
-                Status::Open => None,
+                Status::Open | Status::NotFound => None,
             }}
             <section class="card head">
                 <h1 id="session-title">{move || s.session.get().map(|x| x.title).unwrap_or_default()}</h1>
@@ -198,6 +230,7 @@ pub fn SessionPage() -> impl IntoView {
                     {move || state.get().map(|st| view! { <span class=state_class(st) id="session-state">{st.as_str()}</span> })}
                     {move || s.session.get().map(|x| format!(" {} · {} · by {} · agent {}", x.repo_name, x.branch, x.author.name, x.agent.name()))}
                     {move || (matches!(state.get(), Some(SessionState::Queued | SessionState::Starting))).then(|| last_boot.get().map(|b| view! { <span class="muted" id="boot-phase">" · booting: "{b}</span> }))}
+                    " "<PrivateBadge private />
                     {move || (role.get() == Role::Viewer).then(|| view! { <span class="badge" id="viewer-badge">" watching (viewer)"</span> })}
                     {move || detail.get().filter(|d| d.model_requests > 0).map(|d| view! {
                         <span class="muted" id="model-budget">{match d.model_request_limit {
@@ -216,6 +249,7 @@ pub fn SessionPage() -> impl IntoView {
                     </p>
                 })}
                 {move || s.refused.get().map(|r| view! { <p class="notice" id="refused">{r}</p> })}
+                {move || (role.get() == Role::Owner).then(|| view! { <PrivateToggle session=id private on_changed=on_visibility /> })}
                 <PullRequestBar session=id events=s.events can_drive=can_drive />
             </section>
             <div class="columns">

@@ -1,6 +1,7 @@
 //! The first-run setup page, later Settings (admins): what stops sessions on this server, the
 //! model (endpoint, name, key, with a connection test), the default agent, the GitHub App and
-//! the first repo. Each value says where it comes from; one `tandem.toml` sets is read-only here.
+//! the repos (with who may use each: `components/repo_access.rs`). Each value says where it comes
+//! from; one `tandem.toml` sets is read-only here.
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -10,7 +11,8 @@ use tandem_protocol::{
 
 use crate::api;
 use crate::components::{
-    error_box::ErrorBox, header::Header, host_banner::Problems, repo_form::RepoForm,
+    error_box::ErrorBox, header::Header, host_banner::Problems, repo_access::RepoAccessEditor,
+    repo_form::RepoForm,
 };
 use crate::pages::require_user;
 
@@ -65,6 +67,21 @@ pub fn SettingsPage() -> impl IntoView {
             .unwrap_or_default()
     });
     let on_added = Callback::new(move |_r: Repo| repos.refetch());
+    // The people a repo may be granted to.
+    let people = RwSignal::new(Vec::<tandem_protocol::people::Person>::new());
+    let people_error = RwSignal::new(None::<ApiError>);
+    spawn_local(async move {
+        match api::get("/api/people").await {
+            Ok(p) => people.set(p),
+            Err(e) => people_error.set(Some(api::failed(
+                "Loading the people to grant repos to",
+                ApiError {
+                    message: format!("{}; reload the page to try again", e.message),
+                    ..e
+                },
+            ))),
+        }
+    });
 
     view! {
         <Header user=user.into() />
@@ -98,9 +115,14 @@ pub fn SettingsPage() -> impl IntoView {
                     if list.is_empty() {
                         view! { <p class="muted">"No repo yet: add the git remote (or, for trying Tandem, a local path) the agents should work on."</p> }.into_any()
                     } else {
-                        view! { <ul class="repo-names">{list.into_iter().map(|r| view! { <li>{r.name}<span class="muted mono">" "{r.url}</span></li> }).collect_view()}</ul> }.into_any()
+                        view! { <ul class="repo-names">{list.into_iter().map(|r| view! {
+                            <li>{r.name.clone()}<span class="muted mono">" "{r.url.clone()}</span>
+                                <RepoAccessEditor repo=r people=people.into() />
+                            </li>
+                        }).collect_view()}</ul> }.into_any()
                     }
                 }}
+                <ErrorBox error=people_error.read_only() />
                 <RepoForm on_added />
                 <p><a href="/" id="setup-done">"Go to the dashboard and start a session →"</a></p>
             </section>

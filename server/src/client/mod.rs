@@ -215,6 +215,41 @@ impl Client {
         self.get(&format!("/api/sessions/{id}/children")).await
     }
 
+    /// Everyone, with how they sign in (admins).
+    pub async fn people(&self) -> Result<Vec<tandem_protocol::people::Person>> {
+        self.get("/api/people").await
+    }
+
+    /// The person called `name` (admins).
+    pub async fn find_person(&self, name: &str) -> Result<tandem_protocol::people::Person> {
+        self.people()
+            .await?
+            .into_iter()
+            .find(|p| p.user.name == name || p.user.id.to_string() == name)
+            .ok_or_else(|| Error::NotFound(format!("no person called {name:?}")))
+    }
+
+    /// Invites someone (admins): the invite and its one-time link.
+    pub async fn invite(
+        &self,
+        req: &tandem_protocol::people::CreateInvite,
+    ) -> Result<tandem_protocol::people::CreatedInvite> {
+        self.post("/api/people/invites", req).await
+    }
+
+    /// Changes a person's role or deactivates them (admins).
+    pub async fn update_person(
+        &self,
+        id: UserId,
+        req: &tandem_protocol::people::UpdatePerson,
+    ) -> Result<User> {
+        self.send(
+            self.request(Method::PATCH, &format!("/api/people/{id}"))
+                .json(req),
+        )
+        .await
+    }
+
     /// Stores a secret (admins).
     pub async fn set_secret(&self, name: &str, value: String) -> Result<()> {
         self.send(

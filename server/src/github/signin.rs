@@ -268,6 +268,8 @@ pub async fn complete(
         },
     )
     .await?;
+    // What GitHub lets them do is asked again.
+    app.permissions.forget(user.id);
     Ok(user)
 }
 

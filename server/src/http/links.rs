@@ -71,8 +71,11 @@ async fn join(
         .map_err(|_| Error::Unauthorized("this share link is not valid".into()))?;
     let s = sessions::get(&state.db, session).await?.session;
     let link = access::link(&state.db, &state.jwt, session, &req.token).await?;
-    let own = access::of_user(&state.db, &s, &user.0).await?;
-    if own.role >= link.role {
+    // Someone who already sees the session with at least the link's role keeps their own; else
+    // (a lower role, or a session they would not see: private, or another repo's) they join.
+    if let Some(own) = crate::permissions::in_session(&state, &s, &user.0).await?
+        && own.role >= link.role
+    {
         return Ok(Json(Joined {
             session_id: session,
             role: own.role,

@@ -159,6 +159,7 @@ async fn events(
     Path(id): Path<SessionId>,
     Query(q): Query<EventsQuery>,
 ) -> Result<Json<EventsPage>> {
+    sessions::events_query(&q)?;
     require_viewer(&state, &user, id).await?;
     Ok(Json(sessions::events(&state.db, id, q).await?))
 }

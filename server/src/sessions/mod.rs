@@ -179,13 +179,18 @@ pub async fn list(
     Ok(db::sessions::list(db, filter.repo_id, filter.state, scope, limit).await?)
 }
 
-/// Events after a sequence number.
-pub async fn events(db: &Db, id: SessionId, q: EventsQuery) -> Result<EventsPage> {
+/// An events query's `(after, limit)`, or why it is malformed (checked before anything is read).
+pub fn events_query(q: &EventsQuery) -> Result<(i64, i64)> {
     let after = q.after.unwrap_or(0);
     if after < 0 {
         return Err(Error::BadRequest("after must be ≥ 0".into()));
     }
-    let limit = clamp_limit(q.limit, MAX_EVENTS_PAGE)?;
+    Ok((after, clamp_limit(q.limit, MAX_EVENTS_PAGE)?))
+}
+
+/// Events after a sequence number.
+pub async fn events(db: &Db, id: SessionId, q: EventsQuery) -> Result<EventsPage> {
+    let (after, limit) = events_query(&q)?;
     // Read the session first: events appended after this read are simply in the next page.
     let session = db::sessions::get(db, id)
         .await?

@@ -10,8 +10,8 @@
 //! `git` command, say) cannot stall it; dropping the [`FakeGithub`] stops it.
 //!
 //! What it does not model: forks, issues that are not pull requests, reviews, pagination (every
-//! list comes back whole), and a user's own repository permissions (a user token reaches every
-//! repository; installation tokens reach exactly what they were minted for).
+//! list comes back whole). A user's own permission on a repository is admin unless a test sets
+//! it (`set_permission`); installation tokens reach exactly what they were minted for.
 #![forbid(unsafe_code)]
 
 mod auth;
@@ -156,6 +156,15 @@ impl FakeGithub {
                 created: now(),
             },
         );
+    }
+
+    /// What `login` may do on `full_name` (`none`, `read`, `triage`, `write`, `maintain`,
+    /// `admin`): what `GET /repos/{owner}/{repo}` answers with their token (`none`: a 404).
+    pub fn set_permission(&self, login: &str, full_name: &str, level: &str) {
+        self.shared
+            .world()
+            .user_permissions
+            .insert((login.into(), full_name.into()), level.into());
     }
 
     /// The user signed in to the "browser": OAuth `authorize` signs in as them.

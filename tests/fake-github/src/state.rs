@@ -148,6 +148,9 @@ pub(crate) struct World {
     /// Ids handed to accounts that were never added as users (repository owners, orgs).
     pub account_ids: BTreeMap<String, u64>,
     pub browser_user: Option<String>,
+    /// `(login, owner/name)` → `none`, `read`, `triage`, `write`, `maintain` or `admin`; a user
+    /// not listed has admin on every repository.
+    pub user_permissions: BTreeMap<(String, String), String>,
     /// `(client_id, client_secret)`.
     pub oauth_client: Option<(String, String)>,
     /// Unused authorization codes.

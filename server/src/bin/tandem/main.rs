@@ -8,10 +8,13 @@ use clap::{Args, Parser, Subcommand};
 use tandem_server::config::{Config, Overrides};
 
 mod attach;
+mod commands;
 mod host;
 mod local;
 mod output;
 mod remote;
+
+use commands::*;
 
 /// Background coding agents that people can watch and co-drive.
 #[derive(Parser)]
@@ -34,6 +37,9 @@ enum Command {
     /// API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// People (admins): invite, list, change roles, deactivate.
+    #[command(subcommand)]
+    User(UserCommand),
     /// Snapshots: a repo at a commit with its setup done.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
@@ -89,25 +95,6 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
-        #[command(flatten)]
-        local: LocalArgs,
-    },
-}
-
-#[derive(Subcommand)]
-enum SecretCommand {
-    /// Store a secret (e.g. `model_api_key`) from standard input.
-    Set {
-        name: String,
-        #[command(flatten)]
-        remote: Remote,
-    },
-}
-
-#[derive(Subcommand)]
-enum ImageCommand {
-    /// Build an image from its recipe (default: the built-in base image), unless already built.
-    Build {
         #[command(flatten)]
         local: LocalArgs,
     },
@@ -171,193 +158,6 @@ struct Remote {
     json: bool,
 }
 
-#[derive(Subcommand)]
-enum RepoCommand {
-    /// Register a git remote.
-    Add {
-        /// Short unique name, e.g. acme/web.
-        name: String,
-        /// The git remote URL.
-        #[arg(value_name = "GIT_URL")]
-        git_url: String,
-        /// The default branch (default: main).
-        #[arg(long)]
-        branch: Option<String>,
-        /// Started workspaces to keep ready for new sessions (default 0).
-        #[arg(long)]
-        warm_pool: Option<i64>,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// List repos.
-    Ls {
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// Import a GitHub repository the server's GitHub App is installed on.
-    Import {
-        /// owner/name on GitHub.
-        full_name: String,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// List the GitHub repositories the App is installed on (and which are imported).
-    Github {
-        #[command(flatten)]
-        remote: Remote,
-    },
-}
-
-#[derive(Subcommand)]
-enum SessionCommand {
-    /// Start a session with a first prompt.
-    New {
-        /// Repo name or id.
-        #[arg(long, short)]
-        repo: String,
-        /// Branch to start from (default: the repo's default branch).
-        #[arg(long)]
-        branch: Option<String>,
-        /// builtin, opencode or none (default: the server's default agent).
-        #[arg(long)]
-        agent: Option<String>,
-        /// A CLI agent's command template with {prompt}, e.g. "aider --message {prompt}".
-        #[arg(long, conflicts_with = "agent")]
-        command: Option<String>,
-        /// The first prompt (none only with --agent none).
-        prompt: Option<String>,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// Queue a prompt in a session (or steer the running turn with --steer).
-    Prompt {
-        id: String,
-        text: String,
-        /// Deliver it into the running turn at its next tool boundary.
-        #[arg(long)]
-        steer: bool,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// Stop the session's running turn (the session and its queue stay).
-    StopTurn {
-        id: String,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// Open the session's GitHub pull request (or push its new commits to it).
-    Pr {
-        id: String,
-        /// Default: the session's title.
-        #[arg(long)]
-        title: Option<String>,
-        #[arg(long)]
-        draft: bool,
-        /// When the base branch moved: rebase onto it first.
-        #[arg(long, conflicts_with = "no_rebase")]
-        rebase: bool,
-        /// When the base branch moved: open it as is.
-        #[arg(long)]
-        no_rebase: bool,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// List a session's child sessions.
-    Children {
-        id: String,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// List sessions, newest first.
-    Ls {
-        /// Only this repo (name or id).
-        #[arg(long, short)]
-        repo: Option<String>,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// Show one session with its prompts and events.
-    Show {
-        id: String,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// Stop a session: its workspace goes, its diff stays.
-    Stop {
-        id: String,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// Suspend a session: processes end, files stay.
-    Suspend {
-        id: String,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// Resume a suspended session.
-    Resume {
-        id: String,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// Fork a running session into N new ones from identical copies.
-    Fork {
-        id: String,
-        /// How many.
-        #[arg(long, short = 'n', default_value_t = 1)]
-        count: i64,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// Print the session's changes as a patch.
-    Diff {
-        id: String,
-        #[command(flatten)]
-        remote: Remote,
-    },
-}
-
-#[derive(Subcommand)]
-enum SnapshotCommand {
-    /// Build a snapshot of a repo now and follow it to the end.
-    Build {
-        /// Repo name or id.
-        #[arg(long, short)]
-        repo: String,
-        /// Return once the build has started instead of following it.
-        #[arg(long)]
-        no_wait: bool,
-        #[command(flatten)]
-        remote: Remote,
-    },
-    /// List a repo's snapshots, newest first.
-    Ls {
-        /// Repo name or id.
-        #[arg(long, short)]
-        repo: String,
-        #[command(flatten)]
-        remote: Remote,
-    },
-}
-
-#[derive(Subcommand)]
-enum TokenCommand {
-    /// Create an API token. With TANDEM_TOKEN set it asks the server for one for that token's
-    /// user; without, it mints one for the admin directly in the local data dir.
-    Create {
-        /// What the token is for.
-        #[arg(long, default_value = "cli")]
-        name: String,
-        /// Lifetime in seconds (default: no expiry).
-        #[arg(long)]
-        expires_in: Option<i64>,
-        #[command(flatten)]
-        remote: Remote,
-        #[command(flatten)]
-        local: LocalArgs,
-    },
-}
-
 fn main() -> Result<()> {
     // The desktop encoder the server starts for a session (internal; before any thread exists,
     // as it takes a mount namespace of its own).
@@ -408,6 +208,20 @@ async fn run(cli: Cli) -> Result<()> {
             remote,
         }) => remote::repo_add(&remote, name, git_url, branch, warm_pool).await,
         Command::Repo(RepoCommand::Ls { remote }) => remote::repo_ls(&remote).await,
+        Command::User(UserCommand::Invite {
+            name,
+            email,
+            admin,
+            expires_in,
+            remote,
+        }) => remote::user_invite(&remote, name, email, admin, expires_in).await,
+        Command::User(UserCommand::Ls { remote }) => remote::user_ls(&remote).await,
+        Command::User(UserCommand::SetRole { name, role, remote }) => {
+            remote::user_update(&remote, &name, Some(role == "admin"), None).await
+        }
+        Command::User(UserCommand::Deactivate { name, undo, remote }) => {
+            remote::user_update(&remote, &name, None, Some(!undo)).await
+        }
         Command::Repo(RepoCommand::Import { full_name, remote }) => {
             remote::repo_import(&remote, &full_name).await
         }

@@ -145,3 +145,58 @@ pub fn snapshots(snaps: &[Snapshot], as_json: bool) -> Result<()> {
     );
     Ok(())
 }
+
+pub fn invite(made: &tandem_protocol::people::CreatedInvite, as_json: bool) -> Result<()> {
+    if as_json {
+        return json(made);
+    }
+    println!("{}", made.url);
+    eprintln!(
+        "invite for {} made; the link is shown only once and holds until {}",
+        made.invite.name, made.invite.expires_at.0
+    );
+    Ok(())
+}
+
+pub fn people(people: &[tandem_protocol::people::Person], as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&people);
+    }
+    table(
+        &["ID", "NAME", "EMAIL", "ROLE", "SIGN-IN", "STATUS"],
+        people
+            .iter()
+            .map(|p| {
+                vec![
+                    p.user.id.to_string(),
+                    p.user.name.clone(),
+                    p.user.email.clone().unwrap_or_default(),
+                    role(&p.user).into(),
+                    p.sign_in.join(", "),
+                    status(&p.user).into(),
+                ]
+            })
+            .collect(),
+    );
+    Ok(())
+}
+
+pub fn person(user: &tandem_protocol::User, as_json: bool) -> Result<()> {
+    if as_json {
+        return json(user);
+    }
+    println!("{} is {} ({})", user.name, role(user), status(user));
+    Ok(())
+}
+
+fn role(u: &tandem_protocol::User) -> &'static str {
+    if u.is_admin { "admin" } else { "member" }
+}
+
+fn status(u: &tandem_protocol::User) -> &'static str {
+    if u.deactivated_at.is_some() {
+        "deactivated"
+    } else {
+        "active"
+    }
+}

@@ -171,6 +171,48 @@ pub async fn secret_set(remote: &Remote, name: &str) -> Result<()> {
     Ok(())
 }
 
+pub async fn user_invite(
+    remote: &Remote,
+    name: String,
+    email: Option<String>,
+    is_admin: bool,
+    expires_in_secs: Option<i64>,
+) -> Result<()> {
+    let made = client(remote)?
+        .invite(&tandem_protocol::people::CreateInvite {
+            name,
+            email,
+            is_admin,
+            expires_in_secs,
+        })
+        .await?;
+    output::invite(&made, remote.json)
+}
+
+pub async fn user_ls(remote: &Remote) -> Result<()> {
+    output::people(&client(remote)?.people().await?, remote.json)
+}
+
+pub async fn user_update(
+    remote: &Remote,
+    name: &str,
+    is_admin: Option<bool>,
+    deactivated: Option<bool>,
+) -> Result<()> {
+    let c = client(remote)?;
+    let person = c.find_person(name).await?;
+    let user = c
+        .update_person(
+            person.user.id,
+            &tandem_protocol::people::UpdatePerson {
+                is_admin,
+                deactivated,
+            },
+        )
+        .await?;
+    output::person(&user, remote.json)
+}
+
 pub async fn session_ls(remote: &Remote, repo: Option<&str>) -> Result<()> {
     let c = client(remote)?;
     let repo_id = match repo {

@@ -323,9 +323,28 @@ pub(super) async fn get_repo(
 ) -> Result<Json<Value>> {
     reach(&s, &caller, &owner, &repo, &["metadata"], "read")?;
     let world = s.world();
-    let repo = world
-        .repos
-        .get(&format!("{owner}/{repo}"))
-        .ok_or(Error::NotFound)?;
-    Ok(Json(shapes::repo(&s.url, &world, repo)))
+    let full = format!("{owner}/{repo}");
+    let repo = world.repos.get(&full).ok_or(Error::NotFound)?;
+    let mut v = shapes::repo(&s.url, &world, repo);
+    // A user's token sees the repository with their own permission on it (none: not at all).
+    if let Caller::User { login } = &caller {
+        let level = world
+            .user_permissions
+            .get(&(login.clone(), full))
+            .map_or("admin", String::as_str);
+        if level == "none" {
+            return Err(Error::NotFound);
+        }
+        const LEVELS: [&str; 6] = ["none", "read", "triage", "write", "maintain", "admin"];
+        let rank = |l: &str| LEVELS.iter().position(|x| *x == l).unwrap_or(0);
+        let at_least = |l: &str| rank(level) >= rank(l);
+        v["permissions"] = json!({
+            "admin": at_least("admin"),
+            "maintain": at_least("maintain"),
+            "push": at_least("write"),
+            "triage": at_least("triage"),
+            "pull": at_least("read"),
+        });
+    }
+    Ok(Json(v))
 }
