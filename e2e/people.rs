@@ -108,6 +108,50 @@ async fn an_admin_invites_a_colleague_from_the_people_page_and_deactivates_them(
     bob.wait_text("#user-name", "bob").await;
     bob.screenshot("02-invitee-signed-in").await;
 
+    // The admin keeps a repo to its members from the settings page: bob, who is not one, is
+    // told the session does not exist or is not his to see, and whom to ask.
+    let repo = s
+        .post(
+            "/api/repos",
+            json!({ "name": "acme/payments", "url": "https://example.invalid/p.git" }),
+        )
+        .send()
+        .await
+        .json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let session = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "prompt": "", "agent": { "kind": "none" } }),
+        )
+        .send()
+        .await
+        .json()["session"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    admin.client.goto(&format!("{}/settings", s.url)).await.unwrap();
+    let section = format!("details.repo-access[data-repo=\"{repo}\"]");
+    admin.wait_text(&format!("{section} summary"), "Who may use it").await;
+    admin.click(&format!("{section} summary")).await;
+    admin
+        .click(&format!("{section} input.access-mode[value=members]"))
+        .await;
+    admin.click(&format!("{section} button.save-access")).await;
+    admin.wait_text(&format!("{section} .access-saved"), "Saved").await;
+    admin.screenshot("02-repo-access").await;
+    let access = s.get(&format!("/api/repos/{repo}/access")).send().await.json();
+    assert_eq!(access["access"], "members", "the page saved it");
+    bob.client
+        .goto(&format!("{}/sessions/{session}", s.url))
+        .await
+        .unwrap();
+    bob.wait_text("#no-access", "do not have access").await;
+    bob.wait_text("#no-access", "admin").await;
+    bob.screenshot("03-no-access").await;
+
     // The admin sees him and deactivates him.
     admin
         .client
@@ -129,7 +173,7 @@ async fn an_admin_invites_a_colleague_from_the_people_page_and_deactivates_them(
     admin.screenshot("03-deactivated").await;
 
     // Bob's next request is refused: his page goes back to signing in.
-    bob.client.refresh().await.unwrap();
+    bob.client.goto(&s.url).await.unwrap();
     bob.wait_path(|p| p == "/login").await;
     bob.close().await;
     admin.close().await;
