@@ -28,6 +28,7 @@ async fn sign_in_with_the_identity_provider_in_chromium() {
             scopes: vec!["email".into(), "profile".into(), "groups".into()],
             allowed_domains: vec!["acme.test".into()],
             allowed_groups: vec![],
+            open_signup: false,
             admin_groups: vec![],
             groups_claim: "groups".into(),
         }];
@@ -132,17 +133,29 @@ async fn an_admin_invites_a_colleague_from_the_people_page_and_deactivates_them(
         .as_str()
         .unwrap()
         .to_string();
-    admin.client.goto(&format!("{}/settings", s.url)).await.unwrap();
+    admin
+        .client
+        .goto(&format!("{}/settings", s.url))
+        .await
+        .unwrap();
     let section = format!("details.repo-access[data-repo=\"{repo}\"]");
-    admin.wait_text(&format!("{section} summary"), "Who may use it").await;
+    admin
+        .wait_text(&format!("{section} summary"), "Who may use it")
+        .await;
     admin.click(&format!("{section} summary")).await;
     admin
         .click(&format!("{section} input.access-mode[value=members]"))
         .await;
     admin.click(&format!("{section} button.save-access")).await;
-    admin.wait_text(&format!("{section} .access-saved"), "Saved").await;
+    admin
+        .wait_text(&format!("{section} .access-saved"), "Saved")
+        .await;
     admin.screenshot("02-repo-access").await;
-    let access = s.get(&format!("/api/repos/{repo}/access")).send().await.json();
+    let access = s
+        .get(&format!("/api/repos/{repo}/access"))
+        .send()
+        .await
+        .json();
     assert_eq!(access["access"], "members", "the page saved it");
     bob.client
         .goto(&format!("{}/sessions/{session}", s.url))

@@ -333,6 +333,13 @@ async fn sign_in(app: &AppState, p: &OidcConfig, c: Claims) -> Result<User> {
             };
             let mut tx = app.db.begin().await?;
             let user = match by_email {
+                // An admin's account is never taken over by an email a provider vouches for.
+                Some(u) if u.is_admin => {
+                    return Err(Error::Forbidden(format!(
+                        "{} is an admin's email: an admin's account is not linked by email; sign in as them another way",
+                        u.email.as_deref().unwrap_or("this")
+                    )));
+                }
                 Some(u) => crate::auth::active(u)?,
                 None => {
                     let base = c
@@ -419,6 +426,7 @@ mod tests {
             scopes: vec![],
             allowed_domains: domains.iter().map(|d| d.to_string()).collect(),
             allowed_groups: groups.iter().map(|d| d.to_string()).collect(),
+            open_signup: false,
             admin_groups: vec![],
             groups_claim: "groups".into(),
         }

@@ -191,21 +191,25 @@ pub async fn update(app: &AppState, by: &User, id: UserId, req: UpdatePerson) ->
         .ok_or_else(|| Error::NotFound(format!("no person {id}")))?;
     let demotes = req.is_admin == Some(false) && person.is_admin;
     let deactivates = req.deactivated == Some(true) && person.deactivated_at.is_none();
+    let now = now_ms();
+    // Counted inside the transaction that changes it (SQLite's writes queue behind it).
+    let mut tx = app.db.begin().await?;
     if (demotes || deactivates)
         && person.is_admin
         && person.deactivated_at.is_none()
-        && db::users::active_admins(&app.db).await? <= 1
+        && db::users::active_admins(&mut tx).await? <= 1
     {
         return Err(Error::Conflict(format!(
             "{} is the last active admin: make someone else an admin first",
             person.name
         )));
     }
-    let now = now_ms();
-    let mut tx = app.db.begin().await?;
     let mut dropped_links = Vec::new();
     if let Some(admin) = req.is_admin.filter(|a| *a != person.is_admin) {
         db::users::set_admin(&mut tx, id, admin).await?;
+        if !admin {
+            db::people::revoke_invites_by(&mut tx, id, now).await?;
+        }
         audit(
             &mut tx,
             by,
@@ -219,6 +223,7 @@ pub async fn update(app: &AppState, by: &User, id: UserId, req: UpdatePerson) ->
         Some(true) if person.deactivated_at.is_none() => {
             db::users::set_deactivated(&mut tx, id, Some(now)).await?;
             let tokens = db::tokens::revoke_all(&mut tx, id, now).await?;
+            db::people::revoke_invites_by(&mut tx, id, now).await?;
             dropped_links = db::links::revoke_made_by(&mut tx, id, now).await?;
             audit(
                 &mut tx,

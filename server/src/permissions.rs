@@ -154,16 +154,27 @@ pub async fn in_session(app: &AppState, session: &Session, user: &User) -> Resul
     if user.deactivated_at.is_some() {
         return Ok(None);
     }
-    let a = access::of_user(&app.db, session, user).await?;
-    // Its owner (or an admin), and whoever joined through a link that still holds.
-    if a.role == Role::Owner || a.jti.is_some() {
+    let mut a = access::of_user(&app.db, session, user).await?;
+    // Whoever joined through a link that still holds has what the link grants; admins all.
+    if user.is_admin || a.jti.is_some() {
+        return Ok(Some(a));
+    }
+    let repo = crate::repos::get(&app.db, session.repo_id).await?;
+    let Some(on_repo) = repo_role(app, user, &repo).await? else {
+        // Not even its author sees it once the repo is not theirs to see.
+        return Ok(None);
+    };
+    if a.role == Role::Owner {
+        // Its author drives it while they may write to the repo; with read only, they watch.
+        if on_repo < RepoRole::Write {
+            a.role = Role::Viewer;
+        }
         return Ok(Some(a));
     }
     if session.private {
         return Ok(None);
     }
-    let repo = crate::repos::get(&app.db, session.repo_id).await?;
-    Ok(repo_role(app, user, &repo).await?.map(|_| a))
+    Ok(Some(a))
 }
 
 /// Session `id` for `user` with at least `need`: 404 when they do not see it, 403 when they see
@@ -227,5 +238,6 @@ pub async fn scope(app: &AppState, user: &User) -> Result<Option<db::sessions::S
     Ok(Some(db::sessions::Scope {
         user: user.id,
         repos,
+        now: crate::now_ms(),
     }))
 }

@@ -79,6 +79,8 @@ pub async fn redeem_invite(mut ex: impl Conn, code_hash: &str, now: i64) -> Resu
     let id: Option<(String,)> = sqlx::query_as(
         "UPDATE invites SET used_at = $1
          WHERE code_hash = $2 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $1
+           AND EXISTS (SELECT 1 FROM users u WHERE u.id = invites.created_by
+                       AND u.deactivated_at IS NULL AND (invites.is_admin = 0 OR u.is_admin = 1))
          RETURNING id",
     )
     .bind(now)
@@ -117,6 +119,18 @@ pub async fn revoke_invite(mut ex: impl Conn, id: &str, now: i64) -> Result<bool
     .execute(ex.ex())
     .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// Revokes the unused invites `user` made (they were deactivated or are no longer an admin).
+pub async fn revoke_invites_by(mut ex: impl Conn, user: UserId, now: i64) -> Result<u64> {
+    let done = sqlx::query(
+        "UPDATE invites SET revoked_at = $1 WHERE created_by = $2 AND used_at IS NULL AND revoked_at IS NULL",
+    )
+    .bind(now)
+    .bind(user.to_string())
+    .execute(ex.ex())
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// The user an identity provider's subject signs in as.
@@ -187,6 +201,10 @@ pub async fn insert_flow(
     .bind(expires_at)
     .execute(ex.ex())
     .await?;
+    sqlx::query("DELETE FROM oidc_flows WHERE expires_at <= $1")
+        .bind(now)
+        .execute(ex.ex())
+        .await?;
     Ok(())
 }
 

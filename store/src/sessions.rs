@@ -91,7 +91,7 @@ const SELECT: &str =
 pub async fn insert(conn: &mut Tx, s: &Session) -> Result<()> {
     sqlx::query(
         "INSERT INTO sessions (id, repo_id, state, title, branch, author_kind, author_user_id, author_name,
-         created_at, updated_at, last_seq, parent_id, agent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12)",
+         created_at, updated_at, last_seq, parent_id, agent, private) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13)",
     )
     .bind(s.id.to_string())
     .bind(s.repo_id.to_string())
@@ -105,6 +105,7 @@ pub async fn insert(conn: &mut Tx, s: &Session) -> Result<()> {
     .bind(s.updated_at.0)
     .bind(s.parent_id.map(|p| p.to_string()))
     .bind(agent_json(&s.agent))
+    .bind(i64::from(s.private))
     .execute(&mut *conn.tx)
     .await?;
     Ok(())
@@ -187,9 +188,13 @@ pub async fn list(
         Some(sc) if sc.repos.is_empty() => " AND 1 = 0".into(),
         Some(sc) => format!(
             " AND s.repo_id IN ({}) AND (s.private = 0 OR s.author_user_id = $4
-              OR EXISTS (SELECT 1 FROM session_members m WHERE m.session_id = s.id AND m.user_id = $4))",
+              OR EXISTS (SELECT 1 FROM session_members m
+                LEFT JOIN share_links l ON l.jti = m.via_link
+                LEFT JOIN users u ON u.id = l.created_by
+                WHERE m.session_id = s.id AND m.user_id = $4 AND (m.via_link IS NULL
+                  OR (l.revoked_at IS NULL AND l.expires_at > $5 AND u.deactivated_at IS NULL))))",
             (0..sc.repos.len())
-                .map(|i| format!("${}", i + 5))
+                .map(|i| format!("${}", i + 6))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -203,7 +208,7 @@ pub async fn list(
         .bind(state.map(|s| s.as_str()))
         .bind(limit);
     if let Some(sc) = seen_by.filter(|sc| !sc.repos.is_empty()) {
-        q = q.bind(sc.user.to_string());
+        q = q.bind(sc.user.to_string()).bind(sc.now);
         for r in &sc.repos {
             q = q.bind(r.to_string());
         }
@@ -216,6 +221,8 @@ pub async fn list(
 pub struct Scope {
     pub user: UserId,
     pub repos: Vec<RepoId>,
+    /// Now (ms): links past their expiry grant nothing.
+    pub now: i64,
 }
 
 /// Makes a session private (its owner and the people they share it with) or not; false if

@@ -203,6 +203,51 @@ async fn a_member_without_access_sees_nothing_of_another_repo(s: TestServer) {
         }
     }
 
+    // Her own session on the open repo cannot reach the hidden one through children: the
+    // hidden repo is as unknown as one that does not exist.
+    let own = create_session(&s, &m.token, &open).await;
+    for repo_id in [secret.clone(), ghost_repo.clone()] {
+        let child = s
+            .req(Method::POST, &format!("/api/sessions/{own}/children"))
+            .bearer(&m.token)
+            .json(&json!({ "prompt": "", "repo_id": repo_id, "agent": { "kind": "none" } }))
+            .send()
+            .await;
+        let msg = child.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+        assert_eq!(msg, format!("unknown repo {repo_id}"));
+    }
+    // The children of a session she sees that are on the hidden repo are not listed to her.
+    let spawned = s
+        .post(
+            &format!("/api/sessions/{visible}/children"),
+            json!({ "prompt": "", "repo_id": secret, "agent": { "kind": "none" } }),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        spawned.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&spawned.body)
+    );
+    let children = s
+        .req(Method::GET, &format!("/api/sessions/{visible}/children"))
+        .bearer(&m.token)
+        .send()
+        .await;
+    assert_eq!(children.status, StatusCode::OK);
+    assert_eq!(
+        children.json().as_array().unwrap().len(),
+        0,
+        "{}",
+        String::from_utf8_lossy(&children.body)
+    );
+    let admin_sees = s
+        .get(&format!("/api/sessions/{visible}/children"))
+        .send()
+        .await;
+    assert_eq!(admin_sees.json().as_array().unwrap().len(), 1);
+
     // A grant opens it: read lets her watch, not start.
     let grants =
         json!({ "access": "members", "grants": [{ "kind": "user", "who": m.id, "role": "read" }] });
@@ -271,6 +316,26 @@ async fn a_private_session_is_its_owners_and_the_people_they_share_it_with(s: Te
         .send()
         .await;
     assert!(!String::from_utf8_lossy(&list.body).contains(&id));
+    // Its children are private too.
+    let child = s
+        .req(Method::POST, &format!("/api/sessions/{id}/children"))
+        .bearer(&owner.token)
+        .json(&json!({ "prompt": "", "agent": { "kind": "none" } }))
+        .send()
+        .await;
+    assert_eq!(
+        child.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&child.body)
+    );
+    let child = child.json()[0]["id"].as_str().unwrap().to_string();
+    let seen = s
+        .req(Method::GET, &format!("/api/sessions/{child}"))
+        .bearer(&other.token)
+        .send()
+        .await;
+    seen.assert_error(StatusCode::NOT_FOUND, "not_found");
     let admin_list = s.get("/api/sessions").send().await;
     assert!(
         String::from_utf8_lossy(&admin_list.body).contains(&id),
@@ -325,4 +390,52 @@ async fn a_private_session_is_its_owners_and_the_people_they_share_it_with(s: Te
         .send()
         .await;
     hidden.assert_error(StatusCode::NOT_FOUND, "not_found");
+}
+
+/// A live channel open on a session closes (4403) once its holder may no longer see it.
+#[tokio::test]
+async fn a_watchers_live_channel_closes_when_the_session_is_made_private() {
+    let Some(s) = TestServer::start(crate::harness::Backend::Sqlite, Transport::Socket).await
+    else {
+        return;
+    };
+    let repo = make_repo(&s, "acme/web").await;
+    let owner = invite(&s, "olga", false).await;
+    let other = invite(&s, "pete", false).await;
+    let id = create_session(&s, &owner.token, &repo).await;
+    let creds = Credentials {
+        token: Some(other.token.clone()),
+        share: None,
+        name: None,
+    };
+    let mut c = LiveClient::connect(&s.url, id.parse().unwrap(), &creds)
+        .await
+        .expect("connects");
+    match c.next().await {
+        Some(Incoming::Message(m)) => assert!(
+            matches!(*m, tandem_protocol::live::WsServer::Hello { .. }),
+            "{m:?}"
+        ),
+        other => panic!("no hello: {other:?}"),
+    }
+    let made = s
+        .req(Method::PUT, &format!("/api/sessions/{id}/visibility"))
+        .bearer(&owner.token)
+        .json(&json!({ "private": true }))
+        .send()
+        .await;
+    assert_eq!(made.status, StatusCode::OK);
+    // The channel's own re-check closes it: an event, not a wait.
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match c.next().await {
+                Some(Incoming::Closed(code, _)) => return code,
+                None => return None,
+                Some(_) => continue,
+            }
+        }
+    })
+    .await
+    .expect("the channel closes");
+    assert_eq!(closed, Some(4403));
 }

@@ -1075,13 +1075,13 @@ async fn a_persons_github_permission_decides_what_they_may_do_with_a_repo() {
         .send()
         .await;
     gone.assert_error(StatusCode::NOT_FOUND, "not_found");
-    // Her own session stays hers (its owner sees it), but the repo's list is empty for her.
+    // Not even her own session there: the repo is not hers to see any more.
     let listed = as_alice(&jwt, Method::GET, "/api/repos").send().await;
     assert!(!String::from_utf8_lossy(&listed.body).contains(&repo));
     let own = as_alice(&jwt, Method::GET, &format!("/api/sessions/{id}"))
         .send()
         .await;
-    assert_eq!(own.status, StatusCode::OK);
+    own.assert_error(StatusCode::NOT_FOUND, "not_found");
     // The lookups went to GitHub with her own token.
     assert!(
         w.gh.requests()

@@ -25,6 +25,7 @@ async fn server(backend: Backend) -> Option<(TestServer, TestIdp)> {
             scopes: vec!["email".into(), "profile".into(), "groups".into()],
             allowed_domains: vec!["acme.test".into()],
             allowed_groups: vec![],
+            open_signup: false,
             admin_groups: vec!["tandem-admins".into()],
             groups_claim: "groups".into(),
         }]

@@ -308,6 +308,27 @@ async fn deactivation_stops_every_credential_at_once(s: TestServer) {
         .send()
         .await;
     assert_eq!(listed.status, StatusCode::OK);
+    // An invite she made as an admin dies with her admin role.
+    let made = s
+        .req(Method::POST, "/api/people/invites")
+        .header("cookie", &carol.cookie)
+        .header("origin", &s.url)
+        .json(&json!({ "name": "zoe", "is_admin": true }))
+        .send()
+        .await;
+    assert_eq!(
+        made.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&made.body)
+    );
+    let zoe = made.json()["url"]
+        .as_str()
+        .unwrap()
+        .split_once("#code=")
+        .unwrap()
+        .1
+        .to_string();
     let admin_id = s.get("/api/me").send().await.json()["id"]
         .as_str()
         .unwrap()
@@ -319,6 +340,12 @@ async fn deactivation_stops_every_credential_at_once(s: TestServer) {
         .send()
         .await;
     assert_eq!(res.json()["is_admin"], false);
+    let late = s
+        .req(Method::POST, "/api/auth/invite")
+        .json(&json!({ "code": zoe }))
+        .send()
+        .await;
+    late.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
     let res = s
         .req(Method::PATCH, &format!("/api/people/{admin_id}"))
         .bearer(&s.admin_token)

@@ -73,9 +73,9 @@ async fn open(
     // Tandem's origin the signed-in person's own role is checked.
     let isolated = app.config.code_url.as_ref().is_some();
     let holder = match (&access.jti, access.user_id) {
-        (Some(jti), _) if isolated => origin::Holder::Link(jti.clone()),
+        (Some(jti), u) if isolated => origin::Holder::Link(jti.clone(), u),
         (_, Some(u)) => origin::Holder::User(u),
-        (Some(jti), None) => origin::Holder::Link(jti.clone()),
+        (Some(jti), None) => origin::Holder::Link(jti.clone(), None),
         (None, None) => return Err(Error::Unauthorized("sign in to use VS Code".into())),
     };
     let (url, isolated) = origin::link(&app, id, &holder)?;

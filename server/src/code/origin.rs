@@ -33,8 +33,9 @@ const TICKET_PREFIX: &str = "/_t/";
 pub enum Holder {
     /// A signed-in person (their role is checked on every request).
     User(tandem_protocol::UserId),
-    /// A guest who came through share link `jti` (the link is checked on every request).
-    Link(String),
+    /// Someone who came through share link `jti` (the link is checked on every request), and
+    /// the signed-in person holding it, if any (checked to be active on every request too).
+    Link(String, Option<tandem_protocol::UserId>),
 }
 
 const LINK_SUBJECT: &str = "link:";
@@ -49,7 +50,8 @@ pub fn link(app: &AppState, id: SessionId, holder: &Holder) -> Result<(String, b
         Some(origin) => {
             let subject = match holder {
                 Holder::User(u) => u.to_string(),
-                Holder::Link(jti) => format!("{LINK_SUBJECT}{jti}"),
+                Holder::Link(jti, None) => format!("{LINK_SUBJECT}{jti}"),
+                Holder::Link(jti, Some(u)) => format!("{LINK_SUBJECT}{jti}:{u}"),
             };
             let ticket = app
                 .jwt
@@ -64,7 +66,7 @@ pub fn link(app: &AppState, id: SessionId, holder: &Holder) -> Result<(String, b
         None if !app.config.unsafe_code_on_tandem_origin => {
             return Err(Error::Unavailable(NO_ORIGIN.into()));
         }
-        None if matches!(holder, Holder::Link(_)) => {
+        None if matches!(holder, Holder::Link(..)) => {
             return Err(Error::Forbidden(
                 "VS Code needs a signed-in person on this server (it has no origin of its own for VS Code)".into(),
             ));
@@ -129,7 +131,18 @@ async fn serve(app: AppState, id: SessionId, req: Request) -> Result<Response> {
 /// Whether the ticket's subject may still use session `id`'s VS Code: a guest's driver link
 /// still holds, or a person may still drive.
 async fn allowed(app: &AppState, id: SessionId, subject: &str) -> Result<()> {
-    if let Some(jti) = subject.strip_prefix(LINK_SUBJECT) {
+    if let Some(rest) = subject.strip_prefix(LINK_SUBJECT) {
+        let (jti, holder) = rest.split_once(':').unwrap_or((rest, ""));
+        if !holder.is_empty() {
+            // A signed-in holder who has been deactivated since loses it too.
+            let person = holder
+                .parse()
+                .map_err(|_| Error::Unauthorized("this VS Code link is not valid".into()))?;
+            db::users::get(&app.db, person)
+                .await?
+                .ok_or_else(|| Error::Unauthorized("this VS Code link's person is gone".into()))
+                .and_then(crate::auth::active)?;
+        }
         let link = crate::sessions::access::link_by_id(&app.db, id, jti).await?;
         if link.role < tandem_protocol::live::Role::Driver {
             return Err(super::not_for_viewers());

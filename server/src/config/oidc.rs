@@ -28,6 +28,10 @@ pub struct OidcConfig {
     /// Only people in one of these groups may sign in; empty: any.
     #[serde(default)]
     pub allowed_groups: Vec<String>,
+    /// Anyone the provider signs in may get an account (no domain or group rule): must be said
+    /// outright, as a public provider (Google) signs in the whole world.
+    #[serde(default)]
+    pub open_signup: bool,
     /// People in one of these groups are admins (checked at each sign-in); empty: roles are
     /// set in Tandem only.
     #[serde(default)]
@@ -81,6 +85,12 @@ impl OidcConfig {
         if self.label.trim().is_empty() || self.client_id.trim().is_empty() {
             return Err(Error::Config(format!(
                 "[[oidc]] {}: label and client_id are required",
+                self.id
+            )));
+        }
+        if self.allowed_domains.is_empty() && self.allowed_groups.is_empty() && !self.open_signup {
+            return Err(Error::Config(format!(
+                "[[oidc]] {}: say who may sign in — allowed_domains, allowed_groups, or open_signup = true",
                 self.id
             )));
         }

@@ -44,6 +44,19 @@ pub async fn socket(
         .protocols(["binary"])
         .max_message_size(1 << 20)
         .on_upgrade(move |socket| {
+            // Watching too ends once the person may no longer see the session.
+            let (check, person) = (app.clone(), user.0.clone());
+            let until = crate::code::origin::while_allowed(move || {
+                let (app, person) = (check.clone(), person.clone());
+                async move {
+                    let Ok(Some(person)) = crate::db::users::get(&app.db, person.id).await else {
+                        return false;
+                    };
+                    crate::permissions::require(&app, id, &person, Role::Viewer)
+                        .await
+                        .is_ok()
+                }
+            });
             // The role is looked up again (a revoked link, a demoted driver), control in memory.
             let still = move || {
                 let (app, user) = (app.clone(), user.0.clone());
@@ -58,7 +71,12 @@ pub async fn socket(
                     }
                 }
             };
-            bridge(socket, TokioIo::new(tunnel), takes_input.then_some(still))
+            async move {
+                tokio::select! {
+                    () = bridge(socket, TokioIo::new(tunnel), takes_input.then_some(still)) => {}
+                    () = until => {}
+                }
+            }
         }))
 }
 

@@ -141,8 +141,10 @@ fn secure(state: &AppState) -> &'static str {
 
 async fn installable(
     State(state): State<AppState>,
-    _user: CurrentUser,
+    user: CurrentUser,
 ) -> Result<Json<Vec<GithubRepo>>> {
+    // What the App's installations cover, and the Tandem ids they were imported as: admins'.
+    super::admin::require_admin(&user)?;
     Ok(Json(
         signin::installable(&state, pr::github(&state)?).await?,
     ))
@@ -153,6 +155,7 @@ async fn import(
     user: CurrentUser,
     Json(req): Json<ImportRepo>,
 ) -> Result<(StatusCode, Json<Repo>)> {
+    super::admin::require_admin(&user)?;
     let repo = signin::import(&state, pr::github(&state)?, &user, &req.full_name).await?;
     Ok((StatusCode::CREATED, Json(repo)))
 }

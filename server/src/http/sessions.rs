@@ -325,7 +325,17 @@ async fn children(
     Path(id): Path<SessionId>,
 ) -> Result<Json<Vec<ChildSession>>> {
     require_viewer(&state, &user, id).await?;
-    Ok(Json(sessions::children::list(&state, id).await?))
+    // Only the children the person sees (private ones, other repos').
+    let mut out = Vec::new();
+    for child in sessions::children::list(&state, id).await? {
+        if crate::permissions::in_session(&state, &child.session, &user.0)
+            .await?
+            .is_some()
+        {
+            out.push(child);
+        }
+    }
+    Ok(Json(out))
 }
 
 async fn spawn_children(
@@ -334,7 +344,18 @@ async fn spawn_children(
     Path(id): Path<SessionId>,
     Json(req): Json<CreateChildren>,
 ) -> Result<(StatusCode, Json<Vec<Session>>)> {
-    crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
+    // A fork copies the whole writable layer (shell history, credentials): the owner's, as for
+    // `/fork`; children on another repo need the person's own right to start sessions there.
+    let need = if req.fork { Role::Owner } else { Role::Driver };
+    crate::permissions::require(&state, id, &user.0, need).await?;
+    if let Some(repo) = req.repo_id {
+        match crate::permissions::repo_for_work(&state, &user.0, repo).await {
+            Err(Error::NotFound(_)) => {
+                return Err(Error::Invalid(format!("unknown repo {repo}")));
+            }
+            other => other?,
+        };
+    }
     Ok((
         StatusCode::CREATED,
         Json(

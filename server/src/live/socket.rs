@@ -143,6 +143,12 @@ async fn run(
             }));
         }
     }
+    let recheck = tokio::spawn(recheck(
+        state.clone(),
+        session.clone(),
+        access.clone(),
+        out.clone(),
+    ));
     let (sink, stream) = socket.split();
     let signal = inbox.close_signal();
     let writer = tokio::spawn(write(sink, inbox, watches));
@@ -159,6 +165,7 @@ async fn run(
     if let Some(e) = expiry {
         e.abort();
     }
+    recheck.abort();
     if let Some(p) = member.pump.take() {
         p.abort();
     }
@@ -172,6 +179,49 @@ async fn run(
         .is_err()
     {
         abort.abort();
+    }
+}
+
+/// How often a connection checks that its holder may still see the session.
+const ACCESS_RECHECK: Duration = Duration::from_secs(5);
+
+/// Closes the connection (4403) once its holder may no longer see the session: deactivated, the
+/// session made private, the repo's access changed, the link revoked, its maker deactivated.
+async fn recheck(state: AppState, session: tandem_protocol::Session, access: Access, out: Outbox) {
+    let mut tick = tokio::time::interval(ACCESS_RECHECK);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let person = match access.user_id {
+            Some(id) => match db::users::get(&state.db, id).await {
+                Ok(Some(u)) if u.deactivated_at.is_none() => Some(u),
+                Ok(_) => {
+                    out.close(close::FORBIDDEN);
+                    return;
+                }
+                Err(_) => continue,
+            },
+            None => None,
+        };
+        let still = match (&access.jti, &person) {
+            (Some(jti), _) => sessions::access::link_by_id(&state.db, session.id, jti)
+                .await
+                .map(|_| ()),
+            // Read again: it may have been made private since.
+            (None, Some(u)) => crate::permissions::require(&state, session.id, u, Role::Viewer)
+                .await
+                .map(|_| ()),
+            (None, None) => Err(Error::Unauthorized("nobody".into())),
+        };
+        match still {
+            Ok(()) => {}
+            // The store answering badly is not the person losing access.
+            Err(Error::Internal(_)) | Err(Error::Store(_)) => {}
+            Err(_) => {
+                out.close(close::FORBIDDEN);
+                return;
+            }
+        }
     }
 }
 

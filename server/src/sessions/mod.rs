@@ -68,6 +68,11 @@ pub async fn create_with_parent(
         }
         None => repo.default_branch.clone(),
     };
+    // A private session's children and forks are as private as it is.
+    let private = match parent {
+        Some(p) => db::sessions::get(db, p).await?.is_some_and(|s| s.private),
+        None => false,
+    };
     let now = now_ms();
     let session = Session {
         id: SessionId(uuid::Uuid::new_v4()),
@@ -89,7 +94,7 @@ pub async fn create_with_parent(
         parent_id: parent,
         agent,
         participants: 0,
-        private: false,
+        private,
     };
     let first = (!prompt.is_empty()).then(|| Prompt {
         id: PromptId(uuid::Uuid::new_v4()),
