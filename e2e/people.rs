@@ -183,6 +183,21 @@ async fn an_admin_invites_a_colleague_from_the_people_page_and_deactivates_them(
             "bob",
         )
         .await;
+    // The audit says what happened, on the same page.
+    admin
+        .client
+        .goto(&format!("{}/people", s.url))
+        .await
+        .unwrap();
+    admin
+        .wait_text(
+            "#activity tr.activity-row[data-action=\"person.deactivate\"]",
+            "deactivated bob",
+        )
+        .await;
+    admin
+        .wait_text("#activity", "joined (invited by admin)")
+        .await;
     admin.screenshot("03-deactivated").await;
 
     // Bob's next request is refused: his page goes back to signing in.

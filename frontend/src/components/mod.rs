@@ -1,5 +1,6 @@
 //! Reusable pieces of pages.
 
+pub mod audit;
 pub mod code;
 pub mod desktop;
 pub mod diff;

@@ -9,7 +9,8 @@ use tandem_protocol::{ApiError, User, UserId};
 
 use crate::api;
 use crate::components::{
-    error_box::ErrorBox, header::Header, invites::Invites, no_access::admin_names,
+    audit::PeopleActivity, error_box::ErrorBox, header::Header, invites::Invites,
+    no_access::admin_names,
 };
 use crate::format::{ago, ask_an_admin};
 use crate::pages::require_user;
@@ -22,7 +23,7 @@ pub fn PeoplePage() -> impl IntoView {
         <main class="page people">
             <h1>"People"</h1>
             {move || user.get().map(|u| if u.is_admin {
-                view! { <PeopleTable me=u.id /> <Invites /> }.into_any()
+                view! { <PeopleTable me=u.id /> <Invites /> <PeopleActivity /> }.into_any()
             } else {
                 view! { <NotAdmin /> }.into_any()
             })}
