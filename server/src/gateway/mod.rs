@@ -32,7 +32,8 @@ pub struct Gateways {
     http: reqwest::Client,
     /// For the git relay: follows no redirect (it reaches one repository and nowhere else).
     git_http: reqwest::Client,
-    listening: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// Each workspace's listener, and when it was started.
+    listening: Mutex<HashMap<String, (std::time::Instant, tokio::task::JoinHandle<()>)>>,
     /// Model requests each session made so far (its budget).
     /// Attachments (count, bytes) each session stored so far.
     attachments: Mutex<HashMap<SessionId, (u32, usize)>>,
@@ -89,10 +90,10 @@ impl Gateways {
         );
         let mut listening = self.listening.lock().unwrap_or_else(|e| e.into_inner());
         // A restarted workspace (resume) gets a fresh directory: the old socket is gone.
-        if listening.get(wid).is_some_and(|h| !h.is_finished()) && path.exists() {
+        if listening.get(wid).is_some_and(|(_, h)| !h.is_finished()) && path.exists() {
             return Ok(());
         }
-        if let Some(old) = listening.remove(wid) {
+        if let Some((_, old)) = listening.remove(wid) {
             old.abort();
         }
         std::fs::create_dir_all(&dir)?;
@@ -114,17 +115,19 @@ impl Gateways {
                 tracing::warn!(workspace = %wid_owned, error = %e, "a gateway stopped");
             }
         });
-        listening.insert(wid.to_string(), task);
+        listening.insert(wid.to_string(), (std::time::Instant::now(), task));
         Ok(())
     }
 
-    /// Stops the listeners of workspaces not in `live`.
+    /// Stops the listeners of workspaces not in `live`. A listener started within the last
+    /// minute stays: `live` may have been read before its workspace's turn began.
     pub fn retain(&self, live: &std::collections::HashSet<String>) {
         self.listening
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|wid, task| {
-                let keep = live.contains(wid) && !task.is_finished();
+            .retain(|wid, (since, task)| {
+                let keep = !task.is_finished()
+                    && (live.contains(wid) || since.elapsed() < std::time::Duration::from_secs(60));
                 if !keep {
                     task.abort();
                 }
