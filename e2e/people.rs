@@ -206,3 +206,50 @@ async fn an_admin_invites_a_colleague_from_the_people_page_and_deactivates_them(
     bob.close().await;
     admin.close().await;
 }
+
+#[tokio::test]
+async fn a_signed_in_person_approves_the_extensions_pairing_code() {
+    let Some(web) = web_dir() else { return };
+    let s = TestServer::start_with_web(Backend::Sqlite, Transport::Socket, Some(web))
+        .await
+        .unwrap();
+    let pairing = s
+        .req(axum::http::Method::POST, "/api/extension/pairings")
+        .json(&json!({ "label": "Chrome on the test machine" }))
+        .send()
+        .await
+        .json();
+    let b = Browser::start("pairing").await;
+    b.sign_in(&s.url, &s.first_login_code).await;
+    b.client
+        .goto(pairing["approve_url"].as_str().unwrap())
+        .await
+        .unwrap();
+    let code = b
+        .client
+        .wait()
+        .for_element(Locator::Css("#pair-code"))
+        .await
+        .unwrap()
+        .prop("value")
+        .await
+        .unwrap();
+    assert_eq!(
+        code.as_deref(),
+        pairing["user_code"].as_str(),
+        "the code from the link"
+    );
+    b.screenshot("01-approve").await;
+    b.click("#pair-approve").await;
+    b.wait_text("#pair-done", "Chrome on the test machine is connected")
+        .await;
+    b.screenshot("02-approved").await;
+    let taken = s
+        .req(axum::http::Method::POST, "/api/extension/pairings/poll")
+        .json(&json!({ "device_code": pairing["device_code"] }))
+        .send()
+        .await
+        .json();
+    assert_eq!(taken["status"], "approved");
+    b.close().await;
+}

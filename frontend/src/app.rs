@@ -6,7 +6,8 @@ use leptos_router::path;
 
 use crate::pages::{
     dashboard::Dashboard, embed::Embed, invite::InvitePage, join::Join, login::Login,
-    not_found::NotFound, people::PeoplePage, session::SessionPage, settings::SettingsPage,
+    not_found::NotFound, pair::PairPage, people::PeoplePage, session::SessionPage,
+    settings::SettingsPage,
 };
 
 #[component]
@@ -20,6 +21,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/join") view=Join />
                 <Route path=path!("/invite") view=InvitePage />
                 <Route path=path!("/people") view=PeoplePage />
+                <Route path=path!("/pair") view=PairPage />
                 <Route path=path!("/settings") view=SettingsPage />
                 <Route path=path!("/embed/sessions/:id") view=Embed />
             </Routes>

@@ -232,6 +232,9 @@ pub struct TokenInfo {
     pub created_at: Timestamp,
     pub expires_at: Option<Timestamp>,
     pub last_used_at: Option<Timestamp>,
+    /// `None`: a full token; `extension`: the Chrome extension's (prompting and reading only).
+    #[serde(default)]
+    pub scope: Option<String>,
 }
 
 /// The answer to `POST /api/tokens`: the only time the secret is ever shown.

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod api;
 pub mod event;
+pub mod extension;
 pub mod github;
 pub mod ids;
 pub mod limits;

@@ -30,6 +30,10 @@ pub const INVITE_CODE_PREFIX: &str = "tiv_";
 pub const INVITE_TTL_SECS: i64 = 7 * 24 * 60 * 60;
 /// Longest an invite may be made to last.
 pub const MAX_INVITE_TTL_SECS: i64 = 30 * 24 * 60 * 60;
+/// Seconds a pairing of the Chrome extension waits for its approval.
+pub const PAIRING_TTL_SECS: i64 = 10 * 60;
+/// Seconds the Chrome extension's token lasts (it pairs again after).
+pub const EXTENSION_TOKEN_TTL_SECS: i64 = 30 * 24 * 60 * 60;
 /// Seconds an OpenID Connect sign-in may take from the redirect to the callback.
 pub const OIDC_FLOW_TTL_SECS: i64 = 10 * 60;
 /// Seconds a person's GitHub permission on a repo is trusted before it is asked again.

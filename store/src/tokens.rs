@@ -13,6 +13,7 @@ struct TokenRow {
     created_at: i64,
     expires_at: Option<i64>,
     last_used_at: Option<i64>,
+    scope: Option<String>,
 }
 
 impl TokenRow {
@@ -23,6 +24,7 @@ impl TokenRow {
             created_at: Timestamp(self.created_at),
             expires_at: self.expires_at.map(Timestamp),
             last_used_at: self.last_used_at.map(Timestamp),
+            scope: self.scope,
         })
     }
 }
@@ -35,7 +37,7 @@ pub async fn insert(
     token_hash: &str,
 ) -> Result<()> {
     sqlx::query(
-        "INSERT INTO api_tokens (id, user_id, name, token_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO api_tokens (id, user_id, name, token_hash, created_at, expires_at, scope) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(info.id.to_string())
     .bind(user.to_string())
@@ -43,6 +45,7 @@ pub async fn insert(
     .bind(token_hash)
     .bind(info.created_at.0)
     .bind(info.expires_at.map(|t| t.0))
+    .bind(info.scope.as_deref())
     .execute(ex.ex())
     .await?;
     Ok(())
@@ -54,22 +57,28 @@ pub struct TokenOwner {
     pub user_id: UserId,
     pub expires_at: Option<i64>,
     pub revoked: bool,
+    /// `None`: a full token; `extension`: prompting and reading only.
+    pub scope: Option<String>,
 }
+
+/// `(id, user_id, expires_at, revoked_at, scope)`.
+type OwnerRow = (String, String, Option<i64>, Option<i64>, Option<String>);
 
 /// Looks a token up by hash.
 pub async fn find_by_hash(mut ex: impl Conn, hash: &str) -> Result<Option<TokenOwner>> {
-    let row: Option<(String, String, Option<i64>, Option<i64>)> = sqlx::query_as(
-        "SELECT id, user_id, expires_at, revoked_at FROM api_tokens WHERE token_hash = $1",
+    let row: Option<OwnerRow> = sqlx::query_as(
+        "SELECT id, user_id, expires_at, revoked_at, scope FROM api_tokens WHERE token_hash = $1",
     )
     .bind(hash)
     .fetch_optional(ex.ex())
     .await?;
-    row.map(|(id, user, expires_at, revoked_at)| {
+    row.map(|(id, user, expires_at, revoked_at, scope)| {
         Ok(TokenOwner {
             token_id: TokenId(super::uuid(&id)?),
             user_id: UserId(super::uuid(&user)?),
             expires_at,
             revoked: revoked_at.is_some(),
+            scope,
         })
     })
     .transpose()
@@ -88,7 +97,7 @@ pub async fn touch(mut ex: impl Conn, id: TokenId, now: i64) -> Result<()> {
 /// A user's live (not revoked) tokens, newest first.
 pub async fn list(mut ex: impl Conn, user: UserId) -> Result<Vec<TokenInfo>> {
     let rows: Vec<TokenRow> = sqlx::query_as(
-        "SELECT id, name, created_at, expires_at, last_used_at FROM api_tokens
+        "SELECT id, name, created_at, expires_at, last_used_at, scope FROM api_tokens
          WHERE user_id = $1 AND revoked_at IS NULL ORDER BY created_at DESC",
     )
     .bind(user.to_string())

@@ -19,6 +19,7 @@ mod cli;
 mod code;
 mod desktop;
 mod egress;
+mod extension;
 mod first_run;
 mod github;
 mod oidc;

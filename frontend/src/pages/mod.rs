@@ -6,6 +6,7 @@ pub mod invite;
 pub mod join;
 pub mod login;
 pub mod not_found;
+pub mod pair;
 pub mod people;
 pub mod session;
 pub mod settings;

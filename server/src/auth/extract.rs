@@ -40,9 +40,22 @@ impl FromRequestParts<AppState> for CurrentUser {
                 })?
                 .trim();
             if token.starts_with(API_TOKEN_PREFIX) {
-                return crate::auth::user_for_api_token(&state.db, token)
-                    .await
-                    .map(CurrentUser);
+                let (user, scope) =
+                    crate::auth::scoped_user_for_api_token(&state.db, token).await?;
+                if let Some(scope) = scope {
+                    let route = parts
+                        .extensions
+                        .get::<axum::extract::MatchedPath>()
+                        .map(|m| m.as_str().to_string())
+                        .unwrap_or_default();
+                    if !scope_allows(&scope, &parts.method, &route) {
+                        return Err(Error::Forbidden(format!(
+                            "an {scope} token may start sessions, send prompts and read what its person may see; not {} {route}",
+                            parts.method
+                        )));
+                    }
+                }
+                return Ok(CurrentUser(user));
             }
             return user_for_jwt(state, token).await.map(CurrentUser);
         }
@@ -53,6 +66,27 @@ impl FromRequestParts<AppState> for CurrentUser {
             "sign in first: no session cookie or Authorization header".into(),
         ))
     }
+}
+
+/// What a scoped token may do: the extension's, start sessions, send prompts and read sessions,
+/// their events and repos (whatever its person may see; the routes check that).
+pub fn scope_allows(scope: &str, method: &axum::http::Method, route: &str) -> bool {
+    use axum::http::Method;
+    if scope != crate::auth::EXTENSION_SCOPE {
+        return false;
+    }
+    let reads = [
+        "/api/me",
+        "/api/repos",
+        "/api/repos/{id}",
+        "/api/sessions",
+        "/api/sessions/{id}",
+        "/api/sessions/{id}/events",
+        "/api/sessions/{id}/pr",
+    ];
+    let writes = ["/api/sessions", "/api/sessions/{id}/prompts"];
+    (*method == Method::GET && reads.contains(&route))
+        || (*method == Method::POST && writes.contains(&route))
 }
 
 /// The value of cookie `name` in a request's headers.

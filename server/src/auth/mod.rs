@@ -19,12 +19,26 @@ use tandem_protocol::{CreatedToken, Timestamp, TokenId, TokenInfo, User, UserId}
 use crate::db::{self, Db};
 use crate::{Error, Result, now_ms};
 
-/// Mints an API token for `user`; returns the secret once.
+/// Mints a full API token for `user`; returns the secret once.
 pub async fn create_api_token(
     db: &Db,
     user: &User,
     name: &str,
     expires_in_secs: Option<i64>,
+) -> Result<CreatedToken> {
+    create_token(db, user, name, expires_in_secs, None).await
+}
+
+/// The scope of the Chrome extension's tokens: prompting and reading what its person may see.
+pub const EXTENSION_SCOPE: &str = "extension";
+
+/// Mints an API token for `user`, limited to `scope` when given; returns the secret once.
+pub async fn create_token(
+    db: &Db,
+    user: &User,
+    name: &str,
+    expires_in_secs: Option<i64>,
+    scope: Option<&str>,
 ) -> Result<CreatedToken> {
     let name = name.trim();
     if name.is_empty() || name.len() > tandem_protocol::limits::MAX_NAME_BYTES {
@@ -43,6 +57,7 @@ pub async fn create_api_token(
         created_at: Timestamp(now),
         expires_at: expires_in_secs.map(|s| Timestamp(now.saturating_add(s.saturating_mul(1000)))),
         last_used_at: None,
+        scope: scope.map(str::to_string),
     };
     let mut tx = db.begin().await?;
     db::tokens::insert(&mut tx, user.id, &info, &hash_secret(&token)).await?;
@@ -54,7 +69,7 @@ pub async fn create_api_token(
             actor_name: &user.name,
             action: "token.create",
             target: &info.id.to_string(),
-            detail: serde_json::json!({ "name": info.name, "expires_at": info.expires_at }),
+            detail: serde_json::json!({ "name": info.name, "expires_at": info.expires_at, "scope": info.scope }),
         },
     )
     .await?;
@@ -83,8 +98,19 @@ pub fn login_url(public_url: &str, code: &str) -> String {
     format!("{public_url}/login#code={code}")
 }
 
-/// Resolves an API token to its user, refusing unknown, revoked and expired tokens.
+/// Resolves a full API token to its user, refusing unknown, revoked, expired and scoped tokens
+/// (a scoped token is not exchanged for a browser login).
 pub async fn user_for_api_token(db: &Db, token: &str) -> Result<User> {
+    match scoped_user_for_api_token(db, token).await? {
+        (user, None) => Ok(user),
+        (_, Some(scope)) => Err(Error::Forbidden(format!(
+            "this is an {scope} token: it signs in nothing else"
+        ))),
+    }
+}
+
+/// Resolves an API token to its user and scope, refusing unknown, revoked and expired tokens.
+pub async fn scoped_user_for_api_token(db: &Db, token: &str) -> Result<(User, Option<String>)> {
     let owner = db::tokens::find_by_hash(db, &hash_secret(token))
         .await?
         .ok_or_else(|| Error::Unauthorized("unknown API token".into()))?;
@@ -100,7 +126,7 @@ pub async fn user_for_api_token(db: &Db, token: &str) -> Result<User> {
         .ok_or_else(|| Error::Unauthorized("the token's user no longer exists".into()))
         .and_then(active)?;
     db::tokens::touch(db, owner.token_id, now).await?;
-    Ok(user)
+    Ok((user, owner.scope))
 }
 
 /// `user` if they are active: a deactivated person's every credential is refused.

@@ -17,6 +17,7 @@ use crate::state::AppState;
 mod admin;
 mod auth;
 mod csrf;
+mod extension;
 mod github;
 mod headers;
 mod health;
@@ -46,6 +47,7 @@ pub fn app(state: AppState) -> Router {
         .merge(links::router())
         .merge(people::router())
         .merge(oidc::router())
+        .merge(extension::router())
         .merge(sessions::router())
         .merge(settings::router())
         .merge(snapshots::router())

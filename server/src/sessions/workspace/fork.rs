@@ -60,6 +60,20 @@ pub async fn fork(
             .await?
             .session,
         );
+        // Claimed at once (queued → starting): the boot loop, which starts queued sessions,
+        // must not start a copy of its own while the parent's layer is being copied.
+        let child = children.last().map(|c| c.id).unwrap_or(id);
+        let mut tx = db.begin().await?;
+        db::sessions::transition_from(
+            &mut tx,
+            child,
+            &[SessionState::Queued],
+            SessionState::Starting,
+            Some(format!("forked from {id}")),
+            crate::now_ms(),
+        )
+        .await?;
+        tx.commit().await?;
     }
     let limits = host.limits(&recipe_at(host, &repo, base.as_deref()).await?.limits)?;
     // Freeze the parent so every copy sees the same instant.
@@ -82,13 +96,6 @@ pub async fn fork(
     for child in &children {
         let t0 = Instant::now();
         let cid = child.id;
-        transition(
-            db,
-            cid,
-            SessionState::Starting,
-            Some(format!("forked from {id}")),
-        )
-        .await?;
         let wid = workspace_id(cid);
         let result = async {
             phase(

@@ -1,0 +1,146 @@
+//! `/api/extension/pairings`: the Chrome extension pairs device style. It starts a pairing
+//! (no credential: it has none yet) and shows the code; a signed-in person approves the code;
+//! the extension polls with its device secret and takes its token once — scoped to starting
+//! sessions, prompting and reading (`auth::scope_allows`), expiring, listed and revocable with
+//! the person's tokens.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
+use tandem_protocol::extension::{ApprovePairing, Pairing, PairingPoll, PollPairing, StartPairing};
+use tandem_protocol::limits::{EXTENSION_TOKEN_TTL_SECS, MAX_NAME_BYTES, PAIRING_TTL_SECS};
+
+use crate::auth::{CurrentUser, EXTENSION_SCOPE, hash_secret, new_secret};
+use crate::state::AppState;
+use crate::{Error, Result, db, now_ms};
+
+/// Seconds between the extension's polls.
+const POLL_INTERVAL_SECS: i64 = 2;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/extension/pairings", post(start))
+        .route("/extension/pairings/approve", post(approve))
+        .route("/extension/pairings/poll", post(poll))
+}
+
+/// `ABCD-EFGH` from 8 letters of an alphabet without look-alikes (no 0/O, 1/I/L).
+fn user_code() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+    let bytes: [u8; 8] = rand::random();
+    let chars: String = bytes
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect();
+    format!("{}-{}", &chars[..4], &chars[4..])
+}
+
+/// The code as typed: case, spaces and dashes do not matter.
+fn normalized(code: &str) -> String {
+    code.chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
+}
+
+async fn start(
+    State(state): State<AppState>,
+    Json(req): Json<StartPairing>,
+) -> Result<(StatusCode, Json<Pairing>)> {
+    let label = req
+        .label
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| "Chrome extension".into());
+    if label.len() > MAX_NAME_BYTES || label.chars().any(char::is_control) {
+        return Err(Error::Invalid(format!(
+            "a label is 1 to {MAX_NAME_BYTES} bytes of printable text"
+        )));
+    }
+    let device = new_secret("tpd_");
+    let code = user_code();
+    let now = now_ms();
+    db::pairings::insert(
+        &state.db,
+        &uuid::Uuid::new_v4().to_string(),
+        &hash_secret(&device),
+        &hash_secret(&normalized(&code)),
+        &label,
+        now,
+        now + PAIRING_TTL_SECS * 1000,
+    )
+    .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(Pairing {
+            device_code: device,
+            approve_url: format!("{}/pair#code={code}", state.public_url()),
+            user_code: code,
+            expires_in_secs: PAIRING_TTL_SECS,
+            interval_secs: POLL_INTERVAL_SECS,
+        }),
+    ))
+}
+
+/// A signed-in person (with a full credential: an extension token approves nothing) approves.
+async fn approve(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Json(req): Json<ApprovePairing>,
+) -> Result<Json<serde_json::Value>> {
+    let label = db::pairings::approve(
+        &state.db,
+        &hash_secret(&normalized(&req.user_code)),
+        user.0.id,
+        now_ms(),
+    )
+    .await?
+    .ok_or_else(|| {
+        Error::NotFound(
+            "this pairing code is unknown, already approved or expired: pair again from the extension"
+                .into(),
+        )
+    })?;
+    db::audit::record(
+        &state.db,
+        now_ms(),
+        db::audit::Entry {
+            actor_user_id: Some(user.0.id),
+            actor_name: &user.0.name,
+            action: "extension.pair",
+            target: &user.0.id.to_string(),
+            detail: serde_json::json!({ "label": label }),
+        },
+    )
+    .await?;
+    Ok(Json(serde_json::json!({ "label": label })))
+}
+
+/// The extension polls: pending, or its token (once).
+async fn poll(
+    State(state): State<AppState>,
+    Json(req): Json<PollPairing>,
+) -> Result<Json<PairingPoll>> {
+    match db::pairings::take(&state.db, &hash_secret(&req.device_code), now_ms()).await? {
+        db::pairings::Poll::Pending => Ok(Json(PairingPoll::Pending)),
+        db::pairings::Poll::Gone => Err(Error::Unauthorized(
+            "this pairing is unknown, expired or already used: pair again".into(),
+        )),
+        db::pairings::Poll::Approved(by, label) => {
+            let user = db::users::get(&state.db, by)
+                .await?
+                .ok_or_else(|| Error::Unauthorized("the approving person is gone".into()))
+                .and_then(crate::auth::active)?;
+            let token = crate::auth::create_token(
+                &state.db,
+                &user,
+                &label,
+                Some(EXTENSION_TOKEN_TTL_SECS),
+                Some(EXTENSION_SCOPE),
+            )
+            .await?;
+            Ok(Json(PairingPoll::Approved { token }))
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The Chrome extension's pairing, tested like the other credentials: a code approved only by a
+//! signed-in person, taken once, expiring; the token it gives is scoped to starting sessions,
+//! prompting and reading what its person may see, listed with their tokens and revocable.
+
+use axum::http::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::{TestServer, make_repo};
+use crate::matrix;
+use crate::people::invite;
+
+async fn start(s: &TestServer) -> (String, String) {
+    let res = s
+        .req(Method::POST, "/api/extension/pairings")
+        .json(&json!({ "label": "Chrome on my laptop" }))
+        .send()
+        .await;
+    assert_eq!(
+        res.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    let p = res.json();
+    let code = p["user_code"].as_str().unwrap().to_string();
+    assert!(
+        p["approve_url"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/pair#code={code}"))
+    );
+    (p["device_code"].as_str().unwrap().to_string(), code)
+}
+
+async fn poll(s: &TestServer, device: &str) -> crate::harness::Res {
+    s.req(Method::POST, "/api/extension/pairings/poll")
+        .json(&json!({ "device_code": device }))
+        .send()
+        .await
+}
+
+matrix!(the_extension_pairs_once_with_a_code_a_signed_in_person_approves);
+async fn the_extension_pairs_once_with_a_code_a_signed_in_person_approves(s: TestServer) {
+    let repo = make_repo(&s, "acme/web").await;
+    let mia = invite(&s, "mia", false).await;
+    let (device, code) = start(&s).await;
+    let pending = poll(&s, &device).await;
+    assert_eq!(pending.status, StatusCode::OK);
+    assert_eq!(pending.json()["status"], "pending");
+
+    // Only a signed-in person approves: not anonymously, not with a wrong code.
+    let anon = s
+        .req(Method::POST, "/api/extension/pairings/approve")
+        .json(&json!({ "user_code": code }))
+        .send()
+        .await;
+    anon.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+    let wrong = s
+        .req(Method::POST, "/api/extension/pairings/approve")
+        .bearer(&mia.token)
+        .json(&json!({ "user_code": "ZZZZ-ZZZZ" }))
+        .send()
+        .await;
+    wrong.assert_error(StatusCode::NOT_FOUND, "not_found");
+    // Typed in lower case with a space, it is the same code.
+    let typed = code.to_lowercase().replace('-', " ");
+    let ok = s
+        .req(Method::POST, "/api/extension/pairings/approve")
+        .header("cookie", &mia.cookie)
+        .header("origin", &s.url)
+        .json(&json!({ "user_code": typed }))
+        .send()
+        .await;
+    assert_eq!(
+        ok.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&ok.body)
+    );
+    // Approved once.
+    let again = s
+        .req(Method::POST, "/api/extension/pairings/approve")
+        .bearer(&mia.token)
+        .json(&json!({ "user_code": code }))
+        .send()
+        .await;
+    again.assert_error(StatusCode::NOT_FOUND, "not_found");
+
+    // The extension takes its token once.
+    let taken = poll(&s, &device).await;
+    assert_eq!(taken.status, StatusCode::OK);
+    let taken = taken.json();
+    assert_eq!(taken["status"], "approved");
+    let token = taken["token"]["token"].as_str().unwrap().to_string();
+    assert_eq!(taken["token"]["info"]["scope"], "extension");
+    assert!(
+        taken["token"]["info"]["expires_at"].is_number(),
+        "it expires"
+    );
+    let replay = poll(&s, &device).await;
+    replay.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+
+    // It prompts and reads as mia…
+    let me = s.req(Method::GET, "/api/me").bearer(&token).send().await;
+    assert_eq!(me.json()["name"], "mia");
+    let made = s
+        .req(Method::POST, "/api/sessions")
+        .bearer(&token)
+        .json(&json!({ "repo_id": repo, "prompt": "", "agent": { "kind": "none" } }))
+        .send()
+        .await;
+    assert_eq!(
+        made.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&made.body)
+    );
+    let id = made.json()["session"]["id"].as_str().unwrap().to_string();
+    let events = s
+        .req(Method::GET, &format!("/api/sessions/{id}/events"))
+        .bearer(&token)
+        .send()
+        .await;
+    assert_eq!(events.status, StatusCode::OK);
+    // …and nothing else: no commands, files, links, tokens, people, browser sign-in or pairing.
+    for (method, path, body) in [
+        (
+            Method::POST,
+            format!("/api/sessions/{id}/exec"),
+            json!({ "command": "id" }),
+        ),
+        (
+            Method::GET,
+            format!("/api/sessions/{id}/files?path=/etc/passwd"),
+            json!({}),
+        ),
+        (
+            Method::POST,
+            format!("/api/sessions/{id}/links"),
+            json!({ "role": "viewer" }),
+        ),
+        (
+            Method::POST,
+            "/api/tokens".to_string(),
+            json!({ "name": "more" }),
+        ),
+        (Method::GET, "/api/tokens".to_string(), json!({})),
+        (
+            Method::POST,
+            "/api/extension/pairings/approve".to_string(),
+            json!({ "user_code": "X" }),
+        ),
+        (Method::POST, format!("/api/sessions/{id}/stop"), json!({})),
+    ] {
+        let res = s
+            .req(method.clone(), &path)
+            .bearer(&token)
+            .json(&body)
+            .send()
+            .await;
+        let msg = res.assert_error(StatusCode::FORBIDDEN, "forbidden");
+        assert!(
+            msg.contains("an extension token may"),
+            "{method} {path}: {msg}"
+        );
+    }
+    let login = s
+        .req(Method::POST, "/api/auth/login")
+        .json(&json!({ "credential": token }))
+        .send()
+        .await;
+    login.assert_error(StatusCode::FORBIDDEN, "forbidden");
+
+    // Listed with mia's tokens, and revoked there.
+    let tokens = s
+        .req(Method::GET, "/api/tokens")
+        .bearer(&mia.token)
+        .send()
+        .await
+        .json();
+    let entry = tokens
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["scope"] == "extension")
+        .expect("the extension's token is listed")
+        .clone();
+    assert_eq!(entry["name"], "Chrome on my laptop");
+    let gone = s
+        .req(
+            Method::DELETE,
+            &format!("/api/tokens/{}", entry["id"].as_str().unwrap()),
+        )
+        .bearer(&mia.token)
+        .send()
+        .await;
+    assert_eq!(gone.status, StatusCode::NO_CONTENT);
+    let refused = s.req(Method::GET, "/api/me").bearer(&token).send().await;
+    refused.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+
+    // An expired pairing gives nothing.
+    let (device, code) = start(&s).await;
+    let mut tx = s.state.db.begin().await.unwrap();
+    sqlx::query("UPDATE pairings SET expires_at = 1")
+        .execute(tx.raw())
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let late = s
+        .req(Method::POST, "/api/extension/pairings/approve")
+        .bearer(&mia.token)
+        .json(&json!({ "user_code": code }))
+        .send()
+        .await;
+    late.assert_error(StatusCode::NOT_FOUND, "not_found");
+    poll(&s, &device)
+        .await
+        .assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+}
