@@ -255,10 +255,49 @@ pub async fn update(app: &AppState, by: &User, id: UserId, req: UpdatePerson) ->
             app.hubs.revoke(*session, jti);
         }
         app.permissions.forget(id);
+        stop_their_prompts(app, by, id).await?;
     }
     db::users::get(&app.db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no person {id}")))
+}
+
+/// A deactivated person's queued prompts are withdrawn and their running turns stopped: the
+/// agent acts as its prompt's person (their pull requests, their GitHub token), who has gone.
+async fn stop_their_prompts(app: &AppState, by: &User, person: UserId) -> Result<()> {
+    let admin = tandem_protocol::Author {
+        kind: tandem_protocol::AuthorKind::User,
+        user_id: Some(by.id),
+        name: by.name.clone(),
+    };
+    for (session, prompt, running) in db::prompts::pending_by(&app.db, person).await? {
+        if running {
+            crate::actions::stop_turn(app, session, &admin).await?;
+            continue;
+        }
+        let mut tx = app.db.begin().await?;
+        if db::prompts::set_state(
+            &mut tx,
+            prompt,
+            tandem_protocol::PromptState::Queued,
+            tandem_protocol::PromptState::Withdrawn,
+        )
+        .await?
+        {
+            db::events::append(
+                &mut tx,
+                session,
+                now_ms(),
+                tandem_protocol::EventKind::PromptWithdrawn {
+                    prompt_id: prompt,
+                    author: admin.clone(),
+                },
+            )
+            .await?;
+        }
+        tx.commit().await?;
+    }
+    Ok(())
 }
 
 /// Records a sign-in (`user`) or its refusal (`reason`) through `via`.

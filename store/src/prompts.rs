@@ -2,7 +2,7 @@
 //! editing and withdrawing. At most one prompt per session is `running`: a unique partial index
 //! holds that, so two server processes can never run two turns of one session.
 
-use tandem_protocol::{Prompt, PromptId, PromptState, SessionId, Usage};
+use tandem_protocol::{Prompt, PromptId, PromptState, SessionId, Usage, UserId};
 
 use super::sessions::{PROMPT_COLUMNS, PromptRow};
 use crate::Result;
@@ -208,5 +208,27 @@ pub async fn sessions_with_queue(mut ex: impl Conn, live: &[&str]) -> Result<Vec
     .await?;
     rows.into_iter()
         .map(|(id,)| super::uuid(&id).map(SessionId))
+        .collect()
+}
+
+/// The queued and running prompts `user` wrote: `(session, prompt, running)`.
+pub async fn pending_by(
+    mut ex: impl Conn,
+    user: UserId,
+) -> Result<Vec<(SessionId, PromptId, bool)>> {
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT session_id, id, state FROM prompts WHERE author_user_id = $1 AND state IN ('queued', 'running')",
+    )
+    .bind(user.to_string())
+    .fetch_all(ex.ex())
+    .await?;
+    rows.into_iter()
+        .map(|(s, p, state)| {
+            Ok((
+                SessionId(super::uuid(&s)?),
+                PromptId(super::uuid(&p)?),
+                state == "running",
+            ))
+        })
         .collect()
 }

@@ -237,6 +237,20 @@ async fn an_invite_makes_one_person_once(s: TestServer) {
 matrix!(deactivation_stops_every_credential_at_once);
 async fn deactivation_stops_every_credential_at_once(s: TestServer) {
     let carol = invite(&s, "carol", false).await;
+    let repo = crate::harness::make_repo(&s, "acme/web").await;
+    let made = s
+        .req(Method::POST, "/api/sessions")
+        .bearer(&carol.token)
+        .json(&json!({ "repo_id": repo, "prompt": "make it faster" }))
+        .send()
+        .await;
+    assert_eq!(
+        made.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&made.body)
+    );
+    let session = made.json()["session"]["id"].as_str().unwrap().to_string();
     let me = s
         .req(Method::GET, "/api/me")
         .header("cookie", &carol.cookie)
@@ -263,6 +277,13 @@ async fn deactivation_stops_every_credential_at_once(s: TestServer) {
         String::from_utf8_lossy(&res.body)
     );
     assert!(res.json()["deactivated_at"].is_number());
+    // What she queued does not run after her: the agent would act as her.
+    let detail = s
+        .get(&format!("/api/sessions/{session}"))
+        .send()
+        .await
+        .json();
+    assert_eq!(detail["prompts"][0]["state"], "withdrawn", "{detail}");
 
     // The very next request with either credential is refused.
     let by_cookie = s
