@@ -221,6 +221,7 @@ async fn a_missing_agent_binary_is_shown_where_people_look_and_the_session_start
             prompt: String::new(),
             branch: None,
             agent: Some(tandem_protocol::AgentSpec::None),
+            context: None,
         })
         .await
         .unwrap()

@@ -34,6 +34,7 @@ async fn a_javascript_link_in_a_prompt_runs_nothing_when_an_admin_clicks_it() {
             prompt: prompt.into(),
             branch: None,
             agent: None,
+            context: None,
         })
         .await
         .unwrap()

@@ -86,6 +86,7 @@ async fn the_session_page_reconnects_after_the_server_restarts() {
             prompt: String::new(),
             branch: None,
             agent: Some(AgentSpec::None),
+            context: None,
         })
         .await
         .unwrap()

@@ -129,6 +129,7 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
             prompt: "Add a note".into(),
             branch: None,
             agent: None,
+            context: None,
         })
         .await
         .unwrap()

@@ -205,6 +205,25 @@ pub struct TurnStart {
     pub state: Option<serde_json::Value>,
     /// Most model requests in one turn.
     pub max_steps: u32,
+    /// Images that come with the prompt (a page's screenshots): the builtin agent sends them to
+    /// the model with the text, other agents find them as files (the prompt names the paths).
+    #[serde(default)]
+    pub images: Vec<TurnImage>,
+}
+
+/// Where the workspace agent writes a turn's images for agents that read files.
+pub const CONTEXT_DIR: &str = "/tmp/tandem-context";
+
+/// An image with a turn's prompt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnImage {
+    /// A file name: letters, digits, `-`, `_` and one `.png`.
+    pub name: String,
+    /// `image/png`.
+    pub content_type: String,
+    /// Base64 (standard alphabet).
+    pub data: String,
 }
 
 /// `POST /turns/{id}/steer`: a prompt for the running turn, delivered at its next tool boundary.

@@ -426,7 +426,7 @@ impl PromptState {
 }
 
 /// `POST /api/sessions`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSession {
     pub repo_id: RepoId,
@@ -439,6 +439,9 @@ pub struct CreateSession {
     /// The branch to start from; defaults to the repo's default branch.
     #[serde(default)]
     pub branch: Option<String>,
+    /// The page the first prompt is about (the Chrome extension).
+    #[serde(default)]
+    pub context: Option<crate::extension::PageContext>,
 }
 
 /// One session, as listed.
@@ -472,7 +475,7 @@ pub struct Session {
 }
 
 /// One prompt.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Prompt {
     pub id: PromptId,
     pub session_id: SessionId,
@@ -487,10 +490,13 @@ pub struct Prompt {
     /// How many times its turn was interrupted by a restart.
     #[serde(default)]
     pub attempts: i64,
+    /// The page it is about, with its screenshots as artifacts (the Chrome extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<crate::extension::PromptContext>,
 }
 
 /// `GET /api/sessions/{id}`: the session with its prompts.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionDetail {
     pub session: Session,
     pub prompts: Vec<Prompt>,

@@ -40,6 +40,9 @@ pub enum EventKind {
         author: Author,
         mode: PromptMode,
         text: String,
+        /// The page it is about (the Chrome extension).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<crate::extension::PromptContext>,
     },
     /// The workspace reached a boot phase; `elapsed_ms` counts from the start of the boot.
     BootPhase {

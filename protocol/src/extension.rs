@@ -52,3 +52,211 @@ pub enum PairingPoll {
     /// Approved: the extension's token (shown this once).
     Approved { token: CreatedToken },
 }
+
+/// What `GET /api/extension/hello` answers (no sign-in): the extension checks it before pairing,
+/// so an address that is not Tandem gets a clear message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Always [`PRODUCT`].
+    pub product: String,
+    pub name: String,
+    pub version: String,
+}
+
+/// [`Hello::product`].
+pub const PRODUCT: &str = "tandem";
+
+/// A page, as the extension sends it with a prompt (`context` of `POST /api/sessions` and of a
+/// prompt). Everything in it comes from a web page: bounded and checked by the server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageContext {
+    /// http or https.
+    pub url: String,
+    #[serde(default)]
+    pub title: String,
+    /// The element the person picked.
+    #[serde(default)]
+    pub element: Option<PickedElement>,
+    /// At most one of each kind, PNG.
+    #[serde(default)]
+    pub screenshots: Vec<Screenshot>,
+    /// The page's recent console errors, when the person ticked the box.
+    #[serde(default)]
+    pub console_errors: Vec<String>,
+}
+
+/// A picked element.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PickedElement {
+    /// A CSS selector that finds it.
+    pub selector: String,
+    /// Its outer HTML, cut by the extension to a bound.
+    pub outer_html: String,
+    /// How long the whole outer HTML was, in bytes (more than `outer_html` when it was cut).
+    pub outer_html_bytes: u64,
+    /// Its text, whitespace collapsed.
+    #[serde(default)]
+    pub text: String,
+    /// Its box in the viewport, CSS pixels.
+    pub rect: ElementBox,
+    #[serde(default = "one")]
+    pub device_pixel_ratio: f64,
+    /// React component names around it, outermost first (where the page has fiber data).
+    #[serde(default)]
+    pub components: Vec<String>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A box in CSS pixels, viewport coordinates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ElementBox {
+    pub x: i64,
+    pub y: i64,
+    pub width: i64,
+    pub height: i64,
+}
+
+/// Which screenshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScreenshotKind {
+    /// The visible tab cropped to the element.
+    Element,
+    /// The whole visible tab.
+    View,
+}
+
+impl ScreenshotKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Element => "element",
+            Self::View => "view",
+        }
+    }
+}
+
+/// A screenshot as sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Screenshot {
+    pub kind: ScreenshotKind,
+    /// PNG, base64 (standard alphabet, no `data:` prefix).
+    pub png_base64: String,
+}
+
+/// A page's context as kept with its prompt and shown in timelines: the screenshots are the
+/// session's artifacts (`/api/sessions/{id}/artifacts/{artifact}`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PromptContext {
+    pub url: String,
+    pub title: String,
+    #[serde(default)]
+    pub element: Option<ElementContext>,
+    #[serde(default)]
+    pub screenshots: Vec<ContextImage>,
+    #[serde(default)]
+    pub console_errors: Vec<String>,
+}
+
+/// A picked element as kept.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ElementContext {
+    pub selector: String,
+    pub outer_html: String,
+    /// The outer HTML was longer than what is kept ([`crate::limits::MAX_OUTER_HTML_BYTES`]).
+    pub outer_html_cut: bool,
+    pub outer_html_bytes: u64,
+    pub text: String,
+    pub rect: ElementBox,
+    pub device_pixel_ratio: f64,
+    pub components: Vec<String>,
+}
+
+/// A screenshot kept as an artifact.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextImage {
+    pub kind: ScreenshotKind,
+    pub artifact: crate::ArtifactId,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// One URL-pattern → repo rule: pages matching `pattern` (`*` matches anything) default to the
+/// repo in the extension. `GET /api/extension/rules` lists those whose repo the person sees.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageRule {
+    pub pattern: String,
+    pub repo_id: crate::RepoId,
+    pub repo_name: String,
+}
+
+/// One rule of `PUT /api/extension/rules` (admins; the list replaces the old one).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetPageRule {
+    pub pattern: String,
+    pub repo_id: crate::RepoId,
+}
+
+/// Whether `url` matches a rule's `pattern`: `*` matches any run of characters, everything else
+/// itself, and the whole URL must match.
+pub fn pattern_matches(pattern: &str, url: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, rest) = parts.split_first().expect("split yields one part");
+    let Some(mut tail) = url.strip_prefix(first) else {
+        return false;
+    };
+    let Some((last, middle)) = rest.split_last() else {
+        return tail.is_empty();
+    };
+    for part in middle {
+        match tail.find(part) {
+            Some(at) => tail = &tail[at + part.len()..],
+            None => return false,
+        }
+    }
+    tail.len() >= last.len() && tail.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pattern_matches;
+
+    #[test]
+    fn patterns_match_whole_urls_with_stars_for_anything() {
+        assert!(pattern_matches(
+            "https://app.acme.com/*",
+            "https://app.acme.com/orders/7"
+        ));
+        assert!(pattern_matches(
+            "https://app.acme.com/*",
+            "https://app.acme.com/"
+        ));
+        assert!(!pattern_matches(
+            "https://app.acme.com/*",
+            "https://app.acme.com.evil.io/"
+        ));
+        assert!(!pattern_matches(
+            "https://app.acme.com/*",
+            "http://app.acme.com/"
+        ));
+        assert!(pattern_matches(
+            "https://*.acme.com/*/edit",
+            "https://a.acme.com/x/y/edit"
+        ));
+        assert!(!pattern_matches(
+            "https://*.acme.com/*/edit",
+            "https://a.acme.com/x/edit/z"
+        ));
+        assert!(pattern_matches("https://acme.com/", "https://acme.com/"));
+        assert!(!pattern_matches("https://acme.com/", "https://acme.com/x"));
+        // A star cannot match the same text twice.
+        assert!(!pattern_matches("a*ab", "ab"));
+    }
+}

@@ -44,6 +44,28 @@ pub const MAX_EVENT_OUTPUT_BYTES: usize = 16 * 1024;
 pub const MAX_DIFF_BYTES: usize = 8 * 1024 * 1024;
 /// Largest warm pool of one repo.
 pub const MAX_WARM_POOL: i64 = 32;
+/// The largest body of a request that may carry a page's context (`POST /api/sessions`, a
+/// prompt): two screenshots and the element.
+pub const MAX_CONTEXT_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// Most bytes of a picked element's outer HTML kept (the rest is cut, and the prompt says so).
+pub const MAX_OUTER_HTML_BYTES: usize = 32 * 1024;
+/// Most bytes of a picked element's text, selector, page URL and title.
+pub const MAX_ELEMENT_TEXT_BYTES: usize = 4096;
+pub const MAX_SELECTOR_BYTES: usize = 1024;
+pub const MAX_PAGE_URL_BYTES: usize = 4096;
+pub const MAX_PAGE_TITLE_BYTES: usize = 512;
+/// Most component names in a picked element's React chain, and bytes per name.
+pub const MAX_COMPONENTS: usize = 32;
+pub const MAX_COMPONENT_BYTES: usize = 100;
+/// Most console errors sent with a page, and bytes per error.
+pub const MAX_CONSOLE_ERRORS: usize = 20;
+pub const MAX_CONSOLE_ERROR_BYTES: usize = 2000;
+/// Most bytes of one screenshot (PNG) and the most pixels on a side.
+pub const MAX_SCREENSHOT_BYTES: usize = 3 * 1024 * 1024;
+pub const MAX_SCREENSHOT_SIDE: u32 = 16_384;
+/// Most URL-pattern → repo rules for the extension's default repo.
+pub const MAX_PAGE_RULES: usize = 200;
+
 /// Most sessions one fork request makes.
 pub const MAX_FORKS: i64 = 8;
 /// How deep child sessions nest (a child of a child of a child), so an agent cannot spawn

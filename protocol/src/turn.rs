@@ -35,7 +35,7 @@ impl AgentSpec {
 }
 
 /// `POST /api/sessions/{id}/prompts`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreatePrompt {
     pub text: String,
@@ -46,6 +46,9 @@ pub struct CreatePrompt {
     /// Another agent for this prompt only; default: the session's.
     #[serde(default)]
     pub agent: Option<AgentSpec>,
+    /// The page it is about (the Chrome extension).
+    #[serde(default)]
+    pub context: Option<crate::extension::PageContext>,
 }
 
 /// `PATCH /api/sessions/{id}/prompts/{prompt}`: only its author, only while it is queued.

@@ -85,6 +85,7 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
             prompt: String::new(),
             branch: None,
             agent: Some(AgentSpec::None),
+            context: None,
         };
         let s = tandem_server::sessions::create(&db, author.clone(), create, &AgentSpec::None)
             .await?
@@ -130,6 +131,7 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
                         text: format!("prompt {i}"),
                         mode: PromptMode::Queue,
                         agent: None,
+                        context: None,
                     };
                     tandem_server::sessions::prompts::submit(&db, *s, author.clone(), req).await?;
                 }

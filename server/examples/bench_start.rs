@@ -149,6 +149,7 @@ async fn start_with_phases(c: &Client, repo: RepoId) -> Result<(f64, SessionId, 
             prompt: String::new(),
             branch: None,
             agent: Some(tandem_protocol::AgentSpec::None),
+            context: None,
         })
         .await?;
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -269,6 +270,7 @@ async fn main() -> Result<()> {
         file_sets: Default::default(),
         local_repo_dirs: vec![std::env::temp_dir(), work.path().to_path_buf()],
         unsafe_code_on_tandem_origin: false,
+        extension: Default::default(),
         workspaces: Default::default(),
     };
     let server = Server::bind(config).await?;

@@ -75,6 +75,18 @@ pub struct Config {
     pub unsafe_code_on_tandem_origin: bool,
     /// `[workspaces]`: every workspace's limits.
     pub workspaces: WorkspacesConfig,
+    /// `[extension]`: the Chrome extension's package.
+    pub extension: ExtensionConfig,
+}
+
+/// `[extension]`: what the Chrome extension this server packages may reach.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExtensionConfig {
+    /// Ask for every site up front (`<all_urls>`), so the picker and screenshots work on any
+    /// page without a click on the toolbar button first. Off: this server and the pages its
+    /// URL rules name, and other pages once the person clicks the button there.
+    pub all_sites: bool,
 }
 
 /// `[workspaces]`: the limits a workspace gets and the most a recipe may ask for.
@@ -283,6 +295,8 @@ pub struct FileConfig {
     pub unsafe_code_on_tandem_origin: bool,
     #[serde(default)]
     pub workspaces: WorkspacesConfig,
+    #[serde(default)]
+    pub extension: ExtensionConfig,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -411,6 +425,7 @@ impl Config {
             local_repo_dirs: file.local_repo_dirs,
             unsafe_code_on_tandem_origin: file.unsafe_code_on_tandem_origin,
             workspaces: file.workspaces,
+            extension: file.extension,
             data_dir,
         })
     }

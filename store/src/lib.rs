@@ -20,6 +20,7 @@ pub mod error;
 pub mod events;
 pub mod github;
 pub mod links;
+pub mod page_rules;
 pub mod pairings;
 pub mod people;
 pub mod prompts;

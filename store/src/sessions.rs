@@ -118,8 +118,8 @@ pub async fn insert_prompt(conn: &mut Tx, p: &Prompt) -> Result<()> {
         PromptMode::Steer => "steer",
     };
     sqlx::query(
-        "INSERT INTO prompts (id, session_id, position, author_kind, author_user_id, author_name, text, mode, state, created_at, agent)
-         VALUES ($1, $2, (SELECT COALESCE(MAX(position), 0) + 1 FROM prompts WHERE session_id = $2), $3, $4, $5, $6, $7, $8, $9, $10)",
+        "INSERT INTO prompts (id, session_id, position, author_kind, author_user_id, author_name, text, mode, state, created_at, agent, context)
+         VALUES ($1, $2, (SELECT COALESCE(MAX(position), 0) + 1 FROM prompts WHERE session_id = $2), $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(p.id.to_string())
     .bind(p.session_id.to_string())
@@ -131,6 +131,11 @@ pub async fn insert_prompt(conn: &mut Tx, p: &Prompt) -> Result<()> {
     .bind(p.state.as_str())
     .bind(p.created_at.0)
     .bind(p.agent.as_ref().map(agent_json))
+    .bind(
+        p.context
+            .as_ref()
+            .map(|c| serde_json::to_string(c).expect("a context serializes")),
+    )
     .execute(&mut *conn.tx)
     .await?;
     Ok(())
@@ -249,10 +254,11 @@ pub(crate) struct PromptRow {
     created_at: i64,
     agent: Option<String>,
     attempts: i64,
+    context: Option<String>,
 }
 
 /// The prompt columns, for `SELECT {PROMPT_COLUMNS} FROM prompts`.
-pub(crate) const PROMPT_COLUMNS: &str = "id, session_id, author_kind, author_user_id, author_name, text, mode, state, created_at, agent, attempts";
+pub(crate) const PROMPT_COLUMNS: &str = "id, session_id, author_kind, author_user_id, author_name, text, mode, state, created_at, agent, attempts, context";
 
 impl PromptRow {
     pub(crate) fn into_prompt(self) -> Result<Prompt> {
@@ -271,6 +277,14 @@ impl PromptRow {
             created_at: Timestamp(self.created_at),
             agent: self.agent.as_deref().map(agent_spec).transpose()?,
             attempts: self.attempts,
+            context: self
+                .context
+                .as_deref()
+                .map(|c| {
+                    serde_json::from_str(c)
+                        .map_err(|e| Error::Internal(format!("stored prompt context: {e}")))
+                })
+                .transpose()?,
         })
     }
 }

@@ -217,3 +217,26 @@ async fn the_extension_pairs_once_with_a_code_a_signed_in_person_approves(s: Tes
         .await
         .assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
 }
+
+/// Pairs an extension for `person` the way the extension does; its token.
+pub async fn pair(s: &TestServer, person: &crate::people::Invited) -> String {
+    let (device, code) = start(s).await;
+    let ok = s
+        .req(Method::POST, "/api/extension/pairings/approve")
+        .bearer(&person.token)
+        .json(&json!({ "user_code": code }))
+        .send()
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+    poll(s, &device).await.json()["token"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The `manifest.json` of a zipped extension package.
+pub fn zipped_manifest(zip: &[u8]) -> serde_json::Value {
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip)).expect("a zip");
+    let file = archive.by_name("manifest.json").expect("a manifest");
+    serde_json::from_reader(file).expect("the manifest is JSON")
+}

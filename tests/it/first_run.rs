@@ -302,6 +302,7 @@ async fn a_server_whose_image_is_gone_still_stops_the_workspaces_it_runs() {
             prompt: String::new(),
             branch: None,
             agent: Some(AgentSpec::None),
+            context: None,
         })
         .await
         .unwrap()

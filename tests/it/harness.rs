@@ -230,6 +230,7 @@ impl TestServer {
             file_sets: Default::default(),
             local_repo_dirs: vec![std::env::temp_dir()],
             unsafe_code_on_tandem_origin: false,
+            extension: Default::default(),
             workspaces: Default::default(),
         };
         tweak(&mut config);
@@ -386,7 +387,9 @@ impl Req<'_> {
         self
     }
 
-    pub fn bearer(self, token: &str) -> Self {
+    /// Sends `token` (instead of any token set before).
+    pub fn bearer(mut self, token: &str) -> Self {
+        self.headers.retain(|(k, _)| k != "authorization");
         self.header("authorization", &format!("Bearer {token}"))
     }
 

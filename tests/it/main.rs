@@ -24,6 +24,7 @@ mod first_run;
 mod github;
 mod oidc;
 mod oidc_provider;
+mod page_context;
 mod people;
 mod restart;
 mod session_workspaces;

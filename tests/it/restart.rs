@@ -93,6 +93,7 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
                 prompt: format!("task {i}"),
                 branch: None,
                 agent: None,
+                context: None,
             })
             .await
             .unwrap(),
@@ -229,6 +230,7 @@ async fn a_session_workspace_survives_a_server_crash_and_is_supervised_again() {
             prompt: String::new(),
             branch: None,
             agent: Some(tandem_protocol::AgentSpec::None),
+            context: None,
         })
         .await
         .unwrap()

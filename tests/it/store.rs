@@ -22,6 +22,7 @@ async fn events_are_append_only_and_gap_free_under_concurrency(s: TestServer) {
             prompt: "go".into(),
             branch: None,
             agent: None,
+            context: None,
         },
         &tandem_protocol::AgentSpec::Builtin,
     )
@@ -113,6 +114,7 @@ async fn one_turn_per_session_whichever_process_claims(s: TestServer) {
         prompt: "one".into(),
         branch: None,
         agent: None,
+        context: None,
     };
     let id = sessions::create(&s.state.db, author.clone(), create, &AgentSpec::Builtin)
         .await
@@ -127,6 +129,7 @@ async fn one_turn_per_session_whichever_process_claims(s: TestServer) {
             text: "two".into(),
             mode: PromptMode::Queue,
             agent: None,
+            context: None,
         },
     )
     .await
@@ -227,6 +230,7 @@ async fn github_credentials_deliveries_and_pull_requests(s: TestServer) {
         prompt: "go".into(),
         branch: None,
         agent: None,
+        context: None,
     };
     let id: SessionId = sessions::create(
         &s.state.db,

@@ -9,6 +9,8 @@
 //!   forbidden imports); `--graph` prints the server's module graph and its import circles.
 //! - `cargo xtask site [--release]`: build the web app into `target/site`.
 //! - `cargo xtask deps [--test]`: only install prerequisites.
+//! - `cargo xtask extension [--server URL] [--page PATTERN]… [--all-sites]`: the Chrome
+//!   extension for a server, unpacked in `target/extension/tandem` and as `target/extension/tandem.zip`.
 //! - `cargo xtask bench start [flags]`: the session start benchmark (release build; root).
 //! - `cargo xtask bench live [flags]`: live channel latency and fan-out (release build; root).
 //! - `cargo xtask bench desktop [flags]`: the desktop stream with 1, 5 and 20 viewers (release build; root).
@@ -43,6 +45,23 @@ fn main() -> Result<()> {
                 site::Profile::Debug
             })
             .map(|_| ())
+        }
+        "extension" => {
+            run::step("the Chrome extension's package");
+            run::cmd(
+                run::cargo()
+                    .args([
+                        "run",
+                        "-q",
+                        "-p",
+                        "tandem-server",
+                        "--bin",
+                        "tandem",
+                        "--",
+                        "extension",
+                    ])
+                    .args(rest),
+            )
         }
         "deps" => deps::ensure(deps::Needs {
             test: rest.iter().any(|a| a == "--test"),

@@ -44,6 +44,7 @@ pub fn NewSession(repos: Signal<Vec<Repo>>, on_created: Callback<SessionDetail>)
             prompt: prompt.get_untracked(),
             branch,
             agent,
+            context: None,
         };
         set_busy.set(true);
         spawn_local(async move {

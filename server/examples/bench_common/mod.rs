@@ -154,6 +154,7 @@ impl BenchServer {
                 prompt: String::new(),
                 branch: None,
                 agent: Some(AgentSpec::None),
+                context: None,
             })
             .await?
             .session

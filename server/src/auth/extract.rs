@@ -83,6 +83,8 @@ pub fn scope_allows(scope: &str, method: &axum::http::Method, route: &str) -> bo
         "/api/sessions/{id}",
         "/api/sessions/{id}/events",
         "/api/sessions/{id}/pr",
+        "/api/sessions/{id}/artifacts/{artifact}",
+        "/api/extension/rules",
     ];
     let writes = ["/api/sessions", "/api/sessions/{id}/prompts"];
     (*method == Method::GET && reads.contains(&route))

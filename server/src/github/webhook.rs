@@ -278,6 +278,7 @@ async fn comment(
         text: text.chars().take(MAX_COMMENT_PROMPT_CHARS).collect(),
         mode: PromptMode::Queue,
         agent: None,
+        context: None,
     };
     let prompt = crate::sessions::prompts::submit(&app.db, session, author, req).await?;
     crate::sessions::workspace::event(

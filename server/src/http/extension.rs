@@ -6,10 +6,15 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
-use tandem_protocol::extension::{ApprovePairing, Pairing, PairingPoll, PollPairing, StartPairing};
-use tandem_protocol::limits::{EXTENSION_TOKEN_TTL_SECS, MAX_NAME_BYTES, PAIRING_TTL_SECS};
+use tandem_protocol::extension::{
+    ApprovePairing, Hello, PRODUCT, PageRule, Pairing, PairingPoll, PollPairing, SetPageRule,
+    StartPairing,
+};
+use tandem_protocol::limits::{
+    EXTENSION_TOKEN_TTL_SECS, MAX_NAME_BYTES, MAX_PAGE_RULES, MAX_PAGE_URL_BYTES, PAIRING_TTL_SECS,
+};
 
 use crate::auth::{CurrentUser, EXTENSION_SCOPE, hash_secret, new_secret};
 use crate::state::AppState;
@@ -20,6 +25,8 @@ const POLL_INTERVAL_SECS: i64 = 2;
 
 pub fn router() -> Router<AppState> {
     Router::new()
+        .route("/extension/hello", get(hello))
+        .route("/extension/rules", get(rules).put(set_rules))
         .route("/extension/pairings", post(start))
         .route("/extension/pairings/approve", post(approve))
         .route("/extension/pairings/poll", post(poll))
@@ -143,4 +150,111 @@ async fn poll(
             Ok(Json(PairingPoll::Approved { token }))
         }
     }
+}
+
+/// What the extension checks before it pairs: that the address is a Tandem server.
+async fn hello() -> Json<Hello> {
+    Json(Hello {
+        product: PRODUCT.into(),
+        name: "Tandem".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    })
+}
+
+/// The URL-pattern → repo rules whose repo the person sees.
+async fn rules(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<PageRule>>> {
+    let visible: std::collections::HashSet<_> = crate::permissions::visible_repos(&state, &user.0)
+        .await?
+        .into_iter()
+        .map(|(r, _)| r.id)
+        .collect();
+    let all = db::page_rules::list(&state.db).await?;
+    Ok(Json(
+        all.into_iter()
+            .filter(|r| visible.contains(&r.repo_id))
+            .collect(),
+    ))
+}
+
+/// Replaces the rules (admins). A pattern is an http(s) URL with `*` for anything.
+async fn set_rules(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Json(req): Json<Vec<SetPageRule>>,
+) -> Result<Json<Vec<PageRule>>> {
+    crate::people::require_admin(&user.0)?;
+    if req.len() > MAX_PAGE_RULES {
+        return Err(Error::Invalid(format!(
+            "at most {MAX_PAGE_RULES} page rules"
+        )));
+    }
+    let mut rules = Vec::new();
+    for r in req {
+        let pattern = r.pattern.trim().to_string();
+        let scheme_ok = pattern.starts_with("https://") || pattern.starts_with("http://");
+        if !scheme_ok
+            || pattern.len() > MAX_PAGE_URL_BYTES
+            || pattern.chars().any(char::is_whitespace)
+        {
+            return Err(Error::Invalid(format!(
+                "page rule {pattern:?}: a pattern is an http:// or https:// URL without spaces, `*` for anything"
+            )));
+        }
+        if rules.iter().any(|(p, _)| *p == pattern) {
+            return Err(Error::Invalid(format!(
+                "page rule {pattern:?} is there twice"
+            )));
+        }
+        crate::repos::get(&state.db, r.repo_id).await?;
+        rules.push((pattern, r.repo_id));
+    }
+    let mut tx = state.db.begin().await?;
+    db::page_rules::replace(&mut tx, &rules, user.0.id, now_ms()).await?;
+    db::audit::record(
+        &mut tx,
+        now_ms(),
+        db::audit::Entry {
+            actor_user_id: Some(user.0.id),
+            actor_name: &user.0.name,
+            action: "extension.rules",
+            target: "page_rules",
+            detail: serde_json::json!({ "rules": rules.len() }),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Json(db::page_rules::list(&state.db).await?))
+}
+
+/// `/extension/tandem.zip`: the extension's package for this server (no sign-in: it holds no
+/// secret, only this server's address and the page patterns of its rules).
+pub fn download_router() -> Router<AppState> {
+    Router::new().route("/extension/tandem.zip", get(package_zip))
+}
+
+async fn package_zip(State(state): State<AppState>) -> Result<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let target = crate::extension_package::Target {
+        server_url: state.public_url(),
+        page_patterns: db::page_rules::list(&state.db)
+            .await?
+            .into_iter()
+            .map(|r| r.pattern)
+            .collect(),
+        all_sites: state.config.extension.all_sites,
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let zip = crate::extension_package::zip(&target)?;
+    Ok((
+        [
+            ("content-type", "application/zip"),
+            (
+                "content-disposition",
+                "attachment; filename=\"tandem-extension.zip\"",
+            ),
+            ("cache-control", "no-store"),
+        ],
+        zip,
+    )
+        .into_response())
 }

@@ -6,9 +6,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use tandem_protocol::limits::{MAX_BODY_BYTES, REQUEST_TIMEOUT_SECS};
+use tandem_protocol::limits::{MAX_BODY_BYTES, MAX_CONTEXT_BODY_BYTES, REQUEST_TIMEOUT_SECS};
 use tower_http::compression::CompressionLayer;
-use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
@@ -64,14 +63,16 @@ pub fn app(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(REQUEST_TIMEOUT_SECS),
         ))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        // The request's own bound (`body_limit`); extractors take what it lets through.
+        .layer(DefaultBodyLimit::max(MAX_CONTEXT_BODY_BYTES))
+        .layer(axum::middleware::from_fn(body_limit))
         // Outermost, so it also sees the answers of the layers above.
         .layer(axum::middleware::from_fn(json_errors::layer));
     // Tandem's own pages and API answers carry its security headers; VS Code (a web app of its
     // own, with inline script) does not.
     let own = Router::new()
         .nest("/api", api)
+        .merge(extension::download_router())
         .merge(web::router(state.config.web_dir.clone()))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -100,4 +101,37 @@ pub fn app(state: AppState) -> Router {
             },
         ))
         .with_state(state)
+}
+
+/// Bounds every request's body: [`MAX_BODY_BYTES`], or [`MAX_CONTEXT_BODY_BYTES`] for the two
+/// requests that may carry a page's screenshots (a new session, a prompt). A declared length
+/// past the bound is refused before anything is read; a body that grows past it fails its read.
+async fn body_limit(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let path = req.uri().path();
+    let carries_page = req.method() == axum::http::Method::POST
+        && (path == "/sessions"
+            || path
+                .strip_prefix("/sessions/")
+                .and_then(|rest| rest.strip_suffix("/prompts"))
+                .is_some_and(|id| !id.contains('/')));
+    let max = if carries_page {
+        MAX_CONTEXT_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES
+    };
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return crate::Error::TooLarge(format!("the request body is larger than {max} bytes"))
+            .into_response();
+    }
+    let req = req.map(|b| axum::body::Body::new(http_body_util::Limited::new(b, max)));
+    next.run(req).await
 }

@@ -530,6 +530,7 @@ impl Member {
                 text,
                 mode,
                 agent: None,
+                context: None,
             },
         )
         .await

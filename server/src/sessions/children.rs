@@ -124,6 +124,7 @@ pub async fn spawn(
                 prompt: req.prompt.clone(),
                 branch: branch.clone(),
                 agent: Some(agent.clone()),
+                context: None,
             };
             let child = super::create_with_parent(
                 &state.db,

@@ -74,8 +74,18 @@ pub async fn create_with_parent(
         None => false,
     };
     let now = now_ms();
+    let id = SessionId(uuid::Uuid::new_v4());
+    let page = match req.context {
+        Some(_) if prompt.is_empty() => {
+            return Err(Error::Invalid(
+                "a page's context comes with a prompt; write what to do about it".into(),
+            ));
+        }
+        Some(c) => Some(crate::page_context::check(id, c, now)?),
+        None => None,
+    };
     let session = Session {
-        id: SessionId(uuid::Uuid::new_v4()),
+        id,
         repo_id: repo.id,
         repo_name: repo.name.clone(),
         state: SessionState::Queued,
@@ -106,6 +116,7 @@ pub async fn create_with_parent(
         created_at: Timestamp(now),
         agent: None,
         attempts: 0,
+        context: page.as_ref().map(|p| p.context.clone()),
     });
     let mut tx = db.begin().await?;
     db::sessions::insert(&mut tx, &session).await?;
@@ -120,6 +131,9 @@ pub async fn create_with_parent(
         },
     )
     .await?;
+    for (info, body) in page.iter().flat_map(|p| &p.artifacts) {
+        db::artifacts::insert(&mut tx, info, body).await?;
+    }
     if let Some(first) = &first {
         db::sessions::insert_prompt(&mut tx, first).await?;
         last = db::events::append(
@@ -131,6 +145,7 @@ pub async fn create_with_parent(
                 author: author.clone(),
                 mode: first.mode,
                 text: first.text.clone(),
+                context: first.context.clone(),
             },
         )
         .await?;

@@ -58,6 +58,10 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
         ));
     }
     let now = now_ms();
+    let page = req
+        .context
+        .map(|c| crate::page_context::check(id, c, now))
+        .transpose()?;
     let prompt = Prompt {
         id: PromptId(uuid::Uuid::new_v4()),
         session_id: id,
@@ -68,8 +72,12 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
         created_at: Timestamp(now),
         agent: req.agent,
         attempts: 0,
+        context: page.as_ref().map(|p| p.context.clone()),
     };
     let mut tx = db.begin().await?;
+    for (info, body) in page.iter().flat_map(|p| &p.artifacts) {
+        db::artifacts::insert(&mut tx, info, body).await?;
+    }
     db::sessions::insert_prompt(&mut tx, &prompt).await?;
     db::events::append(
         &mut tx,
@@ -80,6 +88,7 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
             author,
             mode: prompt.mode,
             text: prompt.text.clone(),
+            context: prompt.context.clone(),
         },
     )
     .await?;

@@ -18,6 +18,7 @@ use tokio::sync::Notify;
 
 use crate::config::OnInterrupt;
 use crate::db::{self, Db};
+use crate::page_context;
 use crate::state::AppState;
 use crate::workspace_agent::WorkspaceAgent;
 use crate::{Error, Result, now_ms};
@@ -259,14 +260,27 @@ async fn run(
     let kept = db::artifacts::agent_state(db, session)
         .await?
         .and_then(|s| serde_json::from_str(&s).ok());
+    let (text, images) = match &prompt.context {
+        Some(c) => {
+            let images = page_context::images(db, session, c).await;
+            // Agents other than the builtin find the screenshots as files.
+            let how = match agent {
+                AgentSpec::Builtin => page_context::Images::Attached,
+                _ => page_context::Images::Files(tandem_protocol::agent::CONTEXT_DIR),
+            };
+            (page_context::agent_text(&prompt.text, c, how), images)
+        }
+        None => (prompt.text.clone(), Vec::new()),
+    };
     let start = TurnStart {
         turn_id: prompt.id,
-        prompt: prompt.text.clone(),
+        prompt: text,
         author: prompt.author.clone(),
         agent: agent.clone(),
         model: state.settings.model().model,
         state: kept,
         max_steps: state.config.agents.max_steps,
+        images,
     };
     let running = Running {
         prompt: prompt.id,
@@ -642,9 +656,13 @@ async fn steer_here(state: &AppState, prompt: &Prompt) {
         return;
     };
     let Ok(host) = state.workspaces() else { return };
+    // A steering prompt's page comes as text only (its screenshots stay in the timeline).
     let req = TurnSteer {
         prompt_id: prompt.id,
-        text: prompt.text.clone(),
+        text: match &prompt.context {
+            Some(c) => page_context::agent_text(&prompt.text, c, page_context::Images::Left),
+            None => prompt.text.clone(),
+        },
     };
     // Noted before it is sent: the agent may report it delivered before the call returns.
     let noted = |add: bool| {

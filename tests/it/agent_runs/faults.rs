@@ -176,6 +176,7 @@ async fn a_server_killed_mid_turn_requeues_the_prompt_on_restart_without_losing_
             prompt: "Survive a crash".into(),
             branch: None,
             agent: None,
+            context: None,
         })
         .await
         .unwrap()

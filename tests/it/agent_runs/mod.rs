@@ -16,6 +16,7 @@ use crate::snapshots::wait_built;
 
 mod agents;
 mod faults;
+mod page;
 mod queue;
 
 /// The model's API key: it must reach the model and nothing else.

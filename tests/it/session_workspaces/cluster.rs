@@ -25,6 +25,7 @@ async fn stored_session(
             prompt: String::new(),
             branch: None,
             agent: Some(AgentSpec::None),
+            context: None,
         },
         &AgentSpec::None,
     )

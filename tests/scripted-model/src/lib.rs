@@ -103,7 +103,7 @@ impl Request {
             .as_array()
             .map(|m| {
                 m.iter()
-                    .filter_map(|m| m["content"].as_str())
+                    .filter_map(content_text)
                     .collect::<Vec<_>>()
                     .join("\n")
             })
@@ -117,10 +117,39 @@ impl Request {
             .map(|m| {
                 m.iter()
                     .filter(|m| m["role"] == "user")
-                    .filter_map(|m| m["content"].as_str().map(String::from))
+                    .filter_map(content_text)
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The `data:` URLs of the images in user messages (`image_url` parts), in order.
+    pub fn images(&self) -> Vec<String> {
+        self.body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|p| p["type"] == "image_url")
+            .filter_map(|p| p["image_url"]["url"].as_str().map(String::from))
+            .collect()
+    }
+}
+
+/// A message's text: its `content` string, or its text parts joined.
+fn content_text(m: &Value) -> Option<String> {
+    match &m["content"] {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
     }
 }
 

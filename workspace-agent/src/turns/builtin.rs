@@ -28,14 +28,49 @@ fn messages_of(state: &Option<Value>) -> Vec<Value> {
 
 pub async fn run(ctx: &Ctx, start: &TurnStart) -> Ending {
     let mut messages = messages_of(&start.state);
-    messages.push(json!({ "role": "user", "content": start.prompt }));
+    messages.push(json!({ "role": "user", "content": user_content(start) }));
     let mut usage = Usage::default();
     let ending = steps(ctx, start, &mut messages, &mut usage).await;
     ctx.send(TurnFrame::State {
-        state: json!({ "messages": messages }),
+        state: json!({ "messages": without_images(messages) }),
     })
     .await;
     ending
+}
+
+/// The prompt as the model gets it: its text, and its images (a page's screenshots) as
+/// OpenAI-style `image_url` parts with `data:` URLs.
+fn user_content(start: &TurnStart) -> Value {
+    if start.images.is_empty() {
+        return json!(start.prompt);
+    }
+    let mut parts = vec![json!({ "type": "text", "text": start.prompt })];
+    for image in &start.images {
+        parts.push(json!({
+            "type": "image_url",
+            "image_url": { "url": format!("data:{};base64,{}", image.content_type, image.data) },
+        }));
+    }
+    Value::Array(parts)
+}
+
+/// The conversation to keep: images (megabytes each) become a note; the turn that sent them
+/// had them, and the session's timeline keeps them.
+fn without_images(messages: Vec<Value>) -> Vec<Value> {
+    messages
+        .into_iter()
+        .map(|mut m| {
+            if let Some(parts) = m["content"].as_array_mut() {
+                for part in parts.iter_mut() {
+                    if part["type"] == "image_url" {
+                        *part =
+                            json!({ "type": "text", "text": "[a screenshot was attached here]" });
+                    }
+                }
+            }
+            m
+        })
+        .collect()
 }
 
 async fn steps(

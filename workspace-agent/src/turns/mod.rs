@@ -129,6 +129,10 @@ impl Turns {
             if desktop {
                 tools::attach_screenshot("before.png").await;
             }
+            // Agents that read files find the prompt's images where the prompt says.
+            if !matches!(start.agent, AgentSpec::Builtin) {
+                write_images(&start.images).await;
+            }
             let ending = match &start.agent {
                 AgentSpec::Builtin => builtin::run(&ctx, &start).await,
                 AgentSpec::Opencode => opencode::run(&ctx, &start).await,
@@ -223,4 +227,32 @@ pub fn cap(mut s: String, max: usize) -> String {
     s.truncate(end);
     s.push_str("\n[output cut]");
     s
+}
+
+/// Writes a turn's images into [`tandem_protocol::agent::CONTEXT_DIR`]; a name that is not a
+/// plain `name.png` is skipped (the server names them, but the agent checks what it writes).
+async fn write_images(images: &[tandem_protocol::agent::TurnImage]) {
+    use base64::Engine;
+    let dir = std::path::Path::new(tandem_protocol::agent::CONTEXT_DIR);
+    for image in images {
+        let plain = image.name.ends_with(".png")
+            && !image.name.starts_with('.')
+            && image
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(&image.data) else {
+            continue;
+        };
+        if !plain {
+            continue;
+        }
+        if let Err(e) = tokio::fs::create_dir_all(dir).await {
+            eprintln!("making the prompt's image directory: {e}");
+            return;
+        }
+        if let Err(e) = tokio::fs::write(dir.join(&image.name), bytes).await {
+            eprintln!("writing the prompt's image {}: {e}", image.name);
+        }
+    }
 }

@@ -43,6 +43,21 @@ enum Command {
     /// Snapshots: a repo at a commit with its setup done.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
+    /// Write the Chrome extension's package for a server: the unpacked folder and its zip.
+    Extension {
+        /// The server's public URL the extension talks to.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        server: String,
+        /// Where to write `tandem/` (the unpacked extension) and `tandem.zip`.
+        #[arg(long, default_value = "target/extension")]
+        out: std::path::PathBuf,
+        /// Page patterns the extension may read without a click (repeatable).
+        #[arg(long = "page")]
+        pages: Vec<String>,
+        /// Ask for every site up front (`<all_urls>`).
+        #[arg(long)]
+        all_sites: bool,
+    },
     /// Run a shell command in a session's workspace (owner only); exits with its exit code.
     Exec {
         /// The session.
@@ -200,6 +215,27 @@ async fn run(cli: Cli) -> Result<()> {
         Command::LoginLink(local) => local::login_link(&local.config()?).await,
         Command::Image(ImageCommand::Build { local }) => host::image_build(&local.config()?).await,
         Command::Doctor { json, local } => host::doctor(&local.config()?, json).await,
+        Command::Extension {
+            server,
+            out,
+            pages,
+            all_sites,
+        } => {
+            use tandem_server::extension_package as pkg;
+            let target = pkg::Target {
+                server_url: server,
+                page_patterns: pages,
+                all_sites,
+                version: env!("CARGO_PKG_VERSION").into(),
+            };
+            pkg::write_dir(&target, &out.join("tandem"))?;
+            std::fs::write(out.join("tandem.zip"), pkg::zip(&target)?)?;
+            println!(
+                "wrote {0}/tandem (load it unpacked at chrome://extensions) and {0}/tandem.zip",
+                out.display()
+            );
+            Ok(())
+        }
         Command::Repo(RepoCommand::Add {
             name,
             git_url,

@@ -67,6 +67,7 @@ pub async fn session_new(
             prompt,
             branch,
             agent,
+            context: None,
         })
         .await?;
     output::sessions(&[detail.session], remote.json)
@@ -85,6 +86,7 @@ pub async fn prompt(remote: &Remote, id: &str, text: String, steer: bool) -> Res
                 text,
                 mode,
                 agent: None,
+                context: None,
             },
         )
         .await?;

@@ -44,6 +44,7 @@ pub async fn fork(
             prompt: prompt.clone().unwrap_or_default(),
             branch: Some(parent.branch.clone()),
             agent: Some(parent.agent.clone()),
+            context: None,
         };
         let title = prompt
             .is_none()
