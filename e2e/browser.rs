@@ -51,6 +51,11 @@ impl Browser {
     /// Starts ChromeDriver on a free port and a fresh headless Chromium; screenshots go to
     /// `target/tmp/e2e/<test>/`.
     pub async fn start(test: &str) -> Self {
+        Self::start_with_args(test, &[]).await
+    }
+
+    /// [`Browser::start`] with more Chromium flags (`--load-extension=…`).
+    pub async fn start_with_args(test: &str, extra: &[String]) -> Self {
         // Two rustls crypto providers are compiled in (see server/Cargo.toml); choose one.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -83,21 +88,30 @@ impl Browser {
         let binary = which("chromium")
             .map(|p| p.to_string_lossy().to_string())
             .unwrap_or_else(|| "/usr/bin/chromium".into());
+        let mut args: Vec<String> = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            "--window-size=1280,900",
+            // WebRTC over loopback (the desktop), without mDNS-obfuscated candidates.
+            "--allow-loopback-in-peer-connection",
+            "--disable-features=WebRtcHideLocalIpsWithMdns",
+            "--autoplay-policy=no-user-gesture-required",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        args.extend_from_slice(extra);
         let mut caps = serde_json::Map::new();
         caps.insert(
             "goog:chromeOptions".into(),
-            serde_json::json!({
-                "binary": binary,
-                "args": [
-                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    "--disable-dev-shm-usage", "--window-size=1280,900",
-                    // WebRTC over loopback (the desktop), without mDNS-obfuscated candidates.
-                    "--allow-loopback-in-peer-connection", "--disable-features=WebRtcHideLocalIpsWithMdns",
-                    "--autoplay-policy=no-user-gesture-required",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ]
-            }),
+            serde_json::json!({ "binary": binary, "args": args }),
         );
         let client = ClientBuilder::rustls()
             .expect("rustls client")
@@ -170,7 +184,7 @@ impl Browser {
             .unwrap_or_else(|e| panic!("no {css:?} to click: {e}"))
             .click()
             .await
-            .unwrap();
+            .unwrap_or_else(|e| panic!("clicking {css:?}: {e}"));
     }
 
     /// Types `text` into the element at `css`, waiting for it to appear.

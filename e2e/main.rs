@@ -17,6 +17,7 @@ mod browser;
 mod code;
 mod dashboard;
 mod desktop;
+mod extension;
 mod first_run;
 mod fixtures;
 mod hostile;

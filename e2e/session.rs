@@ -14,7 +14,7 @@ use crate::harness::{Backend, TestServer, Transport};
 
 /// A server that runs workspaces on the test image, with `model` as its model; `None` (with the
 /// reason printed) where this host cannot run workspaces.
-async fn server(web: std::path::PathBuf, model: &ScriptedModel) -> Option<TestServer> {
+pub async fn server(web: std::path::PathBuf, model: &ScriptedModel) -> Option<TestServer> {
     let images = crate::fixtures::test_images().await?;
     let recipe = crate::fixtures::test_recipe();
     let url = model.base_url.clone();
