@@ -84,7 +84,11 @@ fn unpacked_id(dir: &Path) -> String {
 
 /// Unzips the package `url` serves into `dir`.
 async fn download_package(s: &TestServer, dir: &Path) {
-    let res = s.req(Method::GET, "/extension/tandem.zip").send().await;
+    let res = s
+        .req(Method::GET, "/extension/tandem.zip")
+        .bearer(&s.admin_token)
+        .send()
+        .await;
     assert_eq!(res.status, StatusCode::OK);
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(res.body)).unwrap();
     zip.extract(dir).unwrap();
@@ -303,7 +307,7 @@ async fn the_extension_pairs_picks_an_element_and_follows_its_session() {
     );
     // The model saw the page: text and both screenshots.
     let seen = model.requests()[0].clone();
-    assert!(seen.user_messages()[0].contains("Picked element: `#buy`"));
+    assert!(seen.user_messages()[0].contains("\"selector\": \"#buy\""));
     assert_eq!(seen.images().len(), 2);
 
     // A follow-up from the panel queues in the same session.
@@ -367,5 +371,50 @@ async fn the_extension_pairs_picks_an_element_and_follows_its_session() {
     input.send_keys(&shop).await.unwrap();
     b.click("#connect").await;
     b.wait_text("#error", "not a Tandem server").await;
+
+    // In the web app the prompt shows what it was about: the element's screenshot, selector
+    // and page; the install page names this server; admins see the page rules.
+    switch(&b, &page).await;
+    b.sign_in(&s.url, &s.first_login_code).await;
+    b.client
+        .goto(&format!("{}/sessions/{sid}", s.url))
+        .await
+        .unwrap();
+    b.wait_text(".prompt-context", "#buy").await;
+    b.wait_text(".prompt-context", &shop).await;
+    let loaded = wait_until("the thumbnail", async || {
+        let w = b
+            .client
+            .execute(
+                "const i = document.querySelector('img.context-thumb'); return i && i.complete ? i.naturalWidth : 0",
+                vec![],
+            )
+            .await
+            .ok()?
+            .as_u64()?;
+        (w > 0).then_some(w)
+    })
+    .await;
+    assert_eq!(loaded, u64::from(w), "the element's screenshot shows");
+    b.screenshot("web-timeline").await;
+    b.client
+        .goto(&format!("{}/extension", s.url))
+        .await
+        .unwrap();
+    b.wait_text("#extension-server", &s.url).await;
+    let hello = s.get("/api/extension/hello").send().await.json();
+    b.wait_text("#extension-policy", hello["extension_id"].as_str().unwrap())
+        .await;
+    b.screenshot("install").await;
+    b.client.goto(&format!("{}/settings", s.url)).await.unwrap();
+    b.wait_text("#page-rules", &shop).await;
+    b.client
+        .execute(
+            "document.getElementById('page-rules').scrollIntoView()",
+            vec![],
+        )
+        .await
+        .unwrap();
+    b.screenshot("page-rules").await;
     b.close().await;
 }

@@ -40,6 +40,8 @@ export async function request(method, path, { body, auth = true, as = "json" } =
       body: body === undefined ? undefined : JSON.stringify(body),
       credentials: "omit",
       cache: "no-store",
+      // A redirect could carry the token to another origin: refuse it.
+      redirect: "error",
     });
   } catch (err) {
     throw new ApiError(`Could not reach Tandem at ${server} (${err && err.message ? err.message : "network error"}).`, { network: true });

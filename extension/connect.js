@@ -75,8 +75,9 @@ async function connect() {
     byId("server-url").value = server;
     await hello(server);
     api.configure({ server, token: "" });
-    await store.save({ server_url: server });
+    // The token first: no moment holds the old token beside the new address.
     await store.forget(["token"]);
+    await store.save({ server_url: server });
     const started = await api.post("/api/extension/pairings", { label: "Chrome extension" }, { auth: false });
     if (!started || typeof started.device_code !== "string" || typeof started.user_code !== "string") {
       throw new Error("Tandem answered the pairing request with something unexpected.");

@@ -74,7 +74,8 @@ async function init() {
   chrome.storage.onChanged.addListener((changes, area) => {
     if (area !== "local") return;
     if (changes.server_url && typeof changes.server_url.newValue === "string") {
-      api.configure({ server: changes.server_url.newValue });
+      // Another address: this panel's token (for the old one) goes, before anything is sent.
+      api.configure({ server: changes.server_url.newValue, token: "" });
     }
     if (!changes.token) return;
     const next = typeof changes.token.newValue === "string" ? changes.token.newValue : "";

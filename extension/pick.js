@@ -5,6 +5,7 @@
 
 import { capture } from "./screenshot.js";
 import { str } from "./dom.js";
+import { serverUrl } from "./api.js";
 
 export const NO_SCREENSHOT_NOTE =
   "No screenshot: click the Tandem toolbar button on that page to let the extension see it, then pick again.";
@@ -107,8 +108,18 @@ const cleanList = (value, count, chars) =>
   Array.isArray(value) ? value.filter((s) => typeof s === "string" && s).slice(-count).map((s) => s.slice(0, chars)) : [];
 
 async function inMainWorld(tabId, func, args = []) {
-  const [result] = await chrome.scripting.executeScript({ target: { tabId }, world: "MAIN", func, args });
-  return result ? result.result : undefined;
+  // The page's own world: it can make a read slow or endless; give up after 3 s.
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error("the page did not answer")), 3000);
+  });
+  try {
+    const run = chrome.scripting.executeScript({ target: { tabId }, world: "MAIN", func, args });
+    const [result] = await Promise.race([run, timeout]);
+    return result ? result.result : undefined;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Installs the console hook in the tab (it keeps errors from now on). */
@@ -142,6 +153,10 @@ function cleanElement(e) {
  */
 export async function pickOn(tab) {
   await cancelPick();
+  // Tandem's own pages hold credentials (share links, new tokens, pairing codes): never picked.
+  if (sameOrigin(tab.url, serverUrl())) {
+    throw new Error("That tab is Tandem itself; pick on the page you want to change.");
+  }
   try {
     await hookConsole(tab.id);
     await chrome.scripting.executeScript({ target: { tabId: tab.id }, files: ["picker.js"] });
@@ -183,4 +198,12 @@ export async function pickOn(tab) {
     shots: { element: shots ? shots.element : null, view: shots ? shots.view : null },
     notes,
   };
+}
+
+function sameOrigin(a, b) {
+  try {
+    return new URL(a).origin === new URL(b).origin;
+  } catch {
+    return false;
+  }
 }

@@ -91,7 +91,8 @@
   }
 
   function onKey(event) {
-    if (!active || event.key !== "Escape") return;
+    // Only the person's own key presses and clicks count, never the page's synthetic ones.
+    if (!active || !event.isTrusted || event.key !== "Escape") return;
     swallow(event);
     stop();
     send({ type: "tandem-pick-cancelled" });
@@ -100,6 +101,7 @@
   function onClick(event) {
     if (!active) return;
     swallow(event);
+    if (!event.isTrusted) return;
     let el = event.target instanceof Element ? event.target : null;
     if (!el || el === host) el = document.elementFromPoint(event.clientX, event.clientY) || hovered;
     if (!el || el === host) return;
@@ -172,8 +174,7 @@
 
   function describe(el) {
     const r = el.getBoundingClientRect();
-    const html = el.outerHTML || "";
-    const bytes = utf8Length(html);
+    const { html, bytes } = redactedHtml(el);
     return {
       selector: selectorFor(el),
       outer_html: bytes > MAX_HTML_BYTES ? cutUtf8(html, MAX_HTML_BYTES) : html,
@@ -183,6 +184,33 @@
       device_pixel_ratio: window.devicePixelRatio || 1,
       components: [],
     };
+  }
+
+  /**
+   * The element's outer HTML without what a page keeps secret: the values of password and
+   * hidden inputs, script bodies and meta tags that carry tokens. A copy is redacted (the page
+   * is not touched); past 2 MB the original is cut instead (a copy would be slow), redacted by text.
+   */
+  function redactedHtml(el) {
+    const secret = 'input[type="password" i], input[type="hidden" i], script, meta[name*="csrf" i], meta[name*="token" i]';
+    const whole = el.outerHTML || "";
+    if (whole.length > 2 * 1024 * 1024) {
+      const head = whole
+        .slice(0, MAX_HTML_BYTES)
+        .replace(/<script\b[\s\S]*?(<\/script>|$)/gi, "<script>[redacted]</script>")
+        .replace(/(<input\b[^>]*\btype=["']?(?:password|hidden)\b[^>]*\bvalue=)("[^"]*"|'[^']*'|[^\s>]*)/gi, '$1"[redacted]"');
+      return { html: head, bytes: utf8Length(whole) };
+    }
+    if (!el.matches(secret) && !el.querySelector(secret)) return { html: whole, bytes: utf8Length(whole) };
+    const copy = el.cloneNode(true);
+    const all = [copy, ...copy.querySelectorAll(secret)].filter((n) => n.matches(secret));
+    for (const n of all) {
+      if (n.localName === "script") n.textContent = "[redacted]";
+      else if (n.localName === "meta") n.setAttribute("content", "[redacted]");
+      else n.setAttribute("value", "[redacted]");
+    }
+    const html = copy.outerHTML || "";
+    return { html, bytes: utf8Length(html) };
   }
 
   /** UTF-8 length without encoding (lone surrogates count as U+FFFD, as TextEncoder writes them). */

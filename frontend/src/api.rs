@@ -3,7 +3,7 @@
 use gloo_net::http::{Request, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tandem_protocol::ApiError;
+use tandem_protocol::{ApiError, ArtifactId, SessionId};
 
 /// An API call's failure, as the server said it (or as the network failed).
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -72,6 +72,12 @@ pub async fn delete(path: &str) -> ApiResult<()> {
         code: "http".into(),
         message: format!("the server answered {status}"),
     }))
+}
+
+/// Where a session's artifact is (same origin: the login cookie rides along), built from ids
+/// only, so an `img` or a link to it never points anywhere else.
+pub fn artifact_url(session: SessionId, artifact: ArtifactId) -> String {
+    format!("/api/sessions/{session}/artifacts/{artifact}")
 }
 
 /// True when the error means "sign in first".

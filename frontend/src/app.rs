@@ -5,8 +5,8 @@ use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
 
 use crate::pages::{
-    dashboard::Dashboard, embed::Embed, invite::InvitePage, join::Join, login::Login,
-    not_found::NotFound, pair::PairPage, people::PeoplePage, session::SessionPage,
+    dashboard::Dashboard, embed::Embed, extension::ExtensionPage, invite::InvitePage, join::Join,
+    login::Login, not_found::NotFound, pair::PairPage, people::PeoplePage, session::SessionPage,
     settings::SettingsPage,
 };
 
@@ -22,6 +22,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/invite") view=InvitePage />
                 <Route path=path!("/people") view=PeoplePage />
                 <Route path=path!("/pair") view=PairPage />
+                <Route path=path!("/extension") view=ExtensionPage />
                 <Route path=path!("/settings") view=SettingsPage />
                 <Route path=path!("/embed/sessions/:id") view=Embed />
             </Routes>

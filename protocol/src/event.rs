@@ -42,7 +42,7 @@ pub enum EventKind {
         text: String,
         /// The page it is about (the Chrome extension).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        context: Option<crate::extension::PromptContext>,
+        context: Option<Box<crate::extension::PromptContext>>,
     },
     /// The workspace reached a boot phase; `elapsed_ms` counts from the start of the boot.
     BootPhase {

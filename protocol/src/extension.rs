@@ -61,6 +61,9 @@ pub struct Hello {
     pub product: String,
     pub name: String,
     pub version: String,
+    /// The id of the extension this server signs (`/extension/tandem.crx`), for the policy.
+    #[serde(default)]
+    pub extension_id: String,
 }
 
 /// [`Hello::product`].
@@ -79,11 +82,43 @@ pub struct PageContext {
     #[serde(default)]
     pub element: Option<PickedElement>,
     /// At most one of each kind, PNG.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "at_most::<_, 2, _>")]
     pub screenshots: Vec<Screenshot>,
     /// The page's recent console errors, when the person ticked the box.
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "at_most::<_, { crate::limits::MAX_CONSOLE_ERRORS }, _>"
+    )]
     pub console_errors: Vec<String>,
+}
+
+/// A list of at most `N` items: one longer is refused while it is read, so a body of millions of
+/// tiny items never becomes millions of values.
+fn at_most<'de, T, const N: usize, D>(d: D) -> Result<Vec<T>, D::Error>
+where
+    T: Deserialize<'de>,
+    D: serde::Deserializer<'de>,
+{
+    struct Bounded<T, const N: usize>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>, const N: usize> serde::de::Visitor<'de> for Bounded<T, N> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list of at most {N} items")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element()? {
+                if out.len() == N {
+                    return Err(serde::de::Error::custom(format!(
+                        "a list of at most {N} items"
+                    )));
+                }
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Bounded::<T, N>(std::marker::PhantomData))
 }
 
 /// A picked element.
@@ -104,7 +139,10 @@ pub struct PickedElement {
     #[serde(default = "one")]
     pub device_pixel_ratio: f64,
     /// React component names around it, outermost first (where the page has fiber data).
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "at_most::<_, { crate::limits::MAX_COMPONENTS }, _>"
+    )]
     pub components: Vec<String>,
 }
 

@@ -63,6 +63,10 @@ pub const MAX_CONSOLE_ERROR_BYTES: usize = 2000;
 /// Most bytes of one screenshot (PNG) and the most pixels on a side.
 pub const MAX_SCREENSHOT_BYTES: usize = 3 * 1024 * 1024;
 pub const MAX_SCREENSHOT_SIDE: u32 = 16_384;
+/// Most pixels of one screenshot (a 5K screen at 2×): a PNG is small, its pixels are not.
+pub const MAX_SCREENSHOT_PIXELS: u64 = 10_240 * 5_760;
+/// Most bytes of page screenshots one session keeps.
+pub const MAX_CONTEXT_BYTES_PER_SESSION: i64 = 64 * 1024 * 1024;
 /// Most URL-pattern → repo rules for the extension's default repo.
 pub const MAX_PAGE_RULES: usize = 200;
 

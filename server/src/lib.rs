@@ -12,6 +12,7 @@ pub mod code;
 pub mod config;
 pub mod desktop;
 pub mod error;
+pub mod extension_crx;
 pub mod extension_package;
 pub mod gateway;
 pub mod github;

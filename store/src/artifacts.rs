@@ -103,3 +103,15 @@ pub async fn by_id(mut ex: impl Conn, id: ArtifactId) -> Result<Option<(Artifact
         .await?;
     row.map(Row::into_pair).transpose()
 }
+
+/// Bytes of the page screenshots (`element.png`, `view.png`) `session` keeps.
+pub async fn context_bytes(mut ex: impl Conn, session: SessionId) -> Result<i64> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM artifacts
+         WHERE session_id = $1 AND name IN ('element.png', 'view.png')",
+    )
+    .bind(session.to_string())
+    .fetch_one(ex.ex())
+    .await?;
+    Ok(n)
+}

@@ -29,13 +29,11 @@ pub fn png(width: u32, height: u32) -> Vec<u8> {
     ihdr.extend(width.to_be_bytes());
     ihdr.extend(height.to_be_bytes());
     ihdr.extend([8, 2, 0, 0, 0]);
-    let mut raw = Vec::new();
-    for _ in 0..height {
-        raw.push(0);
-        for _ in 0..width {
-            raw.extend([47, 111, 235]);
-        }
-    }
+    // Each row: filter byte 0, then RGB pixels.
+    let row: Vec<u8> = std::iter::once(0)
+        .chain((0..width).flat_map(|_| [47, 111, 235]))
+        .collect();
+    let raw = row.repeat(height as usize);
     let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
     z.write_all(&raw).unwrap();
     let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
@@ -333,19 +331,68 @@ async fn admins_map_pages_to_repos_and_people_see_the_rules_of_their_repos(s: Te
         seen,
         json!([{ "pattern": "https://app.acme.com/*", "repo_id": web, "repo_name": "acme/web" }])
     );
-    // The package served for this server asks for it and for the rules' pages.
+    // The package asks for this server and the pages of the rules its person sees: the
+    // admin's names both, mia's only hers, and nobody's comes without signing in.
+    let server_hosts = json!(format!("{}/*", s.state.public_url().trim_end_matches('/')));
     let zip = s.get("/extension/tandem.zip").send().await;
     assert_eq!(zip.status, StatusCode::OK);
     assert_eq!(zip.headers["content-type"], "application/zip");
     let manifest = crate::extension::zipped_manifest(&zip.body);
-    let hosts = manifest["host_permissions"].as_array().unwrap();
-    assert!(
-        hosts.contains(&json!("https://app.acme.com/*")),
-        "{hosts:?}"
-    );
-    assert!(
-        hosts.contains(&json!("https://ops.acme.com/*")),
-        "{hosts:?}"
-    );
+    let hosts = manifest["host_permissions"].as_array().unwrap().clone();
+    for want in [
+        server_hosts.clone(),
+        json!("https://app.acme.com/*"),
+        json!("https://ops.acme.com/*"),
+    ] {
+        assert!(hosts.contains(&want), "{want} missing from {hosts:?}");
+    }
     assert!(!hosts.contains(&json!("<all_urls>")), "{hosts:?}");
+    let hers = s
+        .req(Method::GET, "/extension/tandem.zip")
+        .bearer(&mia.token)
+        .send()
+        .await;
+    let hosts = crate::extension::zipped_manifest(&hers.body)["host_permissions"].clone();
+    assert_eq!(hosts, json!([server_hosts, "https://app.acme.com/*"]));
+    let anyone = s.req(Method::GET, "/extension/tandem.zip").send().await;
+    assert_eq!(anyone.status, StatusCode::UNAUTHORIZED);
+
+    // For policy installs: the same package signed, and the update manifest naming it by the
+    // id its key gives, the same on every request.
+    let xml = s.req(Method::GET, "/extension/updates.xml").send().await;
+    assert_eq!(xml.status, StatusCode::OK);
+    let xml = String::from_utf8(xml.body).unwrap();
+    let id = xml
+        .split("appid='")
+        .nth(1)
+        .and_then(|r| r.split('\'').next())
+        .unwrap()
+        .to_string();
+    assert_eq!(id.len(), 32);
+    assert_eq!(
+        s.get("/api/extension/hello").send().await.json()["extension_id"],
+        id.as_str(),
+        "the install page's policy names the same id"
+    );
+    assert!(id.chars().all(|c| ('a'..='p').contains(&c)), "{id}");
+    assert!(xml.contains(&format!(
+        "codebase='{}/extension/tandem.crx'",
+        s.state.public_url()
+    )));
+    let crx = s.req(Method::GET, "/extension/tandem.crx").send().await;
+    assert_eq!(crx.status, StatusCode::OK);
+    assert_eq!(&crx.body[..4], b"Cr24");
+    let zip_at = crx
+        .body
+        .windows(4)
+        .position(|w| w == b"PK\x03\x04")
+        .unwrap();
+    let public = crate::extension::zipped_manifest(&crx.body[zip_at..]);
+    assert_eq!(
+        public["host_permissions"],
+        json!([server_hosts]),
+        "the public package names no rule's host"
+    );
+    let again = String::from_utf8(s.get("/extension/updates.xml").send().await.body).unwrap();
+    assert_eq!(again, xml);
 }

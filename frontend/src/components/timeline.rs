@@ -1,10 +1,13 @@
-//! The agent timeline: prompts, streamed replies rendered as markdown, tool calls with their
-//! output folded, commands with exit codes, file changes, turns with usage, child sessions,
-//! boot phases and errors.
+//! The agent timeline: prompts (with the page they are about: `prompt_context.rs`), streamed
+//! replies rendered as markdown, tool calls with their output folded, commands with exit codes,
+//! file changes, turns with usage, child sessions, boot phases and errors.
 
 use leptos::prelude::*;
 use tandem_protocol::links::{Target, safe_url};
 use tandem_protocol::{Event, EventKind, TurnOutcome};
+
+use crate::api;
+use crate::components::prompt_context::PromptContextBlock;
 
 /// Markdown to HTML, with raw HTML shown as text (never interpreted), and links and images
 /// only to safe targets: whoever wrote the text (an agent, a guest, a pull request comment) is
@@ -43,10 +46,11 @@ fn item(e: &Event) -> Option<AnyView> {
     let seq = e.seq;
     let v = match &e.kind {
         EventKind::AgentDelta { .. } => return None,
-        EventKind::PromptQueued { author, text, mode, .. } => view! {
+        EventKind::PromptQueued { author, text, mode, context, .. } => view! {
             <li class="ev prompt" data-seq=seq><span class="who">{author.name.clone()}</span>
                 {matches!(mode, tandem_protocol::PromptMode::Steer).then(|| view! { <span class="badge badge-run">"steer"</span> })}
-                <div class="md" inner_html=markdown(text)></div></li>
+                <div class="md" inner_html=markdown(text)></div>
+                {context.clone().map(|context| view! { <PromptContextBlock session=e.session_id context=*context /> })}</li>
         }
         .into_any(),
         EventKind::AgentMessage { text, .. } => view! {
@@ -95,7 +99,7 @@ fn item(e: &Event) -> Option<AnyView> {
         }
         .into_any(),
         EventKind::Attachment { artifact, name, content_type, .. } if content_type.starts_with("image/") => {
-            let src = format!("/api/sessions/{}/artifacts/{artifact}", e.session_id);
+            let src = api::artifact_url(e.session_id, *artifact);
             let href = src.clone();
             view! {
                 <li class="ev attachment" data-seq=seq>

@@ -2,6 +2,7 @@
 
 pub mod dashboard;
 pub mod embed;
+pub mod extension;
 pub mod invite;
 pub mod join;
 pub mod login;
@@ -28,6 +29,17 @@ pub fn require_user() -> ReadSignal<Option<User>> {
                 }
             }
             Err(e) => leptos::logging::error!("loading the signed-in user: {}", e.message),
+        }
+    });
+    user
+}
+
+/// Loads the signed-in user, if there is one (for pages anyone may see).
+pub fn maybe_user() -> ReadSignal<Option<User>> {
+    let (user, set_user) = signal(None::<User>);
+    leptos::task::spawn_local(async move {
+        if let Ok(u) = api::get::<User>("/api/me").await {
+            set_user.set(Some(u));
         }
     });
     user

@@ -1,6 +1,7 @@
 //! The first-run setup page, later Settings (admins): what stops sessions on this server, the
 //! model (endpoint, name, key, with a connection test), the default agent, the GitHub App and
-//! the repos (with who may use each: `components/repo_access.rs`). Each value says where it comes
+//! the repos (with who may use each: `components/repo_access.rs`) and which repo the Chrome
+//! extension picks for which pages (`components/page_rules.rs`). Each value says where it comes
 //! from; one `tandem.toml` sets is read-only here.
 
 use leptos::prelude::*;
@@ -11,8 +12,8 @@ use tandem_protocol::{
 
 use crate::api;
 use crate::components::{
-    error_box::ErrorBox, header::Header, host_banner::Problems, repo_access::RepoAccessEditor,
-    repo_form::RepoForm,
+    error_box::ErrorBox, header::Header, host_banner::Problems, page_rules::PageRules,
+    repo_access::RepoAccessEditor, repo_form::RepoForm,
 };
 use crate::pages::require_user;
 
@@ -126,6 +127,9 @@ pub fn SettingsPage() -> impl IntoView {
                 <RepoForm on_added />
                 <p><a href="/" id="setup-done">"Go to the dashboard and start a session →"</a></p>
             </section>
+            {move || user.get().is_some_and(|u| u.is_admin).then(|| view! {
+                <PageRules repos=Signal::derive(move || repos.get().unwrap_or_default()) />
+            })}
         </main>
     }
 }

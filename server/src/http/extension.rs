@@ -153,11 +153,13 @@ async fn poll(
 }
 
 /// What the extension checks before it pairs: that the address is a Tandem server.
-async fn hello() -> Json<Hello> {
+async fn hello(State(state): State<AppState>) -> Json<Hello> {
     Json(Hello {
         product: PRODUCT.into(),
         name: "Tandem".into(),
         version: env!("CARGO_PKG_VERSION").into(),
+        // Without its key (an unwritable data dir) the rest still answers.
+        extension_id: signer(&state).map(|s| s.extension_id()).unwrap_or_default(),
     })
 }
 
@@ -226,25 +228,55 @@ async fn set_rules(
     Ok(Json(db::page_rules::list(&state.db).await?))
 }
 
-/// `/extension/tandem.zip`: the extension's package for this server (no sign-in: it holds no
-/// secret, only this server's address and the page patterns of its rules).
+/// `/extension/tandem.zip` (signed in: it names the pages of the rules whose repos the person
+/// sees), and for policy installs `/extension/tandem.crx` and `/extension/updates.xml` (no
+/// sign-in, since Chrome's updater has none: they name this server only, so nothing about
+/// internal hosts reaches whoever asks).
 pub fn download_router() -> Router<AppState> {
-    Router::new().route("/extension/tandem.zip", get(package_zip))
+    Router::new()
+        .route("/extension/tandem.zip", get(package_zip))
+        .route("/extension/tandem.crx", get(package_crx))
+        .route("/extension/updates.xml", get(update_manifest))
 }
 
-async fn package_zip(State(state): State<AppState>) -> Result<axum::response::Response> {
-    use axum::response::IntoResponse;
+/// The package for this server, with the pages of the rules `who` sees.
+async fn package(state: &AppState, who: Option<&tandem_protocol::User>) -> Result<Vec<u8>> {
+    let page_patterns = match who {
+        Some(user) => {
+            let visible: std::collections::HashSet<_> =
+                crate::permissions::visible_repos(state, user)
+                    .await?
+                    .into_iter()
+                    .map(|(r, _)| r.id)
+                    .collect();
+            db::page_rules::list(&state.db)
+                .await?
+                .into_iter()
+                .filter(|r| visible.contains(&r.repo_id))
+                .map(|r| r.pattern)
+                .collect()
+        }
+        None => Vec::new(),
+    };
     let target = crate::extension_package::Target {
         server_url: state.public_url(),
-        page_patterns: db::page_rules::list(&state.db)
-            .await?
-            .into_iter()
-            .map(|r| r.pattern)
-            .collect(),
+        page_patterns,
         all_sites: state.config.extension.all_sites,
         version: env!("CARGO_PKG_VERSION").into(),
     };
-    let zip = crate::extension_package::zip(&target)?;
+    crate::extension_package::zip(&target)
+}
+
+fn signer(state: &AppState) -> Result<crate::extension_crx::Signer> {
+    crate::extension_crx::Signer::load_or_create(&state.config.data_dir.join("extension-key.pk8"))
+}
+
+async fn package_zip(
+    State(state): State<AppState>,
+    user: CurrentUser,
+) -> Result<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let zip = package(&state, Some(&user.0)).await?;
     Ok((
         [
             ("content-type", "application/zip"),
@@ -255,6 +287,38 @@ async fn package_zip(State(state): State<AppState>) -> Result<axum::response::Re
             ("cache-control", "no-store"),
         ],
         zip,
+    )
+        .into_response())
+}
+
+/// The package signed with this server's key, for policy installs.
+async fn package_crx(State(state): State<AppState>) -> Result<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let crx = signer(&state)?.crx(&package(&state, None).await?)?;
+    Ok((
+        [
+            ("content-type", "application/x-chrome-extension"),
+            ("cache-control", "no-store"),
+        ],
+        crx,
+    )
+        .into_response())
+}
+
+/// The update manifest `ExtensionInstallForcelist` names (`<id>;<server>/extension/updates.xml`).
+async fn update_manifest(State(state): State<AppState>) -> Result<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let id = signer(&state)?.extension_id();
+    let crx = format!(
+        "{}/extension/tandem.crx",
+        state.public_url().trim_end_matches('/')
+    );
+    Ok((
+        [
+            ("content-type", "application/xml"),
+            ("cache-control", "no-store"),
+        ],
+        crate::extension_crx::update_manifest(&id, &crx, env!("CARGO_PKG_VERSION")),
     )
         .into_response())
 }

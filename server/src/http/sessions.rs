@@ -276,11 +276,23 @@ async fn submit_prompt(
     State(state): State<AppState>,
     user: CurrentUser,
     Path(id): Path<SessionId>,
-    Json(req): Json<CreatePrompt>,
-) -> Result<(StatusCode, Json<Prompt>)> {
+    body: axum::extract::Request,
+) -> Result<axum::response::Response> {
+    use axum::response::IntoResponse;
+    // Who may drive is known before a body of up to 8 MiB (a page's context) is read.
     crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
+    let req: CreatePrompt =
+        match <Json<CreatePrompt> as axum::extract::FromRequest<AppState>>::from_request(
+            body, &state,
+        )
+        .await
+        {
+            Ok(Json(req)) => req,
+            // Its rejection (malformed, unknown fields, too large) as the JSON error layer words it.
+            Err(rejection) => return Ok(rejection.into_response()),
+        };
     let prompt = crate::actions::submit_prompt(&state, id, user.author(), req).await?;
-    Ok((StatusCode::CREATED, Json(prompt)))
+    Ok((StatusCode::CREATED, Json(prompt)).into_response())
 }
 
 async fn edit_prompt(

@@ -131,8 +131,8 @@ pub async fn create_with_parent(
         },
     )
     .await?;
-    for (info, body) in page.iter().flat_map(|p| &p.artifacts) {
-        db::artifacts::insert(&mut tx, info, body).await?;
+    if let Some(page) = &page {
+        crate::page_context::store(&mut tx, session.id, page).await?;
     }
     if let Some(first) = &first {
         db::sessions::insert_prompt(&mut tx, first).await?;
@@ -145,7 +145,7 @@ pub async fn create_with_parent(
                 author: author.clone(),
                 mode: first.mode,
                 text: first.text.clone(),
-                context: first.context.clone(),
+                context: first.context.clone().map(Box::new),
             },
         )
         .await?;

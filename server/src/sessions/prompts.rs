@@ -75,8 +75,8 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
         context: page.as_ref().map(|p| p.context.clone()),
     };
     let mut tx = db.begin().await?;
-    for (info, body) in page.iter().flat_map(|p| &p.artifacts) {
-        db::artifacts::insert(&mut tx, info, body).await?;
+    if let Some(page) = &page {
+        crate::page_context::store(&mut tx, id, page).await?;
     }
     db::sessions::insert_prompt(&mut tx, &prompt).await?;
     db::events::append(
@@ -88,7 +88,7 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
             author,
             mode: prompt.mode,
             text: prompt.text.clone(),
-            context: prompt.context.clone(),
+            context: prompt.context.clone().map(Box::new),
         },
     )
     .await?;

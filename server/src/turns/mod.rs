@@ -167,7 +167,7 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
     }
     match claim(db, session, &state.turns.runner).await? {
         Claim::Turn(prompt, agent) => {
-            run(state, session, prompt, agent, wid, init_pid as i32).await?;
+            run(state, session, *prompt, agent, wid, init_pid as i32).await?;
             Ok(true)
         }
         Claim::Empty { was_running } => {
@@ -194,7 +194,7 @@ async fn next(state: &AppState, session: SessionId) -> Result<bool> {
 /// What [`claim`] found.
 pub enum Claim {
     /// This prompt's turn is ours to run, with this agent.
-    Turn(Prompt, AgentSpec),
+    Turn(Box<Prompt>, AgentSpec),
     /// Nothing queued (or another process runs a turn).
     Empty { was_running: bool },
     /// The session has no live workspace.
@@ -243,7 +243,7 @@ pub async fn claim(db: &Db, session: SessionId, runner: &str) -> Result<Claim> {
     )
     .await?;
     tx.commit().await?;
-    Ok(Claim::Turn(prompt, agent))
+    Ok(Claim::Turn(Box::new(prompt), agent))
 }
 
 async fn run(
