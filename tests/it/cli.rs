@@ -261,3 +261,40 @@ async fn user_commands_invite_list_change_roles_and_deactivate() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no person called \"nobody\""));
 }
+
+#[test]
+fn tandem_extension_writes_the_package_for_a_server() {
+    let out = tempfile::tempdir().unwrap();
+    let res = std::process::Command::new(BIN)
+        .args([
+            "extension",
+            "--server",
+            "https://tandem.acme.test",
+            "--page",
+        ])
+        .arg("https://app.acme.test/*")
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(
+        res.status.success(),
+        "{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let unpacked = out.path().join("tandem");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(unpacked.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(
+        manifest["host_permissions"],
+        serde_json::json!(["https://tandem.acme.test/*", "https://app.acme.test/*"])
+    );
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(unpacked.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["server_url"], "https://tandem.acme.test");
+    for file in ["panel.html", "picker.js", "background.js"] {
+        assert!(unpacked.join(file).is_file(), "{file}");
+    }
+    let zip = std::fs::read(out.path().join("tandem.zip")).unwrap();
+    assert_eq!(crate::extension::zipped_manifest(&zip), manifest);
+}

@@ -157,7 +157,12 @@ async fn an_agent_spawns_child_sessions_that_run_and_can_be_read_and_cancelled()
             .iter()
             .filter(|c| c.session.state == SessionState::Stopped)
             .count(),
-        1
+        1,
+        "{:?}",
+        children
+            .iter()
+            .map(|c| (c.session.id, c.session.state))
+            .collect::<Vec<_>>()
     );
     // Spawned through the API too, with a command agent.
     let more: Vec<Session> = s
