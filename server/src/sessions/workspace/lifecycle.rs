@@ -59,21 +59,38 @@ pub(super) async fn revoke_credential(host: &Host, id: SessionId) {
     host.credentials.revoke(id).await;
 }
 
-/// Marks a session whose workspace died `failed`, and cleans up what is left of it.
+/// Marks a session whose workspace died `failed`, and cleans up what is left of it — only if
+/// it is still live: the supervisor read its state before looking at the process, and a session
+/// stopped (or suspended) in between lost its workspace on purpose.
 pub async fn workspace_died(db: &Db, host: &Host, id: SessionId, wid: &str) -> Result<()> {
     let message =
         "the workspace stopped unexpectedly (its init process exited); start a new session"
             .to_string();
-    event(
-        db,
+    let mut tx = db.begin().await?;
+    db::events::append(
+        &mut tx,
         id,
+        now_ms(),
         EventKind::Error {
             message: message.clone(),
         },
     )
     .await?;
+    let was = db::sessions::transition_from(
+        &mut tx,
+        id,
+        &SessionState::LIVE,
+        SessionState::Failed,
+        Some(message),
+        now_ms(),
+    )
+    .await?;
+    if was.is_none() {
+        // Not live any more: the transaction (the error with it) is rolled back.
+        return Ok(());
+    }
+    tx.commit().await?;
     let _ = host.runtime.stop(wid, Keep::Upper).await;
-    transition(db, id, SessionState::Failed, Some(message)).await?;
     revoke_credential(host, id).await;
     Ok(())
 }
