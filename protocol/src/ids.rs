@@ -71,3 +71,8 @@ pub struct Timestamp(pub i64);
 
 /// A per-session event sequence number: 1, 2, 3, … without gaps.
 pub type Seq = i64;
+
+id_type!(
+    /// An automation: a prompt a repo runs on a schedule.
+    AutomationId
+);

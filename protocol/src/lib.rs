@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod automation;
 pub mod event;
 pub mod extension;
 pub mod github;

@@ -271,6 +271,7 @@ async fn main() -> Result<()> {
         local_repo_dirs: vec![std::env::temp_dir(), work.path().to_path_buf()],
         unsafe_code_on_tandem_origin: false,
         extension: Default::default(),
+        automations: Default::default(),
         workspaces: Default::default(),
     };
     let server = Server::bind(config).await?;

@@ -77,6 +77,24 @@ pub struct Config {
     pub workspaces: WorkspacesConfig,
     /// `[extension]`: the Chrome extension's package.
     pub extension: ExtensionConfig,
+    /// `[automations]`: scheduled prompts.
+    pub automations: AutomationsConfig,
+}
+
+/// `[automations]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AutomationsConfig {
+    /// The shortest time between two runs a schedule may ask for (seconds).
+    pub min_interval_secs: u64,
+}
+
+impl Default for AutomationsConfig {
+    fn default() -> Self {
+        Self {
+            min_interval_secs: 300,
+        }
+    }
 }
 
 /// `[extension]`: what the Chrome extension this server packages may reach.
@@ -297,6 +315,8 @@ pub struct FileConfig {
     pub workspaces: WorkspacesConfig,
     #[serde(default)]
     pub extension: ExtensionConfig,
+    #[serde(default)]
+    pub automations: AutomationsConfig,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -426,6 +446,7 @@ impl Config {
             unsafe_code_on_tandem_origin: file.unsafe_code_on_tandem_origin,
             workspaces: file.workspaces,
             extension: file.extension,
+            automations: file.automations,
             data_dir,
         })
     }

@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod auth;
+pub mod automations;
 pub mod availability;
 pub mod client;
 pub mod cluster;

@@ -15,6 +15,7 @@ pub use error::{Error, Result};
 
 pub mod artifacts;
 pub mod audit;
+pub mod automations;
 pub mod bus;
 pub mod error;
 pub mod events;

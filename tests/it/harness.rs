@@ -231,6 +231,7 @@ impl TestServer {
             local_repo_dirs: vec![std::env::temp_dir()],
             unsafe_code_on_tandem_origin: false,
             extension: Default::default(),
+            automations: Default::default(),
             workspaces: Default::default(),
         };
         tweak(&mut config);

@@ -15,6 +15,7 @@ mod api_auth;
 mod api_input;
 mod api_repos;
 mod api_sessions;
+mod automations;
 mod cli;
 mod code;
 mod desktop;

@@ -15,6 +15,7 @@ use crate::state::AppState;
 
 mod admin;
 mod auth;
+mod automations;
 mod csrf;
 mod extension;
 mod github;
@@ -40,6 +41,7 @@ pub fn app(state: AppState) -> Router {
         .merge(health::router())
         .merge(admin::router())
         .merge(auth::router())
+        .merge(automations::router())
         .merge(github::router())
         .merge(tokens::router())
         .merge(repos::router())

@@ -1,0 +1,226 @@
+//! Automations: a prompt a repo runs on a schedule. Every server process looks for due
+//! automations each second; a run is claimed by its (automation, period) row, so one process
+//! runs each period however many share the database. A run is a session attributed to the
+//! automation and its creator, checked again at run time (still active, still may work on the
+//! repo); a run that cannot start records why and is not retried — the next period is the next
+//! try, so a failing automation never loops.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use tandem_protocol::automation::{Automation, AutomationRun, CreateAutomation};
+use tandem_protocol::limits::{MAX_LIST, MAX_NAME_BYTES, MAX_PROMPT_BYTES};
+use tandem_protocol::*;
+
+use crate::db;
+use crate::state::AppState;
+use crate::{Error, Result, now_ms};
+
+/// How often each process looks for due automations.
+const TICK: Duration = Duration::from_secs(1);
+
+/// A schedule, parsed; `min_secs` the shortest interval it may ask for.
+fn schedule(text: &str, min_secs: u64) -> Result<croner::Cron> {
+    let cron: croner::Cron = text.trim().parse().map_err(|e| {
+        Error::Invalid(format!(
+            "schedule {text:?} is not cron syntax ({e}); e.g. `0 3 * * *` is 03:00 UTC daily"
+        ))
+    })?;
+    // The shortest gap between its next few runs.
+    let first = cron
+        .find_next_occurrence(&Utc::now(), false)
+        .map_err(|e| Error::Invalid(format!("schedule {text:?} never runs ({e})")))?;
+    let mut prev = first;
+    let mut shortest = i64::MAX;
+    for _ in 0..8 {
+        let next = cron
+            .find_next_occurrence(&prev, false)
+            .map_err(|e| Error::Invalid(format!("schedule {text:?} never runs ({e})")))?;
+        shortest = shortest.min((next - prev).num_seconds());
+        prev = next;
+    }
+    if shortest < min_secs as i64 {
+        return Err(Error::Invalid(format!(
+            "schedule {text:?} runs every {shortest} s; this server allows at most one run every {min_secs} s"
+        )));
+    }
+    Ok(cron)
+}
+
+/// The first run of `cron` after `after_ms`.
+fn next_after(cron: &croner::Cron, after_ms: i64) -> Result<i64> {
+    let at: DateTime<Utc> = Utc
+        .timestamp_millis_opt(after_ms)
+        .single()
+        .ok_or_else(|| Error::Internal("a time out of range".into()))?;
+    let next = cron
+        .find_next_occurrence(&at, false)
+        .map_err(|e| Error::Internal(format!("a stored schedule no longer runs: {e}")))?;
+    Ok(next.timestamp_millis())
+}
+
+/// Makes an automation for `user`, who must be able to start sessions on its repo.
+pub async fn create(app: &AppState, user: &User, req: CreateAutomation) -> Result<Automation> {
+    let repo = crate::permissions::repo_for_work(app, user, req.repo_id).await?;
+    let name = req.name.trim().to_string();
+    if name.is_empty() || name.len() > MAX_NAME_BYTES || name.chars().any(char::is_control) {
+        return Err(Error::Invalid(format!(
+            "a name is 1 to {MAX_NAME_BYTES} bytes of printable text"
+        )));
+    }
+    let prompt = req.prompt.trim().to_string();
+    if prompt.is_empty() || prompt.len() > MAX_PROMPT_BYTES {
+        return Err(Error::Invalid(format!(
+            "the prompt is 1 to {MAX_PROMPT_BYTES} bytes"
+        )));
+    }
+    if let Some(agent) = &req.agent {
+        crate::sessions::prompts::validate_agent(agent)?;
+        if *agent == AgentSpec::None {
+            return Err(Error::Invalid(
+                "an automation needs an agent to give its prompt to".into(),
+            ));
+        }
+    }
+    let cron = schedule(&req.schedule, app.config.automations.min_interval_secs)?;
+    let now = now_ms();
+    let a = Automation {
+        id: AutomationId(uuid::Uuid::new_v4()),
+        repo_id: repo.id,
+        repo_name: repo.name,
+        name,
+        prompt,
+        schedule: req.schedule.trim().to_string(),
+        agent: req.agent,
+        created_by: user.id,
+        created_by_name: user.name.clone(),
+        created_at: Timestamp(now),
+        next_at: Timestamp(next_after(&cron, now)?),
+    };
+    db::automations::insert(&app.db, &a).await?;
+    Ok(a)
+}
+
+/// The automations of the repos `user` sees.
+pub async fn list(app: &AppState, user: &User) -> Result<Vec<Automation>> {
+    let visible: std::collections::HashSet<RepoId> = crate::permissions::visible_repos(app, user)
+        .await?
+        .into_iter()
+        .map(|(r, _)| r.id)
+        .collect();
+    Ok(db::automations::list(&app.db)
+        .await?
+        .into_iter()
+        .filter(|a| visible.contains(&a.repo_id))
+        .collect())
+}
+
+/// One automation `user` sees (404 otherwise, as for none).
+pub async fn get(app: &AppState, user: &User, id: AutomationId) -> Result<Automation> {
+    let missing = || Error::NotFound(format!("no automation {id}"));
+    let a = db::automations::get(&app.db, id)
+        .await?
+        .ok_or_else(missing)?;
+    match crate::permissions::repo(app, user, a.repo_id).await {
+        Ok(_) => Ok(a),
+        Err(Error::NotFound(_)) => Err(missing()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Its runs, newest first.
+pub async fn runs(app: &AppState, user: &User, id: AutomationId) -> Result<Vec<AutomationRun>> {
+    get(app, user, id).await?;
+    Ok(db::automations::runs(&app.db, id, MAX_LIST).await?)
+}
+
+/// Deletes it: its creator or an admin.
+pub async fn delete(app: &AppState, user: &User, id: AutomationId) -> Result<()> {
+    let a = get(app, user, id).await?;
+    if a.created_by != user.id && !user.is_admin {
+        return Err(Error::Forbidden(format!(
+            "only {} (who made it) or an admin may delete this automation",
+            a.created_by_name
+        )));
+    }
+    db::automations::delete(&app.db, id).await?;
+    Ok(())
+}
+
+/// Looks for due automations every second, for as long as the server runs.
+pub async fn run(app: AppState) {
+    let mut every = tokio::time::interval(TICK);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        if let Err(e) = tick(&app).await {
+            tracing::warn!(error = %e, "looking for due automations failed");
+        }
+    }
+}
+
+/// Claims and starts every due automation's current period.
+pub async fn tick(app: &AppState) -> Result<()> {
+    let now = now_ms();
+    for a in db::automations::due(&app.db, now).await? {
+        let cron = match schedule(&a.schedule, 0) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(automation = %a.id, error = %e, "an automation's schedule no longer parses");
+                continue;
+            }
+        };
+        // Periods missed while no server ran are skipped: the run is for the latest one.
+        let period = a.next_at.0;
+        let next = next_after(&cron, now.max(period))?;
+        let mut tx = app.db.begin().await?;
+        let mine = db::automations::claim(&mut tx, a.id, period, next, now).await?;
+        tx.commit().await?;
+        if mine {
+            let (session, error) = match start_run(app, &a).await {
+                Ok(id) => (Some(id), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            if let Some(e) = &error {
+                tracing::warn!(automation = %a.id, error = %e, "an automation's run did not start");
+            }
+            db::automations::finish_run(&app.db, a.id, period, session, error.as_deref()).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A run's session, as the automation on behalf of its creator (who must still be active and
+/// still may work on the repo).
+async fn start_run(app: &AppState, a: &Automation) -> Result<SessionId> {
+    let creator = db::users::get(&app.db, a.created_by)
+        .await?
+        .filter(|u| u.deactivated_at.is_none())
+        .ok_or_else(|| {
+            Error::Forbidden(format!(
+                "{} (who made it) is no longer active here",
+                a.created_by_name
+            ))
+        })?;
+    crate::permissions::repo_for_work(app, &creator, a.repo_id).await?;
+    let author = Author {
+        kind: AuthorKind::Automation,
+        user_id: Some(creator.id),
+        name: format!("{} (automation)", a.name),
+    };
+    let detail = crate::sessions::create(
+        &app.db,
+        author,
+        CreateSession {
+            repo_id: a.repo_id,
+            prompt: a.prompt.clone(),
+            agent: a.agent.clone(),
+            branch: None,
+            context: None,
+        },
+        &app.settings.default_agent(),
+    )
+    .await?;
+    crate::scheduler::spawn_boot(app, detail.session.id);
+    Ok(detail.session.id)
+}

@@ -1,0 +1,179 @@
+//! Automations and their runs. A run is claimed by inserting its (automation, period) row: the
+//! primary key lets one server process win a period, however many look at it.
+
+use sqlx::FromRow;
+use tandem_protocol::automation::{Automation, AutomationRun};
+use tandem_protocol::{AutomationId, RepoId, SessionId, Timestamp, UserId};
+
+use crate::sessions::{agent_json, agent_spec};
+use crate::{Conn, Result, Tx};
+
+#[derive(FromRow)]
+struct Row {
+    id: String,
+    repo_id: String,
+    repo_name: String,
+    name: String,
+    prompt: String,
+    schedule: String,
+    agent: Option<String>,
+    created_by: String,
+    created_by_name: String,
+    created_at: i64,
+    next_at: i64,
+}
+
+impl Row {
+    fn into_automation(self) -> Result<Automation> {
+        Ok(Automation {
+            id: AutomationId(super::uuid(&self.id)?),
+            repo_id: RepoId(super::uuid(&self.repo_id)?),
+            repo_name: self.repo_name,
+            name: self.name,
+            prompt: self.prompt,
+            schedule: self.schedule,
+            agent: self.agent.as_deref().map(agent_spec).transpose()?,
+            created_by: UserId(super::uuid(&self.created_by)?),
+            created_by_name: self.created_by_name,
+            created_at: Timestamp(self.created_at),
+            next_at: Timestamp(self.next_at),
+        })
+    }
+}
+
+const SELECT: &str =
+    "SELECT a.id, a.repo_id, r.name AS repo_name, a.name, a.prompt, a.schedule, a.agent,
+        a.created_by, u.name AS created_by_name, a.created_at, a.next_at
+    FROM automations a JOIN repos r ON r.id = a.repo_id JOIN users u ON u.id = a.created_by";
+
+pub async fn insert(mut ex: impl Conn, a: &Automation) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO automations (id, repo_id, name, prompt, schedule, agent, created_by, created_at, next_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(a.id.to_string())
+    .bind(a.repo_id.to_string())
+    .bind(&a.name)
+    .bind(&a.prompt)
+    .bind(&a.schedule)
+    .bind(a.agent.as_ref().map(agent_json))
+    .bind(a.created_by.to_string())
+    .bind(a.created_at.0)
+    .bind(a.next_at.0)
+    .execute(ex.ex())
+    .await?;
+    Ok(())
+}
+
+/// Every automation, by name.
+pub async fn list(mut ex: impl Conn) -> Result<Vec<Automation>> {
+    let rows: Vec<Row> = sqlx::query_as(&format!("{SELECT} ORDER BY a.name, a.id"))
+        .fetch_all(ex.ex())
+        .await?;
+    rows.into_iter().map(Row::into_automation).collect()
+}
+
+pub async fn get(mut ex: impl Conn, id: AutomationId) -> Result<Option<Automation>> {
+    let row: Option<Row> = sqlx::query_as(&format!("{SELECT} WHERE a.id = $1"))
+        .bind(id.to_string())
+        .fetch_optional(ex.ex())
+        .await?;
+    row.map(Row::into_automation).transpose()
+}
+
+/// Those due at `now`.
+pub async fn due(mut ex: impl Conn, now: i64) -> Result<Vec<Automation>> {
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "{SELECT} WHERE a.next_at <= $1 ORDER BY a.next_at"
+    ))
+    .bind(now)
+    .fetch_all(ex.ex())
+    .await?;
+    rows.into_iter().map(Row::into_automation).collect()
+}
+
+pub async fn delete(mut ex: impl Conn, id: AutomationId) -> Result<bool> {
+    let done = sqlx::query("DELETE FROM automations WHERE id = $1")
+        .bind(id.to_string())
+        .execute(ex.ex())
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Claims `period` of `id` and moves its next run to `next_at`, in the caller's transaction:
+/// false when another process claimed that period first (nothing changes then).
+pub async fn claim(
+    conn: &mut Tx,
+    id: AutomationId,
+    period: i64,
+    next_at: i64,
+    now: i64,
+) -> Result<bool> {
+    let claimed = sqlx::query(
+        "INSERT INTO automation_runs (automation_id, period, created_at) VALUES ($1, $2, $3)
+         ON CONFLICT (automation_id, period) DO NOTHING",
+    )
+    .bind(id.to_string())
+    .bind(period)
+    .bind(now)
+    .execute(&mut *conn.tx)
+    .await?;
+    if claimed.rows_affected() == 0 {
+        return Ok(false);
+    }
+    sqlx::query("UPDATE automations SET next_at = $1 WHERE id = $2 AND next_at < $1")
+        .bind(next_at)
+        .bind(id.to_string())
+        .execute(&mut *conn.tx)
+        .await?;
+    Ok(true)
+}
+
+/// Records what a claimed run made.
+pub async fn finish_run(
+    mut ex: impl Conn,
+    id: AutomationId,
+    period: i64,
+    session: Option<SessionId>,
+    error: Option<&str>,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE automation_runs SET session_id = $1, error = $2 WHERE automation_id = $3 AND period = $4",
+    )
+    .bind(session.map(|s| s.to_string()))
+    .bind(error)
+    .bind(id.to_string())
+    .bind(period)
+    .execute(ex.ex())
+    .await?;
+    Ok(())
+}
+
+/// A run as stored: automation, period, session, error, created at.
+type RunRow = (String, i64, Option<String>, Option<String>, i64);
+
+/// An automation's runs, newest first.
+pub async fn runs(mut ex: impl Conn, id: AutomationId, limit: i64) -> Result<Vec<AutomationRun>> {
+    let rows: Vec<RunRow> = sqlx::query_as(
+        "SELECT automation_id, period, session_id, error, created_at FROM automation_runs
+         WHERE automation_id = $1 ORDER BY period DESC LIMIT $2",
+    )
+    .bind(id.to_string())
+    .bind(limit)
+    .fetch_all(ex.ex())
+    .await?;
+    rows.into_iter()
+        .map(|(a, period, session, error, at)| {
+            Ok(AutomationRun {
+                automation_id: AutomationId(super::uuid(&a)?),
+                period: Timestamp(period),
+                session_id: session
+                    .as_deref()
+                    .map(|s| super::uuid(s).map(SessionId))
+                    .transpose()?,
+                error,
+                created_at: Timestamp(at),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,230 @@
+//! Automations: a schedule fires once per period however many server processes share the
+//! database; each run is a session attributed to the automation and its creator; a run that
+//! cannot start records why and is not retried; bad schedules and people who may not use the
+//! repo are refused.
+
+use std::time::{Duration, Instant};
+
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::harness::{Backend, TestServer, Transport, make_repo};
+use crate::matrix;
+use crate::people::invite;
+
+async fn runs(s: &TestServer, id: &str) -> Vec<Value> {
+    s.get(&format!("/api/automations/{id}/runs"))
+        .send()
+        .await
+        .json()
+        .as_array()
+        .cloned()
+        .unwrap()
+}
+
+/// Waits until the automation has at least `n` finished runs (a session or an error each).
+async fn wait_runs(s: &TestServer, id: &str, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let all = runs(s, id).await;
+        let done: Vec<Value> = all
+            .into_iter()
+            .filter(|r| !r["session_id"].is_null() || !r["error"].is_null())
+            .collect();
+        if done.len() >= n {
+            return done;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {} runs: {done:?}",
+            done.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_schedule_fires_once_per_period_across_two_servers_on_one_postgresql() {
+    let Some(a) = TestServer::start_with(Backend::Postgres, Transport::Oneshot, |c| {
+        c.automations.min_interval_secs = 1;
+    })
+    .await
+    else {
+        return;
+    };
+    let b = a.beside().await;
+    let repo = make_repo(&a, "acme/deps").await;
+    let made = a
+        .post(
+            "/api/automations",
+            json!({ "repo_id": repo, "name": "nightly", "prompt": "update dependencies and fix what breaks", "schedule": "* * * * * *" }),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        made.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&made.body)
+    );
+    let id = made.json()["id"].as_str().unwrap().to_string();
+    // Both processes look every second; four periods pass.
+    let done = wait_runs(&b, &id, 4).await;
+    let mut periods: Vec<i64> = done.iter().map(|r| r["period"].as_i64().unwrap()).collect();
+    periods.sort();
+    periods.dedup();
+    assert_eq!(periods.len(), done.len(), "a period ran twice: {done:?}");
+    assert!(
+        periods.windows(2).all(|w| (w[1] - w[0]) % 1000 == 0),
+        "{periods:?}"
+    );
+    let sessions = a.get("/api/sessions").send().await.json();
+    let theirs: Vec<&Value> = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["author"]["kind"] == "automation")
+        .collect();
+    let run_sessions: Vec<String> = runs(&a, &id)
+        .await
+        .iter()
+        .filter_map(|r| r["session_id"].as_str().map(String::from))
+        .collect();
+    assert!(
+        theirs.len() >= done.len() && theirs.len() == run_sessions.len(),
+        "one session per run: {} sessions, {} runs",
+        theirs.len(),
+        run_sessions.len()
+    );
+    let first = &theirs[0];
+    assert_eq!(first["author"]["name"], "nightly (automation)");
+    assert!(
+        first["author"]["user_id"].is_string(),
+        "on its creator's behalf"
+    );
+    assert_eq!(first["title"], "update dependencies and fix what breaks");
+    // Deleted, it fires no more.
+    let gone = a
+        .req(Method::DELETE, &format!("/api/automations/{id}"))
+        .bearer(&a.admin_token)
+        .send()
+        .await;
+    assert_eq!(gone.status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn a_run_that_cannot_start_records_why_and_is_not_retried() {
+    let Some(s) = TestServer::start_with(Backend::Sqlite, Transport::Oneshot, |c| {
+        c.automations.min_interval_secs = 1;
+    })
+    .await
+    else {
+        return;
+    };
+    let repo = make_repo(&s, "acme/deps").await;
+    let mia = invite(&s, "mia", false).await;
+    let made = s
+        .req(Method::POST, "/api/automations")
+        .bearer(&mia.token)
+        .json(&json!({ "repo_id": repo, "name": "hourly", "prompt": "tidy up", "schedule": "* * * * * *" }))
+        .send()
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED);
+    let id = made.json()["id"].as_str().unwrap().to_string();
+    wait_runs(&s, &id, 1).await;
+    // Its creator loses the repo: the runs after that record why and start nothing.
+    s.req(Method::PUT, &format!("/api/repos/{repo}/access"))
+        .bearer(&s.admin_token)
+        .json(&json!({ "access": "members", "grants": [] }))
+        .send()
+        .await;
+    let before = s.get("/api/sessions").send().await.json();
+    let started = before.as_array().unwrap().len();
+    let all = wait_runs(&s, &id, 4).await;
+    let failed: Vec<&Value> = all.iter().filter(|r| r["session_id"].is_null()).collect();
+    assert!(failed.len() >= 2, "{all:?}");
+    assert!(
+        failed[0]["error"].as_str().unwrap().contains("acme/deps")
+            || failed[0]["error"].as_str().unwrap().contains("repo"),
+        "{failed:?}"
+    );
+    let after = s.get("/api/sessions").send().await.json();
+    assert!(
+        after.as_array().unwrap().len() <= started + 1,
+        "no run after the loss started a session"
+    );
+    // One run per period, not one per look: the failed ones are spread a period apart.
+    let mut periods: Vec<i64> = failed
+        .iter()
+        .map(|r| r["period"].as_i64().unwrap())
+        .collect();
+    periods.sort();
+    periods.dedup();
+    assert_eq!(periods.len(), failed.len());
+}
+
+matrix!(automations_refuse_bad_schedules_and_people_who_may_not_use_the_repo);
+async fn automations_refuse_bad_schedules_and_people_who_may_not_use_the_repo(s: TestServer) {
+    let repo = make_repo(&s, "acme/deps").await;
+    let hidden = make_repo(&s, "acme/secret").await;
+    s.req(Method::PUT, &format!("/api/repos/{hidden}/access"))
+        .bearer(&s.admin_token)
+        .json(&json!({ "access": "members", "grants": [] }))
+        .send()
+        .await;
+    let mia = invite(&s, "mia", false).await;
+    let body = |schedule: &str, repo: &str| json!({ "repo_id": repo, "name": "nightly", "prompt": "go", "schedule": schedule });
+    for (schedule, needle) in [
+        ("every night", "not cron syntax"),
+        ("* * * * *", "at most one run every 300 s"),
+        ("0 0 31 2 *", "never runs"),
+    ] {
+        let res = s
+            .post("/api/automations", body(schedule, &repo))
+            .send()
+            .await;
+        let msg = res.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+        assert!(msg.contains(needle), "{schedule}: {msg}");
+    }
+    // A repo mia may not see is one that does not exist.
+    s.req(Method::POST, "/api/automations")
+        .bearer(&mia.token)
+        .json(&body("0 3 * * *", &hidden))
+        .send()
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "not_found");
+    let made = s
+        .post("/api/automations", body("0 3 * * *", &hidden))
+        .send()
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED);
+    let made = made.json();
+    let id = made["id"].as_str().unwrap();
+    assert!(made["next_at"].as_i64().unwrap() > tandem_server::now_ms());
+    let listed = s
+        .req(Method::GET, "/api/automations")
+        .bearer(&mia.token)
+        .send()
+        .await
+        .json();
+    assert_eq!(listed, json!([]), "mia sees none of a hidden repo's");
+    s.req(Method::DELETE, &format!("/api/automations/{id}"))
+        .bearer(&mia.token)
+        .send()
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "not_found");
+    // On a repo she sees, someone else's is not hers to delete.
+    let theirs = s
+        .post("/api/automations", body("0 3 * * *", &repo))
+        .send()
+        .await
+        .json();
+    s.req(
+        Method::DELETE,
+        &format!("/api/automations/{}", theirs["id"].as_str().unwrap()),
+    )
+    .bearer(&mia.token)
+    .send()
+    .await
+    .assert_error(StatusCode::FORBIDDEN, "forbidden");
+}
