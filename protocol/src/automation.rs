@@ -1,4 +1,5 @@
-//! Automations: a prompt template a repo runs on a schedule (cron syntax), each run a session
+//! Automations: a prompt a repo runs on a schedule (cron syntax) or when an authenticated
+//! webhook is called (its JSON body filling the prompt's template), each run a session
 //! attributed to the automation and its creator (`/api/automations`).
 
 use serde::{Deserialize, Serialize};
@@ -13,14 +14,31 @@ pub struct CreateAutomation {
     pub repo_id: RepoId,
     /// What people call it ("nightly dependency update").
     pub name: String,
-    /// The first prompt of every run's session.
+    /// The first prompt of every run's session. For a webhook, `{{body}}` is replaced by the
+    /// call's JSON body and `{{body.a.b}}` by one of its values.
     pub prompt: String,
-    /// When it runs, in cron syntax with an optional seconds field, UTC
-    /// (`0 3 * * *`: at 03:00 every day).
-    pub schedule: String,
+    pub trigger: Trigger,
     /// Default: the server's default agent.
     #[serde(default)]
     pub agent: Option<AgentSpec>,
+}
+
+/// When an automation runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Trigger {
+    /// In cron syntax with an optional seconds field, UTC (`0 3 * * *`: at 03:00 every day).
+    Schedule { cron: String },
+    /// When its URL is called (`POST`, a JSON body): the URL holds a secret shown once.
+    Webhook,
+}
+
+/// What creating an automation answers: a webhook's URL (with its secret) is shown this once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedAutomation {
+    pub automation: Automation,
+    #[serde(default)]
+    pub webhook_url: Option<String>,
 }
 
 /// An automation.
@@ -31,21 +49,22 @@ pub struct Automation {
     pub repo_name: String,
     pub name: String,
     pub prompt: String,
-    pub schedule: String,
+    pub trigger: Trigger,
     #[serde(default)]
     pub agent: Option<AgentSpec>,
     pub created_by: UserId,
     pub created_by_name: String,
     pub created_at: Timestamp,
-    /// When it runs next.
-    pub next_at: Timestamp,
+    /// When a schedule runs next.
+    #[serde(default)]
+    pub next_at: Option<Timestamp>,
 }
 
 /// One run: the period it ran for, and the session it made (or why it made none).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AutomationRun {
     pub automation_id: AutomationId,
-    /// The scheduled time this run is for.
+    /// The scheduled time this run is for (a webhook's: when it was called).
     pub period: Timestamp,
     pub session_id: Option<SessionId>,
     /// Why no session started (a run never retries: the next period is the next try).

@@ -1,6 +1,8 @@
-//! Automations: a prompt a repo runs on a schedule. Every server process looks for due
-//! automations each second; a run is claimed by its (automation, period) row, so one process
-//! runs each period however many share the database. A run is a session attributed to the
+//! Automations: a prompt a repo runs on a schedule or when its webhook is called. Every server
+//! process looks for due schedules each second; a run is claimed by its (automation, period)
+//! row, so one process runs each period however many share the database. A webhook's URL holds
+//! a secret (hashed at rest, shown once); its JSON body fills the prompt's `{{body…}}` places,
+//! and at most [`MAX_CALLS_PER_HOUR`] calls an hour start a run. A run is a session attributed to the
 //! automation and its creator, checked again at run time (still active, still may work on the
 //! repo); a run that cannot start records why and is not retried — the next period is the next
 //! try, so a failing automation never loops.
@@ -8,7 +10,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use tandem_protocol::automation::{Automation, AutomationRun, CreateAutomation};
+use tandem_protocol::automation::{
+    Automation, AutomationRun, CreateAutomation, CreatedAutomation, Trigger,
+};
 use tandem_protocol::limits::{MAX_LIST, MAX_NAME_BYTES, MAX_PROMPT_BYTES};
 use tandem_protocol::*;
 
@@ -18,6 +22,12 @@ use crate::{Error, Result, now_ms};
 
 /// How often each process looks for due automations.
 const TICK: Duration = Duration::from_secs(1);
+
+/// Most webhook calls an hour that start a run, per automation.
+pub const MAX_CALLS_PER_HOUR: i64 = 30;
+
+/// The longest prompt a webhook's body may make.
+const MAX_RENDERED_BYTES: usize = 64 * 1024;
 
 /// A schedule, parsed; `min_secs` the shortest interval it may ask for.
 fn schedule(text: &str, min_secs: u64) -> Result<croner::Cron> {
@@ -60,7 +70,11 @@ fn next_after(cron: &croner::Cron, after_ms: i64) -> Result<i64> {
 }
 
 /// Makes an automation for `user`, who must be able to start sessions on its repo.
-pub async fn create(app: &AppState, user: &User, req: CreateAutomation) -> Result<Automation> {
+pub async fn create(
+    app: &AppState,
+    user: &User,
+    req: CreateAutomation,
+) -> Result<CreatedAutomation> {
     let repo = crate::permissions::repo_for_work(app, user, req.repo_id).await?;
     let name = req.name.trim().to_string();
     if name.is_empty() || name.len() > MAX_NAME_BYTES || name.chars().any(char::is_control) {
@@ -82,23 +96,132 @@ pub async fn create(app: &AppState, user: &User, req: CreateAutomation) -> Resul
             ));
         }
     }
-    let cron = schedule(&req.schedule, app.config.automations.min_interval_secs)?;
     let now = now_ms();
+    let (trigger, next_at, secret) = match req.trigger {
+        Trigger::Schedule { cron: text } => {
+            let cron = schedule(&text, app.config.automations.min_interval_secs)?;
+            let next = next_after(&cron, now)?;
+            let cron = text.trim().to_string();
+            (Trigger::Schedule { cron }, Some(Timestamp(next)), None)
+        }
+        Trigger::Webhook => (
+            Trigger::Webhook,
+            None,
+            Some(crate::auth::new_secret("tah_")),
+        ),
+    };
     let a = Automation {
         id: AutomationId(uuid::Uuid::new_v4()),
         repo_id: repo.id,
         repo_name: repo.name,
         name,
         prompt,
-        schedule: req.schedule.trim().to_string(),
+        trigger,
         agent: req.agent,
         created_by: user.id,
         created_by_name: user.name.clone(),
         created_at: Timestamp(now),
-        next_at: Timestamp(next_after(&cron, now)?),
+        next_at,
     };
-    db::automations::insert(&app.db, &a).await?;
-    Ok(a)
+    let hash = secret.as_deref().map(crate::auth::hash_secret);
+    db::automations::insert(&app.db, &a, hash.as_deref()).await?;
+    let webhook_url = secret.map(|s| {
+        format!(
+            "{}/api/automations/hooks/{s}",
+            app.public_url().trim_end_matches('/')
+        )
+    });
+    Ok(CreatedAutomation {
+        automation: a,
+        webhook_url,
+    })
+}
+
+/// A webhook call: the automation whose secret `token` is starts a run with `body` in its
+/// prompt. An unknown token is refused like a missing one.
+pub async fn call(app: &AppState, token: &str, body: &serde_json::Value) -> Result<AutomationRun> {
+    let refused = || Error::Unauthorized("no automation has this webhook URL".into());
+    if !token.starts_with("tah_") {
+        return Err(refused());
+    }
+    let a = db::automations::by_webhook(&app.db, &crate::auth::hash_secret(token))
+        .await?
+        .ok_or_else(refused)?;
+    let now = now_ms();
+    if db::automations::runs_since(&app.db, a.id, now - 3_600_000).await? >= MAX_CALLS_PER_HOUR {
+        return Err(Error::TooMany(format!(
+            "this automation ran {MAX_CALLS_PER_HOUR} times in the last hour, its most; calls start runs again as the hour moves on"
+        )));
+    }
+    let prompt = render(&a.prompt, body);
+    let mut tx = app.db.begin().await?;
+    if !db::automations::claim_call(&mut tx, a.id, now).await? {
+        return Err(Error::Conflict(
+            "another call started a run this very moment; call again".into(),
+        ));
+    }
+    tx.commit().await?;
+    let (session, error) = match start_run(app, &a, prompt).await {
+        Ok(id) => (Some(id), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    db::automations::finish_run(&app.db, a.id, now, session, error.as_deref()).await?;
+    Ok(AutomationRun {
+        automation_id: a.id,
+        period: Timestamp(now),
+        session_id: session,
+        error,
+        created_at: Timestamp(now),
+    })
+}
+
+/// `template` with `{{body}}` replaced by `body` (pretty JSON) and `{{body.a.b}}` by the value
+/// at that path (a string as itself, anything else as JSON, nothing when absent); cut to
+/// [`MAX_RENDERED_BYTES`].
+pub fn render(template: &str, body: &serde_json::Value) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            out.push_str(&rest[start..]);
+            rest = "";
+            break;
+        };
+        let key = after[..end].trim();
+        match key.strip_prefix("body") {
+            Some("") => out.push_str(&serde_json::to_string_pretty(body).unwrap_or_default()),
+            Some(path) if path.starts_with('.') => {
+                let mut v = body;
+                for part in path[1..].split('.') {
+                    v = match v {
+                        serde_json::Value::Array(items) => {
+                            part.parse::<usize>().ok().and_then(|i| items.get(i))
+                        }
+                        other => other.get(part),
+                    }
+                    .unwrap_or(&serde_json::Value::Null);
+                }
+                match v {
+                    serde_json::Value::String(s) => out.push_str(s),
+                    serde_json::Value::Null => {}
+                    other => out.push_str(&other.to_string()),
+                }
+            }
+            _ => out.push_str(&rest[start..start + 2 + end + 2]),
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    if out.len() > MAX_RENDERED_BYTES {
+        let mut end = MAX_RENDERED_BYTES;
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.truncate(end);
+    }
+    out
 }
 
 /// The automations of the repos `user` sees.
@@ -163,7 +286,10 @@ pub async fn run(app: AppState) {
 pub async fn tick(app: &AppState) -> Result<()> {
     let now = now_ms();
     for a in db::automations::due(&app.db, now).await? {
-        let cron = match schedule(&a.schedule, 0) {
+        let (Trigger::Schedule { cron: text }, Some(next_at)) = (&a.trigger, a.next_at) else {
+            continue;
+        };
+        let cron = match schedule(text, 0) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(automation = %a.id, error = %e, "an automation's schedule no longer parses");
@@ -171,13 +297,13 @@ pub async fn tick(app: &AppState) -> Result<()> {
             }
         };
         // Periods missed while no server ran are skipped: the run is for the latest one.
-        let period = a.next_at.0;
+        let period = next_at.0;
         let next = next_after(&cron, now.max(period))?;
         let mut tx = app.db.begin().await?;
         let mine = db::automations::claim(&mut tx, a.id, period, next, now).await?;
         tx.commit().await?;
         if mine {
-            let (session, error) = match start_run(app, &a).await {
+            let (session, error) = match start_run(app, &a, a.prompt.clone()).await {
                 Ok(id) => (Some(id), None),
                 Err(e) => (None, Some(e.to_string())),
             };
@@ -192,7 +318,7 @@ pub async fn tick(app: &AppState) -> Result<()> {
 
 /// A run's session, as the automation on behalf of its creator (who must still be active and
 /// still may work on the repo).
-async fn start_run(app: &AppState, a: &Automation) -> Result<SessionId> {
+async fn start_run(app: &AppState, a: &Automation, prompt: String) -> Result<SessionId> {
     let creator = db::users::get(&app.db, a.created_by)
         .await?
         .filter(|u| u.deactivated_at.is_none())
@@ -213,7 +339,7 @@ async fn start_run(app: &AppState, a: &Automation) -> Result<SessionId> {
         author,
         CreateSession {
             repo_id: a.repo_id,
-            prompt: a.prompt.clone(),
+            prompt,
             agent: a.agent.clone(),
             branch: None,
             context: None,
@@ -223,4 +349,28 @@ async fn start_run(app: &AppState, a: &Automation) -> Result<SessionId> {
     .await?;
     crate::scheduler::spawn_boot(app, detail.session.id);
     Ok(detail.session.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render;
+    use serde_json::json;
+
+    #[test]
+    fn a_webhook_body_fills_the_template() {
+        let body =
+            json!({ "error": { "title": "TypeError", "frames": ["a.js:1", "b.js:2"] }, "n": 3 });
+        assert_eq!(
+            render(
+                "Fix {{ body.error.title }} at {{body.error.frames.1}} ({{body.n}}x){{body.nope}}",
+                &body
+            ),
+            "Fix TypeError at b.js:2 (3x)"
+        );
+        assert!(render("{{body}}", &body).contains("\"frames\""));
+        assert_eq!(
+            render("keep {{other}} and {{ unclosed", &body),
+            "keep {{other}} and {{ unclosed"
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! primary key lets one server process win a period, however many look at it.
 
 use sqlx::FromRow;
-use tandem_protocol::automation::{Automation, AutomationRun};
+use tandem_protocol::automation::{Automation, AutomationRun, Trigger};
 use tandem_protocol::{AutomationId, RepoId, SessionId, Timestamp, UserId};
 
 use crate::sessions::{agent_json, agent_spec};
@@ -15,12 +15,12 @@ struct Row {
     repo_name: String,
     name: String,
     prompt: String,
-    schedule: String,
+    schedule: Option<String>,
     agent: Option<String>,
     created_by: String,
     created_by_name: String,
     created_at: i64,
-    next_at: i64,
+    next_at: Option<i64>,
 }
 
 impl Row {
@@ -31,12 +31,15 @@ impl Row {
             repo_name: self.repo_name,
             name: self.name,
             prompt: self.prompt,
-            schedule: self.schedule,
+            trigger: match self.schedule {
+                Some(cron) => Trigger::Schedule { cron },
+                None => Trigger::Webhook,
+            },
             agent: self.agent.as_deref().map(agent_spec).transpose()?,
             created_by: UserId(super::uuid(&self.created_by)?),
             created_by_name: self.created_by_name,
             created_at: Timestamp(self.created_at),
-            next_at: Timestamp(self.next_at),
+            next_at: self.next_at.map(Timestamp),
         })
     }
 }
@@ -46,20 +49,26 @@ const SELECT: &str =
         a.created_by, u.name AS created_by_name, a.created_at, a.next_at
     FROM automations a JOIN repos r ON r.id = a.repo_id JOIN users u ON u.id = a.created_by";
 
-pub async fn insert(mut ex: impl Conn, a: &Automation) -> Result<()> {
+/// Stores `a`; a webhook's with the hash of its URL's secret.
+pub async fn insert(mut ex: impl Conn, a: &Automation, webhook_hash: Option<&str>) -> Result<()> {
+    let schedule = match &a.trigger {
+        Trigger::Schedule { cron } => Some(cron.as_str()),
+        Trigger::Webhook => None,
+    };
     sqlx::query(
-        "INSERT INTO automations (id, repo_id, name, prompt, schedule, agent, created_by, created_at, next_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "INSERT INTO automations (id, repo_id, name, prompt, schedule, webhook_hash, agent, created_by, created_at, next_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(a.id.to_string())
     .bind(a.repo_id.to_string())
     .bind(&a.name)
     .bind(&a.prompt)
-    .bind(&a.schedule)
+    .bind(schedule)
+    .bind(webhook_hash)
     .bind(a.agent.as_ref().map(agent_json))
     .bind(a.created_by.to_string())
     .bind(a.created_at.0)
-    .bind(a.next_at.0)
+    .bind(a.next_at.map(|t| t.0))
     .execute(ex.ex())
     .await?;
     Ok(())
@@ -81,10 +90,45 @@ pub async fn get(mut ex: impl Conn, id: AutomationId) -> Result<Option<Automatio
     row.map(Row::into_automation).transpose()
 }
 
-/// Those due at `now`.
+/// The webhook automation whose URL's secret hashes to `hash`.
+pub async fn by_webhook(mut ex: impl Conn, hash: &str) -> Result<Option<Automation>> {
+    let row: Option<Row> = sqlx::query_as(&format!("{SELECT} WHERE a.webhook_hash = $1"))
+        .bind(hash)
+        .fetch_optional(ex.ex())
+        .await?;
+    row.map(Row::into_automation).transpose()
+}
+
+/// How many runs `id` has had since `since`.
+pub async fn runs_since(mut ex: impl Conn, id: AutomationId, since: i64) -> Result<i64> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM automation_runs WHERE automation_id = $1 AND created_at >= $2",
+    )
+    .bind(id.to_string())
+    .bind(since)
+    .fetch_one(ex.ex())
+    .await?;
+    Ok(n)
+}
+
+/// Claims a webhook call's run (its period: the call's time); false when one at that very
+/// millisecond was claimed first.
+pub async fn claim_call(conn: &mut Tx, id: AutomationId, now: i64) -> Result<bool> {
+    let claimed = sqlx::query(
+        "INSERT INTO automation_runs (automation_id, period, created_at) VALUES ($1, $2, $2)
+         ON CONFLICT (automation_id, period) DO NOTHING",
+    )
+    .bind(id.to_string())
+    .bind(now)
+    .execute(&mut *conn.tx)
+    .await?;
+    Ok(claimed.rows_affected() == 1)
+}
+
+/// Schedules due at `now`.
 pub async fn due(mut ex: impl Conn, now: i64) -> Result<Vec<Automation>> {
     let rows: Vec<Row> = sqlx::query_as(&format!(
-        "{SELECT} WHERE a.next_at <= $1 ORDER BY a.next_at"
+        "{SELECT} WHERE a.schedule IS NOT NULL AND a.next_at <= $1 ORDER BY a.next_at"
     ))
     .bind(now)
     .fetch_all(ex.ex())

@@ -57,7 +57,7 @@ async fn a_schedule_fires_once_per_period_across_two_servers_on_one_postgresql()
     let made = a
         .post(
             "/api/automations",
-            json!({ "repo_id": repo, "name": "nightly", "prompt": "update dependencies and fix what breaks", "schedule": "* * * * * *" }),
+            json!({ "repo_id": repo, "name": "nightly", "prompt": "update dependencies and fix what breaks", "trigger": { "kind": "schedule", "cron": "* * * * * *" } }),
         )
         .send()
         .await;
@@ -67,7 +67,10 @@ async fn a_schedule_fires_once_per_period_across_two_servers_on_one_postgresql()
         "{}",
         String::from_utf8_lossy(&made.body)
     );
-    let id = made.json()["id"].as_str().unwrap().to_string();
+    let id = made.json()["automation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // Both processes look every second; four periods pass.
     let done = wait_runs(&b, &id, 4).await;
     let mut periods: Vec<i64> = done.iter().map(|r| r["period"].as_i64().unwrap()).collect();
@@ -126,11 +129,14 @@ async fn a_run_that_cannot_start_records_why_and_is_not_retried() {
     let made = s
         .req(Method::POST, "/api/automations")
         .bearer(&mia.token)
-        .json(&json!({ "repo_id": repo, "name": "hourly", "prompt": "tidy up", "schedule": "* * * * * *" }))
+        .json(&json!({ "repo_id": repo, "name": "hourly", "prompt": "tidy up", "trigger": { "kind": "schedule", "cron": "* * * * * *" } }))
         .send()
         .await;
     assert_eq!(made.status, StatusCode::CREATED);
-    let id = made.json()["id"].as_str().unwrap().to_string();
+    let id = made.json()["automation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     wait_runs(&s, &id, 1).await;
     // Its creator loses the repo: the runs after that record why and start nothing.
     s.req(Method::PUT, &format!("/api/repos/{repo}/access"))
@@ -173,7 +179,7 @@ async fn automations_refuse_bad_schedules_and_people_who_may_not_use_the_repo(s:
         .send()
         .await;
     let mia = invite(&s, "mia", false).await;
-    let body = |schedule: &str, repo: &str| json!({ "repo_id": repo, "name": "nightly", "prompt": "go", "schedule": schedule });
+    let body = |schedule: &str, repo: &str| json!({ "repo_id": repo, "name": "nightly", "prompt": "go", "trigger": { "kind": "schedule", "cron": schedule } });
     for (schedule, needle) in [
         ("every night", "not cron syntax"),
         ("* * * * *", "at most one run every 300 s"),
@@ -199,8 +205,9 @@ async fn automations_refuse_bad_schedules_and_people_who_may_not_use_the_repo(s:
         .await;
     assert_eq!(made.status, StatusCode::CREATED);
     let made = made.json();
-    let id = made["id"].as_str().unwrap();
-    assert!(made["next_at"].as_i64().unwrap() > tandem_server::now_ms());
+    let id = made["automation"]["id"].as_str().unwrap();
+    assert!(made["automation"]["next_at"].as_i64().unwrap() > tandem_server::now_ms());
+    assert!(made["webhook_url"].is_null());
     let listed = s
         .req(Method::GET, "/api/automations")
         .bearer(&mia.token)
@@ -221,10 +228,85 @@ async fn automations_refuse_bad_schedules_and_people_who_may_not_use_the_repo(s:
         .json();
     s.req(
         Method::DELETE,
-        &format!("/api/automations/{}", theirs["id"].as_str().unwrap()),
+        &format!(
+            "/api/automations/{}",
+            theirs["automation"]["id"].as_str().unwrap()
+        ),
     )
     .bearer(&mia.token)
     .send()
     .await
     .assert_error(StatusCode::FORBIDDEN, "forbidden");
+}
+
+matrix!(a_webhook_starts_a_run_with_its_body_and_refuses_a_bad_token);
+async fn a_webhook_starts_a_run_with_its_body_and_refuses_a_bad_token(s: TestServer) {
+    let repo = make_repo(&s, "acme/web").await;
+    let made = s
+        .post(
+            "/api/automations",
+            json!({ "repo_id": repo, "name": "errors", "prompt": "Fix this error: {{body.title}}\n{{body.stack}}", "trigger": { "kind": "webhook" } }),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        made.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&made.body)
+    );
+    let made = made.json();
+    let url = made["webhook_url"].as_str().unwrap().to_string();
+    let path = url
+        .split_once("/api/")
+        .map(|(_, p)| format!("/api/{p}"))
+        .unwrap();
+    let id = made["automation"]["id"].as_str().unwrap().to_string();
+    assert!(made["automation"]["next_at"].is_null());
+    // The URL's secret is not stored: the automation as read again does not carry it.
+    let shown = s.get(&format!("/api/automations/{id}")).send().await;
+    assert!(!String::from_utf8_lossy(&shown.body).contains(path.rsplit('/').next().unwrap()));
+
+    let alert = json!({ "title": "TypeError: total is undefined", "stack": "at cart.js:12" });
+    for bad in [
+        path.replace("tah_", "tah_x"),
+        format!("{}x", &path[..path.len() - 1]),
+        "/api/automations/hooks/tdm_not_a_hook".to_string(),
+    ] {
+        s.req(Method::POST, &bad)
+            .json(&alert)
+            .send()
+            .await
+            .assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+    }
+    assert!(
+        runs(&s, &id).await.is_empty(),
+        "a refused call runs nothing"
+    );
+    let called = s.req(Method::POST, &path).json(&alert).send().await;
+    assert_eq!(
+        called.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&called.body)
+    );
+    let run = called.json();
+    let session = run["session_id"].as_str().expect("a session");
+    let detail = s
+        .get(&format!("/api/sessions/{session}"))
+        .send()
+        .await
+        .json();
+    assert_eq!(
+        detail["prompts"][0]["text"],
+        "Fix this error: TypeError: total is undefined\nat cart.js:12"
+    );
+    assert_eq!(detail["session"]["author"]["kind"], "automation");
+    // Malformed bodies are refused before anything runs.
+    s.req(Method::POST, &path)
+        .raw_body("application/json", b"{not json".to_vec())
+        .send()
+        .await
+        .assert_error(StatusCode::BAD_REQUEST, "bad_request");
+    assert_eq!(runs(&s, &id).await.len(), 1);
 }

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
 use tandem_protocol::AutomationId;
-use tandem_protocol::automation::{Automation, AutomationRun, CreateAutomation};
+use tandem_protocol::automation::{Automation, AutomationRun, CreateAutomation, CreatedAutomation};
 
 use crate::Result;
 use crate::auth::CurrentUser;
@@ -17,6 +17,19 @@ pub fn router() -> Router<AppState> {
         .route("/automations", get(list).post(create))
         .route("/automations/{id}", get(show).delete(delete))
         .route("/automations/{id}/runs", get(runs))
+        .route("/automations/hooks/{token}", axum::routing::post(hook))
+}
+
+/// A webhook call (no sign-in: the URL's secret is the credential).
+async fn hook(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+    Json(body): Json<serde_json::Value>,
+) -> Result<(StatusCode, Json<AutomationRun>)> {
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(automations::call(&state, &token, &body).await?),
+    ))
 }
 
 async fn list(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<Automation>>> {
@@ -27,7 +40,7 @@ async fn create(
     State(state): State<AppState>,
     user: CurrentUser,
     Json(req): Json<CreateAutomation>,
-) -> Result<(StatusCode, Json<Automation>)> {
+) -> Result<(StatusCode, Json<CreatedAutomation>)> {
     Ok((
         StatusCode::CREATED,
         Json(automations::create(&state, &user.0, req).await?),
