@@ -13,6 +13,7 @@ mod harness;
 #[allow(dead_code)]
 mod oidc_provider;
 
+mod automations;
 mod browser;
 mod code;
 mod dashboard;

@@ -5,9 +5,9 @@ use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
 
 use crate::pages::{
-    dashboard::Dashboard, embed::Embed, extension::ExtensionPage, invite::InvitePage, join::Join,
-    login::Login, not_found::NotFound, pair::PairPage, people::PeoplePage, session::SessionPage,
-    settings::SettingsPage,
+    automations::AutomationsPage, dashboard::Dashboard, embed::Embed, extension::ExtensionPage,
+    invite::InvitePage, join::Join, login::Login, not_found::NotFound, pair::PairPage,
+    people::PeoplePage, session::SessionPage, settings::SettingsPage,
 };
 
 #[component]
@@ -24,6 +24,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/pair") view=PairPage />
                 <Route path=path!("/extension") view=ExtensionPage />
                 <Route path=path!("/settings") view=SettingsPage />
+                <Route path=path!("/automations") view=AutomationsPage />
                 <Route path=path!("/embed/sessions/:id") view=Embed />
             </Routes>
         </Router>

@@ -27,6 +27,19 @@ pub fn until(t: Timestamp) -> String {
     }
 }
 
+/// "2025-01-31 04:00" in the browser's time zone.
+pub fn local_time(t: Timestamp) -> String {
+    let d = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(t.0 as f64));
+    format!(
+        "{}-{:02}-{:02} {:02}:{:02}",
+        d.get_full_year(),
+        d.get_month() + 1,
+        d.get_date(),
+        d.get_hours(),
+        d.get_minutes()
+    )
+}
+
 /// Whom to ask, as "Ask an admin (ana, bo)"; without names when none could be read.
 pub fn ask_an_admin(admins: Option<&[String]>) -> String {
     match admins {

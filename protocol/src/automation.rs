@@ -31,7 +31,13 @@ pub enum Trigger {
     Schedule { cron: String },
     /// When its URL is called (`POST`, a JSON body): the URL holds a secret shown once.
     Webhook,
+    /// When a CI check fails on the pull request of a session its creator may drive: the
+    /// prompt goes to that session, at most `max_runs` times per pull request.
+    CiFailure { max_runs: u32 },
 }
+
+/// The most follow-ups a CI-failure automation may send one pull request.
+pub const MAX_CI_RUNS: u32 = 10;
 
 /// What creating an automation answers: a webhook's URL (with its secret) is shown this once.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use tandem_protocol::automation::{
-    Automation, AutomationRun, CreateAutomation, CreatedAutomation, Trigger,
+    Automation, AutomationRun, CreateAutomation, CreatedAutomation, MAX_CI_RUNS, Trigger,
 };
 use tandem_protocol::limits::{MAX_LIST, MAX_NAME_BYTES, MAX_PROMPT_BYTES};
 use tandem_protocol::*;
@@ -109,6 +109,14 @@ pub async fn create(
             None,
             Some(crate::auth::new_secret("tah_")),
         ),
+        Trigger::CiFailure { max_runs } => {
+            if !(1..=MAX_CI_RUNS).contains(&max_runs) {
+                return Err(Error::Invalid(format!(
+                    "max_runs is 1 to {MAX_CI_RUNS}: how many times one pull request's failing checks get a follow-up"
+                )));
+            }
+            (Trigger::CiFailure { max_runs }, None, None)
+        }
     };
     let a = Automation {
         id: AutomationId(uuid::Uuid::new_v4()),
@@ -173,6 +181,94 @@ pub async fn call(app: &AppState, token: &str, body: &serde_json::Value) -> Resu
         error,
         created_at: Timestamp(now),
     })
+}
+
+/// A CI check failed on `session`'s pull request: every CI-failure automation of its repo
+/// whose creator may drive the session sends the session its prompt, until it has sent
+/// `max_runs` (then the run is recorded as refused, so the limit shows).
+pub async fn ci_failed(
+    app: &AppState,
+    session: SessionId,
+    check: &str,
+    conclusion: &str,
+) -> Result<()> {
+    let Some(s) = db::sessions::get(&app.db, session).await? else {
+        return Ok(());
+    };
+    for a in db::automations::on_ci_failure(&app.db, s.repo_id).await? {
+        let Trigger::CiFailure { max_runs } = a.trigger else {
+            continue;
+        };
+        let now = now_ms();
+        let mut tx = app.db.begin().await?;
+        if !db::automations::claim_call(&mut tx, a.id, now).await? {
+            continue;
+        }
+        tx.commit().await?;
+        let sent = db::automations::runs_for_session(&app.db, a.id, session).await?;
+        let outcome = if sent >= i64::from(max_runs) {
+            Err(Error::TooMany(format!(
+                "{} already sent this pull request {max_runs} follow-ups, its most",
+                a.name
+            )))
+        } else {
+            follow_up(app, &a, session, check, conclusion).await
+        };
+        let (to, error) = match outcome {
+            Ok(()) => (Some(session), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        db::automations::finish_run(&app.db, a.id, now, to, error.as_deref()).await?;
+    }
+    Ok(())
+}
+
+/// The automation's prompt into `session`, as the automation for its creator (who must be
+/// active and may drive the session).
+async fn follow_up(
+    app: &AppState,
+    a: &Automation,
+    session: SessionId,
+    check: &str,
+    conclusion: &str,
+) -> Result<()> {
+    let creator = db::users::get(&app.db, a.created_by)
+        .await?
+        .filter(|u| u.deactivated_at.is_none())
+        .ok_or_else(|| {
+            Error::Forbidden(format!(
+                "{} (who made it) is no longer active here",
+                a.created_by_name
+            ))
+        })?;
+    crate::permissions::require(app, session, &creator, tandem_protocol::live::Role::Driver)
+        .await?;
+    let author = Author {
+        kind: AuthorKind::Automation,
+        user_id: Some(creator.id),
+        name: format!("{} (automation)", a.name),
+    };
+    let check: String = check
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    let conclusion: String = conclusion
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(40)
+        .collect();
+    let req = CreatePrompt {
+        text: format!(
+            "{}\n\nThe check `{check}` ended `{conclusion}` on this session's pull request.",
+            a.prompt
+        ),
+        mode: PromptMode::Queue,
+        agent: a.agent.clone(),
+        context: None,
+    };
+    crate::actions::submit_prompt(app, session, author, req).await?;
+    Ok(())
 }
 
 /// `template` with `{{body}}` replaced by `body` (pretty JSON) and `{{body.a.b}}` by the value

@@ -16,6 +16,7 @@ struct Row {
     name: String,
     prompt: String,
     schedule: Option<String>,
+    ci_max_runs: Option<i64>,
     agent: Option<String>,
     created_by: String,
     created_by_name: String,
@@ -31,9 +32,12 @@ impl Row {
             repo_name: self.repo_name,
             name: self.name,
             prompt: self.prompt,
-            trigger: match self.schedule {
-                Some(cron) => Trigger::Schedule { cron },
-                None => Trigger::Webhook,
+            trigger: match (self.schedule, self.ci_max_runs) {
+                (Some(cron), _) => Trigger::Schedule { cron },
+                (None, Some(n)) => Trigger::CiFailure {
+                    max_runs: u32::try_from(n).unwrap_or(0),
+                },
+                (None, None) => Trigger::Webhook,
             },
             agent: self.agent.as_deref().map(agent_spec).transpose()?,
             created_by: UserId(super::uuid(&self.created_by)?),
@@ -45,19 +49,20 @@ impl Row {
 }
 
 const SELECT: &str =
-    "SELECT a.id, a.repo_id, r.name AS repo_name, a.name, a.prompt, a.schedule, a.agent,
+    "SELECT a.id, a.repo_id, r.name AS repo_name, a.name, a.prompt, a.schedule, a.ci_max_runs, a.agent,
         a.created_by, u.name AS created_by_name, a.created_at, a.next_at
     FROM automations a JOIN repos r ON r.id = a.repo_id JOIN users u ON u.id = a.created_by";
 
 /// Stores `a`; a webhook's with the hash of its URL's secret.
 pub async fn insert(mut ex: impl Conn, a: &Automation, webhook_hash: Option<&str>) -> Result<()> {
-    let schedule = match &a.trigger {
-        Trigger::Schedule { cron } => Some(cron.as_str()),
-        Trigger::Webhook => None,
+    let (schedule, ci) = match &a.trigger {
+        Trigger::Schedule { cron } => (Some(cron.as_str()), None),
+        Trigger::Webhook => (None, None),
+        Trigger::CiFailure { max_runs } => (None, Some(i64::from(*max_runs))),
     };
     sqlx::query(
-        "INSERT INTO automations (id, repo_id, name, prompt, schedule, webhook_hash, agent, created_by, created_at, next_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        "INSERT INTO automations (id, repo_id, name, prompt, schedule, webhook_hash, agent, created_by, created_at, next_at, ci_max_runs)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(a.id.to_string())
     .bind(a.repo_id.to_string())
@@ -69,6 +74,7 @@ pub async fn insert(mut ex: impl Conn, a: &Automation, webhook_hash: Option<&str
     .bind(a.created_by.to_string())
     .bind(a.created_at.0)
     .bind(a.next_at.map(|t| t.0))
+    .bind(ci)
     .execute(ex.ex())
     .await?;
     Ok(())
@@ -123,6 +129,33 @@ pub async fn claim_call(conn: &mut Tx, id: AutomationId, now: i64) -> Result<boo
     .execute(&mut *conn.tx)
     .await?;
     Ok(claimed.rows_affected() == 1)
+}
+
+/// The CI-failure automations of `repo`.
+pub async fn on_ci_failure(mut ex: impl Conn, repo: RepoId) -> Result<Vec<Automation>> {
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "{SELECT} WHERE a.repo_id = $1 AND a.ci_max_runs IS NOT NULL ORDER BY a.created_at"
+    ))
+    .bind(repo.to_string())
+    .fetch_all(ex.ex())
+    .await?;
+    rows.into_iter().map(Row::into_automation).collect()
+}
+
+/// How many runs of `id` went to `session`.
+pub async fn runs_for_session(
+    mut ex: impl Conn,
+    id: AutomationId,
+    session: SessionId,
+) -> Result<i64> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM automation_runs WHERE automation_id = $1 AND session_id = $2",
+    )
+    .bind(id.to_string())
+    .bind(session.to_string())
+    .fetch_one(ex.ex())
+    .await?;
+    Ok(n)
 }
 
 /// Schedules due at `now`.

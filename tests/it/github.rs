@@ -735,6 +735,78 @@ async fn a_session_becomes_a_pull_request_by_its_prompting_person_kept_up_to_dat
         .count();
     assert_eq!(reviews, 1, "a replayed delivery was handled again");
     assert!(evs.iter().any(|e| matches!(&e.kind, EventKind::PrCheck { name, conclusion, .. } if name == "ci / test" && conclusion.as_deref() == Some("success"))));
+    // A failing check sends the session a follow-up from its repo's CI-failure automation, at
+    // most its limit per pull request.
+    let made = w
+        .s
+        .post(
+            "/api/automations",
+            json!({ "repo_id": repo, "name": "fix ci", "prompt": "Fix the failing check.", "trigger": { "kind": "ci_failure", "max_runs": 2 } }),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        made.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&made.body)
+    );
+    let automation = made.json()["automation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for n in 1..=3 {
+        let failed = json!({
+            "action": "completed",
+            "check_run": { "name": format!("ci / test {n}"), "status": "completed", "conclusion": "failure", "head_sha": "0", "pull_requests": [{ "number": pr.number }] },
+            "repository": repo_json,
+        });
+        assert_eq!(
+            FakeGithub::deliver_webhook(
+                &format!("{}/api/github/webhook", w.s.url),
+                WEBHOOK_SECRET,
+                "check_run",
+                &failed
+            )
+            .await,
+            200
+        );
+    }
+    let runs =
+        w.s.get(&format!("/api/automations/{automation}/runs"))
+            .send()
+            .await
+            .json();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert_eq!(
+        runs.iter()
+            .filter(|r| r["session_id"] == json!(id.to_string()))
+            .count(),
+        2,
+        "{runs:?}"
+    );
+    assert!(
+        runs[0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("its most"),
+        "{runs:?}"
+    );
+    let prompts = w.s.get(&format!("/api/sessions/{id}")).send().await.json()["prompts"].clone();
+    let fixes: Vec<&serde_json::Value> = prompts
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["author"]["kind"] == "automation")
+        .collect();
+    assert_eq!(fixes.len(), 2);
+    assert!(
+        fixes[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("The check `ci / test 1` ended `failure`")
+    );
     // Merged: the session hears it.
     assert_eq!(
         FakeGithub::deliver_webhook(

@@ -1,6 +1,8 @@
 //! Reusable pieces of pages.
 
 pub mod audit;
+pub mod automation_form;
+pub mod automation_runs;
 pub mod code;
 pub mod desktop;
 pub mod diff;

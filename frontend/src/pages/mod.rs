@@ -1,5 +1,6 @@
 //! One module per route.
 
+pub mod automations;
 pub mod dashboard;
 pub mod embed;
 pub mod extension;

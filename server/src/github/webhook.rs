@@ -156,7 +156,24 @@ pub async fn receive(
         }
         _ => return Ok(Outcome::Ignored("event not tracked")),
     };
+    let failed = match &kind {
+        EventKind::PrCheck {
+            name,
+            status,
+            conclusion: Some(c),
+            ..
+        } if status == "completed" && matches!(c.as_str(), "failure" | "timed_out" | "error") => {
+            Some((name.clone(), c.clone()))
+        }
+        _ => None,
+    };
     crate::sessions::workspace::event(&app.db, session, kind).await?;
+    // A failing check may send the session a follow-up (a CI-failure automation).
+    if let Some((check, conclusion)) = failed
+        && let Err(e) = crate::automations::ci_failed(app, session, &check, &conclusion).await
+    {
+        tracing::warn!(session = %session, error = %e, "a CI-failure automation did not run");
+    }
     Ok(Outcome::Recorded)
 }
 
