@@ -440,7 +440,11 @@ async fn fifty_start_stop_cycles_leave_nothing_behind(env: Env) {
     for i in 0..cycles {
         let ws = env.rt.start(env.spec(vec![])).await.unwrap();
         let out = env.sh(&ws.id, "echo $((6*7))").await;
-        assert_eq!(out.stdout, "42\n", "cycle {i}");
+        assert_eq!(
+            out.stdout, "42\n",
+            "cycle {i}: exit {:?}, stderr {:?}",
+            out.code, out.stderr
+        );
         env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
         let left = env.rt.leftovers(&ws.id);
         assert!(left.is_empty(), "cycle {i} left {left:?}");
