@@ -175,8 +175,13 @@ where
     }
 }
 
-/// `path` as it may be logged: a ticket in it is cut out.
+/// `path` as it may be logged: a VS Code ticket or a webhook secret in it is cut out.
 pub fn loggable_path(path: &str) -> Cow<'_, str> {
+    // An automation's webhook URL is its secret.
+    const HOOK_PREFIX: &str = "/api/automations/hooks/";
+    if path.starts_with(HOOK_PREFIX) {
+        return Cow::Owned(format!("{HOOK_PREFIX}…"));
+    }
     match path.strip_prefix(TICKET_PREFIX) {
         Some(rest) => Cow::Owned(format!(
             "{TICKET_PREFIX}…/{}",
@@ -197,6 +202,10 @@ mod tests {
             "/_t/…/static/x.js"
         );
         assert_eq!(loggable_path("/_t/eyJsecret"), "/_t/…/");
+        assert_eq!(
+            loggable_path("/api/automations/hooks/tah_secret"),
+            "/api/automations/hooks/…"
+        );
         assert_eq!(loggable_path("/api/health"), "/api/health");
     }
 }
