@@ -66,6 +66,15 @@ pub async fn workspace_died(db: &Db, host: &Host, id: SessionId, wid: &str) -> R
     let message =
         "the workspace stopped unexpectedly (its init process exited); start a new session"
             .to_string();
+    // Not live any more (stopped or suspended since the supervisor read it): nothing died.
+    let live = db::sessions::get(db, id)
+        .await?
+        .is_some_and(|s| s.state.is_live());
+    if !live {
+        return Ok(());
+    }
+    // What is left of it goes before the session says it failed.
+    let _ = host.runtime.stop(wid, Keep::Upper).await;
     let mut tx = db.begin().await?;
     db::events::append(
         &mut tx,
@@ -90,7 +99,6 @@ pub async fn workspace_died(db: &Db, host: &Host, id: SessionId, wid: &str) -> R
         return Ok(());
     }
     tx.commit().await?;
-    let _ = host.runtime.stop(wid, Keep::Upper).await;
     revoke_credential(host, id).await;
     Ok(())
 }
