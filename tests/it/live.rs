@@ -77,9 +77,12 @@ impl Peer {
             },
             Incoming::Terminal(_, bytes) => {
                 self.screen.extend(bytes);
-                // Keep the recent screen only (floods are tens of MiB).
-                let over = self.screen.len().saturating_sub(1 << 20);
-                self.screen.drain(..over);
+                // Keep the recent screen only (floods are tens of MiB): cut back to 1 MiB once
+                // past 2 MiB, so a flood costs its length and the reader keeps up on 2 cores.
+                if self.screen.len() > 2 << 20 {
+                    let over = self.screen.len() - (1 << 20);
+                    self.screen.drain(..over);
+                }
             }
             Incoming::Closed(code, reason) => self.closed = Some((code, reason)),
         }
@@ -119,8 +122,9 @@ impl Peer {
         self.me.as_ref().unwrap().id
     }
 
+    /// Whether the recent screen holds `text` (searched as bytes: it runs after every frame).
     fn sees(&self, text: &str) -> bool {
-        String::from_utf8_lossy(&self.screen).contains(text)
+        memchr::memmem::find(&self.screen, text.as_bytes()).is_some()
     }
 
     async fn send(&mut self, m: WsClient) {
