@@ -272,6 +272,7 @@ async fn main() -> Result<()> {
         unsafe_code_on_tandem_origin: false,
         extension: Default::default(),
         automations: Default::default(),
+        slack: None,
         workspaces: Default::default(),
     };
     let server = Server::bind(config).await?;

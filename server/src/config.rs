@@ -79,6 +79,34 @@ pub struct Config {
     pub extension: ExtensionConfig,
     /// `[automations]`: scheduled prompts.
     pub automations: AutomationsConfig,
+    /// The Slack app (`[slack]` in the file); none turns Slack off.
+    pub slack: Option<SlackConfig>,
+}
+
+/// `[slack]`: the Slack app people mention to start sessions. Its signing secret and bot token
+/// are in the secret store under the names given here.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackConfig {
+    /// Web API root.
+    #[serde(default = "default_slack_api")]
+    pub api_url: String,
+    /// Secret holding the app's signing secret (Basic Information → App Credentials).
+    #[serde(default = "default_slack_signing_secret")]
+    pub signing_secret: String,
+    /// Secret holding the bot token (`xoxb-…`, OAuth & Permissions).
+    #[serde(default = "default_slack_bot_token")]
+    pub bot_token: String,
+}
+
+fn default_slack_api() -> String {
+    "https://slack.com/api".into()
+}
+fn default_slack_signing_secret() -> String {
+    "slack_signing_secret".into()
+}
+fn default_slack_bot_token() -> String {
+    "slack_bot_token".into()
 }
 
 /// `[automations]`.
@@ -202,6 +230,10 @@ pub struct GithubConfig {
     /// Secret holding the OAuth client secret.
     #[serde(default = "default_client_secret")]
     pub client_secret: String,
+    /// An issue given this label by someone who may start sessions on the repo becomes a
+    /// session, like one whose comment mentions the App.
+    #[serde(default)]
+    pub issue_label: Option<String>,
 }
 
 fn default_github_api() -> String {
@@ -317,6 +349,7 @@ pub struct FileConfig {
     pub extension: ExtensionConfig,
     #[serde(default)]
     pub automations: AutomationsConfig,
+    pub slack: Option<SlackConfig>,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -447,6 +480,7 @@ impl Config {
             workspaces: file.workspaces,
             extension: file.extension,
             automations: file.automations,
+            slack: file.slack,
             data_dir,
         })
     }

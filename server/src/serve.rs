@@ -74,6 +74,11 @@ impl Server {
             &config.data_dir,
             Arc::new(crate::github::pr::PullRequests),
         )?);
+        let slack = config
+            .slack
+            .clone()
+            .map(crate::slack::Slack::new)
+            .transpose()?;
         let state = AppState {
             db,
             jwt: Arc::new(jwt),
@@ -92,6 +97,8 @@ impl Server {
             github,
             permissions: Default::default(),
             oidc: Default::default(),
+            followers: Default::default(),
+            slack: slack.map(Arc::new),
         };
         let first_login_url = auth::bootstrap_admin(&state.db)
             .await?

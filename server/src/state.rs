@@ -42,6 +42,10 @@ pub struct AppState {
     pub permissions: Arc<crate::permissions::Permissions>,
     /// OpenID Connect providers' discovery documents and keys.
     pub oidc: Arc<crate::oidc::Providers>,
+    /// The progress reports this process runs (Slack threads, GitHub issues).
+    pub followers: Arc<crate::progress::Running>,
+    /// The Slack app, when configured.
+    pub slack: Option<Arc<crate::slack::Slack>>,
 }
 
 impl AppState {

@@ -21,7 +21,7 @@ use crate::session_workspaces::{events, exec, source_repo};
 use crate::snapshots::{git, wait_built};
 
 const APP_ID: u64 = 4242;
-const WEBHOOK_SECRET: &str = "whsec-test-3b1f";
+pub(crate) const WEBHOOK_SECRET: &str = "whsec-test-3b1f";
 const CLIENT_ID: &str = "Iv1.tandemtest";
 const CLIENT_SECRET: &str = "oauth-secret-test-91c2";
 
@@ -64,17 +64,26 @@ const PNG: &[u8] = &[
     0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
 ];
 
-struct World {
-    s: TestServer,
-    gh: FakeGithub,
+pub(crate) struct World {
+    pub(crate) s: TestServer,
+    pub(crate) gh: FakeGithub,
     _root: tempfile::TempDir,
     _src: tempfile::TempDir,
-    model: ScriptedModel,
+    pub(crate) model: ScriptedModel,
 }
 
 /// A fake GitHub with `acme/calc` (installed) and `acme/private` (not), a server configured
 /// for the App, its secrets stored.
-async fn world(script: Vec<Reply>) -> Option<World> {
+pub(crate) async fn world(script: Vec<Reply>) -> Option<World> {
+    world_on(crate::harness::Backend::Sqlite, script, |_| {}).await
+}
+
+/// [`world`] on `backend`, with `tweak` applied to the server's configuration last.
+pub(crate) async fn world_on(
+    backend: crate::harness::Backend,
+    script: Vec<Reply>,
+    tweak: impl FnOnce(&mut tandem_server::config::Config),
+) -> Option<World> {
     let logs = captured_logs();
     drop(logs);
     let root = tempfile::tempdir().unwrap();
@@ -103,7 +112,7 @@ async fn world(script: Vec<Reply>) -> Option<World> {
 
     let model = ScriptedModel::start(script).await;
     let (model_url, api) = (model.base_url.clone(), gh.url());
-    let s = crate::workspaces::server(move |c| {
+    let s = crate::workspaces::server_on(backend, move |c| {
         c.agents.model_base_url = Some(model_url);
         c.agents.model = "scripted-1".into();
         c.github = Some(tandem_server::config::GithubConfig {
@@ -117,7 +126,9 @@ async fn world(script: Vec<Reply>) -> Option<World> {
             client_secret: "github_client_secret".into(),
             allowed_logins: vec!["alice-gh".into()],
             open_signup: false,
+            issue_label: Some("tandem".into()),
         });
+        tweak(c);
     })
     .await?;
     for (name, value) in [
@@ -143,7 +154,7 @@ async fn world(script: Vec<Reply>) -> Option<World> {
 }
 
 /// Signs in through the OAuth web flow like a browser would; returns the session cookie's JWT.
-async fn sign_in_with_github(w: &World) -> String {
+pub(crate) async fn sign_in_with_github(w: &World) -> String {
     let done = github_callback(w).await;
     assert_eq!(
         done.status(),
@@ -206,7 +217,7 @@ fn cookie_of(res: &reqwest::Response, name: &str) -> String {
         .unwrap_or_else(|| panic!("no {name} cookie"))
 }
 
-async fn import(w: &World) -> String {
+pub(crate) async fn import(w: &World) -> String {
     let offered: Vec<tandem_protocol::github::GithubRepo> =
         w.s.get("/api/github/repos").send().await.parse();
     assert_eq!(
@@ -284,7 +295,7 @@ fn token_works(w: &World, token: &str) -> bool {
         .success()
 }
 
-async fn wait_for<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+pub(crate) async fn wait_for<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         if let Some(v) = f().await {

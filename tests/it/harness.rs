@@ -232,6 +232,7 @@ impl TestServer {
             unsafe_code_on_tandem_origin: false,
             extension: Default::default(),
             automations: Default::default(),
+            slack: None,
             workspaces: Default::default(),
         };
         tweak(&mut config);

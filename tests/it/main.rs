@@ -23,6 +23,7 @@ mod egress;
 mod extension;
 mod first_run;
 mod github;
+mod github_issues;
 mod oidc;
 mod oidc_provider;
 mod page_context;

@@ -22,6 +22,7 @@ use crate::secrets::Secrets;
 use crate::{Error, Result};
 
 pub mod credentials;
+pub mod issues;
 pub mod permission;
 pub mod pr;
 pub mod signin;

@@ -74,6 +74,14 @@ pub async fn receive(
     if delivery.is_empty() || delivery.len() > 100 {
         return Err(Error::BadRequest("X-GitHub-Delivery is missing".into()));
     }
+    if super::issues::is_about_an_issue(event, &payload) {
+        if !db::github::first_delivery(&app.db, delivery, event, now_ms()).await?
+            || !first_signed(app, event, body).await?
+        {
+            return Ok(Outcome::Duplicate);
+        }
+        return super::issues::received(app, gh, event, &payload).await;
+    }
     let Some((session, number)) = session_of(app, event, &payload).await? else {
         return Ok(Outcome::Ignored(
             "not about a Tandem session's pull request",
@@ -84,18 +92,7 @@ pub async fn receive(
     }
     // The delivery id is not signed: a captured delivery replayed under a new id is the same
     // signed body, handled once.
-    let signed = {
-        use sha2::Digest;
-        let mut h = sha2::Sha256::new();
-        h.update(event.as_bytes());
-        h.update(b"\n");
-        h.update(body);
-        h.finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    };
-    if !db::github::first_delivery(&app.db, &format!("sha256-{signed}"), event, now_ms()).await? {
+    if !first_signed(app, event, body).await? {
         return Ok(Outcome::Duplicate);
     }
     let action = payload["action"].as_str().unwrap_or_default();
@@ -175,6 +172,18 @@ pub async fn receive(
         tracing::warn!(session = %session, error = %e, "a CI-failure automation did not run");
     }
     Ok(Outcome::Recorded)
+}
+
+/// Records the signed body (with its event) as handled; false when it was before. The delivery
+/// id is not signed: a captured delivery replayed under a new id is the same signed body.
+async fn first_signed(app: &AppState, event: &str, body: &[u8]) -> Result<bool> {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(event.as_bytes());
+    h.update(b"\n");
+    h.update(body);
+    let signed: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok(db::github::first_delivery(&app.db, &format!("sha256-{signed}"), event, now_ms()).await?)
 }
 
 /// The session and pull request number a payload is about, if any.
@@ -315,7 +324,7 @@ async fn comment(
 
 /// Whether `body` mentions `mention` (`@slug`) as a whole handle, not inside a longer one or an
 /// email address.
-fn mentions(body: &str, mention: &str) -> bool {
+pub(super) fn mentions(body: &str, mention: &str) -> bool {
     let lower = body.to_lowercase();
     let handle = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@');
     lower.match_indices(mention).any(|(i, _)| {
@@ -327,7 +336,7 @@ fn mentions(body: &str, mention: &str) -> bool {
 }
 
 /// The comment without the App's mention (case-insensitive), trimmed.
-fn strip_mention(body: &str, mention: &str) -> String {
+pub(super) fn strip_mention(body: &str, mention: &str) -> String {
     let lower = body.to_lowercase();
     // Offsets in `lower` are offsets in `body` only if every character kept its UTF-8 length
     // (equal total lengths are not enough: `ẞ` shrinks and `İ` grows).

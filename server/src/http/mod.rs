@@ -28,6 +28,7 @@ mod people;
 mod repos;
 mod sessions;
 mod settings;
+mod slack;
 mod snapshots;
 mod tokens;
 mod web;
@@ -51,6 +52,7 @@ pub fn app(state: AppState) -> Router {
         .merge(extension::router())
         .merge(sessions::router())
         .merge(settings::router())
+        .merge(slack::router())
         .merge(snapshots::router())
         .merge(
             Router::new()

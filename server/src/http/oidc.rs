@@ -159,7 +159,7 @@ fn page(e: &Error) -> Response {
     (status, [(CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
 }
 
-fn html_escape(s: &str) -> String {
+pub(crate) fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -141,6 +141,7 @@ pub async fn start(state: &AppState) -> Result<()> {
     };
     tokio::spawn(retry_waiting(state.clone()));
     tokio::spawn(crate::automations::run(state.clone()));
+    tokio::spawn(crate::progress::sweep(state.clone()));
     started
 }
 

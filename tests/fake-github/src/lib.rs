@@ -1,17 +1,19 @@
 //! A fake github.com for tests. On one loopback port it serves the REST endpoints the Tandem
 //! server calls (app installations and their tokens, repositories, the signed-in user, pull
-//! requests, issue comments), git smart HTTP through real `git http-backend`, and the OAuth web
-//! flow; it also delivers signed webhooks. It checks credentials the way GitHub does (an RS256
-//! app JWT, `ghs_` installation tokens, `gho_` user tokens) and records every token it mints,
-//! pull request, comment and request, so a test can assert what the production code did. It
-//! speaks the real wire formats over real HTTP, so octocrab and git cannot tell it from GitHub.
+//! requests, issues and their comments), git smart HTTP through real `git http-backend`, and the
+//! OAuth web flow; it also delivers signed webhooks. It checks credentials the way GitHub does
+//! (an RS256 app JWT, `ghs_` installation tokens, `gho_` user tokens) and records every token it
+//! mints, pull request, issue, comment (with its edits) and request, so a test can assert what
+//! the production code did. It speaks the real wire formats over real HTTP, so octocrab and git
+//! cannot tell it from GitHub.
 //!
 //! The server runs on a thread and runtime of its own, so a test that blocks (a synchronous
 //! `git` command, say) cannot stall it; dropping the [`FakeGithub`] stops it.
 //!
-//! What it does not model: forks, issues that are not pull requests, reviews, pagination (every
-//! list comes back whole). A user's own permission on a repository is admin unless a test sets
-//! it (`set_permission`); installation tokens reach exactly what they were minted for.
+//! What it does not model: forks, reviews, closing issues, labels on pull requests, pagination
+//! of anything but an issue's comments (other lists come back whole). A user's own permission on
+//! a repository is admin unless a test sets it (`set_permission`; `none` hides the repository
+//! from every endpoint); installation tokens reach exactly what they were minted for.
 #![forbid(unsafe_code)]
 
 mod auth;
@@ -34,7 +36,7 @@ use serde_json::{Value, json};
 pub use state::{CommentRecord, MintedToken, PullRecord, RequestRecord};
 
 use crate::shapes::now;
-use crate::state::{Repo, Shared, User, World};
+use crate::state::{Actor, Issue, Repo, Shared, Thread, User, World};
 
 /// The app's slug; its bot, which acts for installation tokens, is `tandem-test[bot]`.
 pub const APP_SLUG: &str = "tandem-test";
@@ -121,6 +123,7 @@ impl FakeGithub {
             default_branch: default_branch.into(),
             created: now(),
             next_number: 1,
+            labels: Default::default(),
             protected: Vec::new(),
         };
         world.repos.insert(full, repo);
@@ -159,7 +162,8 @@ impl FakeGithub {
     }
 
     /// What `login` may do on `full_name` (`none`, `read`, `triage`, `write`, `maintain`,
-    /// `admin`): what `GET /repos/{owner}/{repo}` answers with their token (`none`: a 404).
+    /// `admin`): what `GET /repos/{owner}/{repo}` answers with their token (`none`: a 404 there
+    /// and from every other endpoint of the repository).
     pub fn set_permission(&self, login: &str, full_name: &str, level: &str) {
         self.shared
             .world()
@@ -233,9 +237,32 @@ impl FakeGithub {
             .collect()
     }
 
-    /// Every issue comment, in order (those made through the API and by [`Self::comment_payload`]).
+    /// Every issue comment on every issue and pull request, oldest first (those made through
+    /// the API and by the `…_payload` methods), as they stand now.
     pub fn comments(&self) -> Vec<CommentRecord> {
-        self.shared.world().comments.clone()
+        self.shared
+            .world()
+            .comments
+            .iter()
+            .map(|c| c.record.clone())
+            .collect()
+    }
+
+    /// Every comment on issue (or pull request) `owner/repo#number`, oldest first, as it stands
+    /// now: latest body, edit count, author. Panics if there is no such issue.
+    pub fn issue_comments(&self, owner: &str, repo: &str, number: u64) -> Vec<CommentRecord> {
+        let world = self.shared.world();
+        assert!(
+            world.thread(owner, repo, number).is_some(),
+            "issue_comments: no issue or pull request {owner}/{repo}#{number}"
+        );
+        world
+            .comments
+            .iter()
+            .map(|c| &c.record)
+            .filter(|r| r.owner == owner && r.repo == repo && r.number == number)
+            .cloned()
+            .collect()
     }
 
     /// Every request so far (REST, git and OAuth), in the order they were answered.
@@ -296,22 +323,63 @@ impl FakeGithub {
         pull.merged_by = Some(merger.clone());
         pull.merge_commit_sha = Some(merge_sha);
         let repo_info = &world.repos[&full];
-        let mut payload = json!({
+        let payload = json!({
             "action": "closed",
             "number": number,
             "pull_request": shapes::pull(&self.shared.url, &world, repo_info, &world.pulls[at]),
-            "repository": shapes::repo(&self.shared.url, &world, repo_info),
-            "sender": shapes::user(&self.shared.url, &merger),
         });
-        if let Some(inst) = world.installation_for(&full) {
-            payload["installation"] = shapes::event_installation(inst.id);
-        }
-        payload
+        event(&self.shared.url, &world, &full, &merger, payload)
     }
 
     /// Comments `body` on pull request `number` as `login` (a person on github.com) and returns
     /// the `issue_comment` "created" webhook payload to deliver. The comment is recorded too.
+    /// Panics if `number` is not a pull request ([`Self::issue_comment_payload`] takes either).
     pub fn comment_payload(
+        &self,
+        owner: &str,
+        repo: &str,
+        number: u64,
+        login: &str,
+        body: &str,
+    ) -> Value {
+        pull_index(&self.shared.world(), owner, repo, number);
+        self.issue_comment_payload(owner, repo, number, login, body)
+    }
+
+    /// `login` (a person on github.com) opens issue `title`/`body` on `owner/repo`; returns its
+    /// number, the next in the sequence the repository's pull requests share.
+    pub fn open_issue(&self, owner: &str, repo: &str, login: &str, title: &str, body: &str) -> u64 {
+        let full = format!("{owner}/{repo}");
+        let mut world = self.shared.world();
+        let author = world.person(login);
+        let (id, time) = (world.next_id(), now());
+        let r = world
+            .repos
+            .get_mut(&full)
+            .unwrap_or_else(|| panic!("open_issue: add_repo {full} first"));
+        let number = r.next_number;
+        r.next_number += 1;
+        world.issues.push(Issue {
+            owner: owner.into(),
+            repo: repo.into(),
+            number,
+            id,
+            title: title.into(),
+            body: (!body.is_empty()).then(|| body.into()),
+            author,
+            labels: Vec::new(),
+            state: "open".into(),
+            created: time,
+            updated: time,
+            comments: 0,
+        });
+        number
+    }
+
+    /// `login` (a person on github.com) comments `body` on issue or pull request `number` and
+    /// returns the `issue_comment` "created" webhook payload to deliver; an issue's `issue`
+    /// has no `pull_request` key. The comment is recorded too. Panics if there is no such issue.
+    pub fn issue_comment_payload(
         &self,
         owner: &str,
         repo: &str,
@@ -321,27 +389,60 @@ impl FakeGithub {
     ) -> Value {
         let full = format!("{owner}/{repo}");
         let mut world = self.shared.world();
-        let at = pull_index(&world, owner, repo, number);
-        world.ensure_account(login);
-        let mut author = world.actor(login);
-        if author.kind == "Organization" {
-            // Someone who comments is a person, added as a user or not.
-            author.kind = "User".into();
-        }
+        let thread = world
+            .thread(owner, repo, number)
+            .unwrap_or_else(|| panic!("no issue or pull request {full}#{number}"));
+        let author = world.person(login);
         let (id, time) = (world.next_id(), now());
-        world.record_comment(at, id, &author, body, time);
+        let at = world.record_comment(thread, id, &author, body, time);
+        let base = &self.shared.url;
         let repo_info = &world.repos[&full];
-        let mut payload = json!({
+        let payload = json!({
             "action": "created",
-            "issue": shapes::issue(&self.shared.url, repo_info, &world.pulls[at]),
-            "comment": shapes::comment(&self.shared.url, repo_info, number, id, &author, body, time),
-            "repository": shapes::repo(&self.shared.url, &world, repo_info),
-            "sender": shapes::user(&self.shared.url, &author),
+            "issue": shapes::thread(base, &world, repo_info, thread),
+            "comment": shapes::comment(base, repo_info, &world.comments[at]),
         });
-        if let Some(inst) = world.installation_for(&full) {
-            payload["installation"] = shapes::event_installation(inst.id);
+        event(base, &world, &full, &author, payload)
+    }
+
+    /// `login` adds label `label` to issue `number` (creating the label in the repository the
+    /// first time, as GitHub does) and returns the `issues` "labeled" webhook payload to
+    /// deliver. Panics if `number` is not an issue (pull requests carry no labels here).
+    pub fn label_payload(
+        &self,
+        owner: &str,
+        repo: &str,
+        number: u64,
+        login: &str,
+        label: &str,
+    ) -> Value {
+        let full = format!("{owner}/{repo}");
+        let mut world = self.shared.world();
+        let at = match world.thread(owner, repo, number) {
+            Some(Thread::Issue(at)) => at,
+            Some(Thread::Pull(_)) => panic!("label_payload: {full}#{number} is a pull request"),
+            None => panic!("label_payload: no issue {full}#{number}"),
+        };
+        let sender = world.person(login);
+        if !world.repos[&full].labels.contains_key(label) {
+            let id = world.next_id();
+            if let Some(r) = world.repos.get_mut(&full) {
+                r.labels.insert(label.into(), id);
+            }
         }
-        payload
+        let issue = &mut world.issues[at];
+        if !issue.labels.iter().any(|l| l == label) {
+            issue.labels.push(label.into());
+        }
+        issue.updated = now();
+        let base = &self.shared.url;
+        let repo_info = &world.repos[&full];
+        let payload = json!({
+            "action": "labeled",
+            "issue": shapes::plain_issue(base, repo_info, &world.issues[at]),
+            "label": shapes::label(base, repo_info, label),
+        });
+        event(base, &world, &full, &sender, payload)
     }
 
     /// Protects the branches of `owner/repo` matching `glob` (`main`, `release/*`): a push
@@ -368,6 +469,17 @@ fn pull_index(world: &World, owner: &str, repo: &str, number: u64) -> usize {
         .iter()
         .position(|p| p.record.owner == owner && p.record.repo == repo && p.record.number == number)
         .unwrap_or_else(|| panic!("no pull request {owner}/{repo}#{number}"))
+}
+
+/// Completes a webhook payload with what every event carries: `repository`, `sender`, and
+/// `installation` when the app is installed on the repository.
+fn event(base: &str, world: &World, full: &str, sender: &Actor, mut payload: Value) -> Value {
+    payload["repository"] = shapes::repo(base, world, &world.repos[full]);
+    payload["sender"] = shapes::user(base, sender);
+    if let Some(inst) = world.installation_for(full) {
+        payload["installation"] = shapes::event_installation(inst.id);
+    }
+    payload
 }
 
 /// Every route, behind the middleware that authenticates and logs each request.

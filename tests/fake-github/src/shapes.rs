@@ -1,12 +1,12 @@
-//! GitHub's JSON shapes: users, repositories, installations, pull requests, issues and comments,
-//! with every field octocrab's models require and every URL under the fake's base URL.
+//! GitHub's JSON shapes: users, repositories, installations, pull requests, issues, labels and
+//! comments, with every field octocrab's models require and every URL under the fake's base URL.
 //!
 //! Invariant: these functions only read the world; they never change it.
 
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::state::{Actor, Installation, Pull, Repo, World};
+use crate::state::{Actor, Comment, Installation, Issue, Pull, Repo, Thread, World};
 
 /// GitHub's error documentation link, as its error bodies carry it.
 pub(crate) const DOCS: &str = "https://docs.github.com/rest";
@@ -43,6 +43,70 @@ pub(crate) fn timestamp(secs: u64) -> String {
         rest / 60 % 60,
         rest % 60
     )
+}
+
+/// A time as GitHub's query parameters take it (`since`): ISO 8601 `YYYY-MM-DDTHH:MM:SS`, an
+/// optional fraction (dropped: the fake keeps whole seconds), then `Z` or `±HH:MM`. `None` if
+/// it is not one, or is before 1970.
+pub(crate) fn parse_timestamp(text: &str) -> Option<u64> {
+    let (date, time) = text.split_once('T')?;
+    let (clock, offset) = match time.strip_suffix('Z') {
+        Some(clock) => (clock, 0),
+        None => {
+            let at = time.rfind(['+', '-'])?;
+            let (clock, zone) = time.split_at(at);
+            let (h, m) = zone[1..].split_once(':')?;
+            let secs = number(h, 0..=23)? * 3600 + number(m, 0..=59)? * 60;
+            (clock, if zone.starts_with('-') { -secs } else { secs })
+        }
+    };
+    let clock = match clock.split_once('.') {
+        Some((whole, fraction))
+            if !fraction.is_empty() && fraction.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            whole
+        }
+        Some(_) => return None,
+        None => clock,
+    };
+    let [year, month, day] = fields(date, '-')?;
+    let [hour, minute, second] = fields(clock, ':')?;
+    let (year, month, day) = (
+        number(year, 1970..=9999)?,
+        number(month, 1..=12)?,
+        number(day, 1..=31)?,
+    );
+    let secs = days_from_civil(year, month, day) * 86_400
+        + number(hour, 0..=23)? * 3600
+        + number(minute, 0..=59)? * 60
+        + number(second, 0..=60)?
+        - offset;
+    u64::try_from(secs).ok()
+}
+
+/// Exactly three `sep`-separated fields.
+fn fields(text: &str, sep: char) -> Option<[&str; 3]> {
+    let mut parts = text.split(sep);
+    let three = [parts.next()?, parts.next()?, parts.next()?];
+    parts.next().is_none().then_some(three)
+}
+
+/// Plain decimal digits within `range`.
+fn number(text: &str, range: std::ops::RangeInclusive<i64>) -> Option<i64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok().filter(|n| range.contains(n))
+}
+
+/// Howard Hinnant's days-from-civil, the inverse of the date half of [`timestamp`].
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let doy = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 fn time_or_null(secs: Option<u64>) -> Value {
@@ -155,11 +219,17 @@ pub(crate) fn repo(base: &str, world: &World, repo: &Repo) -> Value {
     let host = base
         .trim_start_matches("http://")
         .trim_start_matches("https://");
+    // GitHub counts open pull requests among a repository's open issues.
     let open = world
         .pulls
         .iter()
         .filter(|p| p.record.owner == *o && p.record.repo == *r && p.record.state == "open")
-        .count();
+        .count()
+        + world
+            .issues
+            .iter()
+            .filter(|i| i.owner == *o && i.repo == *r && i.state == "open")
+            .count();
     let pushed = world
         .pulls
         .iter()
@@ -249,7 +319,7 @@ pub(crate) fn installation(base: &str, world: &World, app_id: u64, inst: &Instal
         "target_id": account.id,
         "target_type": account.kind,
         "permissions": crate::state::installation_permissions(),
-        "events": ["issue_comment", "pull_request", "push"],
+        "events": ["issue_comment", "issues", "pull_request", "push"],
         "created_at": timestamp(inst.created),
         "updated_at": timestamp(inst.created),
         "single_file_name": null,
@@ -360,76 +430,186 @@ pub(crate) fn association(repo: &Repo, actor: &Actor) -> &'static str {
     }
 }
 
-/// The issue side of a pull request, as `issue_comment` events carry it (octocrab's `Issue`).
-pub(crate) fn issue(base: &str, repo: &Repo, pull: &Pull) -> Value {
-    let r = &pull.record;
+/// What GitHub's issue JSON is made of, from a plain issue or a pull request's issue side.
+struct IssueParts<'a> {
+    id: u64,
+    number: u64,
+    title: &'a str,
+    body: Option<&'a str>,
+    user: &'a Actor,
+    labels: &'a [String],
+    state: &'a str,
+    comments: u64,
+    created: u64,
+    updated: u64,
+    closed: Option<u64>,
+    /// `pull` or `issues`: where its page is on github.com.
+    page: &'a str,
+}
+
+fn issue_json(base: &str, repo: &Repo, i: IssueParts<'_>) -> Value {
     let api = format!("{base}/repos/{}/{}", repo.owner, repo.name);
-    let url = format!("{api}/issues/{}", r.number);
-    let html = format!("{base}/{}/{}/pull/{}", repo.owner, repo.name, r.number);
+    let url = format!("{api}/issues/{}", i.number);
+    let html = format!(
+        "{base}/{}/{}/{}/{}",
+        repo.owner, repo.name, i.page, i.number
+    );
     json!({
         "url": url,
         "repository_url": api,
         "labels_url": format!("{url}/labels{{/name}}"),
         "comments_url": format!("{url}/comments"),
         "events_url": format!("{url}/events"),
+        "timeline_url": format!("{url}/timeline"),
         "html_url": html,
-        "id": pull.issue_id,
-        "node_id": node_id("Issue", pull.issue_id),
-        "number": r.number,
-        "title": r.title,
-        "user": user(base, &pull.opener),
-        "labels": [],
-        "state": r.state,
+        "id": i.id,
+        "node_id": node_id("Issue", i.id),
+        "number": i.number,
+        "title": i.title,
+        "user": user(base, i.user),
+        "labels": i.labels.iter().map(|name| label(base, repo, name)).collect::<Vec<_>>(),
+        "state": i.state,
         "state_reason": null,
         "locked": false,
         "assignee": null,
         "assignees": [],
         "milestone": null,
-        "comments": pull.comments,
-        "created_at": timestamp(pull.created),
-        "updated_at": timestamp(pull.updated),
-        "closed_at": time_or_null(pull.closed),
-        "author_association": association(repo, &pull.opener),
+        "comments": i.comments,
+        "created_at": timestamp(i.created),
+        "updated_at": timestamp(i.updated),
+        "closed_at": time_or_null(i.closed),
+        "closed_by": null,
+        "author_association": association(repo, i.user),
         "active_lock_reason": null,
-        "draft": r.draft,
-        "pull_request": {
-            "url": format!("{api}/pulls/{}", r.number),
-            "html_url": html,
-            "diff_url": format!("{html}.diff"),
-            "patch_url": format!("{html}.patch"),
-            "merged_at": time_or_null(pull.merged),
-        },
-        "body": r.body,
+        "body": i.body,
+        "reactions": reactions(&format!("{url}/reactions")),
+        "performed_via_github_app": null,
     })
 }
 
-/// An issue comment (`POST …/issues/{n}/comments`, webhook `issue_comment`), octocrab's `Comment`.
-pub(crate) fn comment(
-    base: &str,
-    repo: &Repo,
-    number: u64,
-    id: u64,
-    author: &Actor,
-    body: &str,
-    created: u64,
-) -> Value {
+/// The issue side of a pull request (`GET …/issues/{n}` for a pull request's number, and
+/// `issue_comment` events on one), octocrab's `Issue` with its `pull_request` link.
+pub(crate) fn issue(base: &str, repo: &Repo, pull: &Pull) -> Value {
+    let r = &pull.record;
+    let mut v = issue_json(
+        base,
+        repo,
+        IssueParts {
+            id: pull.issue_id,
+            number: r.number,
+            title: &r.title,
+            body: r.body.as_deref(),
+            user: &pull.opener,
+            labels: &[],
+            state: &r.state,
+            comments: pull.comments,
+            created: pull.created,
+            updated: pull.updated,
+            closed: pull.closed,
+            page: "pull",
+        },
+    );
+    let html = format!("{base}/{}/{}/pull/{}", repo.owner, repo.name, r.number);
+    merge(
+        &mut v,
+        json!({
+            "draft": r.draft,
+            "pull_request": {
+                "url": format!("{base}/repos/{}/{}/pulls/{}", repo.owner, repo.name, r.number),
+                "html_url": html,
+                "diff_url": format!("{html}.diff"),
+                "patch_url": format!("{html}.patch"),
+                "merged_at": time_or_null(pull.merged),
+            },
+        }),
+    );
+    v
+}
+
+/// A plain issue (`GET …/issues/{n}`, `issues` and `issue_comment` events), octocrab's `Issue`
+/// with no `pull_request` key — that key's absence is how GitHub tells the two apart.
+pub(crate) fn plain_issue(base: &str, repo: &Repo, issue: &Issue) -> Value {
+    issue_json(
+        base,
+        repo,
+        IssueParts {
+            id: issue.id,
+            number: issue.number,
+            title: &issue.title,
+            body: issue.body.as_deref(),
+            user: &issue.author,
+            labels: &issue.labels,
+            state: &issue.state,
+            comments: issue.comments,
+            created: issue.created,
+            updated: issue.updated,
+            closed: None,
+            page: "issues",
+        },
+    )
+}
+
+/// The issue behind `thread`, whichever kind it is.
+pub(crate) fn thread(base: &str, world: &World, repo: &Repo, thread: Thread) -> Value {
+    match thread {
+        Thread::Pull(at) => issue(base, repo, &world.pulls[at]),
+        Thread::Issue(at) => plain_issue(base, repo, &world.issues[at]),
+    }
+}
+
+/// A repository's label (octocrab's `Label`); the fake gives every label GitHub's grey.
+pub(crate) fn label(base: &str, repo: &Repo, name: &str) -> Value {
+    let id = repo.labels.get(name).copied().unwrap_or(0);
+    json!({
+        "id": id,
+        "node_id": node_id("Label", id),
+        "url": format!("{base}/repos/{}/{}/labels/{}", repo.owner, repo.name, percent_encode(name)),
+        "name": name,
+        "color": "ededed",
+        "default": false,
+        "description": null,
+    })
+}
+
+/// `text` percent-encoded for one URL path segment or query value (a label's name may hold
+/// spaces or `/`, a time `:` and `+`).
+pub(crate) fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn reactions(url: &str) -> Value {
+    json!({
+        "url": url,
+        "total_count": 0, "+1": 0, "-1": 0, "laugh": 0, "hooray": 0,
+        "confused": 0, "heart": 0, "rocket": 0, "eyes": 0,
+    })
+}
+
+/// An issue comment (`…/issues/{n}/comments`, `…/issues/comments/{id}`, webhook
+/// `issue_comment`), octocrab's `Comment`.
+pub(crate) fn comment(base: &str, repo: &Repo, c: &Comment) -> Value {
+    let (r, id) = (&c.record, c.record.id);
     let api = format!("{base}/repos/{}/{}", repo.owner, repo.name);
+    let page = if c.on_pull { "pull" } else { "issues" };
     json!({
         "url": format!("{api}/issues/comments/{id}"),
-        "html_url": format!("{base}/{}/{}/pull/{number}#issuecomment-{id}", repo.owner, repo.name),
-        "issue_url": format!("{api}/issues/{number}"),
+        "html_url": format!("{base}/{}/{}/{page}/{}#issuecomment-{id}", repo.owner, repo.name, r.number),
+        "issue_url": format!("{api}/issues/{}", r.number),
         "id": id,
         "node_id": node_id("IssueComment", id),
-        "user": user(base, author),
-        "created_at": timestamp(created),
-        "updated_at": timestamp(created),
-        "author_association": association(repo, author),
-        "body": body,
-        "reactions": {
-            "url": format!("{api}/issues/comments/{id}/reactions"),
-            "total_count": 0, "+1": 0, "-1": 0, "laugh": 0, "hooray": 0,
-            "confused": 0, "heart": 0, "rocket": 0, "eyes": 0,
-        },
+        "user": user(base, &c.author),
+        "created_at": timestamp(c.created),
+        "updated_at": timestamp(c.updated),
+        "author_association": association(repo, &c.author),
+        "body": r.body,
+        "reactions": reactions(&format!("{api}/issues/comments/{id}/reactions")),
         "performed_via_github_app": null,
     })
 }
@@ -443,6 +623,34 @@ mod tests {
         assert_eq!(timestamp(0), "1970-01-01T00:00:00Z");
         assert_eq!(timestamp(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(timestamp(1_714_564_800 + 3_723), "2024-05-01T13:02:03Z");
+    }
+
+    #[test]
+    fn query_times_read_back_as_written() {
+        for secs in [0, 951_782_400, 1_714_564_800 + 3_723, 4_102_444_799] {
+            assert_eq!(parse_timestamp(&timestamp(secs)), Some(secs));
+        }
+        // What octocrab sends for `since`: chrono's RFC 3339, with a fraction.
+        assert_eq!(
+            parse_timestamp("2024-05-01T13:02:03.123456789Z"),
+            Some(1_714_568_523)
+        );
+        assert_eq!(
+            parse_timestamp("2024-05-01T15:02:03+02:00"),
+            Some(1_714_568_523)
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "2024-05-01",
+            "2024-13-01T00:00:00Z",
+            "2024-05-01T24:00:00Z",
+            "2024-05-01T00:00:00.Z",
+            "2024-05-01T00:00:00",
+            "1969-12-31T23:59:59Z",
+        ] {
+            assert_eq!(parse_timestamp(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The fake's world — repositories, installations, users, tokens, pull requests, comments — and
-//! the records a test reads back. Plain data behind one mutex.
+//! The fake's world — repositories, installations, users, tokens, pull requests, issues,
+//! comments — and the records a test reads back. Plain data behind one mutex.
 //!
 //! Invariant: the mutex is never held across an `.await` or while git runs.
 
@@ -46,17 +46,22 @@ pub struct PullRecord {
     pub opened_by: String,
 }
 
-/// An issue comment on a pull request.
+/// An issue comment, on an issue or on a pull request, as it stands now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommentRecord {
     pub id: u64,
     pub owner: String,
     pub repo: String,
-    /// The pull request's number.
+    /// The issue's or pull request's number.
     pub number: u64,
+    /// The latest body (after any edits).
     pub body: String,
     /// The author's login (`"<APP_SLUG>[bot]"` for an installation token).
     pub author: String,
+    /// Whether the App wrote it (an installation token's bot).
+    pub by_app: bool,
+    /// How many times it was edited since it was posted.
+    pub edits: u32,
 }
 
 /// One HTTP request the fake received (REST, git or OAuth).
@@ -89,6 +94,8 @@ pub(crate) struct Repo {
     pub created: u64,
     /// Pull requests and issues share one numbering per repository.
     pub next_number: u64,
+    /// Label name → id; GitHub creates a label the first time one is added to an issue.
+    pub labels: BTreeMap<String, u64>,
     /// Branch-name globs the `update` hook refuses.
     pub protected: Vec<String>,
 }
@@ -132,6 +139,42 @@ pub(crate) struct Pull {
     pub comments: u64,
 }
 
+/// An issue that is not a pull request.
+pub(crate) struct Issue {
+    pub owner: String,
+    pub repo: String,
+    pub number: u64,
+    pub id: u64,
+    pub title: String,
+    /// `None` for an empty body, as GitHub answers `null`.
+    pub body: Option<String>,
+    pub author: Actor,
+    /// Label names, in the order they were added.
+    pub labels: Vec<String>,
+    /// `"open"` (the fake does not close issues).
+    pub state: String,
+    pub created: u64,
+    pub updated: u64,
+    pub comments: u64,
+}
+
+/// Where an issue number leads: a pull request or a plain issue, by index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Thread {
+    Pull(usize),
+    Issue(usize),
+}
+
+/// An issue comment with what its JSON needs besides the record.
+pub(crate) struct Comment {
+    pub record: CommentRecord,
+    pub author: Actor,
+    /// On a pull request (its `html_url` is under `/pull/`), not a plain issue.
+    pub on_pull: bool,
+    pub created: u64,
+    pub updated: u64,
+}
+
 pub(crate) struct OAuthCode {
     pub login: String,
     pub redirect_uri: String,
@@ -165,7 +208,9 @@ pub(crate) struct World {
     pub refreshes: usize,
     pub tokens: Vec<Token>,
     pub pulls: Vec<Pull>,
-    pub comments: Vec<CommentRecord>,
+    pub issues: Vec<Issue>,
+    /// Oldest first, across every repository.
+    pub comments: Vec<Comment>,
     pub requests: Vec<RequestRecord>,
     next_id: u64,
 }
@@ -206,6 +251,17 @@ impl World {
         }
     }
 
+    /// `login` acting on github.com (commenting, opening an issue): given an id if it has none,
+    /// and a person — a `User`, not the organization an unknown login otherwise reads as.
+    pub fn person(&mut self, login: &str) -> Actor {
+        self.ensure_account(login);
+        let mut actor = self.actor(login);
+        if actor.kind == "Organization" {
+            actor.kind = "User".into();
+        }
+        actor
+    }
+
     pub fn token(&self, secret: &str) -> Option<&Token> {
         self.tokens.iter().find(|t| t.minted.token == secret)
     }
@@ -225,20 +281,61 @@ impl World {
         }
     }
 
-    /// Adds comment `id` by `author` to the pull request at index `at`.
-    pub fn record_comment(&mut self, at: usize, id: u64, author: &Actor, body: &str, time: u64) {
-        let pull = &mut self.pulls[at];
-        pull.comments += 1;
-        pull.updated = time;
+    /// The pull request or issue `owner/repo#number`.
+    pub fn thread(&self, owner: &str, repo: &str, number: u64) -> Option<Thread> {
+        if let Some(at) = self.pulls.iter().position(|p| {
+            p.record.owner == owner && p.record.repo == repo && p.record.number == number
+        }) {
+            return Some(Thread::Pull(at));
+        }
+        self.issues
+            .iter()
+            .position(|i| i.owner == owner && i.repo == repo && i.number == number)
+            .map(Thread::Issue)
+    }
+
+    /// Adds comment `id` by `author` to `thread`; returns its index in `comments`.
+    pub fn record_comment(
+        &mut self,
+        thread: Thread,
+        id: u64,
+        author: &Actor,
+        body: &str,
+        time: u64,
+    ) -> usize {
+        let (owner, repo, number) = match thread {
+            Thread::Pull(at) => {
+                let pull = &mut self.pulls[at];
+                pull.comments += 1;
+                pull.updated = time;
+                let r = &pull.record;
+                (r.owner.clone(), r.repo.clone(), r.number)
+            }
+            Thread::Issue(at) => {
+                let issue = &mut self.issues[at];
+                issue.comments += 1;
+                issue.updated = time;
+                (issue.owner.clone(), issue.repo.clone(), issue.number)
+            }
+        };
         let record = CommentRecord {
             id,
-            owner: pull.record.owner.clone(),
-            repo: pull.record.repo.clone(),
-            number: pull.record.number,
+            owner,
+            repo,
+            number,
             body: body.into(),
             author: author.login.clone(),
+            by_app: *author == bot(),
+            edits: 0,
         };
-        self.comments.push(record);
+        self.comments.push(Comment {
+            record,
+            author: author.clone(),
+            on_pull: matches!(thread, Thread::Pull(_)),
+            created: time,
+            updated: time,
+        });
+        self.comments.len() - 1
     }
 
     /// The installation that covers `full_name`, if any.

@@ -132,10 +132,25 @@ struct Comment {
     node_id: String,
     url: String,
     html_url: String,
+    issue_url: Option<String>,
     body: Option<String>,
     user: Author,
     created_at: String,
+    updated_at: Option<String>,
     author_association: Option<String>,
+}
+
+/// octocrab `models::Label`: all required but `description`.
+#[derive(Deserialize, Debug)]
+#[allow(dead_code)]
+struct Label {
+    id: u64,
+    node_id: String,
+    url: String,
+    name: String,
+    description: Option<String>,
+    color: String,
+    default: bool,
 }
 
 /// octocrab `models::issues::PullRequestLink`.
@@ -148,7 +163,7 @@ struct PullRequestLink {
     patch_url: String,
 }
 
-/// octocrab `models::issues::Issue`, as `issue_comment` events carry it.
+/// octocrab `models::issues::Issue` (`GET …/issues/{n}`, `issue_comment` and `issues` events).
 #[derive(Deserialize, Debug)]
 #[allow(dead_code)]
 struct Issue {
@@ -161,16 +176,27 @@ struct Issue {
     events_url: String,
     html_url: String,
     number: u64,
-    state: String,
+    state: IssueState,
+    state_reason: Option<String>,
     title: String,
+    body: Option<String>,
     user: Author,
-    labels: Vec<Value>,
+    labels: Vec<Label>,
     assignees: Vec<Author>,
+    author_association: Option<String>,
     locked: bool,
     comments: u32,
     pull_request: Option<PullRequestLink>,
     created_at: String,
     updated_at: String,
+}
+
+/// octocrab `models::IssueState`.
+#[derive(Deserialize, Debug, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum IssueState {
+    Open,
+    Closed,
 }
 
 /// octocrab `webhook_events::EventInstallationId` (the untagged enum needs both fields).
@@ -262,6 +288,75 @@ async fn api(
     let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
     let (status, _, body) = http(method, &format!("{}{path}", fake.url()), &headers, body).await;
     (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// A GET of `url` (absolute, as a `Link` header gives it, or a path) that also returns the
+/// `Link` header.
+async fn get_with_link(
+    fake: &FakeGithub,
+    url: &str,
+    authorization: &str,
+) -> (u16, Option<String>, Value) {
+    let url = if url.starts_with("http://") {
+        url.to_string()
+    } else {
+        format!("{}{url}", fake.url())
+    };
+    let headers = [
+        ("accept", "application/vnd.github+json"),
+        ("authorization", authorization),
+    ];
+    let (status, headers, body) = http("GET", &url, &headers, vec![]).await;
+    let link = headers.get("link").map(|l| l.to_str().unwrap().to_string());
+    (
+        status,
+        link,
+        serde_json::from_slice(&body).unwrap_or(Value::Null),
+    )
+}
+
+/// The `Link` header's targets by `rel`, parsed the way octocrab's `Page` does.
+fn links(header: &str) -> std::collections::BTreeMap<String, String> {
+    header
+        .split(',')
+        .map(|part| {
+            let (url, rel) = part.split_once(';').unwrap();
+            let url = url.trim().trim_start_matches('<').trim_end_matches('>');
+            let rel = rel.trim().strip_prefix("rel=").unwrap().trim_matches('"');
+            (rel.to_string(), url.to_string())
+        })
+        .collect()
+}
+
+/// Signs `login` (already added) in through the OAuth web flow; returns `Bearer <their token>`.
+async fn sign_in(fake: &FakeGithub, login: &str) -> String {
+    fake.set_oauth_client("Iv1.client", "s3cret");
+    fake.set_browser_user(login);
+    let callback = "http%3A%2F%2Flocalhost%3A9%2Fcb";
+    let authorize = format!(
+        "{}/login/oauth/authorize?client_id=Iv1.client&redirect_uri={callback}",
+        fake.url()
+    );
+    let (status, headers, _) = http("GET", &authorize, &[], vec![]).await;
+    assert_eq!(status, 302);
+    let location = headers["location"].to_str().unwrap();
+    let code = location
+        .split("code=")
+        .nth(1)
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap();
+    let form =
+        format!("client_id=Iv1.client&client_secret=s3cret&code={code}&redirect_uri={callback}");
+    let headers = [
+        ("accept", "application/json"),
+        ("content-type", "application/x-www-form-urlencoded"),
+    ];
+    let exchange = format!("{}/login/oauth/access_token", fake.url());
+    let (_, _, body) = http("POST", &exchange, &headers, form.into_bytes()).await;
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    format!("Bearer {}", body["access_token"].as_str().unwrap())
 }
 
 fn now() -> u64 {
@@ -1245,4 +1340,569 @@ async fn a_protected_branch_refuses_pushes_like_githubs_hook() {
         git_ok(dir, &["rev-parse", "topic"]).await,
         "the unprotected ref landed"
     );
+}
+
+#[tokio::test]
+async fn issues_share_numbers_with_pull_requests_and_read_back_in_githubs_shapes() {
+    let (_root, fake) = started().await;
+    let (token, _) = mint(&fake, json!({})).await;
+    let auth = format!("Bearer {token}");
+    let _work = seed(&fake, &token, "widgets", &["tandem/fix", "tandem/more"]).await;
+    let open_pull = async |head: &str| {
+        let new = json!({ "title": head, "head": head, "base": "main" });
+        let (status, body) = api(
+            &fake,
+            "POST",
+            "/repos/acme/widgets/pulls",
+            Some(&auth),
+            Some(new),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+        parse::<PullRequest>(&body).number
+    };
+    assert_eq!(open_pull("tandem/fix").await, 1);
+    assert_eq!(
+        fake.open_issue("acme", "widgets", "octo", "Crash on start", "It crashes."),
+        2
+    );
+    assert_eq!(fake.open_issue("acme", "widgets", "octo", "No body", ""), 3);
+    assert_eq!(open_pull("tandem/more").await, 4, "one sequence for both");
+    assert_eq!(
+        fake.open_issue("acme", "gadgets", "octo", "Elsewhere", ""),
+        1,
+        "per repository"
+    );
+
+    let (status, body) = api(
+        &fake,
+        "GET",
+        "/repos/acme/widgets/issues/2",
+        Some(&auth),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_urls_under(&body, &fake.url());
+    assert!(body.get("pull_request").is_none(), "{body:#}");
+    let issue: Issue = parse(&body);
+    assert_eq!(
+        (
+            issue.number,
+            issue.title.as_str(),
+            issue.body.as_deref(),
+            issue.state
+        ),
+        (2, "Crash on start", Some("It crashes."), IssueState::Open)
+    );
+    assert_eq!(
+        (issue.user.login.as_str(), issue.user.r#type.as_str()),
+        ("octo", "User")
+    );
+    assert_eq!(
+        issue.html_url,
+        format!("{}/acme/widgets/issues/2", fake.url())
+    );
+    assert_eq!((issue.comments, issue.labels.len()), (0, 0));
+    let (_, body) = api(
+        &fake,
+        "GET",
+        "/repos/acme/widgets/issues/3",
+        Some(&auth),
+        None,
+    )
+    .await;
+    assert_eq!(body["body"], Value::Null, "GitHub's empty body");
+
+    let (status, body) = api(
+        &fake,
+        "GET",
+        "/repos/acme/widgets/issues/1",
+        Some(&auth),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_urls_under(&body, &fake.url());
+    let pr_issue: Issue = parse(&body);
+    let link = pr_issue
+        .pull_request
+        .expect("a pull request's issue side links it");
+    assert_eq!(
+        link.url,
+        format!("{}/repos/acme/widgets/pulls/1", fake.url())
+    );
+    assert_eq!(
+        pr_issue.html_url,
+        format!("{}/acme/widgets/pull/1", fake.url())
+    );
+    let (status, body) = api(
+        &fake,
+        "GET",
+        "/repos/acme/widgets/issues/9",
+        Some(&auth),
+        None,
+    )
+    .await;
+    assert_eq!((status, body["message"].as_str()), (404, Some("Not Found")));
+    let (_, repo) = api(&fake, "GET", "/repos/acme/widgets", Some(&auth), None).await;
+    assert_eq!(
+        repo["open_issues_count"], 4,
+        "GitHub counts pull requests as issues"
+    );
+
+    // Who may read: the token's repositories, and `issues` for an issue — a pull request's
+    // issue side is reachable with `pull_requests` alone.
+    let (pulls_only, _) = mint(
+        &fake,
+        json!({ "permissions": { "pull_requests": "write" } }),
+    )
+    .await;
+    let pulls_only = format!("Bearer {pulls_only}");
+    let (gadgets_only, _) = mint(&fake, json!({ "repositories": ["gadgets"] })).await;
+    let gadgets_only = format!("Bearer {gadgets_only}");
+    for (who, path, status) in [
+        (
+            Some(pulls_only.as_str()),
+            "/repos/acme/widgets/issues/1",
+            200,
+        ),
+        (
+            Some(pulls_only.as_str()),
+            "/repos/acme/widgets/issues/2",
+            403,
+        ),
+        (
+            Some(pulls_only.as_str()),
+            "/repos/acme/widgets/issues/2/comments",
+            403,
+        ),
+        (
+            Some(gadgets_only.as_str()),
+            "/repos/acme/widgets/issues/2",
+            404,
+        ),
+        (
+            Some(gadgets_only.as_str()),
+            "/repos/acme/gadgets/issues/1",
+            200,
+        ),
+        (None, "/repos/acme/widgets/issues/2", 404),
+        (None, "/repos/acme/widgets/issues/2/comments", 404),
+    ] {
+        let (got, body) = api(&fake, "GET", path, who, None).await;
+        assert_eq!(got, status, "{who:?} {path}: {body}");
+    }
+    let comment = json!({ "body": "on it" });
+    let (status, body) = api(
+        &fake,
+        "POST",
+        "/repos/acme/widgets/issues/2/comments",
+        Some(&pulls_only),
+        Some(comment.clone()),
+    )
+    .await;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (403, Some("Resource not accessible by integration"))
+    );
+    let (status, _) = api(
+        &fake,
+        "POST",
+        "/repos/acme/widgets/issues/1/comments",
+        Some(&pulls_only),
+        Some(comment.clone()),
+    )
+    .await;
+    assert_eq!(
+        status, 201,
+        "a pull request takes a comment with pull_requests:write"
+    );
+    let (status, body) = api(
+        &fake,
+        "POST",
+        "/repos/acme/widgets/issues/2/comments",
+        None,
+        Some(comment),
+    )
+    .await;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (401, Some("Requires authentication"))
+    );
+
+    // A person's token, until the repository is hidden from them.
+    fake.add_user("octo", 501, "Octo Cat", "octo@example.com");
+    let octo = sign_in(&fake, "octo").await;
+    let (status, _) = api(
+        &fake,
+        "GET",
+        "/repos/acme/widgets/issues/2",
+        Some(&octo),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    fake.set_permission("octo", "acme/widgets", "none");
+    for path in [
+        "/repos/acme/widgets/issues/2",
+        "/repos/acme/widgets/issues/2/comments",
+        "/repos/acme/widgets/pulls/1",
+    ] {
+        let (status, _) = api(&fake, "GET", path, Some(&octo), None).await;
+        assert_eq!(status, 404, "{path}");
+    }
+
+    // Labels: the webhook payload, and the issue carries them from then on.
+    let labeled = fake.label_payload("acme", "widgets", 2, "octo", "good first issue");
+    assert_urls_under(&labeled, &fake.url());
+    assert_eq!(labeled["action"], "labeled");
+    let label: Label = parse(&labeled["label"]);
+    assert_eq!(label.name, "good first issue");
+    assert_eq!(
+        label.url,
+        format!(
+            "{}/repos/acme/widgets/labels/good%20first%20issue",
+            fake.url()
+        )
+    );
+    let issue: Issue = parse(&labeled["issue"]);
+    assert_eq!(
+        issue
+            .labels
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect::<Vec<_>>(),
+        ["good first issue"]
+    );
+    assert!(labeled["issue"].get("pull_request").is_none());
+    assert_eq!(labeled["sender"]["login"], "octo");
+    assert_eq!(labeled["repository"]["full_name"], "acme/widgets");
+    assert_eq!(parse::<EventInstallation>(&labeled["installation"]).id, 7);
+    let again = fake.label_payload("acme", "widgets", 2, "octo", "tandem");
+    let labels: Vec<Label> = parse(&again["issue"]["labels"]);
+    assert_eq!(
+        labels.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(),
+        ["good first issue", "tandem"]
+    );
+    assert_eq!(labels[0].id, label.id, "one label, one id");
+    let (_, body) = api(
+        &fake,
+        "GET",
+        "/repos/acme/widgets/issues/2",
+        Some(&auth),
+        None,
+    )
+    .await;
+    assert_eq!(parse::<Issue>(&body).labels.len(), 2);
+
+    // The `issue_comment` payload tells an issue from a pull request by `pull_request`.
+    let on_issue =
+        fake.issue_comment_payload("acme", "widgets", 2, "octo", "@tandem-test fix this");
+    assert_urls_under(&on_issue, &fake.url());
+    assert_eq!(on_issue["action"], "created");
+    assert!(
+        on_issue["issue"].get("pull_request").is_none(),
+        "{on_issue:#}"
+    );
+    let issue: Issue = parse(&on_issue["issue"]);
+    assert_eq!((issue.number, issue.comments), (2, 1));
+    let comment: Comment = parse(&on_issue["comment"]);
+    assert_eq!(
+        (comment.body.as_deref(), comment.user.login.as_str()),
+        (Some("@tandem-test fix this"), "octo")
+    );
+    assert!(comment.html_url.ends_with(&format!(
+        "/acme/widgets/issues/2#issuecomment-{}",
+        comment.id
+    )));
+    assert_eq!(on_issue["sender"]["login"], "octo");
+    assert_eq!(parse::<EventInstallation>(&on_issue["installation"]).id, 7);
+    let on_pull = fake.issue_comment_payload("acme", "widgets", 1, "octo", "looks good");
+    assert!(parse::<Issue>(&on_pull["issue"]).pull_request.is_some());
+    assert!(
+        on_pull["comment"]["html_url"]
+            .as_str()
+            .unwrap()
+            .contains("/pull/1#issuecomment-")
+    );
+    fake.add_repo("acme", "lonely", "main");
+    fake.open_issue("acme", "lonely", "octo", "Not installed", "");
+    let lonely = fake.issue_comment_payload("acme", "lonely", 1, "octo", "anyone?");
+    assert!(
+        lonely.get("installation").is_none(),
+        "no installation there"
+    );
+    assert_eq!(
+        fake.issue_comments("acme", "widgets", 2)
+            .iter()
+            .map(|c| (c.author.as_str(), c.body.as_str(), c.by_app, c.edits))
+            .collect::<Vec<_>>(),
+        [("octo", "@tandem-test fix this", false, 0)]
+    );
+    assert_eq!(fake.issue_comments("acme", "widgets", 1).len(), 2);
+}
+
+#[tokio::test]
+async fn issue_comments_come_a_page_at_a_time_and_only_their_authors_edit_them() {
+    let (_root, fake) = started().await;
+    let (token, _) = mint(&fake, json!({})).await;
+    let auth = format!("Bearer {token}");
+    fake.add_user("octo", 501, "Octo Cat", "octo@example.com");
+    let number = fake.open_issue("acme", "widgets", "octo", "Crash on start", "It crashes.");
+    let comments = format!("/repos/acme/widgets/issues/{number}/comments");
+
+    let (status, body) = api(
+        &fake,
+        "POST",
+        &comments,
+        Some(&auth),
+        Some(json!({ "body": "Looking" })),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_urls_under(&body, &fake.url());
+    let mine: Comment = parse(&body);
+    assert_eq!(
+        (mine.body.as_deref(), mine.user.login.as_str()),
+        (Some("Looking"), "tandem-test[bot]")
+    );
+    assert_eq!(
+        mine.issue_url,
+        Some(format!("{}/repos/acme/widgets/issues/{number}", fake.url()))
+    );
+    let (status, body) = api(
+        &fake,
+        "POST",
+        &comments,
+        Some(&auth),
+        Some(json!({ "body": "" })),
+    )
+    .await;
+    assert_eq!((status, &body["errors"][0]["field"]), (422, &json!("body")));
+    let theirs: Vec<u64> = (1..=4)
+        .map(|i| {
+            let payload =
+                fake.issue_comment_payload("acme", "widgets", number, "octo", &format!("note {i}"));
+            payload["comment"]["id"].as_u64().unwrap()
+        })
+        .collect();
+
+    // Everything fits in GitHub's default page of 30: no Link header.
+    let (status, link, body) = get_with_link(&fake, &comments, &auth).await;
+    assert_eq!((status, link), (200, None));
+    assert_urls_under(&body, &fake.url());
+    let all: Vec<Comment> = parse(&body);
+    assert_eq!(
+        all.iter()
+            .map(|c| c.body.as_deref().unwrap())
+            .collect::<Vec<_>>(),
+        ["Looking", "note 1", "note 2", "note 3", "note 4"],
+        "oldest first"
+    );
+    let (_, link, body) = get_with_link(&fake, &format!("{comments}?per_page=500"), &auth).await;
+    assert_eq!(
+        (link, body.as_array().unwrap().len()),
+        (None, 5),
+        "per_page is cut to 100"
+    );
+
+    // Two a page: follow `next` as octocrab does, checking each page's links.
+    let page_url = |p: u32| format!("{}{comments}?per_page=2&page={p}", fake.url());
+    let (status, link, body) = get_with_link(&fake, &format!("{comments}?per_page=2"), &auth).await;
+    assert_eq!(status, 200);
+    let first = links(&link.expect("more pages"));
+    assert_eq!(
+        first,
+        [
+            ("next".to_string(), page_url(2)),
+            ("last".to_string(), page_url(3))
+        ]
+        .into()
+    );
+    let mut bodies: Vec<String> = parse::<Vec<Comment>>(&body)
+        .into_iter()
+        .filter_map(|c| c.body)
+        .collect();
+    let (_, link, body) = get_with_link(&fake, &first["next"], &auth).await;
+    let middle = links(&link.unwrap());
+    assert_eq!(
+        middle,
+        [
+            ("prev".to_string(), page_url(1)),
+            ("next".to_string(), page_url(3)),
+            ("last".to_string(), page_url(3)),
+            ("first".to_string(), page_url(1)),
+        ]
+        .into()
+    );
+    bodies.extend(
+        parse::<Vec<Comment>>(&body)
+            .into_iter()
+            .filter_map(|c| c.body),
+    );
+    let (_, link, body) = get_with_link(&fake, &middle["next"], &auth).await;
+    let last = links(&link.unwrap());
+    assert_eq!(
+        last,
+        [
+            ("prev".to_string(), page_url(2)),
+            ("first".to_string(), page_url(1))
+        ]
+        .into()
+    );
+    bodies.extend(
+        parse::<Vec<Comment>>(&body)
+            .into_iter()
+            .filter_map(|c| c.body),
+    );
+    assert_eq!(bodies, ["Looking", "note 1", "note 2", "note 3", "note 4"]);
+    let (status, _, body) = get_with_link(&fake, &page_url(9), &auth).await;
+    assert_eq!(
+        (status, body),
+        (200, json!([])),
+        "past the end: an empty page"
+    );
+
+    // `since` (as octocrab sends it, with a fraction) filters, and the links keep it.
+    let since = "2000-01-01T00:00:00.5Z";
+    let (_, link, body) = get_with_link(
+        &fake,
+        &format!("{comments}?per_page=2&since={since}"),
+        &auth,
+    )
+    .await;
+    assert_eq!(body.as_array().unwrap().len(), 2);
+    assert!(
+        links(&link.unwrap())["next"]
+            .contains("since=2000-01-01T00%3A00%3A00.5Z&per_page=2&page=2"),
+        "the filter carries over"
+    );
+    let (_, _, body) = get_with_link(
+        &fake,
+        &format!("{comments}?since=2999-01-01T00:00:00Z"),
+        &auth,
+    )
+    .await;
+    assert_eq!(body, json!([]));
+    let (status, _, _) = get_with_link(&fake, &format!("{comments}?since=yesterday"), &auth).await;
+    assert_eq!(status, 422);
+
+    // One comment by id, then edits: octocrab's `update_comment` POSTs, GitHub documents PATCH.
+    let one = format!("/repos/acme/widgets/issues/comments/{}", mine.id);
+    let (status, body) = api(&fake, "GET", &one, Some(&auth), None).await;
+    assert_eq!((status, parse::<Comment>(&body).id), (200, mine.id));
+    let (status, body) = api(
+        &fake,
+        "POST",
+        &one,
+        Some(&auth),
+        Some(json!({ "body": "Fixed in #2" })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(parse::<Comment>(&body).body.as_deref(), Some("Fixed in #2"));
+    let (status, body) = api(
+        &fake,
+        "PATCH",
+        &one,
+        Some(&auth),
+        Some(json!({ "body": "Fixed in #3" })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = api(&fake, "GET", &one, Some(&auth), None).await;
+    assert_eq!(parse::<Comment>(&body).body.as_deref(), Some("Fixed in #3"));
+    let (status, _) = api(&fake, "PATCH", &one, Some(&auth), Some(json!({}))).await;
+    assert_eq!(status, 422, "an edit needs a body");
+    let (status, _) = api(&fake, "PATCH", &one, None, Some(json!({ "body": "x" }))).await;
+    assert_eq!(status, 401);
+
+    // Someone else's comment is not the App's to edit; an unknown id, or another
+    // repository's comment, is not found.
+    let someone_elses = format!("/repos/acme/widgets/issues/comments/{}", theirs[0]);
+    let (status, body) = api(
+        &fake,
+        "PATCH",
+        &someone_elses,
+        Some(&auth),
+        Some(json!({ "body": "mine now" })),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["message"], "Resource not accessible by integration");
+    assert_eq!(body["documentation_url"], "https://docs.github.com/rest");
+    let (status, _) = api(
+        &fake,
+        "PATCH",
+        "/repos/acme/widgets/issues/comments/424242",
+        Some(&auth),
+        Some(json!({ "body": "x" })),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, _) = api(
+        &fake,
+        "GET",
+        "/repos/acme/widgets/issues/comments/424242",
+        Some(&auth),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, _) = api(
+        &fake,
+        "GET",
+        &format!("/repos/acme/gadgets/issues/comments/{}", mine.id),
+        Some(&auth),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404, "the comment is in acme/widgets");
+
+    // A person edits their own comment and not the App's.
+    let octo = sign_in(&fake, "octo").await;
+    let (status, body) = api(
+        &fake,
+        "PATCH",
+        &someone_elses,
+        Some(&octo),
+        Some(json!({ "body": "note 1, edited" })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = api(
+        &fake,
+        "PATCH",
+        &one,
+        Some(&octo),
+        Some(json!({ "body": "hijacked" })),
+    )
+    .await;
+    assert_eq!(status, 403);
+
+    let recorded = fake.issue_comments("acme", "widgets", number);
+    assert_eq!(
+        recorded
+            .iter()
+            .map(|c| (c.id, c.author.as_str(), c.body.as_str(), c.by_app, c.edits))
+            .collect::<Vec<_>>(),
+        [
+            (mine.id, "tandem-test[bot]", "Fixed in #3", true, 2),
+            (theirs[0], "octo", "note 1, edited", false, 1),
+            (theirs[1], "octo", "note 2", false, 0),
+            (theirs[2], "octo", "note 3", false, 0),
+            (theirs[3], "octo", "note 4", false, 0),
+        ]
+    );
+    assert_eq!(fake.comments(), recorded, "the only comments anywhere");
+    let (_, body) = api(
+        &fake,
+        "GET",
+        &format!("/repos/acme/widgets/issues/{number}"),
+        Some(&auth),
+        None,
+    )
+    .await;
+    assert_eq!(parse::<Issue>(&body).comments, 5);
 }

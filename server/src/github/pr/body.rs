@@ -20,6 +20,10 @@ pub async fn body(app: &AppState, session: SessionId) -> Result<String> {
     let events = all_events(app, session).await?;
     let public = app.public_url();
     let mut md = String::new();
+    // A session started from an issue closes it when merged.
+    if let Some((number, _)) = crate::db::issues::of_session(&app.db, session).await? {
+        md.push_str(&format!("Fixes #{number}\n\n"));
+    }
 
     md.push_str("## Summary\n\n");
     let summary = events.iter().rev().find_map(|e| match &e.kind {

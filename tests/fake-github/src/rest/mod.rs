@@ -1,5 +1,5 @@
 //! The REST endpoints the Tandem server calls: app installations and their tokens, repositories,
-//! the signed-in user, pull requests and issue comments — each with GitHub's auth rules.
+//! the signed-in user, pull requests, issues and issue comments — each with GitHub's auth rules.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -23,7 +23,9 @@ use crate::state::{
     level, random_text,
 };
 
+mod issues;
 mod pulls;
+use issues::*;
 use pulls::*;
 
 /// How long an installation token lives, as on GitHub.
@@ -47,9 +49,14 @@ pub(crate) fn router() -> Router<Arc<Shared>> {
             "/repos/{owner}/{repo}/pulls/{number}",
             get(get_pull).patch(update_pull),
         )
+        .route("/repos/{owner}/{repo}/issues/{number}", get(get_issue))
         .route(
             "/repos/{owner}/{repo}/issues/{number}/comments",
-            post(create_comment),
+            get(list_comments).post(create_comment),
+        )
+        .route(
+            "/repos/{owner}/{repo}/issues/comments/{id}",
+            get(get_comment).patch(update_comment).post(update_comment),
         )
 }
 
@@ -82,7 +89,8 @@ pub(super) fn require_installation<'c>(caller: &'c Caller, doing: &str) -> Resul
 }
 
 /// Checks that `caller` may use repository `owner/name` with one of `permissions` at `need`
-/// (installation tokens only: the fake does not model a user's own repository permissions).
+/// (for installation tokens; of a user's own permission only `none` counts, hiding the
+/// repository as `GET /repos/{owner}/{repo}` does).
 pub(super) fn reach(
     shared: &Shared,
     caller: &Caller,
@@ -101,7 +109,18 @@ pub(super) fn reach(
         }
         Caller::Anonymous | Caller::Refused(_) => Err(Error::NotFound),
         Caller::App => Err(Error::Forbidden(NOT_ACCESSIBLE.into())),
-        Caller::User { .. } if exists => Ok(()),
+        Caller::User { login } if exists => {
+            let key = (login.clone(), full);
+            if world
+                .user_permissions
+                .get(&key)
+                .is_some_and(|l| l == "none")
+            {
+                Err(Error::NotFound)
+            } else {
+                Ok(())
+            }
+        }
         Caller::User { .. } => Err(Error::NotFound),
         Caller::Installation { token, .. } => {
             let token = world.token(token).ok_or(Error::BadCredentials)?;

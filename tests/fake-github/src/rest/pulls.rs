@@ -1,5 +1,4 @@
-//! Pull requests and issue comments: create (with GitHub's validation errors), get, list,
-//! update, comment.
+//! Pull requests: create (with GitHub's validation errors), get, list, update.
 
 use super::*;
 
@@ -275,45 +274,4 @@ pub(super) async fn update_pull(
     pull_json(&s, &world, &full, number)
         .map(Json)
         .ok_or(Error::NotFound)
-}
-
-#[derive(Deserialize)]
-pub(super) struct NewComment {
-    body: Option<String>,
-}
-
-pub(super) async fn create_comment(
-    State(s): State<Arc<Shared>>,
-    Extension(caller): Extension<Caller>,
-    Path((owner, name, number)): Path<(String, String, u64)>,
-    body: Bytes,
-) -> Result<Response> {
-    reach(
-        &s,
-        &caller,
-        &owner,
-        &name,
-        &["issues", "pull_requests"],
-        "write",
-    )?;
-    let ask: NewComment = parse_json(&body)?;
-    let text = ask.body.filter(|b| !b.is_empty()).ok_or_else(|| {
-        Error::Validation(vec![
-            json!({ "resource": "IssueComment", "field": "body", "code": "missing_field" }),
-        ])
-    })?;
-    let full = format!("{owner}/{name}");
-    let mut world = s.world();
-    // Only pull requests exist here; an issue number without one is GitHub's 404.
-    let at = world
-        .pulls
-        .iter()
-        .position(|p| p.record.owner == owner && p.record.repo == name && p.record.number == number)
-        .ok_or(Error::NotFound)?;
-    let author = actor(&world, &caller);
-    let (id, time) = (world.next_id(), now());
-    world.record_comment(at, id, &author, &text, time);
-    let repo = world.repos.get(&full).ok_or(Error::NotFound)?;
-    let json = shapes::comment(&s.url, repo, number, id, &author, &text, time);
-    Ok((StatusCode::CREATED, Json(json)).into_response())
 }

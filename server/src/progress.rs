@@ -1,0 +1,339 @@
+//! Reporting a session's progress where it was asked for: a Slack thread, a GitHub issue. A
+//! follower reads the session's events as they are committed, folds them into a [`View`] (state,
+//! current step, elapsed) and [`News`] (a reply, the pull request, a failure), and hands both
+//! to its sink, which keeps one status message or comment up to date and posts the news.
+//!
+//! Followers are rows (`progress_followers`): one server process holds each, renewing its
+//! claim as it works; when that process stops, another takes the follower over from the last
+//! event reported, so a restart loses nothing (an event may be reported twice across one, never
+//! skipped).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tandem_protocol::{Event, EventKind, SessionId, SessionState, TurnOutcome};
+
+use crate::state::AppState;
+use crate::{Result, db, now_ms};
+
+/// How long a claim holds without being renewed.
+const CLAIM_MS: i64 = 30_000;
+
+/// How often each process looks for followers no process holds.
+const SWEEP: Duration = Duration::from_secs(5);
+
+/// The most events read at once.
+const BATCH: i64 = 200;
+
+/// Where a follower reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Slack,
+    GithubIssue,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Slack => "slack",
+            Self::GithubIssue => "github_issue",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "slack" => Some(Self::Slack),
+            "github_issue" => Some(Self::GithubIssue),
+            _ => None,
+        }
+    }
+}
+
+/// The session as the follower sees it now.
+#[derive(Clone, Debug)]
+pub struct View {
+    pub session: SessionId,
+    pub title: String,
+    pub repo: String,
+    pub state: SessionState,
+    /// What the agent (or the boot) is doing now.
+    pub step: Option<String>,
+    /// When the session was created (ms).
+    pub created_at: i64,
+    /// Why it is waiting, when it is.
+    pub waiting: Option<String>,
+    /// The pull request, once opened: (number, url).
+    pub pr: Option<(i64, String)>,
+    /// The agent's last reply.
+    pub last_reply: Option<String>,
+}
+
+impl View {
+    /// Whether nothing more will happen (the session ended).
+    pub fn ended(&self) -> bool {
+        matches!(self.state, SessionState::Stopped | SessionState::Failed)
+    }
+
+    /// "3m 05s" since the session was created.
+    pub fn elapsed(&self) -> String {
+        let secs = ((now_ms() - self.created_at) / 1000).max(0);
+        if secs < 60 {
+            format!("{secs}s")
+        } else if secs < 3600 {
+            format!("{}m {:02}s", secs / 60, secs % 60)
+        } else {
+            format!("{}h {:02}m", secs / 3600, (secs / 60) % 60)
+        }
+    }
+}
+
+/// Something worth its own message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum News {
+    /// A turn started (on the prompt with this text).
+    TurnStarted,
+    /// A turn ended; its reply, when it had one.
+    TurnEnded {
+        ok: bool,
+        reply: Option<String>,
+        error: Option<String>,
+    },
+    PrOpened {
+        number: i64,
+        url: String,
+    },
+    /// The session failed: what failed and what to do.
+    Failed(String),
+}
+
+/// Folds `event` into `view`, adding what is news to `news`.
+pub fn fold(view: &mut View, news: &mut Vec<News>, event: &Event) {
+    match &event.kind {
+        EventKind::StateChanged { to, reason, .. } => {
+            view.state = *to;
+            if *to != SessionState::Queued {
+                view.waiting = None;
+            }
+            if *to == SessionState::Failed {
+                news.push(News::Failed(reason.clone().unwrap_or_else(|| {
+                    "the session failed; its timeline says why".into()
+                })));
+            }
+            if matches!(to, SessionState::Idle | SessionState::Ready) {
+                view.step = None;
+            }
+        }
+        EventKind::BootPhase { phase, .. } => {
+            view.step = Some(format!("starting the workspace: {}", phase.as_str()));
+        }
+        EventKind::Waiting { problem } => view.waiting = Some(problem.message.clone()),
+        EventKind::TurnStarted { .. } => {
+            view.step = Some("thinking".into());
+            news.push(News::TurnStarted);
+        }
+        EventKind::ToolCall {
+            name, arguments, ..
+        } => {
+            view.step = Some(step_of(name, arguments));
+        }
+        EventKind::AgentMessage { text, .. } => view.last_reply = Some(text.clone()),
+        EventKind::TurnEnded { outcome, error, .. } => {
+            view.step = None;
+            news.push(News::TurnEnded {
+                ok: *outcome == TurnOutcome::Completed,
+                reply: view.last_reply.take(),
+                error: error.clone(),
+            });
+        }
+        EventKind::PrOpened { number, url, .. } => {
+            view.pr = Some((*number, url.clone()));
+            news.push(News::PrOpened {
+                number: *number,
+                url: url.clone(),
+            });
+        }
+        _ => {}
+    }
+}
+
+/// One line for a tool call: its name and the start of its command or path.
+fn step_of(name: &str, arguments: &serde_json::Value) -> String {
+    let detail = ["command", "cmd", "path", "file", "url"]
+        .iter()
+        .find_map(|k| arguments.get(k).and_then(|v| v.as_str()));
+    let one_line = |s: &str| -> String {
+        let s: String = s
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let mut s: String = s.trim().chars().take(80).collect();
+        if s.chars().count() == 80 {
+            s.push('…');
+        }
+        s
+    };
+    match detail {
+        Some(d) => format!("{}: {}", one_line(name), one_line(d)),
+        None => one_line(name),
+    }
+}
+
+/// A sink's answer to one batch: when to be called again even without news (a held-back
+/// status update).
+pub type Again = Option<Duration>;
+
+/// Starts reporting `session`'s progress to `kind` (its sink's own row must be stored first).
+pub async fn follow(app: &AppState, session: SessionId, kind: Kind) -> Result<()> {
+    db::followers::insert(&app.db, session, kind.as_str()).await?;
+    spawn(app, session, kind);
+    Ok(())
+}
+
+/// The followers this process runs.
+#[derive(Default)]
+pub struct Running(Mutex<HashSet<(SessionId, Kind)>>);
+
+fn running(app: &AppState) -> Arc<Running> {
+    app.followers.clone()
+}
+
+fn spawn(app: &AppState, session: SessionId, kind: Kind) {
+    let set = running(app);
+    if !set
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert((session, kind))
+    {
+        return;
+    }
+    let app = app.clone();
+    tokio::spawn(async move {
+        if let Err(e) = run(&app, session, kind).await {
+            tracing::warn!(%session, kind = kind.as_str(), error = %e, "a progress report stopped");
+        }
+        set.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(session, kind));
+    });
+}
+
+/// Every few seconds, takes over followers no process holds (this one restarted, or another
+/// stopped).
+pub async fn sweep(app: AppState) {
+    loop {
+        match db::followers::unclaimed(&app.db, now_ms()).await {
+            Ok(list) => {
+                for (session, kind) in list {
+                    if let Some(kind) = Kind::parse(&kind) {
+                        spawn(&app, session, kind);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot look for progress reports"),
+        }
+        tokio::time::sleep(SWEEP).await;
+    }
+}
+
+/// This process's name in claims.
+fn me(app: &AppState) -> String {
+    crate::data_dir::server_id(&app.config.data_dir).unwrap_or_else(|_| "unknown".into())
+}
+
+async fn run(app: &AppState, session: SessionId, kind: Kind) -> Result<()> {
+    let me = me(app);
+    let claim = async || {
+        let now = now_ms();
+        db::followers::claim(&app.db, session, kind.as_str(), &me, now, now + CLAIM_MS).await
+    };
+    let Some(mut seq) = claim().await? else {
+        return Ok(());
+    };
+    let detail = crate::sessions::get(&app.db, session).await?;
+    let repo = crate::repos::get(&app.db, detail.session.repo_id)
+        .await
+        .map(|r| r.name)
+        .unwrap_or_default();
+    let mut view = View {
+        session,
+        title: detail.session.title.clone(),
+        repo,
+        state: if seq == 0 {
+            SessionState::Queued
+        } else {
+            detail.session.state
+        },
+        step: None,
+        created_at: detail.session.created_at.0,
+        waiting: None,
+        pr: None,
+        last_reply: None,
+    };
+    let mut sink = match kind {
+        Kind::Slack => Sink::Slack(crate::slack::status::Status::open(app, session).await?),
+        Kind::GithubIssue => {
+            Sink::Issue(crate::github::issues::Progress::open(app, session).await?)
+        }
+    };
+    let mut changed = app.db.subscribe(session);
+    // News a sink failed to show is shown again with the next batch; the follower reports
+    // itself only as far as everything before was shown.
+    let mut pending: Vec<News> = Vec::new();
+    let mut shown_seq = seq;
+    loop {
+        let events = db::events::list_after(&app.db, session, seq, BATCH).await?;
+        for e in &events {
+            seq = e.seq;
+            fold(&mut view, &mut pending, e);
+        }
+        let again = match &mut sink {
+            Sink::Slack(s) => s.show(app, &view, &pending).await,
+            Sink::Issue(s) => s.show(app, &view, &pending).await,
+        };
+        let again = match again {
+            Ok(a) => {
+                pending.clear();
+                shown_seq = seq;
+                a
+            }
+            Err(e) => {
+                // Slack or GitHub refused or is away: shown again in a moment.
+                tracing::warn!(%session, kind = kind.as_str(), error = %e, "a progress report failed");
+                pending.truncate(100);
+                Some(Duration::from_secs(5))
+            }
+        };
+        let done = view.ended() && again.is_none();
+        db::followers::reported(&app.db, session, kind.as_str(), &me, shown_seq, done).await?;
+        if done {
+            return Ok(());
+        }
+        if claim().await?.is_none() {
+            // Another process took it over.
+            return Ok(());
+        }
+        if events.len() as i64 == BATCH {
+            continue;
+        }
+        let wait = again.unwrap_or(Duration::from_secs(10));
+        tokio::select! {
+            r = changed.changed() => if r.is_err() { return Ok(()) },
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+enum Sink {
+    Slack(crate::slack::status::Status),
+    Issue(crate::github::issues::Progress),
+}
+
+/// Whether a status last shown at `last_ms` may be shown again now (at most one update per
+/// `every_ms`, so a busy turn edits the message a few times, not on every tool call).
+pub fn due(last_ms: i64, every_ms: i64) -> Option<Duration> {
+    let wait = last_ms + every_ms - now_ms();
+    (wait > 0).then(|| Duration::from_millis(wait as u64))
+}

@@ -1,0 +1,232 @@
+//! The Slack app: `@tandem <task>` in a channel, a thread or a DM starts a session as the Slack
+//! user's Tandem person, and the thread becomes the session's conversation (later messages are
+//! follow-ups, `steer:` steers). Deliveries come over the Events API, interactivity and one
+//! slash command, each signed with the app's signing secret; the signature and its 5-minute
+//! window are checked before a byte is parsed, and each delivery is handled once (Slack
+//! retries). Progress goes to the thread as one status message kept up to date, the agent's
+//! replies, the pull request and failures ([`status`]).
+//!
+//! Everything from Slack is someone's words: a message's text goes to the agent as that
+//! person's prompt, earlier messages of the thread as data marked as such, and what the agent
+//! writes goes back escaped, so it cannot ping a channel or dress up a link.
+
+pub mod conversation;
+pub mod deliveries;
+pub mod status;
+pub mod text;
+
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use slack_morphism::prelude::*;
+
+use crate::config::SlackConfig;
+use crate::state::AppState;
+use crate::{Error, Result};
+
+type Client = SlackClient<SlackClientHyperConnector<HttpsConnector<HttpConnector>>>;
+
+/// The configured Slack app and its Web API client.
+pub struct Slack {
+    pub config: SlackConfig,
+    client: Client,
+}
+
+/// Slack's answer to a call, as our error.
+fn refused(method: &str, e: impl std::fmt::Display) -> Error {
+    Error::BadGateway(format!("Slack refused {method}: {e}"))
+}
+
+impl Slack {
+    pub fn new(config: SlackConfig) -> Result<Self> {
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let tls = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(provider)
+            .map_err(|e| Error::Config(format!("Slack's TLS: {e}")))?;
+        // Plain HTTP only for a loopback stand-in; Slack itself is HTTPS.
+        let connector = if config.api_url.starts_with("http://127.0.0.1")
+            || config.api_url.starts_with("http://localhost")
+        {
+            tls.https_or_http().enable_http1().enable_http2().build()
+        } else {
+            tls.https_only().enable_http1().enable_http2().build()
+        };
+        let client = SlackClient::new(
+            SlackClientHyperConnector::with_connector(connector)
+                .with_slack_api_url(config.api_url.trim_end_matches('/')),
+        );
+        Ok(Self { config, client })
+    }
+
+    /// The secret named `name`, or a 503 that says how to set it.
+    async fn secret(app: &AppState, name: &str, what: &str) -> Result<String> {
+        app.secrets
+            .get(&app.db, name)
+            .await?
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| {
+                Error::Unavailable(format!(
+                    "Slack is configured but its {what} is not stored: set the secret `{name}` (Settings → Secrets, or `tandem secret set {name}`)"
+                ))
+            })
+    }
+
+    pub async fn signing_secret(&self, app: &AppState) -> Result<String> {
+        Self::secret(app, &self.config.signing_secret, "signing secret").await
+    }
+
+    async fn token(&self, app: &AppState) -> Result<SlackApiToken> {
+        let value = Self::secret(app, &self.config.bot_token, "bot token").await?;
+        Ok(SlackApiToken::new(SlackApiTokenValue(value)))
+    }
+
+    /// Posts `content` in `channel` (in thread `thread` when given); the new message's ts.
+    pub async fn post(
+        &self,
+        app: &AppState,
+        channel: &str,
+        thread: Option<&str>,
+        content: SlackMessageContent,
+    ) -> Result<String> {
+        let token = self.token(app).await?;
+        let mut req = SlackApiChatPostMessageRequest::new(channel.into(), content)
+            .with_unfurl_links(false)
+            .with_unfurl_media(false);
+        if let Some(t) = thread {
+            req = req.with_thread_ts(t.into());
+        }
+        let res = self
+            .client
+            .open_session(&token)
+            .chat_post_message(&req)
+            .await
+            .map_err(|e| refused("chat.postMessage", e))?;
+        Ok(res.ts.0)
+    }
+
+    /// Replaces message `ts`'s content.
+    pub async fn update(
+        &self,
+        app: &AppState,
+        channel: &str,
+        ts: &str,
+        content: SlackMessageContent,
+    ) -> Result<()> {
+        let token = self.token(app).await?;
+        let req = SlackApiChatUpdateRequest::new(channel.into(), content, ts.into());
+        self.client
+            .open_session(&token)
+            .chat_update(&req)
+            .await
+            .map_err(|e| refused("chat.update", e))?;
+        Ok(())
+    }
+
+    /// A message only `user` sees.
+    pub async fn ephemeral(
+        &self,
+        app: &AppState,
+        channel: &str,
+        user: &str,
+        thread: Option<&str>,
+        content: SlackMessageContent,
+    ) -> Result<()> {
+        let token = self.token(app).await?;
+        let mut req = SlackApiChatPostEphemeralRequest::new(channel.into(), user.into(), content);
+        if let Some(t) = thread {
+            req = req.with_thread_ts(t.into());
+        }
+        self.client
+            .open_session(&token)
+            .chat_post_ephemeral(&req)
+            .await
+            .map_err(|e| refused("chat.postEphemeral", e))?;
+        Ok(())
+    }
+
+    /// Adds (`on`) or takes away the app's `name` reaction on message `ts`; one already there
+    /// (or already gone) is fine.
+    pub async fn react(
+        &self,
+        app: &AppState,
+        channel: &str,
+        ts: &str,
+        name: &str,
+        on: bool,
+    ) -> Result<()> {
+        let token = self.token(app).await?;
+        let session = self.client.open_session(&token);
+        let r = if on {
+            session
+                .reactions_add(&SlackApiReactionsAddRequest::new(
+                    channel.into(),
+                    SlackReactionName(name.into()),
+                    ts.into(),
+                ))
+                .await
+                .map(|_| ())
+        } else {
+            session
+                .reactions_remove(
+                    &SlackApiReactionsRemoveRequest::new(SlackReactionName(name.into()))
+                        .with_channel(channel.into())
+                        .with_timestamp(ts.into()),
+                )
+                .await
+                .map(|_| ())
+        };
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) if matches!(e.to_string(), s if s.contains("already_reacted") || s.contains("no_reaction")) => {
+                Ok(())
+            }
+            Err(e) => Err(refused("reactions", e)),
+        }
+    }
+
+    /// The Slack user's name and email (the email only with the `users:read.email` scope).
+    pub async fn user(&self, app: &AppState, user: &str) -> Result<(String, Option<String>)> {
+        let token = self.token(app).await?;
+        let res = self
+            .client
+            .open_session(&token)
+            .users_info(&SlackApiUsersInfoRequest::new(user.into()))
+            .await
+            .map_err(|e| refused("users.info", e))?;
+        let u = res.user;
+        let name = u
+            .profile
+            .as_ref()
+            .and_then(|p| p.display_name.clone().filter(|n| !n.is_empty()))
+            .or(u.name.clone())
+            .unwrap_or_else(|| user.to_string());
+        let email = u.profile.and_then(|p| p.email).map(|e| e.0.to_lowercase());
+        Ok((name, email))
+    }
+
+    /// The messages of thread `ts` in `channel`, oldest first.
+    pub async fn replies(
+        &self,
+        app: &AppState,
+        channel: &str,
+        ts: &str,
+    ) -> Result<Vec<SlackHistoryMessage>> {
+        let token = self.token(app).await?;
+        let res = self
+            .client
+            .open_session(&token)
+            .conversations_replies(
+                &SlackApiConversationsRepliesRequest::new(channel.into(), ts.into())
+                    .with_limit(100),
+            )
+            .await
+            .map_err(|e| refused("conversations.replies", e))?;
+        Ok(res.messages)
+    }
+}
+
+/// The configured Slack app, or a 404 saying it is off.
+pub fn slack(app: &AppState) -> Result<&Slack> {
+    app.slack.as_deref().ok_or_else(|| {
+        Error::NotFound("Slack is not configured on this server ([slack] in tandem.toml)".into())
+    })
+}

@@ -1,0 +1,237 @@
+//! A session's progress in its Slack thread: one status message edited in place (state,
+//! current step, elapsed, "View session" and "Stop"), the agent's replies, the pull request and
+//! failures as their own messages, and reactions on the message that asked (eyes while working,
+//! a check when done).
+
+use std::time::Duration;
+
+use slack_morphism::prelude::*;
+use tandem_protocol::{Session, SessionId, SessionState};
+
+use super::conversation::STOP;
+use super::text::{MAX_POST_CHARS, escape, escape_cut};
+use crate::progress::{Again, News, View, due};
+use crate::state::AppState;
+use crate::{Error, Result, db, now_ms};
+
+/// At most one status edit this often.
+const EDIT_EVERY_MS: i64 = 2_000;
+
+fn state_line(state: SessionState) -> &'static str {
+    match state {
+        SessionState::Queued => ":hourglass_flowing_sand: Queued",
+        SessionState::Starting => ":hourglass_flowing_sand: Starting",
+        SessionState::Ready => ":large_green_circle: Ready",
+        SessionState::Running => ":gear: Working",
+        SessionState::Idle => ":large_green_circle: Waiting for you",
+        SessionState::Suspended => ":zzz: Suspended",
+        SessionState::Stopped => ":white_circle: Stopped",
+        SessionState::Failed => ":x: Failed",
+    }
+}
+
+fn session_url(app: &AppState, id: SessionId) -> String {
+    format!("{}/sessions/{id}", app.public_url())
+}
+
+/// The status message's content for `view`.
+fn render(app: &AppState, view: &View) -> SlackMessageContent {
+    let mut lines = vec![
+        format!("*{}*", escape_cut(&view.title, 150)),
+        format!(
+            "{} · `{}` · {}",
+            state_line(view.state),
+            escape(&view.repo),
+            view.elapsed()
+        ),
+    ];
+    if let Some(w) = &view.waiting {
+        lines.push(format!(":warning: {}", escape_cut(w, 300)));
+    } else if let Some(step) = &view.step {
+        lines.push(format!("_{}_", escape_cut(step, 150)));
+    }
+    if let Some((n, url)) = &view.pr {
+        lines.push(format!("Pull request: <{}|#{n}>", escape(url)));
+    }
+    let mut buttons = vec![SlackActionBlockElement::Button(
+        SlackBlockButtonElement::new(pt!("View session"))
+            .with_action_id("tandem_view".into())
+            .with_url(
+                session_url(app, view.session)
+                    .parse()
+                    .unwrap_or_else(|_| "https://invalid.example/".parse().expect("a valid URL")),
+            ),
+    )];
+    if !view.ended() {
+        buttons.push(SlackActionBlockElement::Button(
+            SlackBlockButtonElement::new(pt!("Stop"))
+                .with_action_id(STOP.into())
+                .with_value(view.session.to_string())
+                .with_style(SlackBlockButtonStyle::Danger),
+        ));
+    }
+    let blocks = slack_blocks![
+        some_into(SlackSectionBlock::new().with_text(md!(lines.join("\n")))),
+        some_into(SlackActionsBlock::new(buttons))
+    ];
+    SlackMessageContent::new()
+        .with_text(format!(
+            "{}: {}",
+            state_line(view.state),
+            escape_cut(&view.title, 150)
+        ))
+        .with_blocks(blocks)
+}
+
+/// The first status message of a session just started.
+pub fn first(app: &AppState, s: &Session, repo: &str) -> SlackMessageContent {
+    render(
+        app,
+        &View {
+            session: s.id,
+            title: s.title.clone(),
+            repo: repo.to_string(),
+            state: s.state,
+            step: None,
+            created_at: s.created_at.0,
+            waiting: None,
+            pr: None,
+            last_reply: None,
+        },
+    )
+}
+
+/// Adds or takes away a reaction; one Slack refuses is only logged (it is decoration, and the
+/// news around it must not be posted twice for it).
+async fn react(app: &AppState, channel: &str, ts: &str, name: &str, on: bool) {
+    if let Ok(slack) = super::slack(app)
+        && let Err(e) = slack.react(app, channel, ts, name, on).await
+    {
+        tracing::info!(error = %e, "a Slack reaction was refused");
+    }
+}
+
+/// A session's thread, as its progress follower writes to it.
+pub struct Status {
+    thread: db::slack::Thread,
+    /// What the status message shows (without the elapsed time), and when it was edited.
+    shown: String,
+    edited_at: i64,
+}
+
+impl Status {
+    pub async fn open(app: &AppState, session: SessionId) -> Result<Self> {
+        let thread = db::slack::thread_of(&app.db, session)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("session {session} has no Slack thread")))?;
+        Ok(Self {
+            thread,
+            shown: String::new(),
+            edited_at: 0,
+        })
+    }
+
+    /// Posts the news and edits the status message (at most every [`EDIT_EVERY_MS`]).
+    pub async fn show(&mut self, app: &AppState, view: &View, news: &[News]) -> Result<Again> {
+        let slack = super::slack(app)?;
+        let t = &self.thread;
+        let (channel, thread) = (t.channel_id.as_str(), t.thread_ts.as_str());
+        // Reactions go on the newest message that asked (a follow-up moves them there).
+        let asked = db::slack::thread_of(&app.db, view.session)
+            .await?
+            .map(|t| t.trigger_ts)
+            .unwrap_or_else(|| t.trigger_ts.clone());
+        for n in news {
+            match n {
+                News::TurnStarted => {
+                    react(app, channel, &asked, "white_check_mark", false).await;
+                    react(app, channel, &asked, "eyes", true).await;
+                }
+                News::TurnEnded { ok, reply, error } => {
+                    if let Some(reply) = reply {
+                        let mut text = escape_cut(reply, MAX_POST_CHARS);
+                        if reply.chars().count() > MAX_POST_CHARS {
+                            text.push_str(&format!(
+                                "\n<{}|The whole reply is in the session.>",
+                                session_url(app, view.session)
+                            ));
+                        }
+                        slack
+                            .post(
+                                app,
+                                channel,
+                                Some(thread),
+                                SlackMessageContent::new().with_text(text),
+                            )
+                            .await?;
+                    }
+                    if !ok && let Some(e) = error {
+                        slack
+                            .post(
+                                app,
+                                channel,
+                                Some(thread),
+                                SlackMessageContent::new().with_text(format!(
+                                    ":warning: The turn did not finish: {}. Reply here to try again, or open the session.",
+                                    escape_cut(e, 500)
+                                )),
+                            )
+                            .await?;
+                    }
+                    react(app, channel, &asked, "eyes", false).await;
+                    if *ok {
+                        react(app, channel, &asked, "white_check_mark", true).await;
+                    }
+                }
+                News::PrOpened { number, url } => {
+                    slack
+                        .post(
+                            app,
+                            channel,
+                            Some(thread),
+                            SlackMessageContent::new().with_text(format!(
+                                ":rocket: Pull request <{}|#{number}> is open for review.",
+                                escape(url)
+                            )),
+                        )
+                        .await?;
+                }
+                News::Failed(why) => {
+                    slack
+                        .post(
+                            app,
+                            channel,
+                            Some(thread),
+                            SlackMessageContent::new().with_text(format!(
+                                ":x: The session failed: {}",
+                                escape_cut(why, 1000)
+                            )),
+                        )
+                        .await?;
+                    react(app, channel, &asked, "eyes", false).await;
+                }
+            }
+        }
+        let Some(status_ts) = t.status_ts.clone() else {
+            return Ok(None);
+        };
+        let content = render(app, view);
+        let key = format!(
+            "{:?}|{:?}|{:?}|{:?}",
+            view.state, view.step, view.waiting, view.pr
+        );
+        if key == self.shown {
+            return Ok(None);
+        }
+        // The last state is always shown; before it, edits are spaced out.
+        if !view.ended()
+            && let Some(wait) = due(self.edited_at, EDIT_EVERY_MS)
+        {
+            return Ok(Some(wait.max(Duration::from_millis(50))));
+        }
+        slack.update(app, channel, &status_ts, content).await?;
+        self.shown = key;
+        self.edited_at = now_ms();
+        Ok(None)
+    }
+}
