@@ -276,16 +276,33 @@ pub async fn insert_pending(mut ex: impl Conn, p: &Pending, now: i64) -> Result<
     Ok(())
 }
 
-/// Takes the pending task `id` (once: a second choice finds nothing), if made after `since`.
-pub async fn take_pending(mut ex: impl Conn, id: &str, since: i64) -> Result<Option<Pending>> {
+/// Takes `slack_user`'s pending task `id` (once: a second choice finds nothing), if made
+/// after `since`.
+pub async fn take_pending(
+    mut ex: impl Conn,
+    id: &str,
+    slack_user: &str,
+    since: i64,
+) -> Result<Option<Pending>> {
     Ok(sqlx::query_as(
-        "DELETE FROM slack_pending WHERE id = $1 AND created_at >= $2
+        "DELETE FROM slack_pending WHERE id = $1 AND slack_user_id = $2 AND created_at >= $3
          RETURNING id, team_id, channel_id, thread_ts, trigger_ts, slack_user_id, text",
     )
     .bind(id)
+    .bind(slack_user)
     .bind(since)
     .fetch_optional(ex.ex())
     .await?)
+}
+
+/// Who asked pending task `id`, if it is still there.
+pub async fn pending_asker(mut ex: impl Conn, id: &str) -> Result<Option<String>> {
+    let row: Option<(String,)> =
+        sqlx::query_as("SELECT slack_user_id FROM slack_pending WHERE id = $1")
+            .bind(id)
+            .fetch_optional(ex.ex())
+            .await?;
+    Ok(row.map(|(u,)| u))
 }
 
 /// The newest message that asked something of `session`'s thread (its reactions go there).

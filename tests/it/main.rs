@@ -30,6 +30,7 @@ mod page_context;
 mod people;
 mod restart;
 mod session_workspaces;
+mod slack;
 mod snapshots;
 mod store;
 mod workspaces;

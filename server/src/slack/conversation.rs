@@ -227,9 +227,21 @@ async fn set_channel(
 /// The repo called `name` that `user` may start sessions on.
 async fn repo_named(app: &AppState, user: &User, name: &str) -> Result<Repo> {
     let usable = usable_repos(app, user).await?;
+    // The whole name, else the part after the owner when only one repo has it.
+    let short = |r: &&Repo| {
+        r.name
+            .rsplit('/')
+            .next()
+            .is_some_and(|n| n.eq_ignore_ascii_case(name))
+    };
+    let by_short: Vec<&Repo> = usable.iter().filter(short).collect();
     usable
         .iter()
         .find(|r| r.name.eq_ignore_ascii_case(name))
+        .or(match by_short.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        })
         .cloned()
         .ok_or_else(|| {
             Error::NotFound(format!(
@@ -568,15 +580,23 @@ pub async fn action(
                     .unwrap_or_default()
                     .parse()
                     .map_err(|_| Error::BadRequest("a repo choice without a repo".into()))?;
+                if db::slack::pending_asker(&app.db, &pending_id)
+                    .await?
+                    .is_some_and(|asker| asker != slack_user)
+                {
+                    return Err(Error::Forbidden(
+                        "only the person who asked may choose its repo".into(),
+                    ));
+                }
+                let since = now_ms() - PENDING_TTL_MS;
                 let Some(p) =
-                    db::slack::take_pending(&app.db, &pending_id, now_ms() - PENDING_TTL_MS)
-                        .await?
+                    db::slack::take_pending(&app.db, &pending_id, slack_user, since).await?
                 else {
                     return Err(Error::Conflict(
                         "this choice was made already (or is a day old): mention me again".into(),
                     ));
                 };
-                if p.slack_user_id != slack_user || p.team_id != team {
+                if p.team_id != team {
                     return Err(Error::Forbidden(
                         "only the person who asked may choose its repo".into(),
                     ));
