@@ -21,6 +21,10 @@ pub struct CreateAutomation {
     /// Default: the server's default agent.
     #[serde(default)]
     pub agent: Option<AgentSpec>,
+    /// Each run's budget: the most model requests its session may make (at most the server's
+    /// `max_model_requests_per_session`). None: the server's limit.
+    #[serde(default)]
+    pub max_model_requests: Option<u32>,
 }
 
 /// When an automation runs.
@@ -64,6 +68,9 @@ pub struct Automation {
     /// When a schedule runs next.
     #[serde(default)]
     pub next_at: Option<Timestamp>,
+    /// Each run's budget of model requests (none: the server's limit).
+    #[serde(default)]
+    pub max_model_requests: Option<u32>,
 }
 
 /// One run: the period it ran for, and the session it made (or why it made none).

@@ -99,6 +99,14 @@ pub async fn create(
             ));
         }
     }
+    let cap = app.config.agents.max_model_requests_per_session;
+    if let Some(n) = req.max_model_requests
+        && !(1..=cap).contains(&n)
+    {
+        return Err(Error::Invalid(format!(
+            "max_model_requests is 1 to {cap} (this server's max_model_requests_per_session)"
+        )));
+    }
     let now = now_ms();
     let (trigger, next_at, secret) = match req.trigger {
         Trigger::Schedule { cron: text } => {
@@ -133,6 +141,7 @@ pub async fn create(
         created_by_name: user.name.clone(),
         created_at: Timestamp(now),
         next_at,
+        max_model_requests: req.max_model_requests,
     };
     let hash = secret.as_deref().map(crate::auth::hash_secret);
     db::automations::insert(&app.db, &a, hash.as_deref()).await?;
@@ -450,6 +459,9 @@ async fn start_run(app: &AppState, a: &Automation, prompt: String) -> Result<Ses
         &app.settings.default_agent(),
     )
     .await?;
+    if let Some(n) = a.max_model_requests {
+        db::sessions::set_model_budget(&app.db, detail.session.id, i64::from(n)).await?;
+    }
     crate::scheduler::spawn_boot(app, detail.session.id);
     Ok(detail.session.id)
 }

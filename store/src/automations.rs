@@ -22,6 +22,7 @@ struct Row {
     created_by_name: String,
     created_at: i64,
     next_at: Option<i64>,
+    max_model_requests: Option<i64>,
 }
 
 impl Row {
@@ -44,13 +45,16 @@ impl Row {
             created_by_name: self.created_by_name,
             created_at: Timestamp(self.created_at),
             next_at: self.next_at.map(Timestamp),
+            max_model_requests: self
+                .max_model_requests
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
         })
     }
 }
 
 const SELECT: &str =
     "SELECT a.id, a.repo_id, r.name AS repo_name, a.name, a.prompt, a.schedule, a.ci_max_runs, a.agent,
-        a.created_by, u.name AS created_by_name, a.created_at, a.next_at
+        a.created_by, u.name AS created_by_name, a.created_at, a.next_at, a.max_model_requests
     FROM automations a JOIN repos r ON r.id = a.repo_id JOIN users u ON u.id = a.created_by";
 
 /// Stores `a`; a webhook's with the hash of its URL's secret.
@@ -61,8 +65,8 @@ pub async fn insert(mut ex: impl Conn, a: &Automation, webhook_hash: Option<&str
         Trigger::CiFailure { max_runs } => (None, Some(i64::from(*max_runs))),
     };
     sqlx::query(
-        "INSERT INTO automations (id, repo_id, name, prompt, schedule, webhook_hash, agent, created_by, created_at, next_at, ci_max_runs)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        "INSERT INTO automations (id, repo_id, name, prompt, schedule, webhook_hash, agent, created_by, created_at, next_at, ci_max_runs, max_model_requests)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(a.id.to_string())
     .bind(a.repo_id.to_string())
@@ -75,6 +79,7 @@ pub async fn insert(mut ex: impl Conn, a: &Automation, webhook_hash: Option<&str
     .bind(a.created_at.0)
     .bind(a.next_at.map(|t| t.0))
     .bind(ci)
+    .bind(a.max_model_requests.map(i64::from))
     .execute(ex.ex())
     .await?;
     Ok(())

@@ -160,13 +160,34 @@ pub async fn count_model_request(
 ) -> Result<Option<i64>> {
     let n: Option<(i64,)> = sqlx::query_as(
         "UPDATE sessions SET model_requests = model_requests + 1
-         WHERE id = $1 AND model_requests < $2 RETURNING model_requests",
+         WHERE id = $1 AND model_requests < $2 AND (model_budget IS NULL OR model_requests < model_budget)
+         RETURNING model_requests",
     )
     .bind(id.to_string())
     .bind(cap)
     .fetch_optional(ex.ex())
     .await?;
     Ok(n.map(|(n,)| n))
+}
+
+/// Gives session `id` a budget of `n` model requests (below the server's own limit).
+pub async fn set_model_budget(mut ex: impl Conn, id: SessionId, n: i64) -> Result<()> {
+    sqlx::query("UPDATE sessions SET model_budget = $1 WHERE id = $2")
+        .bind(n)
+        .bind(id.to_string())
+        .execute(ex.ex())
+        .await?;
+    Ok(())
+}
+
+/// Session `id`'s own budget of model requests, when it has one.
+pub async fn model_budget(mut ex: impl Conn, id: SessionId) -> Result<Option<i64>> {
+    let n: Option<(Option<i64>,)> =
+        sqlx::query_as("SELECT model_budget FROM sessions WHERE id = $1")
+            .bind(id.to_string())
+            .fetch_optional(ex.ex())
+            .await?;
+    Ok(n.and_then(|(n,)| n))
 }
 
 /// How many model requests session `id` has made.

@@ -315,3 +315,84 @@ async fn a_webhook_starts_a_run_with_its_body_and_refuses_a_bad_token(s: TestSer
         .assert_error(StatusCode::BAD_REQUEST, "bad_request");
     assert_eq!(runs(&s, &id).await.len(), 1);
 }
+
+/// A run has its automation's budget: its agent stops at that many model requests (below the
+/// server's limit), says why, and the session shows the budget as its limit.
+#[tokio::test]
+async fn a_runs_session_stops_at_its_automations_budget() {
+    use scripted_model::{Reply, ScriptedModel};
+    use tandem_protocol::{EventKind, SessionDetail};
+    let model = ScriptedModel::start(vec![]).await;
+    model.fallback(Reply::tool("run_command", json!({ "command": "true" })));
+    let url = model.base_url.clone();
+    let Some(s) = crate::workspaces::server(move |c| {
+        c.agents.model_base_url = Some(url);
+        c.agents.model = "scripted-1".into();
+        c.agents.max_model_requests_per_session = 50;
+    })
+    .await
+    else {
+        return;
+    };
+    let src = crate::session_workspaces::source_repo("[workspace]\nsetup = []\n");
+    let repo = crate::session_workspaces::add_repo(&s, "acme/budget", src.path()).await;
+    let over = s
+        .post(
+            "/api/automations",
+            json!({ "repo_id": repo, "name": "greedy", "prompt": "loop", "trigger": { "kind": "webhook" }, "max_model_requests": 51 }),
+        )
+        .send()
+        .await;
+    let msg = over.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    assert!(msg.contains("1 to 50"), "{msg}");
+    let made = s
+        .post(
+            "/api/automations",
+            json!({ "repo_id": repo, "name": "on alert", "prompt": "fix {{body.error}}", "trigger": { "kind": "webhook" }, "max_model_requests": 2 }),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        made.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&made.body)
+    );
+    assert_eq!(made.json()["automation"]["max_model_requests"], 2);
+    let hook = made.json()["webhook_url"].as_str().unwrap().to_string();
+    let path = hook.split_once("/api/").unwrap().1;
+    let run = s
+        .req(Method::POST, &format!("/api/{path}"))
+        .json(&json!({ "error": "TypeError" }))
+        .send()
+        .await;
+    assert_eq!(
+        run.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&run.body)
+    );
+    let session: tandem_protocol::SessionId =
+        run.json()["session_id"].as_str().unwrap().parse().unwrap();
+    let evs = crate::agent_runs::wait_events(&s, session, |e| {
+        e.iter()
+            .any(|e| matches!(e.kind, EventKind::TurnEnded { .. }))
+    })
+    .await;
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "no model request past the run's budget"
+    );
+    let said = serde_json::to_string(&evs).unwrap();
+    assert!(said.contains("its automation's budget"), "{said}");
+    let shown: SessionDetail = s
+        .get(&format!("/api/sessions/{session}"))
+        .send()
+        .await
+        .parse();
+    assert_eq!(
+        (shown.model_requests, shown.model_request_limit),
+        (2, Some(2))
+    );
+}

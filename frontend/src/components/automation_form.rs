@@ -31,6 +31,7 @@ pub fn AutomationForm(repos: Signal<Vec<Repo>>, on_created: Callback<()>) -> imp
     let cron = RwSignal::new(String::new());
     let max_runs = RwSignal::new(String::from("2"));
     let prompt = RwSignal::new(String::new());
+    let budget = RwSignal::new(String::new());
     let error = RwSignal::new(None::<ApiError>);
     let busy = RwSignal::new(false);
     let made = RwSignal::new(None::<MadeWebhook>);
@@ -71,6 +72,17 @@ pub fn AutomationForm(repos: Signal<Vec<Repo>>, on_created: Callback<()>) -> imp
             error.set(Some(invalid("Type the prompt it runs first.")));
             return;
         }
+        let b = budget.get_untracked().trim().to_string();
+        let max_model_requests = if b.is_empty() {
+            None
+        } else if let Ok(n) = b.parse::<u32>() {
+            Some(n)
+        } else {
+            error.set(Some(invalid(
+                "The budget is a whole number of model requests, or empty for the server's limit.",
+            )));
+            return;
+        };
         let what = format!("Making the automation {n}");
         let req = CreateAutomation {
             repo_id,
@@ -78,6 +90,7 @@ pub fn AutomationForm(repos: Signal<Vec<Repo>>, on_created: Callback<()>) -> imp
             prompt: p,
             trigger: t,
             agent: None,
+            max_model_requests,
         };
         busy.set(true);
         spawn_local(async move {
@@ -91,6 +104,7 @@ pub fn AutomationForm(repos: Signal<Vec<Repo>>, on_created: Callback<()>) -> imp
                     name.set(String::new());
                     cron.set(String::new());
                     prompt.set(String::new());
+                    budget.set(String::new());
                     on_created.run(());
                 }
                 Err(e) => error.set(Some(api::failed(&what, e))),
@@ -149,6 +163,11 @@ pub fn AutomationForm(repos: Signal<Vec<Repo>>, on_created: Callback<()>) -> imp
                         <code>"{{body.error.title}}"</code>" one of its values"
                     </span>
                 })}
+            </label>
+            <label>"Budget per run (optional)"
+                <input id="automation-budget" type="number" min="1" placeholder="the server's limit"
+                    prop:value=budget on:input=move |ev| budget.set(event_target_value(&ev)) />
+                <span class="muted small">"the most model requests one run's session may make"</span>
             </label>
             <div class="row">
                 <button type="submit" class="primary" id="automation-create"

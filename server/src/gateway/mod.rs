@@ -251,9 +251,15 @@ pub(super) async fn chat(State(g): State<Gw>, body: Bytes) -> Result<Response> {
     // Counted in the store: the budget holds across restarts and across a cluster's servers.
     let counted = crate::db::sessions::count_model_request(&g.app.db, session, cap.into()).await?;
     if counted.is_none() {
-        return Err(Error::TooMany(format!(
-            "this session's model budget is used up ({cap} requests; max_model_requests_per_session under [agents])"
-        )));
+        let own = crate::db::sessions::model_budget(&g.app.db, session).await?;
+        return Err(Error::TooMany(match own.filter(|n| *n < i64::from(cap)) {
+            Some(n) => format!(
+                "this session's model budget is used up ({n} requests, its automation's budget)"
+            ),
+            None => format!(
+                "this session's model budget is used up ({cap} requests; max_model_requests_per_session under [agents])"
+            ),
+        }));
     }
     upstream(&g, "chat/completions", Some(body)).await
 }

@@ -149,7 +149,9 @@ async fn show(
 ) -> Result<Json<SessionDetail>> {
     require_viewer(&state, &user, id).await?;
     let mut detail = sessions::get(&state.db, id).await?;
-    detail.model_request_limit = Some(state.config.agents.max_model_requests_per_session.into());
+    let cap = i64::from(state.config.agents.max_model_requests_per_session);
+    let own = crate::db::sessions::model_budget(&state.db, id).await?;
+    detail.model_request_limit = Some(own.map_or(cap, |n| n.min(cap)));
     Ok(Json(detail))
 }
 
