@@ -20,15 +20,16 @@ CREATE TABLE slack_link_codes (
     code_hash     TEXT PRIMARY KEY,
     team_id       TEXT NOT NULL,
     slack_user_id TEXT NOT NULL,
+    slack_name    TEXT NOT NULL,
     expires_at    BIGINT NOT NULL
 );
 
--- A channel's default repo.
+-- A channel's default repo (`team_id` `*`: set in the web app, for any workspace).
 CREATE TABLE slack_channels (
     team_id     TEXT NOT NULL,
     channel_id  TEXT NOT NULL,
     repo_id     TEXT NOT NULL REFERENCES repos(id) ON DELETE CASCADE,
-    set_by      TEXT NOT NULL REFERENCES users(id),
+    set_by      TEXT NOT NULL,
     set_at      BIGINT NOT NULL,
     PRIMARY KEY (team_id, channel_id)
 );

@@ -15,6 +15,7 @@ pub mod limits;
 pub mod links;
 pub mod live;
 pub mod people;
+pub mod slack;
 pub mod snapshot;
 pub mod turn;
 

@@ -97,6 +97,10 @@ pub struct SlackConfig {
     /// Secret holding the bot token (`xoxb-…`, OAuth & Permissions).
     #[serde(default = "default_slack_bot_token")]
     pub bot_token: String,
+    /// The Slack workspaces (team ids, `T…`) whose messages are taken. None: only the bot
+    /// token's own workspace.
+    #[serde(default)]
+    pub allowed_teams: Vec<String>,
 }
 
 fn default_slack_api() -> String {

@@ -243,6 +243,32 @@ fn me(app: &AppState) -> String {
     crate::data_dir::server_id(&app.config.data_dir).unwrap_or_else(|_| "unknown".into())
 }
 
+/// Errors after which a report can never be shown (the bot left the channel, the token was
+/// revoked, the comment's issue is gone): the follower stops instead of trying forever.
+fn is_final(e: &crate::Error) -> bool {
+    let s = e.to_string();
+    [
+        "channel_not_found",
+        "not_in_channel",
+        "is_archived",
+        "invalid_auth",
+        "account_inactive",
+        "token_revoked",
+        "missing_scope",
+        "HTTP 404",
+        "HTTP 410",
+        "Not Found",
+    ]
+    .iter()
+    .any(|m| s.contains(m))
+}
+
+/// The wait after `failures` failed reports in a row: 5 s doubling to 20 s (within the claim,
+/// so no other process takes the follower over while this one waits).
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs((5u64 << failures.saturating_sub(1).min(2)).min(20))
+}
+
 async fn run(app: &AppState, session: SessionId, kind: Kind) -> Result<()> {
     let me = me(app);
     let claim = async || {
@@ -252,7 +278,15 @@ async fn run(app: &AppState, session: SessionId, kind: Kind) -> Result<()> {
     let Some(mut seq) = claim().await? else {
         return Ok(());
     };
-    let detail = crate::sessions::get(&app.db, session).await?;
+    let detail = match crate::sessions::get(&app.db, session).await {
+        Ok(d) => d,
+        Err(crate::Error::NotFound(_)) => {
+            // The session is gone: nothing will ever be reported.
+            db::followers::reported(&app.db, session, kind.as_str(), &me, seq, true).await?;
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     let repo = crate::repos::get(&app.db, detail.session.repo_id)
         .await
         .map(|r| r.name)
@@ -261,17 +295,24 @@ async fn run(app: &AppState, session: SessionId, kind: Kind) -> Result<()> {
         session,
         title: detail.session.title.clone(),
         repo,
-        state: if seq == 0 {
-            SessionState::Queued
-        } else {
-            detail.session.state
-        },
+        state: SessionState::Queued,
         step: None,
         created_at: detail.session.created_at.0,
         waiting: None,
         pr: None,
         last_reply: None,
     };
+    // Taken over part way: what was reported already is read again for the view (the pull
+    // request, the state), not reported again.
+    let mut read = 0;
+    while read < seq {
+        let events = db::events::list_after(&app.db, session, read, BATCH).await?;
+        let Some(last) = events.last() else { break };
+        read = last.seq;
+        for e in events.iter().filter(|e| e.seq <= seq) {
+            fold(&mut view, &mut Vec::new(), e);
+        }
+    }
     let mut sink = match kind {
         Kind::Slack => Sink::Slack(crate::slack::status::Status::open(app, session).await?),
         Kind::GithubIssue => {
@@ -279,46 +320,63 @@ async fn run(app: &AppState, session: SessionId, kind: Kind) -> Result<()> {
         }
     };
     let mut changed = app.db.subscribe(session);
-    // News a sink failed to show is shown again with the next batch; the follower reports
-    // itself only as far as everything before was shown.
-    let mut pending: Vec<News> = Vec::new();
+    // News is taken off the front as each piece is shown, so a failure part way shows only
+    // the rest again; the follower reports itself only as far as everything was shown.
+    let mut pending: std::collections::VecDeque<News> = Default::default();
     let mut shown_seq = seq;
+    let mut failures = 0u32;
+    let mut first = true;
     loop {
+        // Held still? (Checked before anything is shown, so two processes never both post.)
+        if !std::mem::take(&mut first) && claim().await?.is_none() {
+            return Ok(());
+        }
         let events = db::events::list_after(&app.db, session, seq, BATCH).await?;
+        let mut news = Vec::new();
         for e in &events {
             seq = e.seq;
-            fold(&mut view, &mut pending, e);
+            fold(&mut view, &mut news, e);
         }
-        let again = match &mut sink {
-            Sink::Slack(s) => s.show(app, &view, &pending).await,
-            Sink::Issue(s) => s.show(app, &view, &pending).await,
+        pending.extend(news);
+        // Past a bound the oldest news goes: the newest (the pull request, the end) matters most.
+        while pending.len() > 100 {
+            pending.pop_front();
+        }
+        let shown = match &mut sink {
+            Sink::Slack(s) => s.show(app, &view, &mut pending).await,
+            Sink::Issue(s) => s.show(app, &view, &mut pending).await,
         };
-        let again = match again {
+        let (again, given_up) = match shown {
             Ok(a) => {
-                pending.clear();
+                failures = 0;
                 shown_seq = seq;
-                a
+                (a, false)
+            }
+            Err(e) if is_final(&e) => {
+                tracing::warn!(%session, kind = kind.as_str(), error = %e, "a progress report cannot be shown any more; it stops");
+                (None, true)
             }
             Err(e) => {
-                // Slack or GitHub refused or is away: shown again in a moment.
+                // Slack or GitHub refused or is away: shown again later, backing off.
                 tracing::warn!(%session, kind = kind.as_str(), error = %e, "a progress report failed");
-                pending.truncate(100);
-                Some(Duration::from_secs(5))
+                failures += 1;
+                (Some(backoff(failures)), false)
             }
         };
-        let done = view.ended() && again.is_none();
+        let done = given_up || (view.ended() && again.is_none() && pending.is_empty());
         db::followers::reported(&app.db, session, kind.as_str(), &me, shown_seq, done).await?;
         if done {
             return Ok(());
         }
-        if claim().await?.is_none() {
-            // Another process took it over.
-            return Ok(());
-        }
-        if events.len() as i64 == BATCH {
+        if events.len() as i64 == BATCH && failures == 0 {
             continue;
         }
         let wait = again.unwrap_or(Duration::from_secs(10));
+        if failures > 0 {
+            // Backing off: new events wait too.
+            tokio::time::sleep(wait).await;
+            continue;
+        }
         tokio::select! {
             r = changed.changed() => if r.is_err() { return Ok(()) },
             () = tokio::time::sleep(wait) => {}

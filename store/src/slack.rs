@@ -28,6 +28,19 @@ pub async fn forget_seen(mut ex: impl Conn, before: i64) -> Result<()> {
     Ok(())
 }
 
+/// Forgets link codes expired before `now` and repo questions asked before `asked_before`.
+pub async fn forget_stale(mut ex: impl Conn, now: i64, asked_before: i64) -> Result<()> {
+    sqlx::query("DELETE FROM slack_link_codes WHERE expires_at < $1")
+        .bind(now)
+        .execute(ex.ex())
+        .await?;
+    sqlx::query("DELETE FROM slack_pending WHERE created_at < $1")
+        .bind(asked_before)
+        .execute(ex.ex())
+        .await?;
+    Ok(())
+}
+
 /// The person Slack user `slack_user` of `team` is linked to.
 pub async fn person(mut ex: impl Conn, team: &str, slack_user: &str) -> Result<Option<UserId>> {
     let row: Option<(String,)> = sqlx::query_as(
@@ -67,16 +80,33 @@ pub async fn insert_link_code(
     hash: &str,
     team: &str,
     slack_user: &str,
+    slack_name: &str,
     expires_at: i64,
 ) -> Result<()> {
-    sqlx::query("INSERT INTO slack_link_codes (code_hash, team_id, slack_user_id, expires_at) VALUES ($1, $2, $3, $4)")
+    sqlx::query("INSERT INTO slack_link_codes (code_hash, team_id, slack_user_id, slack_name, expires_at) VALUES ($1, $2, $3, $4, $5)")
         .bind(hash)
         .bind(team)
         .bind(slack_user)
+        .bind(slack_name)
         .bind(expires_at)
         .execute(ex.ex())
         .await?;
     Ok(())
+}
+
+/// The Slack user (team, id, name) the unexpired link code hashing to `hash` is for.
+pub async fn link_code(
+    mut ex: impl Conn,
+    hash: &str,
+    now: i64,
+) -> Result<Option<(String, String, String)>> {
+    Ok(sqlx::query_as(
+        "SELECT team_id, slack_user_id, slack_name FROM slack_link_codes WHERE code_hash = $1 AND expires_at > $2",
+    )
+    .bind(hash)
+    .bind(now)
+    .fetch_optional(ex.ex())
+    .await?)
 }
 
 /// Uses up the link code hashing to `hash`: its (team, Slack user) if it was there and unexpired.
@@ -96,15 +126,26 @@ pub async fn take_link_code(
         .map(|(team, user, _)| (team, user)))
 }
 
-/// The default repo of `channel`.
+/// The default repo of `channel`: set from Slack for its workspace, else from the web app.
 pub async fn channel_repo(mut ex: impl Conn, team: &str, channel: &str) -> Result<Option<RepoId>> {
-    let row: Option<(String,)> =
-        sqlx::query_as("SELECT repo_id FROM slack_channels WHERE team_id = $1 AND channel_id = $2")
-            .bind(team)
-            .bind(channel)
-            .fetch_optional(ex.ex())
-            .await?;
+    let row: Option<(String,)> = sqlx::query_as(
+        "SELECT repo_id FROM slack_channels WHERE channel_id = $2 AND team_id IN ($1, '*')
+         ORDER BY CASE WHEN team_id = '*' THEN 1 ELSE 0 END LIMIT 1",
+    )
+    .bind(team)
+    .bind(channel)
+    .fetch_optional(ex.ex())
+    .await?;
     row.map(|(id,)| Ok(RepoId(super::uuid(&id)?))).transpose()
+}
+
+/// Forgets every default of `channel`.
+pub async fn clear_channel(mut ex: impl Conn, channel: &str) -> Result<()> {
+    sqlx::query("DELETE FROM slack_channels WHERE channel_id = $1")
+        .bind(channel)
+        .execute(ex.ex())
+        .await?;
+    Ok(())
 }
 
 /// Sets `channel`'s default repo.
@@ -130,21 +171,16 @@ pub async fn set_channel_repo(
     Ok(())
 }
 
-/// A channel's default repo, for the settings page.
-#[derive(Clone, Debug, FromRow)]
-pub struct ChannelRow {
-    pub team_id: String,
-    pub channel_id: String,
-    pub repo_id: String,
-}
-
-/// Every channel's default repo.
-pub async fn channels(mut ex: impl Conn) -> Result<Vec<ChannelRow>> {
-    Ok(sqlx::query_as(
-        "SELECT team_id, channel_id, repo_id FROM slack_channels ORDER BY channel_id",
+/// Every channel's default repo: (team, channel, repo), by channel.
+pub async fn channels(mut ex: impl Conn) -> Result<Vec<(String, String, RepoId)>> {
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT team_id, channel_id, repo_id FROM slack_channels ORDER BY channel_id, team_id",
     )
     .fetch_all(ex.ex())
-    .await?)
+    .await?;
+    rows.into_iter()
+        .map(|(t, c, r)| Ok((t, c, RepoId(super::uuid(&r)?))))
+        .collect()
 }
 
 /// The admins' keyword rules: (keyword, repo), by keyword.

@@ -23,6 +23,7 @@ fn slack_config(fake: &FakeSlack) -> tandem_server::config::SlackConfig {
         api_url: fake.api_url(),
         signing_secret: "slack_signing_secret".into(),
         bot_token: "slack_bot_token".into(),
+        allowed_teams: Vec::new(),
     }
 }
 
@@ -107,8 +108,21 @@ async fn conversation(backend: Backend) {
     };
     w.model.fallback(Reply::text("Nothing else to do."));
     store_secrets(&w.s).await;
-    crate::github::import(&w).await;
-    let alice = invite(&w.s, "alice", true).await;
+    let repo = crate::github::import(&w).await;
+    // Every person may work on it (not only those GitHub says may).
+    let res =
+        w.s.req(Method::PUT, &format!("/api/repos/{repo}/access"))
+            .bearer(&w.s.admin_token)
+            .json(&json!({ "access": "everyone", "grants": [] }))
+            .send()
+            .await;
+    assert_eq!(
+        res.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    let alice = invite(&w.s, "alice", false).await;
     let bob = invite(&w.s, "bob", false).await;
     fake.add_user("U1ALICE", "alice", Some("alice@acme.test"));
     fake.add_user("U2BOB", "bob", None);
@@ -247,8 +261,12 @@ async fn conversation(backend: Backend) {
     );
     assert_eq!(sessions(&w.s).await.len(), 1, "follow-ups start no session");
 
-    // Bob has no Slack email: his follow-up gets him a one-time link, and nothing is prompted.
-    let bobs = fake.post_as("U2BOB", CHANNEL, Some(&ask), "delete the tests");
+    // Bob has no Slack email. Talking in the thread he is not heard (nor answered); when he
+    // mentions the app he gets a one-time link, and nothing is prompted.
+    let chat = fake.post_as("U2BOB", CHANNEL, Some(&ask), "nice work");
+    fake.send_event(&events, &fake.event_for(CHANNEL, &chat, false))
+        .await;
+    let bobs = fake.post_as("U2BOB", CHANNEL, Some(&ask), &mention("delete the tests"));
     fake.send_event(&events, &fake.event_for(CHANNEL, &bobs, false))
         .await;
     let link = told(&fake, "U2BOB", "one-time link").await;
@@ -267,6 +285,27 @@ async fn conversation(backend: Backend) {
         .to_string();
     let page = w.s.req(Method::GET, &path).bearer(&bob.token).send().await;
     assert_eq!(page.status, StatusCode::OK);
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    assert!(
+        html.contains("<b id=\"slack-name\">bob</b>") && html.contains("U2BOB"),
+        "the page says which Slack account it links: {html}"
+    );
+    assert_eq!(
+        fake.messages()
+            .iter()
+            .filter(|m| m.ephemeral_to.as_deref() == Some("U2BOB"))
+            .count(),
+        1,
+        "talk in the thread was not answered"
+    );
+    // Opened from Slack (no cookie rides along), the page loads itself once, then says to sign in.
+    let bare = w.s.req(Method::GET, &path).send().await;
+    assert!(String::from_utf8_lossy(&bare.body).contains("again=1"));
+    let bare =
+        w.s.req(Method::GET, &format!("{path}&again=1"))
+            .send()
+            .await;
+    assert_eq!(bare.status, StatusCode::UNAUTHORIZED);
     let code = path.split_once("code=").unwrap().1;
     let linked =
         w.s.req(Method::POST, "/api/slack/link")
@@ -294,7 +333,7 @@ async fn conversation(backend: Backend) {
             .await;
     assert_eq!(again.status, StatusCode::BAD_REQUEST, "a link works once");
     // Linked now, Bob (no right to drive Alice's session) is refused; his words go nowhere.
-    let bobs = fake.post_as("U2BOB", CHANNEL, Some(&ask), "delete the tests");
+    let bobs = fake.post_as("U2BOB", CHANNEL, Some(&ask), &mention("delete the tests"));
     fake.send_event(&events, &fake.event_for(CHANNEL, &bobs, false))
         .await;
     told(&fake, "U2BOB", "not prompt it").await;
@@ -414,7 +453,7 @@ async fn deliveries_are_signed_fresh_and_handled_once(backend: Backend) {
     store_secrets(&s).await;
     let deps = make_repo(&s, "acme/deps").await;
     let web = make_repo(&s, "acme/web").await;
-    invite(&s, "alice", true).await;
+    invite(&s, "alice", false).await;
 
     // Forged, unsigned, stale and future deliveries are refused.
     let event = fake.event_for(CHANNEL, &ts, true).to_string();
@@ -500,6 +539,16 @@ async fn deliveries_are_signed_fresh_and_handled_once(backend: Backend) {
             .count()
     };
     assert_eq!(links(&fake), 1, "a replay is not handled again");
+    // Another Slack workspace (the app installed elsewhere, a shared channel) is not taken.
+    let mut elsewhere = fake.event_for(
+        CHANNEL,
+        &fake.post_as("U1ALICE", CHANNEL, None, &mention("fix it repo=acme/deps")),
+        true,
+    );
+    elsewhere["team_id"] = json!("T0ELSEWHERE");
+    let (code, body) = fake.send_event(&events, &elsewhere).await;
+    assert_eq!(code, 200);
+    assert!(body.contains("not allowed"), "{body}");
 
     // Alice (linked by email): no repo named, none for the channel, no rule: a menu of hers.
     let ask = fake.post_as("U1ALICE", CHANNEL, None, &mention("bump the lockfile"));
@@ -554,11 +603,51 @@ async fn deliveries_are_signed_fresh_and_handled_once(backend: Backend) {
     told(&fake, "U1ALICE", "made already").await;
     assert_eq!(sessions(&s).await.len(), 1);
 
-    // `settings repo=` gives the channel a default; a mention there needs no repo= then.
+    // Only an admin gives the channel a default. Alice may not; Eve links her Slack account to
+    // the admin's (the one-time link she got) and may, and the channel is told who did.
     let set = fake.post_as("U1ALICE", CHANNEL, None, &mention("settings repo=acme/web"));
     fake.send_event(&events, &fake.event_for(CHANNEL, &set, true))
         .await;
-    told(&fake, "U1ALICE", "now use `acme/web`").await;
+    told(&fake, "U1ALICE", "only Tandem admins").await;
+    let link = told(&fake, "U3EVE", "one-time link").await;
+    let url = link
+        .text
+        .split('<')
+        .nth(1)
+        .unwrap()
+        .split('|')
+        .next()
+        .unwrap()
+        .to_string();
+    let code = url.split_once("code=").unwrap().1.to_string();
+    let linked = s
+        .req(Method::POST, "/api/slack/link")
+        .bearer(&s.admin_token)
+        .raw_body(
+            "application/x-www-form-urlencoded",
+            format!("code={code}").into_bytes(),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        linked.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&linked.body)
+    );
+    let set = fake.post_as("U3EVE", CHANNEL, None, &mention("settings repo=acme/web"));
+    fake.send_event(&events, &fake.event_for(CHANNEL, &set, true))
+        .await;
+    told(&fake, "U3EVE", "now use `acme/web`").await;
+    fake.wait_for("the channel told who set its repo", |f| {
+        f.messages().into_iter().find(|m| {
+            m.bot
+                && m.ephemeral_to.is_none()
+                && m.text
+                    == "<@U3EVE> made `acme/web` this channel's repo for sessions started here."
+        })
+    })
+    .await;
     let ask = fake.post_as("U1ALICE", CHANNEL, None, &mention("fix the header"));
     fake.send_event(&events, &fake.event_for(CHANNEL, &ask, true))
         .await;
@@ -576,10 +665,53 @@ async fn deliveries_are_signed_fresh_and_handled_once(backend: Backend) {
     let res = s
         .req(Method::PUT, "/api/slack/settings")
         .bearer(&s.admin_token)
-        .json(&json!([{ "keyword": "lockfile", "repo_id": deps }]))
+        .json(&json!([{ "keyword": "Lockfile", "repo_id": deps }]))
         .send()
         .await;
-    assert_eq!(res.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        res.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    assert_eq!(
+        res.json()["rules"],
+        json!([{ "keyword": "lockfile", "repo_id": deps, "repo_name": "acme/deps" }])
+    );
+    let twice = s
+        .req(Method::PUT, "/api/slack/settings")
+        .bearer(&s.admin_token)
+        .json(&json!([{ "keyword": "x", "repo_id": deps }]))
+        .send()
+        .await;
+    assert_eq!(
+        twice.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "a one-letter keyword would match everything"
+    );
+    // A channel's repo set in the web app (admins) holds for the channel in any workspace.
+    let res = s
+        .req(Method::PUT, "/api/slack/channels/c2docs")
+        .bearer(&s.admin_token)
+        .json(&json!({ "repo_id": web }))
+        .send()
+        .await;
+    assert_eq!(
+        res.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    let shown: tandem_protocol::slack::SlackSettings =
+        s.get("/api/slack/settings").send().await.parse();
+    assert!(shown.configured);
+    assert!(
+        shown
+            .channels
+            .iter()
+            .any(|c| c.channel_id == "C2DOCS" && c.team_id == "*" && c.repo_name == "acme/web"),
+        "{shown:?}"
+    );
     let ask = fake.post_as("U1ALICE", "C1OPS", None, &mention("the Lockfile is stale"));
     fake.send_event(&events, &fake.event_for("C1OPS", &ask, true))
         .await;
@@ -608,7 +740,8 @@ async fn deliveries_are_signed_fresh_and_handled_once(backend: Backend) {
         .slash(&commands, "U1ALICE", CHANNEL, "/tandem", "tidy the README")
         .await;
     assert_eq!(code, 200);
-    assert!(body.contains("Started"), "{body}");
+    assert!(body.contains("On it"), "Slack is answered at once: {body}");
+    told(&fake, "U1ALICE", "Started").await;
     let root = fake
         .messages()
         .into_iter()

@@ -20,6 +20,7 @@ pub mod pull_request;
 pub mod repo_access;
 pub mod repo_form;
 pub mod share;
+pub mod slack_settings;
 pub mod terminal;
 pub mod timeline;
 pub mod visibility;

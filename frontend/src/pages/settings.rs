@@ -13,7 +13,7 @@ use tandem_protocol::{
 use crate::api;
 use crate::components::{
     error_box::ErrorBox, header::Header, host_banner::Problems, page_rules::PageRules,
-    repo_access::RepoAccessEditor, repo_form::RepoForm,
+    repo_access::RepoAccessEditor, repo_form::RepoForm, slack_settings::SlackSettingsCard,
 };
 use crate::pages::require_user;
 
@@ -129,6 +129,7 @@ pub fn SettingsPage() -> impl IntoView {
             </section>
             {move || user.get().is_some_and(|u| u.is_admin).then(|| view! {
                 <PageRules repos=Signal::derive(move || repos.get().unwrap_or_default()) />
+                <SlackSettingsCard repos=Signal::derive(move || repos.get().unwrap_or_default()) />
             })}
         </main>
     }

@@ -4,14 +4,17 @@
 //! and keyword rules (`/api/slack/settings`).
 
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
-use tandem_protocol::RepoId;
+use serde::Deserialize;
+use tandem_protocol::slack::{
+    SetSlackChannel, SetSlackRule, SlackChannel, SlackRule, SlackSettings,
+};
+use tandem_protocol::{RepoId, User};
 
 use super::oidc::html_escape;
 use crate::auth::CurrentUser;
@@ -26,6 +29,10 @@ pub fn router() -> Router<AppState> {
         .route("/slack/commands", post(commands))
         .route("/slack/link", get(link_page).post(link))
         .route("/slack/settings", get(settings).put(put_rules))
+        .route(
+            "/slack/channels/{channel}",
+            axum::routing::put(put_channel).delete(delete_channel),
+        )
 }
 
 async fn events(
@@ -56,11 +63,6 @@ async fn commands(
     Ok(Json(deliveries::command(&state, &body).await?))
 }
 
-#[derive(Deserialize)]
-struct Code {
-    code: String,
-}
-
 fn page(status: StatusCode, title: &str, body: &str) -> Response {
     let html = format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t} · Tandem</title>\
@@ -71,23 +73,58 @@ fn page(status: StatusCode, title: &str, body: &str) -> Response {
     (status, [(CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
 }
 
-/// The page a one-time link opens: it asks before linking (a link someone else sent must not
-/// tie their Slack account to yours unseen).
-async fn link_page(user: Result<CurrentUser>, Query(q): Query<Code>) -> Response {
+#[derive(Deserialize)]
+struct LinkQuery {
+    code: String,
+    /// Set on the page's own second load (after one without the sign-in cookie).
+    #[serde(default)]
+    again: Option<String>,
+}
+
+/// The page a one-time link opens: it says which Slack account it is for and asks before
+/// linking (a link someone else sent must not tie their Slack account to yours unseen).
+async fn link_page(
+    State(state): State<AppState>,
+    user: Result<CurrentUser>,
+    Query(q): Query<LinkQuery>,
+) -> Response {
     let Ok(user) = user else {
+        // A click from Slack is a cross-site navigation, which leaves the (SameSite=Strict)
+        // sign-in cookie behind: the page loads itself once from here, which carries it.
+        if q.again.is_none() {
+            let url = format!("/api/slack/link?code={}&again=1", html_escape(&q.code));
+            return page(
+                StatusCode::OK,
+                "Linking your Slack account",
+                &format!(
+                    "<meta http-equiv=\"refresh\" content=\"0;url={url}\"><p><a href=\"{url}\">Continue</a></p>"
+                ),
+            );
+        }
         return page(
             StatusCode::UNAUTHORIZED,
             "Sign in first",
             "<p id=\"why\">Sign in to Tandem in this browser, then open the link from Slack again.</p><p><a href=\"/login\">Sign in</a></p>",
         );
     };
+    let Ok(Some((team, slack_user, name))) = conversation::link_for(&state, &q.code).await else {
+        return page(
+            StatusCode::NOT_FOUND,
+            "Not linked",
+            "<p id=\"why\">This link was used already or has expired: mention the app in Slack again for a new one.</p>",
+        );
+    };
     page(
         StatusCode::OK,
         "Link your Slack account",
         &format!(
-            "<p>Messages you write to the Tandem app in Slack will act as <b>{}</b> here. Only continue if you asked for this link in Slack yourself.</p>\
+            "<p>This links the Slack account <b id=\"slack-name\">{}</b> (<code>{}</code> in workspace <code>{}</code>) to your Tandem account <b>{}</b>: its messages to the app will act as you.</p>\
+             <p>Only continue if that Slack account is yours and you asked for this link.</p>\
              <form method=\"post\" action=\"/api/slack/link\"><input type=\"hidden\" name=\"code\" value=\"{}\">\
-             <button id=\"link\" type=\"submit\">Link my Slack account</button></form>",
+             <button id=\"link\" type=\"submit\">Link this Slack account</button></form>",
+            html_escape(&name),
+            html_escape(&slack_user),
+            html_escape(&team),
             html_escape(&user.0.name),
             html_escape(&q.code)
         ),
@@ -113,65 +150,78 @@ async fn link(State(state): State<AppState>, user: CurrentUser, body: Bytes) -> 
     }
 }
 
-/// A channel's default repo, for the settings page.
-#[derive(Serialize)]
-struct Channel {
-    team_id: String,
-    channel_id: String,
-    repo_id: String,
-}
-
-/// A keyword rule: a message holding `keyword` is about `repo_id`.
-#[derive(Serialize, Deserialize)]
-struct Rule {
-    keyword: String,
-    repo_id: RepoId,
-}
-
-#[derive(Serialize)]
-struct Settings {
-    configured: bool,
-    channels: Vec<Channel>,
-    rules: Vec<Rule>,
-}
-
-async fn settings(State(state): State<AppState>, _user: CurrentUser) -> Result<Json<Settings>> {
-    Ok(Json(Settings {
+/// The channels' defaults and the keyword rules, for the repos `user` may see.
+async fn current(state: &AppState, user: &User) -> Result<SlackSettings> {
+    let visible: std::collections::HashMap<RepoId, String> =
+        crate::permissions::visible_repos(state, user)
+            .await?
+            .into_iter()
+            .map(|(r, _)| (r.id, r.name))
+            .collect();
+    Ok(SlackSettings {
         configured: state.slack.is_some(),
         channels: db::slack::channels(&state.db)
             .await?
             .into_iter()
-            .map(|c| Channel {
-                team_id: c.team_id,
-                channel_id: c.channel_id,
-                repo_id: c.repo_id,
+            .filter_map(|(team_id, channel_id, repo_id)| {
+                Some(SlackChannel {
+                    team_id,
+                    channel_id,
+                    repo_name: visible.get(&repo_id)?.clone(),
+                    repo_id,
+                })
             })
             .collect(),
         rules: db::slack::rules(&state.db)
             .await?
             .into_iter()
-            .map(|(keyword, repo_id)| Rule { keyword, repo_id })
+            .filter_map(|(keyword, repo_id)| {
+                Some(SlackRule {
+                    keyword,
+                    repo_name: visible.get(&repo_id)?.clone(),
+                    repo_id,
+                })
+            })
             .collect(),
-    }))
+    })
+}
+
+async fn settings(State(state): State<AppState>, user: CurrentUser) -> Result<Json<SlackSettings>> {
+    Ok(Json(current(&state, &user.0).await?))
+}
+
+fn require_admin(user: &CurrentUser, what: &str) -> Result<()> {
+    if user.0.is_admin {
+        Ok(())
+    } else {
+        Err(Error::Forbidden(format!("only admins {what}")))
+    }
 }
 
 /// Replaces the keyword rules (admins).
 async fn put_rules(
     State(state): State<AppState>,
     user: CurrentUser,
-    Json(rules): Json<Vec<Rule>>,
-) -> Result<StatusCode> {
-    if !user.0.is_admin {
-        return Err(Error::Forbidden(
-            "only admins set Slack's keyword rules".into(),
-        ));
+    Json(rules): Json<Vec<SetSlackRule>>,
+) -> Result<Json<SlackSettings>> {
+    require_admin(&user, "set Slack's keyword rules")?;
+    if rules.len() > 200 {
+        return Err(Error::Invalid("at most 200 keyword rules".into()));
     }
     let mut list = Vec::new();
-    for r in rules.into_iter().take(200) {
+    for r in rules {
         let keyword = r.keyword.trim().to_lowercase();
-        if keyword.len() < 2 || keyword.len() > 200 {
+        if keyword.chars().count() < 2
+            || keyword.len() > 200
+            || keyword.chars().any(char::is_control)
+        {
             return Err(Error::Invalid(format!(
-                "keyword {keyword:?}: 2 to 200 characters"
+                "keyword {keyword:?}: 2 to 200 characters of text"
+            )));
+        }
+        if list.iter().any(|(k, _)| *k == keyword) {
+            return Err(Error::Invalid(format!(
+                "keyword {keyword:?} is there twice"
             )));
         }
         crate::repos::get(&state.db, r.repo_id).await?;
@@ -180,5 +230,49 @@ async fn put_rules(
     let mut tx = state.db.begin().await?;
     db::slack::set_rules(&mut tx, &list).await?;
     tx.commit().await?;
+    Ok(Json(current(&state, &user.0).await?))
+}
+
+/// Sets a channel's default repo from the web app, for every Slack workspace (admins).
+async fn put_channel(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(channel): Path<String>,
+    Json(req): Json<SetSlackChannel>,
+) -> Result<Json<SlackSettings>> {
+    require_admin(
+        &user,
+        "set a channel's repo here (anyone may with `@tandem settings repo=…` in the channel)",
+    )?;
+    let channel = channel.trim().to_uppercase();
+    if channel.is_empty()
+        || channel.len() > 40
+        || !channel.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        return Err(Error::Invalid(
+            "a channel id is letters and digits, like C0123ABCD (the channel's details show it)"
+                .into(),
+        ));
+    }
+    crate::repos::get(&state.db, req.repo_id).await?;
+    db::slack::set_channel_repo(
+        &state.db,
+        "*",
+        &channel,
+        req.repo_id,
+        user.0.id,
+        crate::now_ms(),
+    )
+    .await?;
+    Ok(Json(current(&state, &user.0).await?))
+}
+
+async fn delete_channel(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(channel): Path<String>,
+) -> Result<StatusCode> {
+    require_admin(&user, "clear a channel's repo")?;
+    db::slack::clear_channel(&state.db, &channel.trim().to_uppercase()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

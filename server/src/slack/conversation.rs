@@ -112,9 +112,9 @@ async fn handle(app: &AppState, m: &Incoming) -> Result<()> {
         tell(app, &m.channel, &m.user, m.thread_ts.as_deref(), HELP).await;
         return Ok(());
     }
-    if let Some(rest) = lower.strip_prefix("settings") {
-        let (repo, _) = repo_word(rest.trim());
-        let said = set_channel(app, &user, &m.team, &m.channel, repo.as_deref()).await?;
+    if lower == "settings" || lower.starts_with("settings ") {
+        let (repo, _) = repo_word(lower["settings".len()..].trim());
+        let said = set_channel(app, slack, &user, m, repo.as_deref()).await?;
         tell(app, &m.channel, &m.user, m.thread_ts.as_deref(), &said).await;
         return Ok(());
     }
@@ -139,6 +139,19 @@ async fn person(
     channel: &str,
     thread: Option<&str>,
 ) -> Result<Option<User>> {
+    person_or(app, slack, team, slack_user, channel, thread, true).await
+}
+
+/// [`person`]; `answer` false sends no link (a thread message not meant for the app).
+async fn person_or(
+    app: &AppState,
+    slack: &Slack,
+    team: &str,
+    slack_user: &str,
+    channel: &str,
+    thread: Option<&str>,
+    answer: bool,
+) -> Result<Option<User>> {
     if let Some(id) = db::slack::person(&app.db, team, slack_user).await? {
         return match db::users::get(&app.db, id).await? {
             Some(u) if u.deactivated_at.is_none() => Ok(Some(u)),
@@ -147,15 +160,20 @@ async fn person(
             )),
         };
     }
-    let (_, email) = slack.user(app, slack_user).await?;
-    if let Some(email) = email
-        && let Some(u) = db::users::by_email(&app.db, &email).await?
+    let who = slack.user(app, team, slack_user).await?;
+    // An admin is never taken on an email alone: they link with a one-time link.
+    if let Some(email) = &who.email
+        && let Some(u) = db::users::by_email(&app.db, email).await?
         && u.deactivated_at.is_none()
+        && !u.is_admin
     {
         db::slack::link(&app.db, team, slack_user, u.id, now_ms()).await?;
         return Ok(Some(u));
     }
-    let url = link_url(app, team, slack_user).await?;
+    if !answer {
+        return Ok(None);
+    }
+    let url = link_url(app, team, slack_user, &who.name).await?;
     tell(
         app,
         channel,
@@ -170,17 +188,23 @@ async fn person(
 }
 
 /// A one-time link that ties `slack_user` to whoever opens it signed in.
-async fn link_url(app: &AppState, team: &str, slack_user: &str) -> Result<String> {
+async fn link_url(app: &AppState, team: &str, slack_user: &str, name: &str) -> Result<String> {
     let code = crate::auth::new_secret("tsl_");
     db::slack::insert_link_code(
         &app.db,
         &crate::auth::hash_secret(&code),
         team,
         slack_user,
+        name,
         now_ms() + LINK_TTL_MS,
     )
     .await?;
     Ok(format!("{}/api/slack/link?code={code}", app.public_url()))
+}
+
+/// Which Slack user a one-time link code is for: (workspace, user id, name), while it works.
+pub async fn link_for(app: &AppState, code: &str) -> Result<Option<(String, String, String)>> {
+    Ok(db::slack::link_code(&app.db, &crate::auth::hash_secret(code), now_ms()).await?)
 }
 
 /// Uses up a one-time link code for `user`: the Slack user it was for is now theirs.
@@ -195,14 +219,16 @@ pub async fn redeem_link(app: &AppState, user: &User, code: &str) -> Result<()> 
     Ok(db::slack::link(&app.db, &team, &slack_user, user.id, now_ms()).await?)
 }
 
-/// Sets `channel`'s repo to `name`; what to tell the person.
+/// Sets the channel's repo to `name` (admins; the channel is told who changed it); what to
+/// tell the person.
 async fn set_channel(
     app: &AppState,
+    slack: &Slack,
     user: &User,
-    team: &str,
-    channel: &str,
+    m: &Incoming,
     name: Option<&str>,
 ) -> Result<String> {
+    let (team, channel) = (m.team.as_str(), m.channel.as_str());
     let Some(name) = name else {
         return Ok(
             match db::slack::channel_repo(&app.db, team, channel).await? {
@@ -216,8 +242,26 @@ async fn set_channel(
             },
         );
     };
+    if !user.is_admin {
+        return Err(Error::Forbidden(format!(
+            "only Tandem admins set a channel's repo; ask {}",
+            crate::permissions::whom_to_ask(app).await?
+        )));
+    }
     let repo = repo_named(app, user, name).await?;
     db::slack::set_channel_repo(&app.db, team, channel, repo.id, user.id, now_ms()).await?;
+    slack
+        .post(
+            app,
+            channel,
+            None,
+            content(format!(
+                "<@{}> made `{}` this channel's repo for sessions started here.",
+                m.user,
+                escape(&repo.name)
+            )),
+        )
+        .await?;
     Ok(format!(
         "Sessions started in this channel now use `{}` unless a message says `repo=…`.",
         escape(&repo.name)
@@ -413,14 +457,35 @@ async fn start(
     .await?;
     let session = detail.session.id;
     crate::scheduler::spawn_boot(app, session);
-    let status = super::status::first(app, &detail.session, &repo.name);
-    let status_ts = slack.post(app, &m.channel, Some(&thread), status).await?;
+    if let Err(e) = make_thread(app, slack, m, &thread, &detail.session, &repo.name).await {
+        // A session nobody can follow is no use: it is stopped, and the asker told.
+        let why = format!("its Slack thread could not be made: {e}");
+        let _ = crate::actions::stop_session(app, session, why).await;
+        return Err(Error::BadGateway(format!(
+            "the session could not be set up in this thread ({e}), so it was stopped; mention me again"
+        )));
+    }
+    Ok(session)
+}
+
+/// The status message, the thread's row and its progress reporter.
+async fn make_thread(
+    app: &AppState,
+    slack: &Slack,
+    m: &Incoming,
+    thread: &str,
+    s: &Session,
+    repo: &str,
+) -> Result<()> {
+    let session = s.id;
+    let status = super::status::first(app, s, repo);
+    let status_ts = slack.post(app, &m.channel, Some(thread), status).await?;
     db::slack::insert_thread(
         &app.db,
         &db::slack::Thread {
             team_id: m.team.clone(),
             channel_id: m.channel.clone(),
-            thread_ts: thread,
+            thread_ts: thread.to_string(),
             session_id: session.to_string(),
             status_ts: Some(status_ts),
             trigger_ts: m.ts.clone(),
@@ -428,8 +493,7 @@ async fn start(
         now_ms(),
     )
     .await?;
-    crate::progress::follow(app, session, crate::progress::Kind::Slack).await?;
-    Ok(session)
+    crate::progress::follow(app, session, crate::progress::Kind::Slack).await
 }
 
 /// The thread's earlier messages (and images, by name) as data for the prompt.
@@ -442,11 +506,9 @@ async fn earlier(app: &AppState, slack: &Slack, m: &Incoming) -> String {
         }
     };
     let mut lines = Vec::new();
-    for msg in messages
-        .iter()
-        .filter(|x| x.origin.ts.0 != m.ts)
-        .take(MAX_CONTEXT_MESSAGES)
-    {
+    let before: Vec<_> = messages.iter().filter(|x| x.origin.ts.0 != m.ts).collect();
+    let newest = &before[before.len().saturating_sub(MAX_CONTEXT_MESSAGES)..];
+    for msg in newest {
         let who = msg
             .sender
             .user
@@ -492,21 +554,32 @@ async fn follow_up(
     thread: &db::slack::Thread,
 ) -> Result<()> {
     let session = thread.session()?;
-    let Some(user) = person(
+    // People talk in threads: only one who mentions the app hears why it did not listen.
+    let Some(user) = person_or(
         app,
         slack,
         &m.team,
         &m.user,
         &m.channel,
         m.thread_ts.as_deref(),
+        m.mention,
     )
     .await?
     else {
         return Ok(());
     };
-    crate::permissions::require(app, session, &user, Role::Driver)
+    if crate::permissions::require(app, session, &user, Role::Driver)
         .await
-        .map_err(|_| Error::Forbidden("you may watch this session but not prompt it: ask its owner to invite you to drive".into()))?;
+        .is_err()
+    {
+        if !m.mention {
+            return Ok(());
+        }
+        return Err(Error::Forbidden(
+            "you may watch this session but not prompt it: ask its owner to invite you to drive"
+                .into(),
+        ));
+    }
     let s = db::sessions::get(&app.db, session)
         .await?
         .ok_or_else(|| Error::NotFound("this thread's session is gone".into()))?;
@@ -630,46 +703,60 @@ pub async fn action(
     }
 }
 
-/// `/tandem …`: `link`, `repo <name>`, `help`, or a task (started in the channel).
+/// `/tandem …`: `help` is answered at once; `link`, `repo <name>` and a task (started in the
+/// channel) are worked on after Slack has its answer, and their outcome comes as a message
+/// only the person sees.
 pub async fn command(app: &AppState, cmd: &SlackCommandEvent) -> String {
-    match command_inner(app, cmd).await {
-        Ok(said) => said,
-        Err(e) => format!(":warning: {e}"),
+    let text = plain(cmd.text.as_deref().unwrap_or_default(), None);
+    if text.is_empty() || text.eq_ignore_ascii_case("help") {
+        return HELP.into();
     }
+    let (app, cmd) = (app.clone(), cmd.clone());
+    tokio::spawn(async move {
+        let (channel, user) = (cmd.channel_id.0.clone(), cmd.user_id.0.clone());
+        let said = match command_inner(&app, &cmd, &text).await {
+            Ok(said) => said,
+            Err(e) => format!(":warning: {e}"),
+        };
+        tell(&app, &channel, &user, None, &said).await;
+    });
+    "On it…".into()
 }
 
-async fn command_inner(app: &AppState, cmd: &SlackCommandEvent) -> Result<String> {
+async fn command_inner(app: &AppState, cmd: &SlackCommandEvent, text: &str) -> Result<String> {
     let slack = super::slack(app)?;
     let (team, channel, slack_user) = (&cmd.team_id.0, &cmd.channel_id.0, &cmd.user_id.0);
-    let text = plain(cmd.text.as_deref().unwrap_or_default(), None);
     let lower = text.to_lowercase();
-    if lower.is_empty() || lower == "help" {
-        return Ok(HELP.into());
-    }
     if lower == "link" {
-        let url = link_url(app, team, slack_user).await?;
+        let who = slack.user(app, team, slack_user).await?;
+        let url = link_url(app, team, slack_user, &who.name).await?;
         return Ok(format!(
             "Open <{url}|this one-time link> (30 minutes) while signed in to Tandem to link your Slack account."
         ));
     }
     let Some(user) = person(app, slack, team, slack_user, channel, None).await? else {
-        return Ok("First link your account: I sent you a link.".into());
+        return Ok("First link your account: open the link above.".into());
     };
-    if let Some(name) = lower.strip_prefix("repo") {
-        let name = name.trim();
-        return set_channel(
-            app,
-            &user,
-            team,
-            channel,
-            (!name.is_empty()).then_some(name),
-        )
-        .await;
+    let m = Incoming {
+        team: team.clone(),
+        channel: channel.clone(),
+        user: slack_user.clone(),
+        text: text.to_string(),
+        ts: String::new(),
+        thread_ts: None,
+        files: Vec::new(),
+        mention: true,
+        direct: false,
+        bot: None,
+    };
+    if lower == "repo" || lower.starts_with("repo ") {
+        let name = lower["repo".len()..].trim();
+        return set_channel(app, slack, &user, &m, (!name.is_empty()).then_some(name)).await;
     }
-    let (named, task) = repo_word(&text);
+    let (named, task) = repo_word(text);
     let Some(repo) = choose_repo(app, &user, team, channel, named.as_deref(), &task).await? else {
         return Err(Error::Invalid(
-            "which repo? add `repo=<name>`, or set the channel's with `/tandem repo <name>`".into(),
+            "which repo? add `repo=<name>`, or ask an admin to set the channel's with `/tandem repo <name>`".into(),
         ));
     };
     // The thread starts at a message that says who asked for what.
@@ -682,16 +769,9 @@ async fn command_inner(app: &AppState, cmd: &SlackCommandEvent) -> Result<String
         )
         .await?;
     let m = Incoming {
-        team: team.clone(),
-        channel: channel.clone(),
-        user: slack_user.clone(),
         text: task.clone(),
         ts: root,
-        thread_ts: None,
-        files: Vec::new(),
-        mention: true,
-        direct: false,
-        bot: None,
+        ..m
     };
     start(app, slack, &user, &m, repo, &task).await?;
     Ok("Started: follow it in the thread.".into())

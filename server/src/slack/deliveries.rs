@@ -44,6 +44,7 @@ async fn first(app: &AppState, key: &str) -> Result<bool> {
     let now = now_ms();
     if rand::random::<u8>() == 0 {
         db::slack::forget_seen(&app.db, now - SEEN_FOR_MS).await?;
+        db::slack::forget_stale(&app.db, now, now - SEEN_FOR_MS).await?;
     }
     Ok(db::slack::first_sight(&app.db, key, now).await?)
 }
@@ -61,6 +62,10 @@ pub async fn event(app: &AppState, body: &[u8]) -> Result<Value> {
         return Ok(json!({ "ok": true, "duplicate": true }));
     }
     let team = cb.team_id.0.clone();
+    if !super::slack(app)?.team_allowed(app, &team).await? {
+        tracing::info!(%team, "a Slack event from a workspace not allowed here");
+        return Ok(json!({ "ok": true, "ignored": "this Slack workspace is not allowed here" }));
+    }
     let bot = cb
         .authorizations
         .as_ref()
@@ -143,6 +148,9 @@ pub async fn interaction(app: &AppState, body: &[u8]) -> Result<()> {
     .or_else(|| a.channel.as_ref().map(|c| c.id.0.clone()))
     .unwrap_or_default();
     let team = a.team.id.0.clone();
+    if !super::slack(app)?.team_allowed(app, &team).await? {
+        return Ok(());
+    }
     for action in a.actions.unwrap_or_default() {
         let app = app.clone();
         let (team, user, channel) = (team.clone(), user.clone(), channel.clone());
@@ -162,6 +170,11 @@ pub async fn command(app: &AppState, body: &[u8]) -> Result<Value> {
         .map_err(|e| Error::BadRequest(format!("not a slash command: {e}")))?;
     if !first(app, &format!("command:{}", cmd.trigger_id.0)).await? {
         return Ok(json!({ "response_type": "ephemeral", "text": "Already handled." }));
+    }
+    if !super::slack(app)?.team_allowed(app, &cmd.team_id.0).await? {
+        return Ok(
+            json!({ "response_type": "ephemeral", "text": "This Slack workspace may not use this Tandem server (allowed_teams under [slack])." }),
+        );
     }
     let text = conversation::command(app, &cmd).await;
     Ok(json!({ "response_type": "ephemeral", "text": text }))

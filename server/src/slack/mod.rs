@@ -25,10 +25,35 @@ use crate::{Error, Result};
 
 type Client = SlackClient<SlackClientHyperConnector<HttpsConnector<HttpConnector>>>;
 
+/// How long one Web API call may take.
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// The configured Slack app and its Web API client.
 pub struct Slack {
     pub config: SlackConfig,
     client: Client,
+    /// The bot token's own workspace (`auth.test`), when `allowed_teams` is empty.
+    own_team: std::sync::Mutex<Option<String>>,
+}
+
+/// A Slack user as `users.info` tells.
+pub struct SlackPerson {
+    pub name: String,
+    /// Their profile's email, when Slack vouches for them: a full member of `team` (not a
+    /// guest, an invitee, a bot, a deactivated account or someone from another organization).
+    pub email: Option<String>,
+}
+
+/// `fut` cut off at [`CALL_TIMEOUT`].
+async fn timed<T, E: std::fmt::Display>(
+    method: &str,
+    fut: impl std::future::Future<Output = std::result::Result<T, E>>,
+) -> Result<T> {
+    match tokio::time::timeout(CALL_TIMEOUT, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(refused(method, e)),
+        Err(_) => Err(refused(method, "no answer within 15 s")),
+    }
 }
 
 /// Slack's answer to a call, as our error.
@@ -54,7 +79,11 @@ impl Slack {
             SlackClientHyperConnector::with_connector(connector)
                 .with_slack_api_url(config.api_url.trim_end_matches('/')),
         );
-        Ok(Self { config, client })
+        Ok(Self {
+            config,
+            client,
+            own_team: std::sync::Mutex::new(None),
+        })
     }
 
     /// The secret named `name`, or a 503 that says how to set it.
@@ -94,12 +123,8 @@ impl Slack {
         if let Some(t) = thread {
             req = req.with_thread_ts(t.into());
         }
-        let res = self
-            .client
-            .open_session(&token)
-            .chat_post_message(&req)
-            .await
-            .map_err(|e| refused("chat.postMessage", e))?;
+        let session = self.client.open_session(&token);
+        let res = timed("chat.postMessage", session.chat_post_message(&req)).await?;
         Ok(res.ts.0)
     }
 
@@ -113,11 +138,8 @@ impl Slack {
     ) -> Result<()> {
         let token = self.token(app).await?;
         let req = SlackApiChatUpdateRequest::new(channel.into(), content, ts.into());
-        self.client
-            .open_session(&token)
-            .chat_update(&req)
-            .await
-            .map_err(|e| refused("chat.update", e))?;
+        let session = self.client.open_session(&token);
+        timed("chat.update", session.chat_update(&req)).await?;
         Ok(())
     }
 
@@ -135,11 +157,8 @@ impl Slack {
         if let Some(t) = thread {
             req = req.with_thread_ts(t.into());
         }
-        self.client
-            .open_session(&token)
-            .chat_post_ephemeral(&req)
-            .await
-            .map_err(|e| refused("chat.postEphemeral", e))?;
+        let session = self.client.open_session(&token);
+        timed("chat.postEphemeral", session.chat_post_ephemeral(&req)).await?;
         Ok(())
     }
 
@@ -156,51 +175,66 @@ impl Slack {
         let token = self.token(app).await?;
         let session = self.client.open_session(&token);
         let r = if on {
-            session
-                .reactions_add(&SlackApiReactionsAddRequest::new(
-                    channel.into(),
-                    SlackReactionName(name.into()),
-                    ts.into(),
-                ))
+            let req = SlackApiReactionsAddRequest::new(
+                channel.into(),
+                SlackReactionName(name.into()),
+                ts.into(),
+            );
+            timed("reactions.add", session.reactions_add(&req))
                 .await
                 .map(|_| ())
         } else {
-            session
-                .reactions_remove(
-                    &SlackApiReactionsRemoveRequest::new(SlackReactionName(name.into()))
-                        .with_channel(channel.into())
-                        .with_timestamp(ts.into()),
-                )
+            let req = SlackApiReactionsRemoveRequest::new(SlackReactionName(name.into()))
+                .with_channel(channel.into())
+                .with_timestamp(ts.into());
+            timed("reactions.remove", session.reactions_remove(&req))
                 .await
                 .map(|_| ())
         };
         match r {
-            Ok(()) => Ok(()),
-            Err(e) if matches!(e.to_string(), s if s.contains("already_reacted") || s.contains("no_reaction")) => {
+            Err(e)
+                if e.to_string().contains("already_reacted")
+                    || e.to_string().contains("no_reaction") =>
+            {
                 Ok(())
             }
-            Err(e) => Err(refused("reactions", e)),
+            other => other,
         }
     }
 
-    /// The Slack user's name and email (the email only with the `users:read.email` scope).
-    pub async fn user(&self, app: &AppState, user: &str) -> Result<(String, Option<String>)> {
+    /// The Slack user of workspace `team`: their name, and their email when Slack vouches for
+    /// it (it needs the `users:read.email` scope).
+    pub async fn user(&self, app: &AppState, team: &str, user: &str) -> Result<SlackPerson> {
         let token = self.token(app).await?;
-        let res = self
-            .client
-            .open_session(&token)
-            .users_info(&SlackApiUsersInfoRequest::new(user.into()))
-            .await
-            .map_err(|e| refused("users.info", e))?;
+        let session = self.client.open_session(&token);
+        let req = SlackApiUsersInfoRequest::new(user.into());
+        let res = timed("users.info", session.users_info(&req)).await?;
         let u = res.user;
+        let f = &u.flags;
+        let member = u.team_id.as_ref().is_some_and(|t| t.0 == team)
+            && u.deleted != Some(true)
+            && [
+                f.is_bot,
+                f.is_app_user,
+                f.is_restricted,
+                f.is_ultra_restricted,
+                f.is_stranger,
+                f.is_invited_user,
+            ]
+            .iter()
+            .all(|x| *x != Some(true));
         let name = u
             .profile
             .as_ref()
             .and_then(|p| p.display_name.clone().filter(|n| !n.is_empty()))
             .or(u.name.clone())
             .unwrap_or_else(|| user.to_string());
-        let email = u.profile.and_then(|p| p.email).map(|e| e.0.to_lowercase());
-        Ok((name, email))
+        let email = u
+            .profile
+            .and_then(|p| p.email)
+            .map(|e| e.0.to_lowercase())
+            .filter(|_| member);
+        Ok(SlackPerson { name, email })
     }
 
     /// The messages of thread `ts` in `channel`, oldest first.
@@ -211,16 +245,36 @@ impl Slack {
         ts: &str,
     ) -> Result<Vec<SlackHistoryMessage>> {
         let token = self.token(app).await?;
-        let res = self
-            .client
-            .open_session(&token)
-            .conversations_replies(
-                &SlackApiConversationsRepliesRequest::new(channel.into(), ts.into())
-                    .with_limit(100),
-            )
-            .await
-            .map_err(|e| refused("conversations.replies", e))?;
+        let session = self.client.open_session(&token);
+        let req =
+            SlackApiConversationsRepliesRequest::new(channel.into(), ts.into()).with_limit(200);
+        let res = timed("conversations.replies", session.conversations_replies(&req)).await?;
         Ok(res.messages)
+    }
+
+    /// Whether deliveries from Slack workspace `team` are taken: those `allowed_teams` names,
+    /// or (none named) the bot token's own workspace.
+    pub async fn team_allowed(&self, app: &AppState, team: &str) -> Result<bool> {
+        if !self.config.allowed_teams.is_empty() {
+            return Ok(self.config.allowed_teams.iter().any(|t| t == team));
+        }
+        let known = self
+            .own_team
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let own = match known {
+            Some(t) => t,
+            None => {
+                let token = self.token(app).await?;
+                let session = self.client.open_session(&token);
+                let res = timed("auth.test", session.auth_test()).await?;
+                let t = res.team_id.0;
+                *self.own_team.lock().unwrap_or_else(|e| e.into_inner()) = Some(t.clone());
+                t
+            }
+        };
+        Ok(own == team)
     }
 }
 

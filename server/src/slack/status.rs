@@ -132,7 +132,12 @@ impl Status {
     }
 
     /// Posts the news and edits the status message (at most every [`EDIT_EVERY_MS`]).
-    pub async fn show(&mut self, app: &AppState, view: &View, news: &[News]) -> Result<Again> {
+    pub async fn show(
+        &mut self,
+        app: &AppState,
+        view: &View,
+        news: &mut std::collections::VecDeque<News>,
+    ) -> Result<Again> {
         let slack = super::slack(app)?;
         let t = &self.thread;
         let (channel, thread) = (t.channel_id.as_str(), t.thread_ts.as_str());
@@ -141,7 +146,7 @@ impl Status {
             .await?
             .map(|t| t.trigger_ts)
             .unwrap_or_else(|| t.trigger_ts.clone());
-        for n in news {
+        while let Some(n) = news.front() {
             match n {
                 News::TurnStarted => {
                     react(app, channel, &asked, "white_check_mark", false).await;
@@ -211,6 +216,7 @@ impl Status {
                     react(app, channel, &asked, "eyes", false).await;
                 }
             }
+            news.pop_front();
         }
         let Some(status_ts) = t.status_ts.clone() else {
             return Ok(None);
@@ -229,7 +235,18 @@ impl Status {
         {
             return Ok(Some(wait.max(Duration::from_millis(50))));
         }
-        slack.update(app, channel, &status_ts, content).await?;
+        match slack
+            .update(app, channel, &status_ts, content.clone())
+            .await
+        {
+            Err(e) if e.to_string().contains("message_not_found") => {
+                // Someone deleted it: a new one takes its place.
+                let ts = slack.post(app, channel, Some(thread), content).await?;
+                db::slack::set_status_ts(&app.db, view.session, &ts).await?;
+                self.thread.status_ts = Some(ts);
+            }
+            other => other?,
+        }
         self.shown = key;
         self.edited_at = now_ms();
         Ok(None)

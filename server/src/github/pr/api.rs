@@ -11,8 +11,11 @@ pub(super) async fn client_for(
     session: SessionId,
     by: &Author,
 ) -> Result<(octocrab::Octocrab, bool)> {
-    if by.kind == AuthorKind::User
-        && let Some(user) = by.user_id
+    // A person prompting from Slack or the extension is that person too.
+    if matches!(
+        by.kind,
+        AuthorKind::User | AuthorKind::Slack | AuthorKind::Extension
+    ) && let Some(user) = by.user_id
         && let Some(token) = super::super::signin::person_token(app, gh, user, false).await?
     {
         return Ok((gh.client(&token)?, true));
