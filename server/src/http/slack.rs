@@ -18,7 +18,7 @@ use tandem_protocol::{RepoId, User};
 
 use super::oidc::html_escape;
 use crate::auth::CurrentUser;
-use crate::slack::{conversation, deliveries};
+use crate::slack::{deliveries, people};
 use crate::state::AppState;
 use crate::{Error, Result, db};
 
@@ -107,7 +107,7 @@ async fn link_page(
             "<p id=\"why\">Sign in to Tandem in this browser, then open the link from Slack again.</p><p><a href=\"/login\">Sign in</a></p>",
         );
     };
-    let Ok(Some((team, slack_user, name))) = conversation::link_for(&state, &q.code).await else {
+    let Ok(Some((team, slack_user, name))) = people::link_for(&state, &q.code).await else {
         return page(
             StatusCode::NOT_FOUND,
             "Not linked",
@@ -136,7 +136,7 @@ async fn link(State(state): State<AppState>, user: CurrentUser, body: Bytes) -> 
         .find(|(k, _)| k == "code")
         .map(|(_, v)| v.into_owned())
         .unwrap_or_default();
-    match conversation::redeem_link(&state, &user.0, &code).await {
+    match people::redeem_link(&state, &user.0, &code).await {
         Ok(()) => page(
             StatusCode::OK,
             "Slack account linked",

@@ -1,19 +1,18 @@
-//! A Slack conversation: who is asking (the Slack user's Tandem person), which repo, starting
-//! the session and making its thread the conversation, follow-ups in the thread, the buttons
-//! and the repo menu, and the slash command.
+//! A Slack conversation: a message to the app starts a session and makes its thread the
+//! conversation; later messages there are follow-ups; the buttons and the repo menu act.
+//! Who is asking is [`super::people`], which repo [`super::repos`], the slash command
+//! [`super::command`].
 
 use slack_morphism::prelude::*;
 use tandem_protocol::live::Role;
-use tandem_protocol::people::RepoRole;
 use tandem_protocol::*;
 
 use super::Slack;
-use super::text::{escape, plain, repo_word, steer};
+use super::people::{person, person_or};
+use super::repos::{ask_repo, choose_repo, set_channel};
+use super::text::{plain, repo_word, steer};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
-
-/// How long a one-time link to tie a Slack user to a person works.
-const LINK_TTL_MS: i64 = 30 * 60 * 1000;
 
 /// How long a task waits for its repo to be chosen.
 const PENDING_TTL_MS: i64 = 24 * 3600 * 1000;
@@ -48,12 +47,12 @@ pub struct Incoming {
 
 impl Incoming {
     /// The thread this message is in, or starts.
-    fn thread(&self) -> &str {
+    pub(super) fn thread(&self) -> &str {
         self.thread_ts.as_deref().unwrap_or(&self.ts)
     }
 }
 
-fn content(text: String) -> SlackMessageContent {
+pub(super) fn content(text: String) -> SlackMessageContent {
     SlackMessageContent::new().with_text(text)
 }
 
@@ -73,7 +72,13 @@ pub async fn message(app: &AppState, m: Incoming) {
 }
 
 /// An ephemeral note to `user`; a failure to send it is only logged.
-async fn tell(app: &AppState, channel: &str, user: &str, thread: Option<&str>, text: &str) {
+pub(super) async fn tell(
+    app: &AppState,
+    channel: &str,
+    user: &str,
+    thread: Option<&str>,
+    text: &str,
+) {
     let Ok(slack) = super::slack(app) else { return };
     if let Err(e) = slack
         .ephemeral(app, channel, user, thread, content(text.to_string()))
@@ -125,294 +130,12 @@ async fn handle(app: &AppState, m: &Incoming) -> Result<()> {
     }
 }
 
-const HELP: &str = "Mention me with a task to start a session: `@tandem fix the flaky login test repo=web`. \
+pub(super) const HELP: &str = "Mention me with a task to start a session: `@tandem fix the flaky login test repo=web`. \
 Later messages in the thread go to the same session (`steer:` in front steers the running turn). \
 `@tandem settings repo=web` makes `web` this channel's repo. `/tandem link` ties your Slack account to your Tandem account.";
 
-/// The Tandem person of Slack user `slack_user`: their link, else the person with their Slack
-/// email (linked from then on). None when neither: they were sent a one-time link.
-async fn person(
-    app: &AppState,
-    slack: &Slack,
-    team: &str,
-    slack_user: &str,
-    channel: &str,
-    thread: Option<&str>,
-) -> Result<Option<User>> {
-    person_or(app, slack, team, slack_user, channel, thread, true).await
-}
-
-/// [`person`]; `answer` false sends no link (a thread message not meant for the app).
-async fn person_or(
-    app: &AppState,
-    slack: &Slack,
-    team: &str,
-    slack_user: &str,
-    channel: &str,
-    thread: Option<&str>,
-    answer: bool,
-) -> Result<Option<User>> {
-    if let Some(id) = db::slack::person(&app.db, team, slack_user).await? {
-        return match db::users::get(&app.db, id).await? {
-            Some(u) if u.deactivated_at.is_none() => Ok(Some(u)),
-            _ => Err(Error::Forbidden(
-                "your Tandem account is deactivated; ask an admin".into(),
-            )),
-        };
-    }
-    let who = slack.user(app, team, slack_user).await?;
-    // An admin is never taken on an email alone: they link with a one-time link.
-    if let Some(email) = &who.email
-        && let Some(u) = db::users::by_email(&app.db, email).await?
-        && u.deactivated_at.is_none()
-        && !u.is_admin
-    {
-        db::slack::link(&app.db, team, slack_user, u.id, now_ms()).await?;
-        return Ok(Some(u));
-    }
-    if !answer {
-        return Ok(None);
-    }
-    let url = link_url(app, team, slack_user, &who.name).await?;
-    tell(
-        app,
-        channel,
-        slack_user,
-        thread,
-        &format!(
-            "I don't know who you are in Tandem yet. Open <{url}|this one-time link> (it works for 30 minutes) while signed in to Tandem to link your Slack account, then mention me again."
-        ),
-    )
-    .await;
-    Ok(None)
-}
-
-/// A one-time link that ties `slack_user` to whoever opens it signed in.
-async fn link_url(app: &AppState, team: &str, slack_user: &str, name: &str) -> Result<String> {
-    let code = crate::auth::new_secret("tsl_");
-    db::slack::insert_link_code(
-        &app.db,
-        &crate::auth::hash_secret(&code),
-        team,
-        slack_user,
-        name,
-        now_ms() + LINK_TTL_MS,
-    )
-    .await?;
-    Ok(format!("{}/api/slack/link?code={code}", app.public_url()))
-}
-
-/// Which Slack user a one-time link code is for: (workspace, user id, name), while it works.
-pub async fn link_for(app: &AppState, code: &str) -> Result<Option<(String, String, String)>> {
-    Ok(db::slack::link_code(&app.db, &crate::auth::hash_secret(code), now_ms()).await?)
-}
-
-/// Uses up a one-time link code for `user`: the Slack user it was for is now theirs.
-pub async fn redeem_link(app: &AppState, user: &User, code: &str) -> Result<()> {
-    let (team, slack_user) = db::slack::take_link_code(&app.db, &crate::auth::hash_secret(code), now_ms())
-        .await?
-        .ok_or_else(|| {
-            Error::NotFound(
-                "this link was used already or has expired: mention the app in Slack again for a new one".into(),
-            )
-        })?;
-    Ok(db::slack::link(&app.db, &team, &slack_user, user.id, now_ms()).await?)
-}
-
-/// Sets the channel's repo to `name` (admins; the channel is told who changed it); what to
-/// tell the person.
-async fn set_channel(
-    app: &AppState,
-    slack: &Slack,
-    user: &User,
-    m: &Incoming,
-    name: Option<&str>,
-) -> Result<String> {
-    let (team, channel) = (m.team.as_str(), m.channel.as_str());
-    let Some(name) = name else {
-        return Ok(
-            match db::slack::channel_repo(&app.db, team, channel).await? {
-                Some(id) => format!(
-                    "This channel's repo is `{}`. `@tandem settings repo=<name>` changes it.",
-                    escape(&crate::repos::get(&app.db, id).await?.name)
-                ),
-                None => {
-                    "This channel has no repo yet: `@tandem settings repo=<name>` sets one.".into()
-                }
-            },
-        );
-    };
-    if !user.is_admin {
-        return Err(Error::Forbidden(format!(
-            "only Tandem admins set a channel's repo; ask {}",
-            crate::permissions::whom_to_ask(app).await?
-        )));
-    }
-    let repo = repo_named(app, user, name).await?;
-    db::slack::set_channel_repo(&app.db, team, channel, repo.id, user.id, now_ms()).await?;
-    slack
-        .post(
-            app,
-            channel,
-            None,
-            content(format!(
-                "<@{}> made `{}` this channel's repo for sessions started here.",
-                m.user,
-                escape(&repo.name)
-            )),
-        )
-        .await?;
-    Ok(format!(
-        "Sessions started in this channel now use `{}` unless a message says `repo=…`.",
-        escape(&repo.name)
-    ))
-}
-
-/// The repo called `name` that `user` may start sessions on.
-async fn repo_named(app: &AppState, user: &User, name: &str) -> Result<Repo> {
-    let usable = usable_repos(app, user).await?;
-    // The whole name, else the part after the owner when only one repo has it.
-    let short = |r: &&Repo| {
-        r.name
-            .rsplit('/')
-            .next()
-            .is_some_and(|n| n.eq_ignore_ascii_case(name))
-    };
-    let by_short: Vec<&Repo> = usable.iter().filter(short).collect();
-    usable
-        .iter()
-        .find(|r| r.name.eq_ignore_ascii_case(name))
-        .or(match by_short.as_slice() {
-            [one] => Some(*one),
-            _ => None,
-        })
-        .cloned()
-        .ok_or_else(|| {
-            Error::NotFound(format!(
-                "you have no repo called `{}` to start sessions on; yours: {}",
-                escape(name),
-                names(&usable)
-            ))
-        })
-}
-
-fn names(repos: &[Repo]) -> String {
-    if repos.is_empty() {
-        return "none".into();
-    }
-    repos
-        .iter()
-        .map(|r| format!("`{}`", escape(&r.name)))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The repos `user` may start sessions on, by name.
-async fn usable_repos(app: &AppState, user: &User) -> Result<Vec<Repo>> {
-    Ok(crate::permissions::visible_repos(app, user)
-        .await?
-        .into_iter()
-        .filter(|(_, role)| *role >= RepoRole::Write)
-        .map(|(r, _)| r)
-        .collect())
-}
-
-/// The repo a task is for: `repo=` in it, else the channel's, else the first keyword rule it
-/// matches; none means ask.
-async fn choose_repo(
-    app: &AppState,
-    user: &User,
-    team: &str,
-    channel: &str,
-    named: Option<&str>,
-    task: &str,
-) -> Result<Option<Repo>> {
-    if let Some(name) = named {
-        return repo_named(app, user, name).await.map(Some);
-    }
-    if let Some(id) = db::slack::channel_repo(&app.db, team, channel).await? {
-        return crate::permissions::repo_for_work(app, user, id)
-            .await
-            .map(Some);
-    }
-    let lower = task.to_lowercase();
-    for (keyword, id) in db::slack::rules(&app.db).await? {
-        if lower.contains(&keyword.to_lowercase())
-            && let Ok(repo) = crate::permissions::repo_for_work(app, user, id).await
-        {
-            return Ok(Some(repo));
-        }
-    }
-    Ok(None)
-}
-
-/// Asks (only the writer sees it) which repo the task is for.
-async fn ask_repo(
-    app: &AppState,
-    slack: &Slack,
-    user: &User,
-    m: &Incoming,
-    task: &str,
-) -> Result<()> {
-    let repos = usable_repos(app, user).await?;
-    if repos.is_empty() {
-        return Err(Error::Forbidden(format!(
-            "you may not start sessions on any repo here: ask {} for write access",
-            crate::permissions::whom_to_ask(app).await?
-        )));
-    }
-    let id = uuid::Uuid::new_v4().to_string();
-    db::slack::insert_pending(
-        &app.db,
-        &db::slack::Pending {
-            id: id.clone(),
-            team_id: m.team.clone(),
-            channel_id: m.channel.clone(),
-            thread_ts: m.thread().to_string(),
-            trigger_ts: m.ts.clone(),
-            slack_user_id: m.user.clone(),
-            text: task.to_string(),
-        },
-        now_ms(),
-    )
-    .await?;
-    let options: Vec<SlackBlockChoiceItem<SlackBlockPlainTextOnly>> = repos
-        .iter()
-        .take(100)
-        .map(|r| {
-            SlackBlockChoiceItem::new(
-                pt!(r.name.chars().take(75).collect::<String>()),
-                r.id.to_string(),
-            )
-        })
-        .collect();
-    let menu = SlackBlockStaticSelectElement::new()
-        .with_action_id(CHOOSE_REPO.into())
-        .with_placeholder(pt!("Choose a repo"))
-        .with_options(options);
-    let blocks = slack_blocks![
-        some_into(
-            SlackSectionBlock::new()
-                .with_block_id(SlackBlockId(id))
-                .with_text(md!("Which repo is this for? (`repo=<name>` in a message, or `@tandem settings repo=<name>` for the channel, skips this.)"))
-                .with_accessory(menu.into())
-        )
-    ];
-    slack
-        .ephemeral(
-            app,
-            &m.channel,
-            &m.user,
-            m.thread_ts.as_deref(),
-            SlackMessageContent::new()
-                .with_text("Which repo is this for?".into())
-                .with_blocks(blocks),
-        )
-        .await
-}
-
 /// Starts a session on `repo` for `user` with `task`; the thread becomes its conversation.
-async fn start(
+pub(super) async fn start(
     app: &AppState,
     slack: &Slack,
     user: &User,
@@ -701,78 +424,4 @@ pub async fn action(
     if let Err(e) = r {
         tell(app, channel, slack_user, None, &format!(":warning: {e}")).await;
     }
-}
-
-/// `/tandem …`: `help` is answered at once; `link`, `repo <name>` and a task (started in the
-/// channel) are worked on after Slack has its answer, and their outcome comes as a message
-/// only the person sees.
-pub async fn command(app: &AppState, cmd: &SlackCommandEvent) -> String {
-    let text = plain(cmd.text.as_deref().unwrap_or_default(), None);
-    if text.is_empty() || text.eq_ignore_ascii_case("help") {
-        return HELP.into();
-    }
-    let (app, cmd) = (app.clone(), cmd.clone());
-    tokio::spawn(async move {
-        let (channel, user) = (cmd.channel_id.0.clone(), cmd.user_id.0.clone());
-        let said = match command_inner(&app, &cmd, &text).await {
-            Ok(said) => said,
-            Err(e) => format!(":warning: {e}"),
-        };
-        tell(&app, &channel, &user, None, &said).await;
-    });
-    "On it…".into()
-}
-
-async fn command_inner(app: &AppState, cmd: &SlackCommandEvent, text: &str) -> Result<String> {
-    let slack = super::slack(app)?;
-    let (team, channel, slack_user) = (&cmd.team_id.0, &cmd.channel_id.0, &cmd.user_id.0);
-    let lower = text.to_lowercase();
-    if lower == "link" {
-        let who = slack.user(app, team, slack_user).await?;
-        let url = link_url(app, team, slack_user, &who.name).await?;
-        return Ok(format!(
-            "Open <{url}|this one-time link> (30 minutes) while signed in to Tandem to link your Slack account."
-        ));
-    }
-    let Some(user) = person(app, slack, team, slack_user, channel, None).await? else {
-        return Ok("First link your account: open the link above.".into());
-    };
-    let m = Incoming {
-        team: team.clone(),
-        channel: channel.clone(),
-        user: slack_user.clone(),
-        text: text.to_string(),
-        ts: String::new(),
-        thread_ts: None,
-        files: Vec::new(),
-        mention: true,
-        direct: false,
-        bot: None,
-    };
-    if lower == "repo" || lower.starts_with("repo ") {
-        let name = lower["repo".len()..].trim();
-        return set_channel(app, slack, &user, &m, (!name.is_empty()).then_some(name)).await;
-    }
-    let (named, task) = repo_word(text);
-    let Some(repo) = choose_repo(app, &user, team, channel, named.as_deref(), &task).await? else {
-        return Err(Error::Invalid(
-            "which repo? add `repo=<name>`, or ask an admin to set the channel's with `/tandem repo <name>`".into(),
-        ));
-    };
-    // The thread starts at a message that says who asked for what.
-    let root = slack
-        .post(
-            app,
-            channel,
-            None,
-            content(format!("<@{slack_user}> asked: {}", escape(&task))),
-        )
-        .await?;
-    let m = Incoming {
-        text: task.clone(),
-        ts: root,
-        ..m
-    };
-    start(app, slack, &user, &m, repo, &task).await?;
-    Ok("Started: follow it in the thread.".into())
 }

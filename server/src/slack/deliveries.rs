@@ -176,6 +176,6 @@ pub async fn command(app: &AppState, body: &[u8]) -> Result<Value> {
             json!({ "response_type": "ephemeral", "text": "This Slack workspace may not use this Tandem server (allowed_teams under [slack])." }),
         );
     }
-    let text = conversation::command(app, &cmd).await;
+    let text = super::command::command(app, &cmd).await;
     Ok(json!({ "response_type": "ephemeral", "text": text }))
 }

@@ -10,8 +10,11 @@
 //! person's prompt, earlier messages of the thread as data marked as such, and what the agent
 //! writes goes back escaped, so it cannot ping a channel or dress up a link.
 
+pub mod command;
 pub mod conversation;
 pub mod deliveries;
+pub mod people;
+pub mod repos;
 pub mod status;
 pub mod text;
 

@@ -24,6 +24,7 @@ mod oauth;
 mod rest;
 mod shapes;
 mod state;
+mod time;
 mod webhook;
 
 use std::path::{Path, PathBuf};
