@@ -25,3 +25,4 @@ mod hostile;
 mod people;
 mod reconnect;
 mod session;
+mod slack;

@@ -159,7 +159,7 @@ pub fn SlackSettingsCard(repos: Signal<Vec<Repo>>) -> impl IntoView {
             } else {
                 view! { <p class="muted" id="slack-off">"Slack is not configured on this server: see “Slack” in the README for the app manifest and "<code>"[slack]"</code>"."</p> }.into_any()
             })}
-            <h3>"Channels"</h3>
+            <p class="slack-heading"><strong>"Channels"</strong></p>
             {move || current.get().map(|c| if c.channels.is_empty() {
                 view! { <p class="muted" id="slack-channels-empty">"No channel has a repo yet."</p> }.into_any()
             } else {
@@ -169,6 +169,7 @@ pub fn SlackSettingsCard(repos: Signal<Vec<Repo>>) -> impl IntoView {
                         <li class="slack-channel">
                             <code>{format!("#{}", ch.channel_id)}</code>" → "{ch.repo_name}
                             {(ch.team_id != "*").then(|| view! { <span class="muted small">" (set in Slack)"</span> })}
+                            " "
                             <button type="button" class="link" disabled=busy
                                 on:click=move |_| remove_channel(id.clone())>"Remove"</button>
                         </li>
@@ -181,12 +182,12 @@ pub fn SlackSettingsCard(repos: Signal<Vec<Repo>>) -> impl IntoView {
                 {repo_select("slack-channel-repo", repos, channel_repo)}
                 <button type="submit" id="slack-channel-add" disabled=busy>"Set"</button>
             </form>
-            <h3>"Keywords"</h3>
+            <p class="slack-heading"><strong>"Keywords"</strong></p>
             {move || current.get().map(|c| if c.rules.is_empty() {
                 view! { <p class="muted" id="slack-rules-empty">"No keyword rules yet."</p> }.into_any()
             } else {
                 view! { <ul id="slack-rules">{c.rules.into_iter().enumerate().map(|(i, r)| view! {
-                    <li class="slack-rule"><code>{r.keyword}</code>" → "{r.repo_name}
+                    <li class="slack-rule"><code>{r.keyword}</code>" → "{r.repo_name}" "
                         <button type="button" class="link" disabled=busy
                             on:click=move |_| remove_rule(i)>"Remove"</button>
                     </li>
