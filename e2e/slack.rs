@@ -28,6 +28,7 @@ async fn an_admin_sets_slack_channel_repos_and_keywords_on_the_settings_page() {
         // The page never calls Slack: nothing listens here.
         c.slack = Some(tandem_server::config::SlackConfig {
             api_url: "http://127.0.0.1:9/api".into(),
+            files_url: "http://127.0.0.1:9".into(),
             signing_secret: "slack_signing_secret".into(),
             bot_token: "slack_bot_token".into(),
             allowed_teams: Vec::new(),

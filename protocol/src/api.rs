@@ -493,6 +493,9 @@ pub struct Prompt {
     /// The page it is about, with its screenshots as artifacts (the Chrome extension).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<crate::extension::PromptContext>,
+    /// Images that came with it (a Slack message and its thread), kept as artifacts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<crate::turn::PromptImage>,
 }
 
 /// `GET /api/sessions/{id}`: the session with its prompts.

@@ -156,6 +156,16 @@ pub struct ArtifactInfo {
     pub created_at: Timestamp,
 }
 
+/// An image with a prompt, kept as an artifact of its session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptImage {
+    pub artifact: crate::ArtifactId,
+    /// Its name where it came from (one line).
+    pub name: String,
+    pub width: u32,
+    pub height: u32,
+}
+
 /// `PUT /api/secrets/{name}` (admins): the value is write-only.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -91,6 +91,10 @@ pub struct SlackConfig {
     /// Web API root.
     #[serde(default = "default_slack_api")]
     pub api_url: String,
+    /// Where files attached to messages are downloaded from (the origin of their
+    /// `url_private`); the bot token is sent nowhere else.
+    #[serde(default = "default_slack_files")]
+    pub files_url: String,
     /// Secret holding the app's signing secret (Basic Information → App Credentials).
     #[serde(default = "default_slack_signing_secret")]
     pub signing_secret: String,
@@ -105,6 +109,9 @@ pub struct SlackConfig {
 
 fn default_slack_api() -> String {
     "https://slack.com/api".into()
+}
+fn default_slack_files() -> String {
+    "https://files.slack.com".into()
 }
 fn default_slack_signing_secret() -> String {
     "slack_signing_secret".into()

@@ -24,6 +24,7 @@ pub mod page_context;
 pub mod people;
 pub mod permissions;
 pub mod progress;
+pub mod prompt_images;
 pub mod proxy;
 pub mod repos;
 pub mod scheduler;

@@ -124,6 +124,7 @@ impl Server {
     /// Serves until `shutdown` completes, then finishes in-flight requests and closes the database.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         let db = self.state.db.clone();
+        let me = crate::data_dir::server_id(&self.state.config.data_dir).ok();
         crate::scheduler::start(&self.state).await?;
         // No Nagle: terminal echo and live frames go out as soon as they are written.
         let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
@@ -132,6 +133,12 @@ impl Server {
         axum::serve(listener, crate::app(self.state))
             .with_graceful_shutdown(shutdown)
             .await?;
+        // Progress reports this process held are taken over at once by whichever runs next.
+        if let Some(me) = me
+            && let Err(e) = crate::db::followers::release(&db, &me).await
+        {
+            tracing::warn!(error = %e, "cannot let go of this process's progress reports");
+        }
         db.close().await;
         Ok(())
     }

@@ -108,7 +108,7 @@ pub async fn by_id(mut ex: impl Conn, id: ArtifactId) -> Result<Option<(Artifact
 pub async fn context_bytes(mut ex: impl Conn, session: SessionId) -> Result<i64> {
     let (n,): (i64,) = sqlx::query_as(
         "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM artifacts
-         WHERE session_id = $1 AND name IN ('element.png', 'view.png')",
+         WHERE session_id = $1 AND name IN ('element.png', 'view.png', 'attached.png')",
     )
     .bind(session.to_string())
     .fetch_one(ex.ex())

@@ -118,8 +118,8 @@ pub async fn insert_prompt(conn: &mut Tx, p: &Prompt) -> Result<()> {
         PromptMode::Steer => "steer",
     };
     sqlx::query(
-        "INSERT INTO prompts (id, session_id, position, author_kind, author_user_id, author_name, text, mode, state, created_at, agent, context)
-         VALUES ($1, $2, (SELECT COALESCE(MAX(position), 0) + 1 FROM prompts WHERE session_id = $2), $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        "INSERT INTO prompts (id, session_id, position, author_kind, author_user_id, author_name, text, mode, state, created_at, agent, context, images)
+         VALUES ($1, $2, (SELECT COALESCE(MAX(position), 0) + 1 FROM prompts WHERE session_id = $2), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(p.id.to_string())
     .bind(p.session_id.to_string())
@@ -134,10 +134,29 @@ pub async fn insert_prompt(conn: &mut Tx, p: &Prompt) -> Result<()> {
     .bind(
         p.context
             .as_ref()
-            .map(|c| serde_json::to_string(c).expect("a context serializes")),
+                        .map(|c| serde_json::to_string(c).expect("a context serializes")),
     )
+    .bind(images_json(&p.images))
     .execute(&mut *conn.tx)
     .await?;
+    Ok(())
+}
+
+fn images_json(images: &[tandem_protocol::PromptImage]) -> Option<String> {
+    (!images.is_empty()).then(|| serde_json::to_string(images).expect("images serialize"))
+}
+
+/// Gives prompt `prompt` its images (their artifacts stored in the same transaction).
+pub async fn set_prompt_images(
+    conn: &mut Tx,
+    prompt: tandem_protocol::PromptId,
+    images: &[tandem_protocol::PromptImage],
+) -> Result<()> {
+    sqlx::query("UPDATE prompts SET images = $1 WHERE id = $2")
+        .bind(images_json(images))
+        .bind(prompt.to_string())
+        .execute(&mut *conn.tx)
+        .await?;
     Ok(())
 }
 
@@ -276,10 +295,11 @@ pub(crate) struct PromptRow {
     agent: Option<String>,
     attempts: i64,
     context: Option<String>,
+    images: Option<String>,
 }
 
 /// The prompt columns, for `SELECT {PROMPT_COLUMNS} FROM prompts`.
-pub(crate) const PROMPT_COLUMNS: &str = "id, session_id, author_kind, author_user_id, author_name, text, mode, state, created_at, agent, attempts, context";
+pub(crate) const PROMPT_COLUMNS: &str = "id, session_id, author_kind, author_user_id, author_name, text, mode, state, created_at, agent, attempts, context, images";
 
 impl PromptRow {
     pub(crate) fn into_prompt(self) -> Result<Prompt> {
@@ -306,6 +326,11 @@ impl PromptRow {
                         .map_err(|e| Error::Internal(format!("stored prompt context: {e}")))
                 })
                 .transpose()?,
+            images: match self.images.as_deref() {
+                None => Vec::new(),
+                Some(j) => serde_json::from_str(j)
+                    .map_err(|e| Error::Internal(format!("stored prompt images: {e}")))?,
+            },
         })
     }
 }

@@ -21,6 +21,7 @@ const CHANNEL: &str = "C0WEB";
 fn slack_config(fake: &FakeSlack) -> tandem_server::config::SlackConfig {
     tandem_server::config::SlackConfig {
         api_url: fake.api_url(),
+        files_url: fake.url(),
         signing_secret: "slack_signing_secret".into(),
         bot_token: "slack_bot_token".into(),
         allowed_teams: Vec::new(),
@@ -130,12 +131,17 @@ async fn conversation(backend: Backend) {
     let events = format!("{}/api/slack/events", w.s.url);
     let clicks = format!("{}/api/slack/interactivity", w.s.url);
 
-    // Alice mentions the app; Slack sends the message as `app_mention` and as `message`.
-    let ask = fake.post_as(
+    // Alice mentions the app with a screenshot; Slack sends the message as `app_mention` and
+    // as `message`.
+    let shot = crate::page_context::png(40, 30);
+    let ask = fake.post_with_image(
         "U1ALICE",
         CHANNEL,
         None,
         &mention("fix the sum in calc.sh repo=calc"),
+        "wrong total.png",
+        "image/png",
+        shot.clone(),
     );
     for as_mention in [true, false] {
         let (status, body) = fake
@@ -169,6 +175,35 @@ async fn conversation(backend: Backend) {
         status.text.contains("fix the sum in calc.sh"),
         "{}",
         status.text
+    );
+
+    // The screenshot went to the model with the prompt, and into the session's timeline.
+    let first_request = crate::github::wait_for("the model's first request", async || {
+        w.model.requests().into_iter().next()
+    })
+    .await;
+    let images = first_request.images();
+    assert_eq!(images.len(), 1, "the message's image goes to the model");
+    let data = images[0]
+        .strip_prefix("data:image/png;base64,")
+        .expect("a PNG data URL");
+    assert_eq!(
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, data).unwrap(),
+        shot
+    );
+    assert!(
+        first_request
+            .user_messages()
+            .join("\n")
+            .contains("\"wrong total.png\" (40×30 px): attached."),
+        "{:?}",
+        first_request.user_messages()
+    );
+    let evs = crate::session_workspaces::events(&w.s, id).await;
+    assert!(
+        evs.iter().any(
+            |e| matches!(&e.kind, EventKind::Attachment { name, .. } if name == "attached.png")
+        )
     );
 
     // The reply lands in the thread, escaped: it pings no one and dresses up no link.

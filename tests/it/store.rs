@@ -7,10 +7,11 @@ use tandem_store as db;
 use crate::harness::{TestServer, make_repo};
 use crate::matrix;
 
-async fn events_are_append_only_and_gap_free_under_concurrency(s: TestServer) {
-    let repo: RepoId = make_repo(&s, "acme/web").await.parse().unwrap();
+/// A session (prompt "go") on a new repo `acme/web`, by `kind`.
+async fn new_session(s: &TestServer, kind: AuthorKind) -> tandem_protocol::SessionId {
+    let repo: RepoId = make_repo(s, "acme/web").await.parse().unwrap();
     let author = Author {
-        kind: AuthorKind::Automation,
+        kind,
         user_id: None,
         name: "test".into(),
     };
@@ -28,7 +29,11 @@ async fn events_are_append_only_and_gap_free_under_concurrency(s: TestServer) {
     )
     .await
     .unwrap();
-    let id = detail.session.id;
+    detail.session.id
+}
+
+async fn events_are_append_only_and_gap_free_under_concurrency(s: TestServer) {
+    let id = new_session(&s, AuthorKind::Automation).await;
     // 40 concurrent appenders, each in its own transaction.
     let mut tasks = Vec::new();
     for i in 0..40 {
@@ -351,3 +356,98 @@ async fn github_credentials_deliveries_and_pull_requests(s: TestServer) {
     );
 }
 matrix!(github_credentials_deliveries_and_pull_requests);
+
+/// A progress follower is held by one process at a time: another takes it over only once the
+/// holder's claim lapsed, from the last event the holder reported; the old holder's late report
+/// then changes nothing; a done follower is never claimed again.
+async fn a_progress_follower_has_one_holder_and_is_taken_over_where_it_stopped(s: TestServer) {
+    let id = new_session(&s, AuthorKind::Slack).await;
+    let d = &s.state.db;
+    // Kinds the server's own sweeper does not know, so it leaves these rows alone.
+    let t = 1_000_000;
+    db::followers::insert(d, id, "test-thread").await.unwrap();
+    db::followers::insert(d, id, "test-thread").await.unwrap();
+    assert_eq!(
+        db::followers::unclaimed(d, t).await.unwrap(),
+        vec![(id, "test-thread".to_string())]
+    );
+    // A holds it until t + 30 s; B cannot take it before then.
+    assert_eq!(
+        db::followers::claim(d, id, "test-thread", "A", t, t + 30_000)
+            .await
+            .unwrap(),
+        Some(0)
+    );
+    assert_eq!(
+        db::followers::claim(d, id, "test-thread", "B", t + 1, t + 30_001)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(db::followers::unclaimed(d, t + 1).await.unwrap().is_empty());
+    db::followers::reported(d, id, "test-thread", "A", 7, false)
+        .await
+        .unwrap();
+    // A renews; then stops renewing. Once its claim lapsed, B takes over from event 7.
+    assert_eq!(
+        db::followers::claim(d, id, "test-thread", "A", t + 10_000, t + 40_000)
+            .await
+            .unwrap(),
+        Some(7)
+    );
+    assert_eq!(
+        db::followers::claim(d, id, "test-thread", "B", t + 39_999, t + 70_000)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        db::followers::claim(d, id, "test-thread", "B", t + 40_001, t + 70_001)
+            .await
+            .unwrap(),
+        Some(7)
+    );
+    // A's late report (it was stuck) is not B's: nothing changes.
+    db::followers::reported(d, id, "test-thread", "A", 99, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        db::followers::claim(d, id, "test-thread", "B", t + 40_002, t + 70_002)
+            .await
+            .unwrap(),
+        Some(7)
+    );
+    // B finishes: nobody claims it again.
+    db::followers::reported(d, id, "test-thread", "B", 12, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        db::followers::claim(d, id, "test-thread", "B", t + 40_003, t + 70_003)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        db::followers::unclaimed(d, t + 999_999)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A process that stops lets go of its claims at once.
+    db::followers::insert(d, id, "test-comment").await.unwrap();
+    assert_eq!(
+        db::followers::claim(d, id, "test-comment", "A", t, t + 30_000)
+            .await
+            .unwrap(),
+        Some(0)
+    );
+    db::followers::release(d, "A").await.unwrap();
+    assert_eq!(
+        db::followers::claim(d, id, "test-comment", "B", t + 1, t + 30_001)
+            .await
+            .unwrap(),
+        Some(0)
+    );
+}
+
+matrix!(a_progress_follower_has_one_holder_and_is_taken_over_where_it_stopped);

@@ -117,6 +117,7 @@ pub async fn create_with_parent(
         agent: None,
         attempts: 0,
         context: page.as_ref().map(|p| p.context.clone()),
+        images: Vec::new(),
     });
     let mut tx = db.begin().await?;
     db::sessions::insert(&mut tx, &session).await?;

@@ -73,6 +73,7 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
         agent: req.agent,
         attempts: 0,
         context: page.as_ref().map(|p| p.context.clone()),
+        images: Vec::new(),
     };
     let mut tx = db.begin().await?;
     if let Some(page) = &page {

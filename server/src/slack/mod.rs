@@ -35,6 +35,8 @@ const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 pub struct Slack {
     pub config: SlackConfig,
     client: Client,
+    /// Downloads of attached files (no redirects: the bot token goes to Slack's file host only).
+    files: reqwest::Client,
     /// The bot token's own workspace (`auth.test`), when `allowed_teams` is empty.
     own_team: std::sync::Mutex<Option<String>>,
 }
@@ -82,9 +84,15 @@ impl Slack {
             SlackClientHyperConnector::with_connector(connector)
                 .with_slack_api_url(config.api_url.trim_end_matches('/')),
         );
+        let files = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(CALL_TIMEOUT)
+            .build()
+            .map_err(|e| Error::Config(format!("Slack's file client: {e}")))?;
         Ok(Self {
             config,
             client,
+            files,
             own_team: std::sync::Mutex::new(None),
         })
     }
@@ -253,6 +261,33 @@ impl Slack {
             SlackApiConversationsRepliesRequest::new(channel.into(), ts.into()).with_limit(200);
         let res = timed("conversations.replies", session.conversations_replies(&req)).await?;
         Ok(res.messages)
+    }
+
+    /// An attached file's bytes, if it is on Slack's file host and at most `max` bytes.
+    pub async fn download(&self, app: &AppState, url: &str, max: usize) -> Result<Vec<u8>> {
+        let base = self.config.files_url.trim_end_matches('/');
+        if !url.starts_with(&format!("{base}/")) {
+            return Err(Error::Invalid(format!(
+                "a file that is not on Slack's file host ({base})"
+            )));
+        }
+        let token = self.token(app).await?;
+        let mut res = timed(
+            "a file download",
+            self.files.get(url).bearer_auth(&token.token_value.0).send(),
+        )
+        .await?;
+        if !res.status().is_success() {
+            return Err(refused("a file download", res.status()));
+        }
+        let mut out = Vec::new();
+        while let Some(chunk) = timed("a file download", res.chunk()).await? {
+            if out.len() + chunk.len() > max {
+                return Err(Error::TooLarge(format!("a file over {max} bytes")));
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out)
     }
 
     /// Whether deliveries from Slack workspace `team` are taken: those `allowed_teams` names,

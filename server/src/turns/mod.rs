@@ -260,7 +260,7 @@ async fn run(
     let kept = db::artifacts::agent_state(db, session)
         .await?
         .and_then(|s| serde_json::from_str(&s).ok());
-    let (text, images) = match &prompt.context {
+    let (mut text, mut images) = match &prompt.context {
         Some(c) => {
             let images = page_context::images(db, session, c).await;
             // Agents other than the builtin find the screenshots as files.
@@ -272,6 +272,11 @@ async fn run(
         }
         None => (prompt.text.clone(), Vec::new()),
     };
+    text.push_str(&crate::prompt_images::note(
+        &prompt,
+        agent != AgentSpec::Builtin,
+    ));
+    images.extend(crate::prompt_images::turn_images(db, session, &prompt).await);
     let start = TurnStart {
         turn_id: prompt.id,
         prompt: text,
