@@ -18,7 +18,7 @@ use crate::state::AppState;
 use crate::{Result, db, now_ms};
 
 /// How long a claim holds without being renewed.
-const CLAIM_MS: i64 = 30_000;
+const CLAIM_MS: i64 = 120_000;
 
 /// How often each process looks for followers no process holds.
 const SWEEP: Duration = Duration::from_secs(5);
@@ -243,18 +243,15 @@ fn me(app: &AppState) -> String {
     crate::data_dir::server_id(&app.config.data_dir).unwrap_or_else(|_| "unknown".into())
 }
 
-/// Errors after which a report can never be shown (the bot left the channel, the token was
-/// revoked, the comment's issue is gone): the follower stops instead of trying forever.
+/// Errors after which a report can never be shown (the bot left the channel, the issue is
+/// gone): the follower stops instead of trying forever. (A revoked token or a missing scope is
+/// an admin's to fix: those are retried, backing off.)
 fn is_final(e: &crate::Error) -> bool {
     let s = e.to_string();
     [
         "channel_not_found",
         "not_in_channel",
         "is_archived",
-        "invalid_auth",
-        "account_inactive",
-        "token_revoked",
-        "missing_scope",
         "HTTP 404",
         "HTTP 410",
         "Not Found",
@@ -263,11 +260,17 @@ fn is_final(e: &crate::Error) -> bool {
     .any(|m| s.contains(m))
 }
 
-/// The wait after `failures` failed reports in a row: 5 s doubling to 20 s (within the claim,
-/// so no other process takes the follower over while this one waits).
+/// The wait after `failures` failed reports in a row: 5 s doubling to a minute (within the
+/// claim, so no other process takes the follower over while this one waits).
 fn backoff(failures: u32) -> Duration {
-    Duration::from_secs((5u64 << failures.saturating_sub(1).min(2)).min(20))
+    Duration::from_secs((5u64 << failures.saturating_sub(1).min(4)).min(60))
 }
+
+/// Tries at one piece of news before it is dropped (Slack refusing that message for good).
+const TRIES_PER_NEWS: u32 = 5;
+
+/// Failed reports in a row, once the session ended, before the follower gives up.
+const TRIES_AFTER_END: u32 = 30;
 
 async fn run(app: &AppState, session: SessionId, kind: Kind) -> Result<()> {
     let me = me(app);
@@ -313,11 +316,27 @@ async fn run(app: &AppState, session: SessionId, kind: Kind) -> Result<()> {
             fold(&mut view, &mut Vec::new(), e);
         }
     }
-    let mut sink = match kind {
-        Kind::Slack => Sink::Slack(crate::slack::status::Status::open(app, session).await?),
-        Kind::GithubIssue => {
-            Sink::Issue(crate::github::issues::Progress::open(app, session).await?)
+    let opened = match kind {
+        Kind::Slack => crate::slack::status::Status::open(app, session)
+            .await
+            .map(Sink::Slack),
+        Kind::GithubIssue => crate::github::issues::Progress::open(app, session)
+            .await
+            .map(Sink::Issue),
+    };
+    let mut sink = match opened {
+        Ok(s) => s,
+        // Its thread or issue is gone, or Slack or GitHub is no longer configured: nothing
+        // can be reported, now or later.
+        Err(
+            e
+            @ (crate::Error::NotFound(_) | crate::Error::Config(_) | crate::Error::Refused { .. }),
+        ) => {
+            tracing::warn!(%session, kind = kind.as_str(), error = %e, "a progress report has nowhere to go; it stops");
+            db::followers::reported(&app.db, session, kind.as_str(), &me, seq, true).await?;
+            return Ok(());
         }
+        Err(e) => return Err(e),
     };
     let mut changed = app.db.subscribe(session);
     // News is taken off the front as each piece is shown, so a failure part way shows only
@@ -360,7 +379,11 @@ async fn run(app: &AppState, session: SessionId, kind: Kind) -> Result<()> {
                 // Slack or GitHub refused or is away: shown again later, backing off.
                 tracing::warn!(%session, kind = kind.as_str(), error = %e, "a progress report failed");
                 failures += 1;
-                (Some(backoff(failures)), false)
+                if failures.is_multiple_of(TRIES_PER_NEWS) && pending.pop_front().is_some() {
+                    tracing::warn!(%session, kind = kind.as_str(), "a piece of news was refused {TRIES_PER_NEWS} times; it is dropped");
+                }
+                let give_up = view.ended() && failures >= TRIES_AFTER_END;
+                (Some(backoff(failures)), give_up)
             }
         };
         let done = given_up || (view.ended() && again.is_none() && pending.is_empty());

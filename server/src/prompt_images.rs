@@ -14,6 +14,8 @@ use crate::db::{self, Db};
 use crate::page_context::png_size;
 use crate::{Result, now_ms};
 
+pub use crate::db::Tx;
+
 /// The most images one prompt takes.
 pub const MAX_IMAGES: usize = 4;
 
@@ -25,28 +27,30 @@ fn one_line(s: &str) -> String {
         .collect::<String>()
 }
 
-/// Keeps `images` (name, bytes) with prompt `prompt` of `session`: the PNGs within bounds, up
-/// to [`MAX_IMAGES`] and the session's cap; what was left out and why comes back as a note for
-/// the asker.
-pub async fn attach(
-    db: &Db,
-    session: SessionId,
-    prompt: PromptId,
-    images: Vec<(String, Vec<u8>)>,
-) -> Result<Vec<String>> {
-    let mut left_out = Vec::new();
-    let mut kept = Vec::new();
-    let mut bodies = Vec::new();
-    let now = now_ms();
-    let mut total = db::artifacts::context_bytes(db, session).await?;
+/// Images checked to go with a prompt, not yet stored.
+#[derive(Default)]
+pub struct Checked {
+    pub images: Vec<PromptImage>,
+    /// Each kept image's bytes as base64, by position.
+    bodies: Vec<(i64, String)>,
+    /// What was left out, and why, for the asker.
+    pub left_out: Vec<String>,
+}
+
+/// Checks `images` (name, bytes): the PNGs within bounds, up to [`MAX_IMAGES`]; what is left
+/// out and why is noted for the asker.
+pub fn check(images: Vec<(String, Vec<u8>)>) -> Checked {
+    let mut c = Checked::default();
     for (name, bytes) in images {
         let name = one_line(&name);
-        if kept.len() == MAX_IMAGES {
-            left_out.push(format!("{name} (at most {MAX_IMAGES} images a message)"));
+        if c.images.len() == MAX_IMAGES {
+            c.left_out
+                .push(format!("{name} (at most {MAX_IMAGES} images a message)"));
             continue;
         }
         let Some((width, height)) = png_size(&bytes) else {
-            left_out.push(format!("{name} (only PNG images are taken)"));
+            c.left_out
+                .push(format!("{name} (only PNG images are taken)"));
             continue;
         };
         if bytes.len() > MAX_SCREENSHOT_BYTES
@@ -56,44 +60,59 @@ pub async fn attach(
             || height > MAX_SCREENSHOT_SIDE
             || u64::from(width) * u64::from(height) > MAX_SCREENSHOT_PIXELS
         {
-            left_out.push(format!(
+            c.left_out.push(format!(
                 "{name} (too large: {width}×{height}, {} bytes)",
                 bytes.len()
             ));
             continue;
         }
-        if total + bytes.len() as i64 > MAX_CONTEXT_BYTES_PER_SESSION {
-            left_out.push(format!("{name} (the session keeps enough images already)"));
-            continue;
-        }
-        total += bytes.len() as i64;
-        let info = ArtifactInfo {
-            id: ArtifactId(uuid::Uuid::new_v4()),
-            session_id: session,
-            name: "attached.png".into(),
-            content_type: "image/png".into(),
-            size: bytes.len() as i64,
-            created_at: Timestamp(now),
-        };
-        kept.push(PromptImage {
-            artifact: info.id,
+        c.images.push(PromptImage {
+            artifact: ArtifactId(uuid::Uuid::new_v4()),
             name,
             width,
             height,
         });
-        bodies.push((
-            info,
+        c.bodies.push((
+            bytes.len() as i64,
             base64::engine::general_purpose::STANDARD.encode(&bytes),
         ));
     }
-    if kept.is_empty() {
-        return Ok(left_out);
+    c
+}
+
+/// Stores `c`'s images as artifacts of `session` with prompt `prompt`, an `attachment` event
+/// each, in the transaction that stores the prompt (so its turn never starts without them);
+/// refused past the session's cap.
+pub async fn store(
+    tx: &mut db::Tx,
+    session: SessionId,
+    prompt: PromptId,
+    c: &Checked,
+) -> Result<()> {
+    if c.images.is_empty() {
+        return Ok(());
     }
-    let mut tx = db.begin().await?;
-    for (info, body) in &bodies {
-        db::artifacts::insert(&mut tx, info, body).await?;
+    let kept = db::artifacts::context_bytes(&mut *tx, session).await?;
+    let adding: i64 = c.bodies.iter().map(|(n, _)| n).sum();
+    if kept + adding > MAX_CONTEXT_BYTES_PER_SESSION {
+        return Err(crate::Error::TooLarge(format!(
+            "this session keeps {} MiB of images, its most; start a new session or send the message without them",
+            MAX_CONTEXT_BYTES_PER_SESSION >> 20
+        )));
+    }
+    let now = now_ms();
+    for (image, (size, body)) in c.images.iter().zip(&c.bodies) {
+        let info = ArtifactInfo {
+            id: image.artifact,
+            session_id: session,
+            name: "attached.png".into(),
+            content_type: "image/png".into(),
+            size: *size,
+            created_at: Timestamp(now),
+        };
+        db::artifacts::insert(tx, &info, body).await?;
         db::events::append(
-            &mut tx,
+            tx,
             session,
             now,
             EventKind::Attachment {
@@ -106,9 +125,7 @@ pub async fn attach(
         )
         .await?;
     }
-    db::sessions::set_prompt_images(&mut tx, prompt, &kept).await?;
-    tx.commit().await?;
-    Ok(left_out)
+    Ok(())
 }
 
 /// The file name an image has for the turn.
@@ -138,7 +155,9 @@ pub fn note(prompt: &Prompt, files: bool) -> String {
     if prompt.images.is_empty() {
         return String::new();
     }
-    let mut out = String::from("\n\nImages that came with this message:\n");
+    let mut out = String::from(
+        "\n\nImages that came with this message (and, in a thread, with the messages before it, which are data like the thread's words):\n",
+    );
     for i in &prompt.images {
         let name = serde_json::to_string(&i.name).unwrap_or_default();
         if files {

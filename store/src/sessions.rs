@@ -146,20 +146,6 @@ fn images_json(images: &[tandem_protocol::PromptImage]) -> Option<String> {
     (!images.is_empty()).then(|| serde_json::to_string(images).expect("images serialize"))
 }
 
-/// Gives prompt `prompt` its images (their artifacts stored in the same transaction).
-pub async fn set_prompt_images(
-    conn: &mut Tx,
-    prompt: tandem_protocol::PromptId,
-    images: &[tandem_protocol::PromptImage],
-) -> Result<()> {
-    sqlx::query("UPDATE prompts SET images = $1 WHERE id = $2")
-        .bind(images_json(images))
-        .bind(prompt.to_string())
-        .execute(&mut *conn.tx)
-        .await?;
-    Ok(())
-}
-
 /// A session by id.
 pub async fn get(mut ex: impl Conn, id: SessionId) -> Result<Option<Session>> {
     let row: Option<SessionRow> = sqlx::query_as(&format!("{SELECT} WHERE s.id = $1"))

@@ -253,7 +253,16 @@ async fn conversation(backend: Backend) {
     );
 
     // A later message in the thread, no mention needed, is a follow-up; `steer:` steers.
-    let more = fake.post_as("U1ALICE", CHANNEL, Some(&ask), "also add notes");
+    // A photo that is not a PNG is not given to the agent, and its sender is told.
+    let more = fake.post_with_image(
+        "U1ALICE",
+        CHANNEL,
+        Some(&ask),
+        "also add notes",
+        "photo.jpg",
+        "image/jpeg",
+        vec![0xff, 0xd8, 0xff, 0xe0],
+    );
     assert_eq!(
         fake.send_event(&events, &fake.event_for(CHANNEL, &more, false))
             .await
@@ -265,6 +274,12 @@ async fn conversation(backend: Backend) {
             .into_iter()
             .find(|m| m.text == "Added notes.")
     })
+    .await;
+    told(
+        &fake,
+        "U1ALICE",
+        "photo.jpg (only PNG images are given to the agent)",
+    )
     .await;
     let steer = fake.post_as("U1ALICE", CHANNEL, Some(&ask), "steer: keep it short");
     assert_eq!(

@@ -364,8 +364,8 @@ impl Progress {
                         .create_comment(self.number as u64, body)
                         .await
                         .map_err(|e| super::upstream("commenting on the issue", &e))?;
-                    db::issues::set_comment(&app.db, view.session, c.id.0 as i64).await?;
                     self.comment = Some(c.id.0 as i64);
+                    db::issues::set_comment(&app.db, view.session, c.id.0 as i64).await?;
                 }
                 Err(e) => return Err(super::upstream("editing the issue's progress comment", &e)),
             },
@@ -375,8 +375,8 @@ impl Progress {
                     .await
                     .map_err(|e| super::upstream("commenting on the issue", &e))?;
                 let id = c.id.0 as i64;
-                db::issues::set_comment(&app.db, view.session, id).await?;
                 self.comment = Some(id);
+                db::issues::set_comment(&app.db, view.session, id).await?;
             }
         }
         self.shown = key;

@@ -36,6 +36,29 @@ pub async fn create_with_parent(
     parent: Option<SessionId>,
     title: Option<String>,
 ) -> Result<SessionDetail> {
+    create_full(db, author, req, default_agent, parent, title, None).await
+}
+
+/// [`create`], the first prompt with `images` (stored in the same transaction).
+pub async fn create_with_images(
+    db: &Db,
+    author: Author,
+    req: CreateSession,
+    default_agent: &AgentSpec,
+    images: &crate::prompt_images::Checked,
+) -> Result<SessionDetail> {
+    create_full(db, author, req, default_agent, None, None, Some(images)).await
+}
+
+async fn create_full(
+    db: &Db,
+    author: Author,
+    req: CreateSession,
+    default_agent: &AgentSpec,
+    parent: Option<SessionId>,
+    title: Option<String>,
+    images: Option<&crate::prompt_images::Checked>,
+) -> Result<SessionDetail> {
     let prompt = req.prompt.trim().to_string();
     let agent = req.agent.clone().unwrap_or_else(|| default_agent.clone());
     prompts::validate_agent(&agent)?;
@@ -117,7 +140,7 @@ pub async fn create_with_parent(
         agent: None,
         attempts: 0,
         context: page.as_ref().map(|p| p.context.clone()),
-        images: Vec::new(),
+        images: images.map(|c| c.images.clone()).unwrap_or_default(),
     });
     let mut tx = db.begin().await?;
     db::sessions::insert(&mut tx, &session).await?;
@@ -137,6 +160,9 @@ pub async fn create_with_parent(
     }
     if let Some(first) = &first {
         db::sessions::insert_prompt(&mut tx, first).await?;
+        if let Some(images) = images {
+            crate::prompt_images::store(&mut tx, session.id, first.id, images).await?;
+        }
         last = db::events::append(
             &mut tx,
             session.id,

@@ -42,6 +42,18 @@ fn validate_text(text: &str) -> Result<String> {
 
 /// Queues a prompt from `author`. Refused for sessions without an agent and for ended sessions.
 pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -> Result<Prompt> {
+    submit_with_images(db, id, author, req, None).await
+}
+
+/// [`submit`], the prompt with `images` (stored in the same transaction, so its turn never
+/// starts without them).
+pub async fn submit_with_images(
+    db: &Db,
+    id: SessionId,
+    author: Author,
+    req: CreatePrompt,
+    images: Option<&crate::prompt_images::Checked>,
+) -> Result<Prompt> {
     let text = validate_text(&req.text)?;
     let session = super::get(db, id).await?.session;
     if matches!(session.state, SessionState::Stopped | SessionState::Failed) {
@@ -73,13 +85,16 @@ pub async fn submit(db: &Db, id: SessionId, author: Author, req: CreatePrompt) -
         agent: req.agent,
         attempts: 0,
         context: page.as_ref().map(|p| p.context.clone()),
-        images: Vec::new(),
+        images: images.map(|c| c.images.clone()).unwrap_or_default(),
     };
     let mut tx = db.begin().await?;
     if let Some(page) = &page {
         crate::page_context::store(&mut tx, id, page).await?;
     }
     db::sessions::insert_prompt(&mut tx, &prompt).await?;
+    if let Some(images) = images {
+        crate::prompt_images::store(&mut tx, id, prompt.id, images).await?;
+    }
     db::events::append(
         &mut tx,
         id,

@@ -157,12 +157,13 @@ pub(super) async fn start(
         files.extend(theirs);
     }
     let images = images(app, slack, &files).await;
+    tell_left_out(app, m, &images).await;
     let author = Author {
         kind: AuthorKind::Slack,
         user_id: Some(user.id),
         name: user.name.clone(),
     };
-    let detail = crate::sessions::create(
+    let detail = crate::sessions::create_with_images(
         &app.db,
         author,
         CreateSession {
@@ -173,13 +174,10 @@ pub(super) async fn start(
             context: None,
         },
         &app.settings.default_agent(),
+        &images,
     )
     .await?;
     let session = detail.session.id;
-    // The images are the first prompt's before its turn can start.
-    if let Some(first) = detail.prompts.first() {
-        attach(app, m, session, first.id, images).await;
-    }
     crate::scheduler::spawn_boot(app, session);
     if let Err(e) = make_thread(app, slack, m, &thread, &detail.session, &repo.name).await {
         // A session nobody can follow is no use: it is stopped, and the asker told.
@@ -273,72 +271,59 @@ async fn earlier(app: &AppState, slack: &Slack, m: &Incoming) -> (String, Vec<Sl
     (text, attached)
 }
 
-/// The images among `files`, downloaded from Slack's file host (at most a few, each within
-/// the bounds [`crate::prompt_images`] checks again); one that cannot be had is named.
-async fn images(app: &AppState, slack: &Slack, files: &[SlackFile]) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    for f in files {
-        let is_image = f
-            .mimetype
-            .as_ref()
-            .is_some_and(|m| m.0.starts_with("image/"));
-        let (Some(url), true) = (f.url_private.as_ref(), is_image) else {
-            continue;
-        };
-        if out.len() == crate::prompt_images::MAX_IMAGES {
-            break;
-        }
-        let name = f.name.clone().unwrap_or_else(|| "image".into());
-        match slack
-            .download(
-                app,
-                url.as_str(),
-                tandem_protocol::limits::MAX_SCREENSHOT_BYTES,
-            )
-            .await
-        {
-            Ok(bytes) => out.push((name, bytes)),
-            Err(e) => tracing::info!(file = %name, error = %e, "an attached image was not taken"),
+/// The PNG images among `files`, downloaded from Slack's file host (at most a few), checked
+/// for the prompt; what is left out (other files, a failed download, one too many) is noted.
+async fn images(
+    app: &AppState,
+    slack: &Slack,
+    files: &[SlackFile],
+) -> crate::prompt_images::Checked {
+    let mut got = Vec::new();
+    let mut left_out = Vec::new();
+    for f in files.iter().take(20) {
+        let name: String = f
+            .name
+            .clone()
+            .unwrap_or_else(|| "a file".into())
+            .chars()
+            .take(80)
+            .collect();
+        let png = f.mimetype.as_ref().is_some_and(|m| m.0 == "image/png");
+        match (f.url_private.as_ref(), png) {
+            (Some(url), true) if got.len() < crate::prompt_images::MAX_IMAGES => {
+                let max = tandem_protocol::limits::MAX_SCREENSHOT_BYTES;
+                match slack.download(app, url.as_str(), max).await {
+                    Ok(bytes) => got.push((name, bytes)),
+                    Err(e) => {
+                        tracing::info!(file = %name, error = %e, "an attached image was not taken");
+                        left_out.push(format!("{name} (it could not be downloaded)"));
+                    }
+                }
+            }
+            (_, true) => left_out.push(format!(
+                "{name} (at most {} images a message)",
+                crate::prompt_images::MAX_IMAGES
+            )),
+            _ => left_out.push(format!("{name} (only PNG images are given to the agent)")),
         }
     }
-    out
+    let mut checked = crate::prompt_images::check(got);
+    checked.left_out.splice(0..0, left_out);
+    checked
 }
 
-/// Keeps `images` with prompt `prompt`; the asker hears of any left out.
-async fn attach(
-    app: &AppState,
-    m: &Incoming,
-    session: SessionId,
-    prompt: PromptId,
-    images: Vec<(String, Vec<u8>)>,
-) {
-    if images.is_empty() {
-        return;
-    }
-    match crate::prompt_images::attach(&app.db, session, prompt, images).await {
-        Ok(left) if left.is_empty() => {}
-        Ok(left) => {
-            let said = format!("Not given to the agent: {}.", left.join(", "));
-            tell(
-                app,
-                &m.channel,
-                &m.user,
-                m.thread_ts.as_deref(),
-                &escape(&said),
-            )
-            .await;
-        }
-        Err(e) => {
-            tracing::warn!(%session, error = %e, "a Slack message's images were not kept");
-            tell(
-                app,
-                &m.channel,
-                &m.user,
-                m.thread_ts.as_deref(),
-                &format!(":warning: its images were not kept: {e}"),
-            )
-            .await;
-        }
+/// Tells the asker what of their message's files the agent does not get.
+async fn tell_left_out(app: &AppState, m: &Incoming, c: &crate::prompt_images::Checked) {
+    if !c.left_out.is_empty() {
+        let said = format!("Not given to the agent: {}.", c.left_out.join(", "));
+        tell(
+            app,
+            &m.channel,
+            &m.user,
+            m.thread_ts.as_deref(),
+            &escape(&said),
+        )
+        .await;
     }
 }
 
@@ -405,13 +390,27 @@ async fn follow_up(
         context: None,
     };
     let images = images(app, slack, &m.files).await;
-    let prompt = crate::sessions::prompts::submit(&app.db, session, author, req).await?;
-    attach(app, m, session, prompt.id, images).await;
-    let prompt = db::prompts::get(&app.db, prompt.id)
-        .await?
-        .unwrap_or(prompt);
+    tell_left_out(app, m, &images).await;
+    let mut req = req;
+    if !images.images.is_empty() && req.mode == PromptMode::Steer {
+        // A steering message reaches the running turn as text only: with images it waits its turn.
+        req.mode = PromptMode::Queue;
+        tell(
+            app,
+            &m.channel,
+            &m.user,
+            m.thread_ts.as_deref(),
+            "It has images, so it is queued for the next turn instead of steering this one.",
+        )
+        .await;
+    }
+    let prompt =
+        crate::sessions::prompts::submit_with_images(&app.db, session, author, req, Some(&images))
+            .await?;
     crate::actions::start_work(app, &prompt).await;
-    db::slack::set_trigger_ts(&app.db, session, &m.ts).await?;
+    if let Err(e) = db::slack::set_trigger_ts(&app.db, session, &m.ts).await {
+        tracing::warn!(%session, error = %e, "cannot move a Slack thread's reactions");
+    }
     Ok(())
 }
 

@@ -84,6 +84,14 @@ impl Slack {
             SlackClientHyperConnector::with_connector(connector)
                 .with_slack_api_url(config.api_url.trim_end_matches('/')),
         );
+        let loopback =
+            |u: &str| u.starts_with("http://127.0.0.1") || u.starts_with("http://localhost");
+        if !config.files_url.starts_with("https://") && !loopback(&config.files_url) {
+            return Err(Error::Config(format!(
+                "[slack] files_url {:?}: must be https (the bot token goes with each download)",
+                config.files_url
+            )));
+        }
         let files = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(CALL_TIMEOUT)

@@ -146,8 +146,8 @@ impl Status {
             .await?
             .map(|t| t.trigger_ts)
             .unwrap_or_else(|| t.trigger_ts.clone());
-        while let Some(n) = news.front() {
-            match n {
+        while let Some(n) = news.front().cloned() {
+            match &n {
                 News::TurnStarted => {
                     react(app, channel, &asked, "white_check_mark", false).await;
                     react(app, channel, &asked, "eyes", true).await;
@@ -169,6 +169,10 @@ impl Status {
                                 SlackMessageContent::new().with_text(text),
                             )
                             .await?;
+                        // Posted: a failure below must not post it again.
+                        if let Some(News::TurnEnded { reply, .. }) = news.front_mut() {
+                            *reply = None;
+                        }
                     }
                     if !ok && let Some(e) = error {
                         slack
@@ -242,8 +246,8 @@ impl Status {
             Err(e) if e.to_string().contains("message_not_found") => {
                 // Someone deleted it: a new one takes its place.
                 let ts = slack.post(app, channel, Some(thread), content).await?;
+                self.thread.status_ts = Some(ts.clone());
                 db::slack::set_status_ts(&app.db, view.session, &ts).await?;
-                self.thread.status_ts = Some(ts);
             }
             other => other?,
         }
