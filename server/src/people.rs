@@ -183,6 +183,25 @@ pub async fn revoke_invite(app: &AppState, by: &User, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// Sets a person's admin role from outside the people page (an identity provider's groups at
+/// sign-in); a demotion that would leave no active admin is not made (logged instead), so the
+/// last admin stays on every path. Whether the role changed.
+pub async fn set_role_keeping_an_admin(app: &AppState, id: UserId, admin: bool) -> Result<bool> {
+    let mut tx = app.db.begin().await?;
+    if !admin {
+        let person = db::users::get(&mut tx, id).await?;
+        let holds_the_last = person.is_some_and(|p| p.is_admin && p.deactivated_at.is_none())
+            && db::users::lock_active_admins(&mut tx).await? <= 1;
+        if holds_the_last {
+            tracing::warn!(%id, "kept the last active admin's role although their provider's groups no longer make them one");
+            return Ok(false);
+        }
+    }
+    let changed = db::users::set_admin(&mut tx, id, admin).await?;
+    tx.commit().await?;
+    Ok(changed)
+}
+
 /// Changes a person's role or deactivates (reactivates) them. The last active admin stays.
 pub async fn update(app: &AppState, by: &User, id: UserId, req: UpdatePerson) -> Result<User> {
     require_admin(by)?;
@@ -192,12 +211,13 @@ pub async fn update(app: &AppState, by: &User, id: UserId, req: UpdatePerson) ->
     let demotes = req.is_admin == Some(false) && person.is_admin;
     let deactivates = req.deactivated == Some(true) && person.deactivated_at.is_none();
     let now = now_ms();
-    // Counted inside the transaction that changes it (SQLite's writes queue behind it).
+    // Counted with the admins' rows held until this transaction ends: two admins demoting
+    // each other at once are serialized, and the second finds the last one.
     let mut tx = app.db.begin().await?;
     if (demotes || deactivates)
         && person.is_admin
         && person.deactivated_at.is_none()
-        && db::users::active_admins(&mut tx).await? <= 1
+        && db::users::lock_active_admins(&mut tx).await? <= 1
     {
         return Err(Error::Conflict(format!(
             "{} is the last active admin: make someone else an admin first",

@@ -129,6 +129,18 @@ pub async fn active_admins(mut ex: impl Conn) -> Result<i64> {
     Ok(n)
 }
 
+/// Counts the active admins while holding them: their rows stay locked (PostgreSQL) or the
+/// database's write lock held (SQLite) until the transaction ends, so two demotions at once
+/// are serialized and the second sees the first. A plain `COUNT(*)` in each of two concurrent
+/// READ COMMITTED transactions both see two admins, and both demote.
+pub async fn lock_active_admins(mut ex: impl Conn) -> Result<u64> {
+    let done =
+        sqlx::query("UPDATE users SET is_admin = 1 WHERE is_admin = 1 AND deactivated_at IS NULL")
+            .execute(ex.ex())
+            .await?;
+    Ok(done.rows_affected())
+}
+
 /// Sets whether `id` is an admin; whether the user exists.
 pub async fn set_admin(mut ex: impl Conn, id: UserId, is_admin: bool) -> Result<bool> {
     let done = sqlx::query("UPDATE users SET is_admin = $1 WHERE id = $2")

@@ -298,8 +298,13 @@ async fn a_webhook_starts_a_run_with_its_body_and_refuses_a_bad_token(s: TestSer
         .await
         .json();
     let text = detail["prompts"][0]["text"].as_str().unwrap();
+    // The body is data after the automation's words, never spliced into them.
     assert!(
-        text.starts_with("Fix this error: TypeError: total is undefined\nat cart.js:12\n"),
+        text.starts_with("Fix this error: ⟨body.title⟩\n⟨body.stack⟩\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"body.title\": \"TypeError: total is undefined\""),
         "{text}"
     );
     assert!(

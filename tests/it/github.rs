@@ -745,6 +745,43 @@ async fn a_session_becomes_a_pull_request_by_its_prompting_person_kept_up_to_dat
         .filter(|e| matches!(e.kind, EventKind::PrReview { .. }))
         .count();
     assert_eq!(reviews, 1, "a replayed delivery was handled again");
+    // Nor does the event header, which is not signed either: a signed check, replayed as a
+    // `status` delivery (which would read its `state` as a failing commit status), is the same
+    // signed body, handled once.
+    let both = json!({
+        "action": "completed",
+        "check_run": { "name": "ci / lint", "status": "completed", "conclusion": "success", "head_sha": pr.head_sha, "pull_requests": [{ "number": pr.number }] },
+        "context": "ci / lint", "state": "failure", "sha": pr.head_sha,
+        "repository": repo_json,
+    });
+    for event in ["check_run", "status"] {
+        assert_eq!(
+            FakeGithub::deliver_webhook(
+                &format!("{}/api/github/webhook", w.s.url),
+                WEBHOOK_SECRET,
+                event,
+                &both
+            )
+            .await,
+            200,
+            "{event}"
+        );
+    }
+    let lint: Vec<Option<String>> = events(&w.s, id)
+        .await
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::PrCheck {
+                name, conclusion, ..
+            } if name == "ci / lint" => Some(conclusion),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        lint,
+        vec![Some("success".to_string())],
+        "the replay under another event was handled"
+    );
     assert!(evs.iter().any(|e| matches!(&e.kind, EventKind::PrCheck { name, conclusion, .. } if name == "ci / test" && conclusion.as_deref() == Some("success"))));
     // A failing check sends the session a follow-up from its repo's CI-failure automation, at
     // most its limit per pull request.

@@ -388,3 +388,65 @@ async fn deactivation_stops_every_credential_at_once(s: TestServer) {
         );
     }
 }
+
+matrix!(two_admins_demoting_each_other_at_once_leave_one_admin);
+/// The last admin stays under concurrency: two admins demote each other at the same instant,
+/// round after round; one demotion wins, the other is refused as the last admin's, and there is
+/// always an active admin left (PostgreSQL's READ COMMITTED let both counts see two admins).
+async fn two_admins_demoting_each_other_at_once_leave_one_admin(s: TestServer) {
+    let ann = invite(&s, "ann", true).await;
+    let bob = invite(&s, "bob", true).await;
+    let admin_id = s.get("/api/me").send().await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let demote = |by: &Invited, whom: &str| {
+        s.req(Method::PATCH, &format!("/api/people/{whom}"))
+            .bearer(&by.token)
+            .json(&json!({ "is_admin": false }))
+            .send()
+    };
+    let res = demote(&ann, &admin_id).await;
+    assert_eq!(
+        res.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    for round in 0..12 {
+        let (a, b) = tokio::join!(demote(&ann, &bob.id), demote(&bob, &ann.id));
+        let statuses = [a.status, b.status];
+        assert!(
+            statuses.contains(&StatusCode::OK) && statuses.contains(&StatusCode::CONFLICT),
+            "round {round}: one demotion wins and the other is refused, got {statuses:?}: {} / {}",
+            String::from_utf8_lossy(&a.body),
+            String::from_utf8_lossy(&b.body)
+        );
+        let admins = s
+            .get("/api/people/admins")
+            .bearer(&s.admin_token)
+            .send()
+            .await;
+        let admins = admins.json();
+        let admins = admins.as_array().expect("a list of admins");
+        assert_eq!(admins.len(), 1, "round {round}: {admins:?}");
+        // The one left makes the other an admin again for the next round.
+        let (survivor, other) = if a.status == StatusCode::OK {
+            (&ann, &bob)
+        } else {
+            (&bob, &ann)
+        };
+        let res = s
+            .req(Method::PATCH, &format!("/api/people/{}", other.id))
+            .bearer(&survivor.token)
+            .json(&json!({ "is_admin": true }))
+            .send()
+            .await;
+        assert_eq!(
+            res.status,
+            StatusCode::OK,
+            "{}",
+            String::from_utf8_lossy(&res.body)
+        );
+    }
+}

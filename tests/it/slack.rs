@@ -252,6 +252,21 @@ async fn conversation(backend: Backend) {
         "one status message"
     );
 
+    // Made private, the session's thread gets its state and a link from now on, never the
+    // agent's words: a Slack channel is not the session's access list.
+    let res =
+        w.s.req(Method::PUT, &format!("/api/sessions/{id}/visibility"))
+            .bearer(&w.s.admin_token)
+            .json(&json!({ "private": true }))
+            .send()
+            .await;
+    assert_eq!(
+        res.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+
     // A later message in the thread, no mention needed, is a follow-up; `steer:` steers.
     // A photo that is not a PNG is not given to the agent, and its sender is told.
     let more = fake.post_with_image(
@@ -269,12 +284,24 @@ async fn conversation(backend: Backend) {
             .0,
         200
     );
-    fake.wait_for("the follow-up's reply", |f| {
-        in_thread(f, &ask)
-            .into_iter()
-            .find(|m| m.text == "Added notes.")
-    })
-    .await;
+    let link = fake
+        .wait_for("the follow-up's reply, as a link", |f| {
+            in_thread(f, &ask)
+                .into_iter()
+                .find(|m| m.text.starts_with(":speech_balloon: The agent replied."))
+        })
+        .await;
+    assert!(
+        link.text.contains(&format!("/sessions/{id}")),
+        "{}",
+        link.text
+    );
+    assert!(
+        !in_thread(&fake, &ask)
+            .iter()
+            .any(|m| m.text.contains("Added notes.")),
+        "a private session's reply reached the Slack thread"
+    );
     told(
         &fake,
         "U1ALICE",

@@ -174,13 +174,12 @@ pub async fn receive(
     Ok(Outcome::Recorded)
 }
 
-/// Records the signed body (with its event) as handled; false when it was before. The delivery
-/// id is not signed: a captured delivery replayed under a new id is the same signed body.
+/// Records the signed body as handled; false when it was before. Neither the delivery id nor
+/// the event header is signed: a captured delivery replayed under a new id, or under another
+/// event's name (a check read as a commit status), is the same signed body, handled once.
 async fn first_signed(app: &AppState, event: &str, body: &[u8]) -> Result<bool> {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
-    h.update(event.as_bytes());
-    h.update(b"\n");
     h.update(body);
     let signed: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     Ok(db::github::first_delivery(&app.db, &format!("sha256-{signed}"), event, now_ms()).await?)

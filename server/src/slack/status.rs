@@ -34,8 +34,26 @@ fn session_url(app: &AppState, id: SessionId) -> String {
     format!("{}/sessions/{id}", app.public_url())
 }
 
-/// The status message's content for `view`.
-fn render(app: &AppState, view: &View) -> SlackMessageContent {
+/// Whether the session's thread gets its state and a link only, never the agent's words: a
+/// private session, or one of a repo not open to everyone. A Slack channel is not Tandem's
+/// access list (anyone in it, a guest or another company's member of a shared channel, reads
+/// what is posted), so what Tandem would show only to some people stays in Tandem. Read again
+/// before each batch of news: a session made private later goes quiet from then on.
+async fn quiet(app: &AppState, session: SessionId) -> Result<bool> {
+    let Some(s) = db::sessions::get(&app.db, session).await? else {
+        return Ok(true);
+    };
+    if s.private {
+        return Ok(true);
+    }
+    let open = db::repos::get(&app.db, s.repo_id)
+        .await?
+        .is_some_and(|r| r.access == tandem_protocol::people::RepoAccess::Everyone);
+    Ok(!open)
+}
+
+/// The status message's content for `view`; `quiet`: without the agent's current step.
+fn render(app: &AppState, view: &View, quiet: bool) -> SlackMessageContent {
     let mut lines = vec![
         format!("*{}*", escape_cut(&view.title, 150)),
         format!(
@@ -47,7 +65,7 @@ fn render(app: &AppState, view: &View) -> SlackMessageContent {
     ];
     if let Some(w) = &view.waiting {
         lines.push(format!(":warning: {}", escape_cut(w, 300)));
-    } else if let Some(step) = &view.step {
+    } else if let Some(step) = view.step.as_ref().filter(|_| !quiet) {
         lines.push(format!("_{}_", escape_cut(step, 150)));
     }
     if let Some((n, url)) = &view.pr {
@@ -98,6 +116,7 @@ pub fn first(app: &AppState, s: &Session, repo: &str) -> SlackMessageContent {
             pr: None,
             last_reply: None,
         },
+        true,
     )
 }
 
@@ -146,6 +165,7 @@ impl Status {
             .await?
             .map(|t| t.trigger_ts)
             .unwrap_or_else(|| t.trigger_ts.clone());
+        let quiet = quiet(app, view.session).await?;
         while let Some(n) = news.front().cloned() {
             match &n {
                 News::TurnStarted => {
@@ -155,7 +175,12 @@ impl Status {
                 News::TurnEnded { ok, reply, error } => {
                     if let Some(reply) = reply {
                         let mut text = escape_cut(reply, MAX_POST_CHARS);
-                        if reply.chars().count() > MAX_POST_CHARS {
+                        if quiet {
+                            text = format!(
+                                ":speech_balloon: The agent replied. <{}|Read it in the session.>",
+                                session_url(app, view.session)
+                            );
+                        } else if reply.chars().count() > MAX_POST_CHARS {
                             text.push_str(&format!(
                                 "\n<{}|The whole reply is in the session.>",
                                 session_url(app, view.session)
@@ -180,10 +205,17 @@ impl Status {
                                 app,
                                 channel,
                                 Some(thread),
-                                SlackMessageContent::new().with_text(format!(
-                                    ":warning: The turn did not finish: {}. Reply here to try again, or open the session.",
-                                    escape_cut(e, 500)
-                                )),
+                                SlackMessageContent::new().with_text(if quiet {
+                                    format!(
+                                        ":warning: The turn did not finish. <{}|Open the session> to see why; reply here to try again.",
+                                        session_url(app, view.session)
+                                    )
+                                } else {
+                                    format!(
+                                        ":warning: The turn did not finish: {}. Reply here to try again, or open the session.",
+                                        escape_cut(e, 500)
+                                    )
+                                }),
                             )
                             .await?;
                     }
@@ -225,7 +257,7 @@ impl Status {
         let Some(status_ts) = t.status_ts.clone() else {
             return Ok(None);
         };
-        let content = render(app, view);
+        let content = render(app, view, quiet);
         let key = format!(
             "{:?}|{:?}|{:?}|{:?}",
             view.state, view.step, view.waiting, view.pr
