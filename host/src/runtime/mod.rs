@@ -14,6 +14,8 @@ use crate::Result;
 
 pub mod disk;
 pub mod dns;
+#[cfg(test)]
+mod dns_internal_tests;
 pub mod doctor;
 mod inroot;
 pub mod kind;
