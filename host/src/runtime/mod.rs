@@ -156,7 +156,9 @@ pub enum Keep {
 pub trait Runtime: Send + Sync {
     /// Its name for people (`runc`, `crun`, `runsc`).
     fn name(&self) -> &str;
-    /// Starts a workspace; returns once its init runs.
+    /// Starts a workspace; returns once its init runs. A failed start undoes what it made but
+    /// keeps the writable layer (a resumed or forked session's work): the caller stops with
+    /// [`Keep::Nothing`] to drop a fresh one.
     fn start(&self, spec: WorkspaceSpec) -> BoxFuture<'_, Result<Workspace>>;
     /// Runs a command inside a running workspace and waits for it.
     fn exec<'a>(&'a self, id: &'a str, req: ExecRequest) -> BoxFuture<'a, Result<ExecOutput>>;

@@ -473,13 +473,14 @@ impl Runtime for OciRuntime {
             match tokio::time::timeout(Duration::from_secs(60), self.start_inner(&want, &dir)).await
             {
                 Ok(Ok(w)) => Ok(w),
-                // `Keep::Nothing` deletes only the workspace's own upper; a caller's upper stays.
+                // Everything the start made goes but the writable layer: it may be a resumed
+                // session's work, which only the caller knows (it drops a fresh one).
                 Ok(Err(e)) => {
-                    let _ = self.stop_inner(&want.id, Keep::Nothing).await;
+                    let _ = self.stop_inner(&want.id, Keep::Upper).await;
                     Err(e)
                 }
                 Err(_) => {
-                    let _ = self.stop_inner(&want.id, Keep::Nothing).await;
+                    let _ = self.stop_inner(&want.id, Keep::Upper).await;
                     Err(Error::Internal(format!(
                         "workspace {} did not start within 60 s",
                         want.id

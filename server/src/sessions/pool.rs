@@ -131,7 +131,7 @@ impl WarmPool {
                 snap.id,
                 snap.commit.as_deref(),
                 &wid,
-                None,
+                Keep::Nothing,
             )
             .await?;
             self.put(

@@ -15,6 +15,7 @@ mod checkout;
 mod cluster;
 mod lifecycle;
 mod pool_and_forks;
+mod resume_failures;
 
 async fn server() -> Option<TestServer> {
     crate::workspaces::server(|_| {}).await

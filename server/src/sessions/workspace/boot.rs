@@ -115,7 +115,15 @@ pub(super) async fn boot_inner(
             return Ok((w.workspace_id.clone(), w.init_pid));
         }
         let wid = workspace_id(id);
-        let init_pid = start_on(host, &repo, snap.id, snap.commit.as_deref(), &wid, None).await?;
+        let init_pid = start_on(
+            host,
+            &repo,
+            snap.id,
+            snap.commit.as_deref(),
+            &wid,
+            Keep::Nothing,
+        )
+        .await?;
         Ok::<_, Error>((wid, init_pid))
     };
     // The mirror fetches the remote's delta while the container starts.

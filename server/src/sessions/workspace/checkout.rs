@@ -128,7 +128,44 @@ rm -f "$GIT_INDEX_FILE""#;
     })
 }
 
-/// The session's changes: live from the workspace, or as kept when it stopped.
+/// Computes the diff of running workspace `wid` and keeps it as session `id`'s: what it shows
+/// once stopped or suspended. One that cannot be computed is kept as a note saying why.
+pub(super) async fn keep_diff(
+    host: &Host,
+    id: SessionId,
+    wid: &str,
+    base: Option<&str>,
+) -> Result<Diff> {
+    let diff = compute_diff(host, wid, base)
+        .await
+        .unwrap_or_else(|e| Diff {
+            base: base.map(str::to_string),
+            patch: format!("(the diff could not be computed: {e})"),
+            files: vec![],
+            truncated: false,
+        });
+    write_diff(host, id, &diff)?;
+    Ok(diff)
+}
+
+pub(super) fn write_diff(host: &Host, id: SessionId, diff: &Diff) -> Result<()> {
+    let file = diff_file(host, id);
+    std::fs::create_dir_all(file.parent().unwrap_or(&host.data_dir))?;
+    std::fs::write(
+        &file,
+        serde_json::to_vec(diff).map_err(|e| Error::Internal(e.to_string()))?,
+    )?;
+    Ok(())
+}
+
+/// The diff kept when session `id` stopped or was suspended, if there is one.
+pub(super) fn stored_diff(host: &Host, id: SessionId) -> Option<Diff> {
+    let bytes = std::fs::read(diff_file(host, id)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The session's changes: live from the workspace, or as kept when it stopped or was suspended
+/// (computed in its workspace then: host-side git never reads a tree a workspace wrote).
 pub async fn diff(db: &Db, host: &Host, id: SessionId) -> Result<Diff> {
     let session = db::sessions::get(db, id)
         .await?
@@ -138,16 +175,22 @@ pub async fn diff(db: &Db, host: &Host, id: SessionId) -> Result<Diff> {
         let (wid, base) = (live.id, live.base_commit);
         return compute_diff(host, &wid, base.as_deref()).await;
     }
-    match std::fs::read(diff_file(host, id)) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map_err(|e| Error::Internal(format!("stored diff unreadable: {e}"))),
-        Err(_) => Ok(Diff {
-            base: None,
-            patch: String::new(),
-            files: vec![],
-            truncated: false,
-        }),
+    if diff_file(host, id).exists() {
+        return stored_diff(host, id)
+            .ok_or_else(|| Error::Internal(format!("session {id}'s stored diff is unreadable")));
     }
+    let patch = match session.state {
+        SessionState::Suspended => {
+            "(no diff was kept when this session was suspended: resume it to see its changes)"
+        }
+        _ => "",
+    };
+    Ok(Diff {
+        base: None,
+        patch: patch.into(),
+        files: vec![],
+        truncated: false,
+    })
 }
 
 /// A directory listing or a file of the session's checkout, through its agent (confined to

@@ -98,6 +98,17 @@ pub async fn fork(
         let t0 = Instant::now();
         let cid = child.id;
         let wid = workspace_id(cid);
+        // Recorded before it starts: a copy that does not start is kept, and resumed from here.
+        db::sessions::set_workspace(
+            db,
+            cid,
+            &host.host_id,
+            Some(&wid),
+            Some(snapshot),
+            base.as_deref(),
+            None,
+        )
+        .await?;
         let result = async {
             phase(
                 db,
@@ -107,7 +118,8 @@ pub async fn fork(
                 Some(format!("copy of session {id}")),
             )
             .await?;
-            let init_pid = start_on(host, &repo, snapshot, base.as_deref(), &wid, None).await?;
+            let init_pid =
+                start_on(host, &repo, snapshot, base.as_deref(), &wid, Keep::Upper).await?;
             db::sessions::set_workspace(
                 db,
                 cid,
@@ -121,7 +133,13 @@ pub async fn fork(
             run_start_commands(db, host, &repo, &wid, base.as_deref(), cid, t0).await
         }
         .await;
-        finish_start(db, host, cid, &wid, t0, result).await?;
+        match result {
+            Ok(()) => became_ready(db, cid, t0).await?,
+            // The copy stays, suspended, with the reason in its timeline; the others go on.
+            Err(e) => {
+                start_failed_keeping(db, host, cid, (&wid, snapshot, base.as_deref()), e).await?;
+            }
+        }
     }
     let mut out = Vec::new();
     for child in children {

@@ -25,20 +25,12 @@ pub async fn stop(db: &Db, host: &Host, id: SessionId, reason: Option<String>) -
     let row = db::sessions::workspace(db, id).await?;
     if let Some(wid) = row.as_ref().and_then(|r| r.workspace_id.clone()) {
         let base = row.and_then(|r| r.base_commit);
-        let diff = compute_diff(host, &wid, base.as_deref())
-            .await
-            .unwrap_or_else(|e| Diff {
-                base: base.clone(),
-                patch: format!("(the diff could not be computed: {e})"),
-                files: vec![],
-                truncated: false,
-            });
-        let file = diff_file(host, id);
-        std::fs::create_dir_all(file.parent().unwrap_or(&host.data_dir))?;
-        std::fs::write(
-            &file,
-            serde_json::to_vec(&diff).map_err(|e| Error::Internal(e.to_string()))?,
-        )?;
+        // A suspended session's diff was kept when it was suspended (nothing runs to compute
+        // it now).
+        let diff = match (session.state, stored_diff(host, id)) {
+            (SessionState::Suspended, Some(kept)) => kept,
+            _ => keep_diff(host, id, &wid, base.as_deref()).await?,
+        };
         host.runtime.stop(&wid, Keep::Upper).await?;
         event(
             db,
@@ -103,9 +95,12 @@ pub async fn workspace_died(db: &Db, host: &Host, id: SessionId, wid: &str) -> R
     Ok(())
 }
 
-/// Suspends a live session: its processes end, its writable layer stays for [`resume`].
+/// Suspends a live session: its processes end, its writable layer stays for [`resume`], and its
+/// diff is kept (computed in the workspace, as at a stop) so a suspended session shows its work.
 pub async fn suspend(db: &Db, host: &Host, id: SessionId) -> Result<()> {
-    let wid = live_workspace(db, id).await?.id;
+    let live = live_workspace(db, id).await?;
+    let wid = live.id;
+    keep_diff(host, id, &wid, live.base_commit.as_deref()).await?;
     host.runtime.stop(&wid, Keep::Upper).await?;
     let row = db::sessions::workspace(db, id).await?;
     let snapshot = row
@@ -134,7 +129,9 @@ pub async fn suspend(db: &Db, host: &Host, id: SessionId) -> Result<()> {
 }
 
 /// Resumes a suspended session: the same writable layer on the same snapshot, a new process
-/// tree, the recipe's `start` commands again.
+/// tree, the recipe's `start` commands again. A start that fails loses nothing: the session is
+/// suspended again with its layer and diff, the timeline says why, and the error (503) says
+/// what to do ([`start_failed_keeping`]).
 pub async fn resume(db: &Db, host: &Host, id: SessionId) -> Result<()> {
     let t0 = Instant::now();
     let session = db::sessions::get(db, id)
@@ -157,7 +154,25 @@ pub async fn resume(db: &Db, host: &Host, id: SessionId) -> Result<()> {
             "session {id} has no kept workspace to resume"
         )));
     };
-    transition(db, id, SessionState::Starting, Some("resuming".into())).await?;
+    // The claim: of two resumes at once, one starts it.
+    let claimed = {
+        let mut tx = db.begin().await?;
+        let from = db::sessions::transition_from(
+            &mut tx,
+            id,
+            &[SessionState::Suspended],
+            SessionState::Starting,
+            Some("resuming".into()),
+            now_ms(),
+        )
+        .await?;
+        tx.commit().await?;
+        from
+    };
+    if claimed != Some(SessionState::Suspended) {
+        return Err(Error::Conflict(format!("session {id} is being resumed")));
+    }
+    let base = row.base_commit.as_deref();
     let result = async {
         let repo = db::repos::get(db, session.repo_id)
             .await?
@@ -170,27 +185,27 @@ pub async fn resume(db: &Db, host: &Host, id: SessionId) -> Result<()> {
             Some("resuming the kept workspace".into()),
         )
         .await?;
-        let init_pid = start_on(
-            host,
-            &repo,
-            snapshot,
-            row.base_commit.as_deref(),
-            &wid,
-            None,
-        )
-        .await?;
+        let init_pid = start_on(host, &repo, snapshot, base, &wid, Keep::Upper).await?;
         db::sessions::set_workspace(
             db,
             id,
             &host.host_id,
             Some(&wid),
             Some(snapshot),
-            row.base_commit.as_deref(),
+            base,
             Some(init_pid.into()),
         )
         .await?;
-        run_start_commands(db, host, &repo, &wid, row.base_commit.as_deref(), id, t0).await
+        run_start_commands(db, host, &repo, &wid, base, id, t0).await
     }
     .await;
-    finish_start(db, host, id, &wid, t0, result).await
+    match result {
+        Ok(()) => {
+            became_ready(db, id, t0).await?;
+            // Live again: its diff is the workspace's own from now on.
+            let _ = std::fs::remove_file(diff_file(host, id));
+            Ok(())
+        }
+        Err(e) => Err(start_failed_keeping(db, host, id, (&wid, snapshot, base), e).await?),
+    }
 }

@@ -78,29 +78,37 @@ pub async fn spec_for(
 }
 
 /// Starts workspace `wid` on `snapshot` and waits for its agent; returns its init's host PID.
+/// `on_failure` says what a failed start does with its writable layer: [`Keep::Nothing`] (a
+/// fresh layer) stops the workspace and drops it; [`Keep::Upper`] (a person's work: a resumed
+/// session's own layer, a fork's copy) leaves both to the caller, which may still read the
+/// diff of a workspace that came up half-way before it stops it keeping the layer
+/// ([`start_failed_keeping`]).
 pub async fn start_on(
     host: &Host,
     repo: &Repo,
     snapshot: SnapshotId,
     commit: Option<&str>,
     wid: &str,
-    upper: Option<PathBuf>,
+    on_failure: Keep,
 ) -> Result<i32> {
-    let spec = spec_for(host, repo, snapshot, commit, wid, upper).await?;
-    let started = within(
-        "starting the workspace",
-        DEADLINE_STARTING,
-        host.runtime.start(spec),
-    )
-    .await?;
-    if let Err(e) = WorkspaceAgent::new(host, wid, started.pid)
-        .wait_ready(DEADLINE_AGENT)
-        .await
-    {
-        let _ = host.runtime.stop(wid, Keep::Nothing).await;
-        return Err(e.into());
+    let started = async {
+        let spec = spec_for(host, repo, snapshot, commit, wid, None).await?;
+        let started = within(
+            "starting the workspace",
+            DEADLINE_STARTING,
+            host.runtime.start(spec),
+        )
+        .await?;
+        WorkspaceAgent::new(host, wid, started.pid)
+            .wait_ready(DEADLINE_AGENT)
+            .await?;
+        Ok::<_, Error>(started.pid)
     }
-    Ok(started.pid)
+    .await;
+    if started.is_err() && on_failure == Keep::Nothing {
+        let _ = host.runtime.stop(wid, Keep::Nothing).await;
+    }
+    started
 }
 
 /// Runs the recipe's `start` commands (as of `commit`) with a `services` boot phase.
@@ -165,30 +173,45 @@ pub(super) async fn run_start_commands(
     .await
 }
 
-/// Ends a start: `ready` with its event, or `failed` with the reason and the workspace cleaned up.
-pub(super) async fn finish_start(
+/// A resumed or forked session whose workspace did not start. Its writable layer is the
+/// person's work, so nothing of it goes: the diff is taken again if the workspace came up (its
+/// start commands failed; otherwise the one kept at suspend stays), the workspace is stopped
+/// keeping its layer, the timeline says what failed and what to do, and the session is
+/// `suspended` again, which a resume takes. Returns the error for whoever asked: 503, the host
+/// cannot start it now.
+pub(super) async fn start_failed_keeping(
     db: &Db,
     host: &Host,
     id: SessionId,
-    wid: &str,
-    t0: Instant,
-    result: Result<()>,
-) -> Result<()> {
-    match result {
-        Ok(()) => became_ready(db, id, t0).await,
-        Err(e) => {
-            let message = format!("the workspace could not start: {e}");
-            event(
-                db,
-                id,
-                EventKind::Error {
-                    message: message.clone(),
-                },
-            )
-            .await?;
-            let _ = host.runtime.stop(wid, Keep::Upper).await;
-            transition(db, id, SessionState::Failed, Some(message)).await?;
-            Err(e)
-        }
+    (wid, snapshot, base): (&str, SnapshotId, Option<&str>),
+    e: Error,
+) -> Result<Error> {
+    tracing::warn!(session = %id, error = %e, "a kept workspace did not start; its layer stays");
+    if host.runtime.is_running(wid).await.unwrap_or(false)
+        && let Ok(diff) = compute_diff(host, wid, base).await
+    {
+        write_diff(host, id, &diff)?;
     }
+    let _ = host.runtime.stop(wid, Keep::Upper).await;
+    let message = format!(
+        "the workspace could not start: {e}. Nothing is lost: its files are kept and the session is suspended again; resume it once the cause is fixed, or take its diff"
+    );
+    event(
+        db,
+        id,
+        EventKind::Error {
+            message: message.clone(),
+        },
+    )
+    .await?;
+    db::sessions::set_workspace(db, id, &host.host_id, Some(wid), Some(snapshot), base, None)
+        .await?;
+    transition(
+        db,
+        id,
+        SessionState::Suspended,
+        Some("the workspace could not start; files kept".into()),
+    )
+    .await?;
+    Ok(Error::Unavailable(message))
 }

@@ -1,0 +1,206 @@
+//! A resumed session whose workspace cannot start loses nothing: its layer stays, its diff is
+//! readable, the timeline and the answer say why, and a resume works again once the cause is
+//! gone. A suspended session shows its diff.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+/// What keeps a resume from starting, each one a test can cause and take away again.
+#[derive(Clone, Copy, Debug)]
+enum Cause {
+    /// The agent binary bound into the workspace never answers.
+    SilentAgent,
+    /// The OCI runtime refuses to run the container (it finds one of that id already there).
+    RuntimeRefuses,
+    /// The workspace's disk cannot be attached (its image is immutable).
+    DiskRefused,
+}
+
+/// Where one test's server keeps things, and how each cause is made.
+struct Scene {
+    /// The agent binary the server binds into workspaces (a copy this test may replace).
+    agent: PathBuf,
+    /// The real agent, kept beside it.
+    real_agent: PathBuf,
+    /// The workspace's directory (its disk image inside).
+    dir: PathBuf,
+    /// The runtime's state directory of this workspace id.
+    runtime_state: PathBuf,
+}
+
+impl Scene {
+    fn cause(&self, c: Cause) {
+        match c {
+            Cause::SilentAgent => {
+                let tmp = self.agent.with_extension("new");
+                std::fs::write(&tmp, "#!/bin/sh\nexec sleep 600\n").unwrap();
+                std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                    .unwrap();
+                std::fs::rename(&tmp, &self.agent).unwrap();
+            }
+            Cause::RuntimeRefuses => std::fs::create_dir_all(&self.runtime_state).unwrap(),
+            Cause::DiskRefused => chattr(&self.dir.join("disk.img"), "+i"),
+        }
+    }
+
+    fn mend(&self, c: Cause) {
+        match c {
+            Cause::SilentAgent => std::fs::copy(&self.real_agent, &self.agent)
+                .map(drop)
+                .unwrap(),
+            // The runtime's own cleanup of the failed start may have taken it already.
+            Cause::RuntimeRefuses => {
+                let _ = std::fs::remove_dir_all(&self.runtime_state);
+            }
+            Cause::DiskRefused => chattr(&self.dir.join("disk.img"), "-i"),
+        }
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        // An immutable file would outlive the test's temp dir.
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(self.dir.join("disk.img"))
+            .status();
+    }
+}
+
+fn chattr(file: &Path, flag: &str) {
+    let ok = std::process::Command::new("chattr")
+        .arg(flag)
+        .arg(file)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "chattr {flag} {}", file.display());
+}
+
+async fn post(s: &TestServer, id: SessionId, action: &str) -> crate::harness::Res {
+    s.req(Method::POST, &format!("/api/sessions/{id}/{action}"))
+        .bearer(&s.admin_token)
+        .send()
+        .await
+}
+
+async fn diff(s: &TestServer, id: SessionId) -> Diff {
+    s.get(&format!("/api/sessions/{id}/diff"))
+        .send()
+        .await
+        .parse()
+}
+
+#[track_caller]
+fn assert_has_work(diff: &Diff, when: &str) {
+    assert!(
+        diff.files.iter().any(|f| f == "work.txt") && diff.patch.contains("+the person's work"),
+        "{when}: the diff lost the session's work: {diff:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_resume_that_cannot_start_keeps_the_layer_and_diff_and_a_later_resume_works() {
+    let bin = tempfile::tempdir().unwrap();
+    let real_agent =
+        Path::new(env!("CARGO_BIN_EXE_tandem")).with_file_name("tandem-workspace-agent");
+    let agent = bin.path().join("tandem-workspace-agent");
+    std::fs::copy(&real_agent, &agent).unwrap();
+    let a = agent.clone();
+    let Some(s) = crate::workspaces::server(move |c| c.agent_bin = Some(a)).await else {
+        return;
+    };
+    let id = ready_session(&s, "acme/resumable").await;
+    let out = exec(&s, id, "echo \"the person's work\" > work.txt").await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+
+    let res = post(&s, id, "suspend").await;
+    assert_eq!(
+        res.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    assert_has_work(&diff(&s, id).await, "suspended");
+
+    let host = s.state.workspaces().unwrap();
+    let wid = tandem_server::sessions::workspace::workspace_id(id);
+    let dir = host.runtime.workspace_dir(&wid);
+    let runtime_state = dir
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("runtime")
+        .join(host.runtime.name())
+        .join(&wid);
+    let scene = Scene {
+        agent,
+        real_agent,
+        dir: dir.clone(),
+        runtime_state,
+    };
+
+    for (cause, says) in [
+        (Cause::SilentAgent, "agent did not come up"),
+        (Cause::RuntimeRefuses, "already exists"),
+        (Cause::DiskRefused, "attaching a workspace disk"),
+    ] {
+        scene.cause(cause);
+        let res = post(&s, id, "resume").await;
+        let message = res.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+        assert!(
+            message.contains(says) && message.contains("resume it"),
+            "{cause:?}: the answer says what failed and what to do: {message}"
+        );
+        let d: SessionDetail = s.get(&format!("/api/sessions/{id}")).send().await.parse();
+        assert_eq!(
+            d.session.state,
+            SessionState::Suspended,
+            "{cause:?}: the session can be resumed again"
+        );
+        assert!(
+            events(&s, id).await.iter().any(|e| matches!(
+                &e.kind,
+                EventKind::Error { message } if message.contains(says) && message.contains("files are kept")
+            )),
+            "{cause:?}: the timeline says why"
+        );
+        assert!(
+            dir.join("disk.img").is_file(),
+            "{cause:?}: the workspace's disk (its layer) is kept"
+        );
+        assert_has_work(&diff(&s, id).await, &format!("{cause:?}"));
+
+        scene.mend(cause);
+        let res = post(&s, id, "resume").await;
+        assert_eq!(
+            res.status,
+            StatusCode::OK,
+            "{cause:?}: a resume once the cause is gone: {}",
+            String::from_utf8_lossy(&res.body)
+        );
+        assert_eq!(
+            exec(&s, id, "cat work.txt").await.stdout,
+            "the person's work\n",
+            "{cause:?}: the resumed workspace has the work"
+        );
+        assert_has_work(&diff(&s, id).await, &format!("{cause:?}, resumed"));
+        let res = post(&s, id, "suspend").await;
+        assert_eq!(
+            res.status,
+            StatusCode::OK,
+            "{}",
+            String::from_utf8_lossy(&res.body)
+        );
+    }
+    // Stopped from suspended: the kept diff is the stopped session's.
+    let res = post(&s, id, "stop").await;
+    assert_eq!(
+        res.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    assert_has_work(&diff(&s, id).await, "stopped after a suspend");
+}
