@@ -30,6 +30,7 @@ async fn sign_in_with_the_identity_provider_in_chromium() {
             allowed_groups: vec![],
             open_signup: false,
             admin_groups: vec![],
+            trust_email_verified: false,
             groups_claim: "groups".into(),
         }];
     })

@@ -25,6 +25,10 @@ pub struct Health {
     /// Whether this server can start sessions, and why not.
     #[serde(default)]
     pub workspaces: WorkspacesHealth,
+    /// What is unsafe in how this server is set up, though sessions run (a same-site
+    /// `code_url`).
+    #[serde(default)]
+    pub warnings: Vec<Problem>,
 }
 
 /// `Health::workspaces`: what stops sessions from starting or their agents from running here.
@@ -68,13 +72,16 @@ pub enum ProblemKind {
     AgentBinary,
     /// The agent needs a model and none is configured.
     Model,
+    /// `code_url` is on Tandem's own site (a warning: sessions run, but workspace pages are
+    /// same-site with Tandem).
+    CodeOrigin,
 }
 
 impl ProblemKind {
     /// True for problems that stop workspaces from starting at all (a missing model only
     /// stops turns).
     pub fn blocks_start(self) -> bool {
-        !matches!(self, ProblemKind::Model)
+        !matches!(self, ProblemKind::Model | ProblemKind::CodeOrigin)
     }
 }
 

@@ -270,6 +270,7 @@ async fn main() -> Result<()> {
         file_sets: Default::default(),
         local_repo_dirs: vec![std::env::temp_dir(), work.path().to_path_buf()],
         unsafe_code_on_tandem_origin: false,
+        unsafe_same_site_code_url: false,
         extension: Default::default(),
         automations: Default::default(),
         slack: None,

@@ -82,6 +82,33 @@ pub fn health(state: &crate::AppState) -> WorkspacesHealth {
     }
 }
 
+/// What is unsafe in this server's configuration though sessions run (`/api/health`'s
+/// `warnings`, `tandem doctor`, the dashboard's banner).
+pub fn warnings(config: &crate::config::Config) -> Vec<Problem> {
+    code_origin_problem(config).into_iter().collect()
+}
+
+/// A `code_url` on the same site (registrable domain) as the public URL: pages a workspace
+/// serves could set cookies Tandem's origin receives and make same-site requests to it.
+pub fn code_origin_problem(config: &crate::config::Config) -> Option<Problem> {
+    let public_url = config
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", config.listen));
+    let code = config.code_url.as_ref()?;
+    code.same_site_as(&public_url).then(|| {
+        problem(
+            ProblemKind::CodeOrigin,
+            format!(
+                "code_url ({}) is on the same site ({}) as Tandem's public URL ({public_url}): a page a workspace serves could set cookies Tandem receives and send it same-site requests",
+                code.wildcard(),
+                code.site()
+            ),
+            "serve VS Code from a separate registrable domain (as GitHub serves user content from another domain), e.g. code_url = \"https://{session}.tandem-usercontent.example\"; to keep this one anyway, set unsafe_same_site_code_url = true in tandem.toml",
+        )
+    })
+}
+
 /// The problem as one line for logs and API errors.
 pub fn sentence(p: &Problem) -> String {
     p.to_string()

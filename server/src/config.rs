@@ -73,6 +73,11 @@ pub struct Config {
     /// Serve VS Code on Tandem's own origin where it has none of its own. Unsafe: pages a
     /// workspace serves (VS Code, its extensions) then run next to Tandem's credentials.
     pub unsafe_code_on_tandem_origin: bool,
+    /// Serve VS Code on a `code_url` of the same site (registrable domain) as the public URL.
+    /// Unsafe: a page a workspace serves could then set cookies Tandem's origin receives and
+    /// send same-site requests; the server refuses to start with such a `code_url` unless this
+    /// says the admin insists, and then `tandem doctor` and the dashboard warn.
+    pub unsafe_same_site_code_url: bool,
     /// `[workspaces]`: every workspace's limits.
     pub workspaces: WorkspacesConfig,
     /// `[extension]`: the Chrome extension's package.
@@ -373,6 +378,8 @@ pub struct Overrides {
     pub runtime: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub database_url: Option<String>,
+    pub unsafe_same_site_code_url: bool,
+    #[serde(default)]
     pub public_url: Option<String>,
     pub web_dir: Option<PathBuf>,
     pub opencode_bin: Option<PathBuf>,
@@ -506,6 +513,7 @@ pub fn read_file_config(data_dir: &Path) -> Result<FileConfig> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
         Err(e) => Err(Error::Config(format!("{}: {e}", path.display()))),
+            unsafe_same_site_code_url: file.unsafe_same_site_code_url,
     }
 }
 

@@ -1,11 +1,13 @@
 //! Sign-in with OpenID Connect: the authorization code flow with PKCE, `state` and `nonce`
-//! (`openidconnect`). A sign-in in flight is a row (`state` hashed, with its nonce and PKCE
-//! verifier) taken once, and a cookie that ties it to the browser that started it. The ID token's
+//! (`openidconnect`). A sign-in in flight is a flow ([`crate::auth::flow`]: `state` hashed, bound
+//! to the browser that started it, with its nonce and PKCE verifier) taken once. The ID token's
 //! signature (against the provider's JWKS, fetched again once when a key is unknown: rotation),
 //! issuer, audience, expiry and nonce are checked by the library; then who may sign in (email
 //! domain, group) and the group → admin mapping. Only then is anyone created or linked:
-//! the identity (provider, subject) if known, else the person with that verified email, else a
-//! new person (just-in-time).
+//! the identity (provider, subject) if known, else — from a provider the admin trusts for it
+//! (`trust_email_verified`) — the person with that verified email, else a new person
+//! (just-in-time). A person's groups are kept as `<provider>:<group>`, so one provider's group
+//! never satisfies a grant meant for another's.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,10 +19,9 @@ use openidconnect::{
     Nonce, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope, SignatureVerificationError,
     TokenResponse,
 };
-use tandem_protocol::limits::OIDC_FLOW_TTL_SECS;
 use tandem_protocol::{Timestamp, User};
 
-use crate::auth::{hash_secret, new_user_id};
+use crate::auth::{flow, new_user_id};
 use crate::config::oidc::OidcConfig;
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
@@ -29,9 +30,6 @@ use crate::{Error, Result, db, now_ms};
 const METADATA_TTL: Duration = Duration::from_secs(3600);
 /// How long one call to a provider may take.
 const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The cookie that ties a sign-in in flight to its browser.
-pub const STATE_COOKIE: &str = "tandem_oidc_state";
 
 /// The configured providers' discovery documents (with their keys), fetched lazily.
 #[derive(Default)]
@@ -109,8 +107,18 @@ async fn client_secret(app: &AppState, p: &OidcConfig) -> Result<ClientSecret> {
         })
 }
 
-/// Starts a sign-in: the provider's authorization URL and the `state` for the browser cookie.
-pub async fn begin(app: &AppState, p: &OidcConfig) -> Result<(String, String)> {
+/// The kind of provider `p`'s flows.
+fn flow_kind(p: &OidcConfig) -> String {
+    format!("oidc:{}", p.id)
+}
+
+/// Starts a sign-in from the browser of `headers`: the provider's authorization URL and the
+/// `Set-Cookie` line binding the flow to this browser.
+pub async fn begin(
+    app: &AppState,
+    p: &OidcConfig,
+    headers: &axum::http::HeaderMap,
+) -> Result<(String, String)> {
     let m = metadata(app, p, false).await?;
     let client = CoreClient::from_provider_metadata(
         m,
@@ -119,31 +127,29 @@ pub async fn begin(app: &AppState, p: &OidcConfig) -> Result<(String, String)> {
     )
     .set_redirect_uri(redirect_uri(app, p)?);
     let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let nonce = Nonce::new_random();
+    // The flow's own state (random, kept hashed, bound to this browser) is the `state` sent.
+    let started = flow::start(
+        app,
+        headers,
+        &flow_kind(p),
+        None,
+        serde_json::json!({ "nonce": nonce.secret(), "pkce_verifier": verifier.secret() }),
+    )
+    .await?;
+    let state = started.state.clone();
     let mut req = client
         .authorize_url(
             CoreAuthenticationFlow::AuthorizationCode,
-            CsrfToken::new_random,
-            Nonce::new_random,
+            move || CsrfToken::new(state),
+            move || nonce,
         )
         .set_pkce_challenge(challenge);
     for s in &p.scopes {
         req = req.add_scope(Scope::new(s.clone()));
     }
-    let (url, state, nonce) = req.url();
-    let now = now_ms();
-    db::people::insert_flow(
-        &app.db,
-        &hash_secret(state.secret()),
-        &db::people::Flow {
-            provider: p.id.clone(),
-            nonce: nonce.secret().clone(),
-            pkce_verifier: verifier.secret().clone(),
-        },
-        now,
-        now + OIDC_FLOW_TTL_SECS * 1000,
-    )
-    .await?;
-    Ok((url.to_string(), state.secret().clone()))
+    let (url, _, _) = req.url();
+    Ok((url.to_string(), started.cookie))
 }
 
 /// What the provider says of the person, once the ID token holds.
@@ -156,29 +162,24 @@ struct Claims {
     groups: Vec<String>,
 }
 
-/// Completes a sign-in: checks `state` (against the browser's cookie and the flow in flight,
-/// once), exchanges `code`, checks the ID token and who may sign in, then finds, links or
-/// creates the person. A refusal creates nothing.
+/// Completes a sign-in: takes the flow `state` names (this browser's, of this provider, once),
+/// exchanges `code`, checks the ID token and who may sign in, then finds, links or creates the
+/// person. It signs in only: it never links to whoever is signed in. A refusal creates nothing.
 pub async fn complete(
     app: &AppState,
     p: &OidcConfig,
+    headers: &axum::http::HeaderMap,
     code: &str,
     state: &str,
-    cookie_state: Option<&str>,
 ) -> Result<User> {
-    if cookie_state != Some(state) {
-        return Err(Error::Unauthorized(
-            "this sign-in was not started from this browser (state mismatch); start again".into(),
-        ));
-    }
-    let flow = db::people::take_flow(&app.db, &hash_secret(state), now_ms())
-        .await?
-        .filter(|f| f.provider == p.id)
-        .ok_or_else(|| {
-            Error::Unauthorized(
-                "this sign-in was already used or has expired (state unknown); start again".into(),
-            )
-        })?;
+    let taken = flow::take(app, headers, &flow_kind(p), state).await?;
+    let field = |k: &str| {
+        taken.data[k]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| Error::Internal(format!("a stored sign-in lacks its {k}")))
+    };
+    let (nonce, pkce_verifier) = (field("nonce")?, field("pkce_verifier")?);
     let secret = client_secret(app, p).await?;
     let m = metadata(app, p, false).await?;
     let client = CoreClient::from_provider_metadata(
@@ -190,7 +191,7 @@ pub async fn complete(
     let token = client
         .exchange_code(AuthorizationCode::new(code.to_string()))
         .map_err(|e| Error::Unavailable(format!("{} has no token endpoint: {e}", p.label)))?
-        .set_pkce_verifier(PkceCodeVerifier::new(flow.pkce_verifier.clone()))
+        .set_pkce_verifier(PkceCodeVerifier::new(pkce_verifier))
         .request_async(&http()?)
         .await
         .map_err(|e| {
@@ -202,7 +203,7 @@ pub async fn complete(
     let id_token = token
         .id_token()
         .ok_or_else(|| Error::Unauthorized(format!("{} sent no ID token; start again", p.label)))?;
-    let nonce = Nonce::new(flow.nonce.clone());
+    let nonce = Nonce::new(nonce);
     let verified = match id_token.claims(&client.id_token_verifier(), &nonce) {
         Ok(c) => Ok(c.clone()),
         // A key it does not know: the provider may have rotated its keys. Fetch them again once.
@@ -316,6 +317,15 @@ fn allowed(p: &OidcConfig, c: &Claims) -> Result<()> {
     Ok(())
 }
 
+/// The email `p` says is verified, if the admin trusts `p` for that (`trust_email_verified`):
+/// only such an email links to an existing person or is recorded (it is who a Slack user's
+/// email finds, too). A provider whose people set their own email and its flag is not trusted.
+fn vouched_email<'c>(p: &OidcConfig, c: &'c Claims) -> Option<&'c str> {
+    c.email
+        .as_deref()
+        .filter(|_| c.email_verified && p.trust_email_verified)
+}
+
 /// Finds, links or creates the person the claims name.
 async fn sign_in(app: &AppState, p: &OidcConfig, c: Claims) -> Result<User> {
     let admin =
@@ -327,7 +337,7 @@ async fn sign_in(app: &AppState, p: &OidcConfig, c: Claims) -> Result<User> {
     let user = match known {
         Some(u) => crate::auth::active(u)?,
         None => {
-            let by_email = match c.email.as_deref().filter(|_| c.email_verified) {
+            let by_email = match vouched_email(p, &c) {
                 Some(e) => db::users::by_email(&app.db, e).await?,
                 None => None,
             };
@@ -352,13 +362,7 @@ async fn sign_in(app: &AppState, p: &OidcConfig, c: Claims) -> Result<User> {
                                 .map(str::to_string)
                         })
                         .unwrap_or_else(|| format!("{}-user", p.id));
-                    new_person(
-                        &mut tx,
-                        &base,
-                        c.email.as_deref().filter(|_| c.email_verified),
-                        admin.unwrap_or(false),
-                    )
-                    .await?
+                    new_person(&mut tx, &base, vouched_email(p, &c), admin.unwrap_or(false)).await?
                 }
             };
             db::people::link_identity(&mut tx, &p.id, &c.subject, user.id, now_ms()).await?;
@@ -366,15 +370,10 @@ async fn sign_in(app: &AppState, p: &OidcConfig, c: Claims) -> Result<User> {
             user
         }
     };
-    db::users::set_profile(
-        &app.db,
-        user.id,
-        c.email.as_deref().filter(|_| c.email_verified),
-        &c.groups,
-    )
-    .await?;
+    let groups: Vec<String> = c.groups.iter().map(|g| format!("{}:{g}", p.id)).collect();
+    db::users::set_profile(&app.db, user.id, vouched_email(p, &c), &groups).await?;
     if let Some(a) = admin.filter(|a| *a != user.is_admin) {
-        db::users::set_admin(&app.db, user.id, a).await?;
+        crate::people::set_role_keeping_an_admin(app, user.id, a).await?;
     }
     app.permissions.forget(user.id);
     db::users::get(&app.db, user.id)
@@ -428,6 +427,7 @@ mod tests {
             allowed_groups: groups.iter().map(|d| d.to_string()).collect(),
             open_signup: false,
             admin_groups: vec![],
+            trust_email_verified: false,
             groups_claim: "groups".into(),
         }
     }

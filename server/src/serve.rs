@@ -55,6 +55,12 @@ impl Server {
             .code_url
             .take()
             .or_else(|| crate::config::code_origin::CodeOrigin::beside(&public_url));
+        // Workspace content on Tandem's own site only where the admin insists.
+        if let Some(p) = crate::availability::code_origin_problem(&config)
+            && !config.unsafe_same_site_code_url
+        {
+            return Err(Error::Config(format!("{}; {}", p.message, p.fix)));
+        }
         let secrets = Arc::new(crate::secrets::Secrets::load_or_create(&config.data_dir)?);
         let settings = Arc::new(crate::settings::Settings::load(&db, &config).await?);
         // The file's `[github]`, else the App set on the settings page.

@@ -39,12 +39,13 @@ pub async fn account_of(mut ex: impl Conn, user: UserId) -> Result<Option<Accoun
         .await?)
 }
 
-/// Links (or refreshes) `account`.
-pub async fn put_account(mut ex: impl Conn, a: &Account, now: i64) -> Result<()> {
+/// Links `a`: a new link only. A person already linked to a GitHub account, or a GitHub account
+/// already linked to a person, is refused by the table's unique keys (a unique violation), never
+/// replaced: unlinking is its own action ([`unlink`]).
+pub async fn link_account(mut ex: impl Conn, a: &Account, now: i64) -> Result<()> {
     sqlx::query(
         "INSERT INTO github_accounts (user_id, github_id, login, name, email, token_sealed, updated_at, refresh_sealed, token_expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT (user_id) DO UPDATE SET github_id = $2, login = $3, name = $4, email = $5, token_sealed = $6, updated_at = $7, refresh_sealed = $8, token_expires_at = $9",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(&a.user_id)
     .bind(a.github_id)
@@ -58,6 +59,37 @@ pub async fn put_account(mut ex: impl Conn, a: &Account, now: i64) -> Result<()>
     .execute(ex.ex())
     .await?;
     Ok(())
+}
+
+/// Refreshes the profile and tokens of the link between `a.user_id` and `a.github_id`, only if
+/// that very link is there; false if it is not (it was unlinked, or is another).
+pub async fn refresh_account(mut ex: impl Conn, a: &Account, now: i64) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE github_accounts SET login = $1, name = $2, email = $3, token_sealed = $4, updated_at = $5, refresh_sealed = $6, token_expires_at = $7
+         WHERE user_id = $8 AND github_id = $9",
+    )
+    .bind(&a.login)
+    .bind(&a.name)
+    .bind(&a.email)
+    .bind(&a.token_sealed)
+    .bind(now)
+    .bind(&a.refresh_sealed)
+    .bind(a.token_expires_at)
+    .bind(&a.user_id)
+    .bind(a.github_id)
+    .execute(ex.ex())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Removes `user`'s GitHub link (and its sealed tokens with it): the login it was, if any.
+pub async fn unlink(mut ex: impl Conn, user: UserId) -> Result<Option<String>> {
+    let row: Option<(String,)> =
+        sqlx::query_as("DELETE FROM github_accounts WHERE user_id = $1 RETURNING login")
+            .bind(user.to_string())
+            .fetch_optional(ex.ex())
+            .await?;
+    Ok(row.map(|(l,)| l))
 }
 
 /// Replaces a linked account's tokens (after a refresh).

@@ -19,6 +19,7 @@ pub mod automations;
 pub mod bus;
 pub mod error;
 pub mod events;
+pub mod flows;
 pub mod followers;
 pub mod github;
 pub mod issues;

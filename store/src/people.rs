@@ -1,4 +1,4 @@
-//! Invites, OpenID Connect identities and the sign-ins in flight.
+//! Invites and OpenID Connect identities (the sign-ins in flight are in `flows`).
 
 use sqlx::FromRow;
 use tandem_protocol::people::Invite;
@@ -172,61 +172,4 @@ pub async fn identities_of(mut ex: impl Conn, user: UserId) -> Result<Vec<String
             .fetch_all(ex.ex())
             .await?;
     Ok(rows.into_iter().map(|(p,)| p).collect())
-}
-
-/// A sign-in in flight: what its callback must match.
-pub struct Flow {
-    pub provider: String,
-    pub nonce: String,
-    pub pkce_verifier: String,
-}
-
-/// Stores a sign-in in flight under its `state`'s hash.
-pub async fn insert_flow(
-    mut ex: impl Conn,
-    state_hash: &str,
-    flow: &Flow,
-    now: i64,
-    expires_at: i64,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO oidc_flows (state_hash, provider, nonce, pkce_verifier, created_at, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(state_hash)
-    .bind(&flow.provider)
-    .bind(&flow.nonce)
-    .bind(&flow.pkce_verifier)
-    .bind(now)
-    .bind(expires_at)
-    .execute(ex.ex())
-    .await?;
-    sqlx::query("DELETE FROM oidc_flows WHERE expires_at <= $1")
-        .bind(now)
-        .execute(ex.ex())
-        .await?;
-    Ok(())
-}
-
-/// Takes the sign-in in flight for `state_hash`, once (a replayed `state` finds nothing);
-/// rows past their expiry go.
-pub async fn take_flow(mut ex: impl Conn, state_hash: &str, now: i64) -> Result<Option<Flow>> {
-    let row: Option<(String, String, String)> = sqlx::query_as(
-        "UPDATE oidc_flows SET used_at = $1
-         WHERE state_hash = $2 AND used_at IS NULL AND expires_at > $1
-         RETURNING provider, nonce, pkce_verifier",
-    )
-    .bind(now)
-    .bind(state_hash)
-    .fetch_optional(ex.ex())
-    .await?;
-    sqlx::query("DELETE FROM oidc_flows WHERE expires_at <= $1")
-        .bind(now)
-        .execute(ex.ex())
-        .await?;
-    Ok(row.map(|(provider, nonce, pkce_verifier)| Flow {
-        provider,
-        nonce,
-        pkce_verifier,
-    }))
 }

@@ -53,17 +53,18 @@ pub async fn person(mut ex: impl Conn, team: &str, slack_user: &str) -> Result<O
     row.map(|(id,)| Ok(UserId(super::uuid(&id)?))).transpose()
 }
 
-/// Links `slack_user` of `team` to `user` (replacing an earlier link).
+/// Links `slack_user` of `team` to `user`; false if they were linked already (left as it was).
 pub async fn link(
     mut ex: impl Conn,
     team: &str,
     slack_user: &str,
     user: UserId,
     now: i64,
-) -> Result<()> {
-    sqlx::query(
+) -> Result<bool> {
+    // A link is never replaced: a Slack user linked already stays linked to whom they were.
+    let done = sqlx::query(
         "INSERT INTO slack_people (team_id, slack_user_id, user_id, linked_at) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (team_id, slack_user_id) DO UPDATE SET user_id = excluded.user_id, linked_at = excluded.linked_at",
+         ON CONFLICT (team_id, slack_user_id) DO NOTHING",
     )
     .bind(team)
     .bind(slack_user)
@@ -71,37 +72,46 @@ pub async fn link(
     .bind(now)
     .execute(ex.ex())
     .await?;
-    Ok(())
+    Ok(done.rows_affected() == 1)
 }
 
-/// Stores a one-time link code (its hash) for `slack_user` of `team`.
+/// The Slack user a one-time link is for, as Slack's API told (never a name its owner sets).
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct LinkFor {
+    pub team_id: String,
+    pub slack_user_id: String,
+    /// Their handle (`users.info`'s `name`).
+    pub slack_name: String,
+    /// Their email, when Slack vouches for it (a full member of the workspace).
+    pub slack_email: Option<String>,
+    /// Their workspace as Slack names it (`auth.test`), or its id.
+    pub team_label: String,
+}
+
+/// Stores a one-time link code (its hash) for `who`.
 pub async fn insert_link_code(
     mut ex: impl Conn,
     hash: &str,
-    team: &str,
-    slack_user: &str,
-    slack_name: &str,
+    who: &LinkFor,
     expires_at: i64,
 ) -> Result<()> {
-    sqlx::query("INSERT INTO slack_link_codes (code_hash, team_id, slack_user_id, slack_name, expires_at) VALUES ($1, $2, $3, $4, $5)")
+    sqlx::query("INSERT INTO slack_link_codes (code_hash, team_id, slack_user_id, slack_name, slack_email, team_label, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
         .bind(hash)
-        .bind(team)
-        .bind(slack_user)
-        .bind(slack_name)
+        .bind(&who.team_id)
+        .bind(&who.slack_user_id)
+        .bind(&who.slack_name)
+        .bind(&who.slack_email)
+        .bind(&who.team_label)
         .bind(expires_at)
         .execute(ex.ex())
         .await?;
     Ok(())
 }
 
-/// The Slack user (team, id, name) the unexpired link code hashing to `hash` is for.
-pub async fn link_code(
-    mut ex: impl Conn,
-    hash: &str,
-    now: i64,
-) -> Result<Option<(String, String, String)>> {
+/// The Slack user the unexpired link code hashing to `hash` is for.
+pub async fn link_code(mut ex: impl Conn, hash: &str, now: i64) -> Result<Option<LinkFor>> {
     Ok(sqlx::query_as(
-        "SELECT team_id, slack_user_id, slack_name FROM slack_link_codes WHERE code_hash = $1 AND expires_at > $2",
+        "SELECT team_id, slack_user_id, slack_name, slack_email, team_label FROM slack_link_codes WHERE code_hash = $1 AND expires_at > $2",
     )
     .bind(hash)
     .bind(now)

@@ -186,7 +186,7 @@ async fn github_callback(w: &World) -> reqwest::Response {
         )),
         "{authorize}"
     );
-    let state_cookie = cookie_of(&start, "tandem_github_state");
+    let binding = cookie_of(&start, "tandem_flow");
     let back = no_redirects.get(&authorize).send().await.unwrap();
     assert_eq!(back.status(), 302);
     let callback = back.headers()["location"].to_str().unwrap().to_string();
@@ -194,12 +194,12 @@ async fn github_callback(w: &World) -> reqwest::Response {
         callback.starts_with(&format!("{}/api/auth/github/callback?", w.s.url)),
         "{callback}"
     );
-    // Without the browser's state cookie the answer is refused (another browser started it).
+    // Without the browser's binding cookie the answer is refused (another browser started it).
     let forged = no_redirects.get(&callback).send().await.unwrap();
     assert_eq!(forged.status(), 401);
     no_redirects
         .get(&callback)
-        .header("cookie", format!("tandem_github_state={state_cookie}"))
+        .header("cookie", format!("tandem_flow={binding}"))
         .send()
         .await
         .unwrap()

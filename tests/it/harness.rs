@@ -322,6 +322,7 @@ impl TestServer {
 
 /// One request about to be sent.
 pub struct Req<'a> {
+            unsafe_same_site_code_url: false,
     server: &'a TestServer,
     method: Method,
     path: String,

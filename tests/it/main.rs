@@ -33,4 +33,5 @@ mod session_workspaces;
 mod slack;
 mod snapshots;
 mod store;
+mod signin_forgery;
 mod workspaces;

@@ -27,6 +27,8 @@ async fn server(backend: Backend) -> Option<(TestServer, TestIdp)> {
             allowed_groups: vec![],
             open_signup: false,
             admin_groups: vec!["tandem-admins".into()],
+            // Trusted: its verified emails are the people's (see signin_forgery for one not).
+            trust_email_verified: true,
             groups_claim: "groups".into(),
         }]
     })
@@ -116,7 +118,11 @@ async fn sign_in_flow(backend: Backend) {
     let me = me.json();
     assert_eq!(me["name"], "Alice Example");
     assert_eq!(me["email"], "alice@acme.test");
-    assert_eq!(me["groups"], json!(["engineering"]));
+    assert_eq!(
+        me["groups"],
+        json!(["acme:engineering"]),
+        "the provider's own groups"
+    );
     assert_eq!(me["is_admin"], false);
     let count = people(&s).await.len();
 

@@ -1,5 +1,6 @@
-//! Why sessions cannot start on this server (from `/api/health`), with what to do: the banner on
-//! the dashboard and the list on the settings page.
+//! Why sessions cannot start on this server (from `/api/health`), with what to do, and what is
+//! unsafe in how it is set up (a same-site `code_url`): the banner on the dashboard and the list
+//! on the settings page.
 
 use leptos::prelude::*;
 use tandem_protocol::{Health, Problem, ProblemKind};
@@ -38,16 +39,23 @@ pub fn HostBanner(tick: ReadSignal<u32>) -> impl IntoView {
     });
     move || {
         let h = health.get().flatten()?;
-        if h.workspaces.ready {
+        if h.workspaces.ready && h.warnings.is_empty() {
             return None;
         }
         let blocks = h.workspaces.problems.iter().any(|p| p.kind.blocks_start());
-        Some(view! {
+        let not_ready = (!h.workspaces.ready).then(|| view! {
             <section class="banner warn host-banner" id="host-banner" role="alert">
                 <p><strong>{if blocks { "Sessions cannot start on this server yet." } else { "Sessions start, but their agent cannot run yet." }}</strong>
                     " New and queued sessions wait and start by themselves once this is fixed."</p>
                 <Problems problems=h.workspaces.problems.clone() />
             </section>
-        })
+        });
+        let unsafe_setup = (!h.warnings.is_empty()).then(|| view! {
+            <section class="banner warn host-banner" id="host-warnings" role="alert">
+                <p><strong>"This server is set up unsafely."</strong></p>
+                <Problems problems=h.warnings.clone() />
+            </section>
+        });
+        Some(view! { {not_ready} {unsafe_setup} })
     }
 }

@@ -112,7 +112,7 @@ pub fn RepoAccessEditor(repo: Repo, people: Signal<Vec<Person>>) -> impl IntoVie
         let name = group.get_untracked().trim().to_string();
         if name.is_empty() {
             error.set(Some(invalid(
-                "Type the group's name first, as the identity provider sends it in its group claim.",
+                "Type the group first, as <provider>:<group>: the [[oidc]] id, then the name its group claim sends.",
             )));
             return;
         }
@@ -215,7 +215,7 @@ pub fn RepoAccessEditor(repo: Repo, people: Signal<Vec<Person>>) -> impl IntoVie
                         <button type="button" class="add-person" on:click=add_person>"Add person"</button>
                     </div>
                     <div class="inline-form add-grant">
-                        <input class="grant-group" placeholder="group name (from the identity provider)"
+                        <input class="grant-group" placeholder="provider:group (e.g. okta:engineering)"
                             prop:value=group on:input=move |ev| group.set(event_target_value(&ev)) />
                         <RoleSelect class="grant-group-role" role=group_role />
                         <button type="button" class="add-group" on:click=add_group>"Add group"</button>

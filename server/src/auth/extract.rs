@@ -1,10 +1,11 @@
 //! The `CurrentUser` extractor: `Authorization: Bearer tdm_…` (API token), `Authorization: Bearer
-//! <jwt>` or the `tandem_session` cookie (browser login). Anything else is a 401.
+//! <jwt>` or the session cookie (browser login: `__Host-tandem_session` on an https public URL,
+//! `tandem_session` on http; [`super::cookies`]). Anything else is a 401.
 
 use axum::extract::FromRequestParts;
-use axum::http::header::{AUTHORIZATION, COOKIE};
+use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use tandem_protocol::limits::{API_TOKEN_PREFIX, SESSION_COOKIE};
+use tandem_protocol::limits::API_TOKEN_PREFIX;
 use tandem_protocol::{Author, AuthorKind, User, UserId};
 
 use crate::state::AppState;
@@ -59,7 +60,7 @@ impl FromRequestParts<AppState> for CurrentUser {
             }
             return user_for_jwt(state, token).await.map(CurrentUser);
         }
-        if let Some(jwt) = cookie(&parts.headers, SESSION_COOKIE) {
+        if let Some(jwt) = super::cookies::SESSION.read(state, &parts.headers) {
             return user_for_jwt(state, &jwt).await.map(CurrentUser);
         }
         Err(Error::Unauthorized(
@@ -91,19 +92,9 @@ pub fn scope_allows(scope: &str, method: &axum::http::Method, route: &str) -> bo
         || (*method == Method::POST && writes.contains(&route))
 }
 
-/// The value of cookie `name` in a request's headers.
-pub fn cookie(headers: &axum::http::HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_string())
-}
-
-async fn user_for_jwt(state: &AppState, token: &str) -> Result<User> {
+/// The user a browser login JWT names, fully checked: signature and expiry, not signed out
+/// (the revocation list), the user still there and active.
+pub(crate) async fn user_for_jwt(state: &AppState, token: &str) -> Result<User> {
     let claims = state.jwt.verify(token)?;
     if let Some(jti) = &claims.jti
         && db::revoked::is_revoked(&state.db, jti).await?

@@ -2,8 +2,9 @@
 //! logins as short-lived JWTs in an HttpOnly cookie, and the request extractor that turns either
 //! into a [`CurrentUser`].
 
+pub mod cookies;
 mod extract;
-pub use extract::cookie;
+pub mod flow;
 pub mod jwt;
 mod secrets;
 mod share;

@@ -83,6 +83,24 @@ impl CodeOrigin {
         format!("{}{id}{}", self.scheme, self.suffix)
     }
 
+    /// The site (registrable domain) a session's VS Code origin is on: `example.com` for
+    /// `https://{session}.code.example.com`.
+    pub fn site(&self) -> String {
+        let suffix = self.suffix.to_ascii_lowercase();
+        let host = match suffix.rsplit_once(':') {
+            Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h.to_string(),
+            _ => suffix,
+        };
+        site(&format!("session{host}"))
+    }
+
+    /// Whether sessions' VS Code origins are on the same site as Tandem at `public_url`: then a
+    /// page a workspace serves may set cookies Tandem's origin receives (a parent domain's),
+    /// and its requests count as same-site (they carry `SameSite` cookies).
+    pub fn same_site_as(&self, public_url: &str) -> bool {
+        host_of(public_url).is_some_and(|h| site(&h) == self.site())
+    }
+
     /// The session whose code origin `host` (a `Host` header) is, if it is one.
     pub fn session_for_host(&self, host: &str) -> Option<SessionId> {
         let host = host.to_ascii_lowercase();
@@ -96,6 +114,28 @@ impl CodeOrigin {
         }
         label.parse().ok()
     }
+}
+
+/// The host of a URL, lower-cased, without port or brackets.
+fn host_of(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    Some(
+        parsed
+            .host_str()?
+            .trim_matches(['[', ']'])
+            .to_ascii_lowercase(),
+    )
+}
+
+/// A host's site: its registrable domain by the public suffix list (`example.com` for
+/// `a.b.example.com`, `example.co.uk` for `x.example.co.uk`), or the host itself for an IP
+/// address or a host that is a public suffix (`localhost`, `github.io`).
+pub fn site(host: &str) -> String {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return host;
+    }
+    psl::domain_str(&host).map_or(host.clone(), str::to_string)
 }
 
 #[cfg(test)]
@@ -138,5 +178,30 @@ mod tests {
         assert!(CodeOrigin::beside("http://localhost").is_some());
         assert!(CodeOrigin::beside("http://10.0.0.5:8080").is_none());
         assert!(CodeOrigin::beside("https://tandem.example").is_none());
+    }
+
+    #[test]
+    fn same_site_is_the_registrable_domain() {
+        let same = CodeOrigin::parse("https://{session}.code.tandem.example.com").unwrap();
+        assert!(same.same_site_as("https://tandem.example.com"));
+        assert!(same.same_site_as("https://example.com:8443"));
+        let other = CodeOrigin::parse("https://{session}.tandem-usercontent.com").unwrap();
+        assert!(!other.same_site_as("https://tandem.example.com"));
+        // Another registrable domain under a multi-label public suffix.
+        let uk = CodeOrigin::parse("https://{session}.code.acme.co.uk").unwrap();
+        assert!(uk.same_site_as("https://tandem.acme.co.uk"));
+        assert!(!uk.same_site_as("https://tandem.other.co.uk"));
+        // A public suffix's subdomains are sites of their own.
+        let pages = CodeOrigin::parse("https://{session}.github.io").unwrap();
+        assert!(!pages.same_site_as("https://tandem.github.io"));
+        // Loopback: `*.localhost` is not the site of 127.0.0.1 or of localhost itself.
+        let local = CodeOrigin::beside("http://127.0.0.1:8080").unwrap();
+        assert!(!local.same_site_as("http://127.0.0.1:8080"));
+        assert!(
+            !CodeOrigin::beside("http://localhost:8080")
+                .unwrap()
+                .same_site_as("http://localhost:8080")
+        );
+        assert_eq!(site("A.B.Example.COM."), "example.com");
     }
 }

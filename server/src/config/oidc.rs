@@ -33,9 +33,18 @@ pub struct OidcConfig {
     #[serde(default)]
     pub open_signup: bool,
     /// People in one of these groups are admins (checked at each sign-in); empty: roles are
-    /// set in Tandem only.
+    /// set in Tandem only. This entry's rules (`allowed_groups`, `admin_groups`) are checked
+    /// against this provider's own groups only; a person's groups are kept, and repo grants
+    /// name them, as `<id>:<group>`.
     #[serde(default)]
     pub admin_groups: Vec<String>,
+    /// Whether this provider's `email_verified` is trusted: only then does a verified email
+    /// link a first sign-in to the existing person with that email, and is it recorded as the
+    /// person's email (which Slack's email matching uses). Default false: a provider whose
+    /// users can set their own email (and whose `email_verified` the admin does not vouch
+    /// for) could otherwise take over another person's account.
+    #[serde(default)]
+    pub trust_email_verified: bool,
     /// The ID token claim that lists the person's groups.
     #[serde(default = "default_groups_claim")]
     pub groups_claim: String,

@@ -180,15 +180,20 @@ struct GhUser {
     email: Option<String>,
 }
 
+/// How a person unlinks GitHub (said wherever a link is refused).
+const UNLINK_HINT: &str = "unlink it first (`DELETE /api/me/github`, signed in as the person it is linked to), then link again";
+
 /// Exchanges GitHub's `code` for the person's token and signs them in: the Tandem user their
-/// GitHub account is linked to; else `current` (who is signed in: GitHub gets linked to them);
-/// else a new user, when the login is allowed to sign up. The token is kept sealed, for opening
-/// pull requests as them.
+/// GitHub account is linked to; else `link_to` (the person who started this flow signed in and
+/// finished it in the same browser, checked by the caller: GitHub gets linked to them); else a
+/// new user, when the login is allowed to sign up. An existing link is never replaced: a GitHub
+/// account linked to someone else, or a person linked to another GitHub account, is refused.
+/// The token is kept sealed, for opening pull requests as them.
 pub async fn complete(
     app: &AppState,
     gh: &GitHub,
     code: &str,
-    current: Option<User>,
+    link_to: Option<User>,
 ) -> Result<User> {
     let redirect = format!("{}{CALLBACK_PATH}", app.public_url());
     let tokens = token_request(
@@ -204,8 +209,8 @@ pub async fn complete(
         .await
         .map_err(|e| super::upstream("reading the signed-in user", &e))?;
     let linked = db::github::account_by_github_id(&app.db, me.id).await?;
-    let user = match (linked, current) {
-        (Some(a), current) => {
+    let (user, new_link) = match (linked, link_to) {
+        (Some(a), link_to) => {
             let user = db::users::get(
                 &app.db,
                 a.user_id
@@ -215,15 +220,23 @@ pub async fn complete(
             .await?
             .ok_or_else(|| Error::Internal("a linked GitHub account's user is gone".into()))
             .and_then(crate::auth::active)?;
-            if current.is_some_and(|c| c.id != user.id) {
+            if link_to.is_some_and(|c| c.id != user.id) {
                 return Err(Error::Conflict(format!(
-                    "GitHub user {} is linked to another Tandem user",
+                    "GitHub user {} is already linked to another Tandem person, and a link is never replaced: {UNLINK_HINT}",
                     me.login
                 )));
             }
-            user
+            (user, false)
         }
-        (None, Some(current)) => current,
+        (None, Some(current)) => {
+            if let Some(mine) = db::github::account_of(&app.db, current.id).await? {
+                return Err(Error::Conflict(format!(
+                    "you are linked to GitHub user {} already, and a link is never replaced: {UNLINK_HINT}",
+                    mine.login
+                )));
+            }
+            (current, true)
+        }
         (None, None)
             if gh.config.open_signup
                 || gh
@@ -232,7 +245,7 @@ pub async fn complete(
                     .iter()
                     .any(|l| l.eq_ignore_ascii_case(&me.login)) =>
         {
-            new_user(app, &me.login).await?
+            (new_user(app, &me.login).await?, true)
         }
         (None, None) => {
             return Err(Error::Forbidden(format!(
@@ -255,7 +268,21 @@ pub async fn complete(
             .transpose()?,
         token_expires_at: tokens.expires_at,
     };
-    db::github::put_account(&app.db, &account, now_ms()).await?;
+    // Both writes are conditional, so a link made or removed meanwhile is not overwritten.
+    let raced = || {
+        Error::Conflict(format!(
+            "GitHub user {}'s link changed while signing in; nothing was replaced: start again",
+            me.login
+        ))
+    };
+    if new_link {
+        match db::github::link_account(&app.db, &account, now_ms()).await {
+            Err(e) if e.is_unique_violation() => return Err(raced()),
+            other => other?,
+        }
+    } else if !db::github::refresh_account(&app.db, &account, now_ms()).await? {
+        return Err(raced());
+    }
     db::audit::record(
         &app.db,
         now_ms(),
@@ -264,7 +291,7 @@ pub async fn complete(
             actor_name: &user.name,
             action: "auth.login",
             target: &user.id.to_string(),
-            detail: serde_json::json!({ "via": "github", "login": me.login }),
+            detail: serde_json::json!({ "via": "github", "login": me.login, "linked_now": new_link }),
         },
     )
     .await?;

@@ -7,12 +7,10 @@ use axum::http::header::SET_COOKIE;
 use axum::response::{AppendHeaders, IntoResponse};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use tandem_protocol::limits::{
-    API_TOKEN_PREFIX, BROWSER_LOGIN_TTL_SECS, LOGIN_CODE_PREFIX, SESSION_COOKIE,
-};
+use tandem_protocol::limits::{API_TOKEN_PREFIX, BROWSER_LOGIN_TTL_SECS, LOGIN_CODE_PREFIX};
 use tandem_protocol::{LoginRequest, User};
 
-use crate::auth::{self, CurrentUser};
+use crate::auth::{self, CurrentUser, cookies};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 
@@ -76,14 +74,7 @@ async fn accept_invite(
 /// The browser session cookie for `user` (a fresh short-lived JWT).
 pub fn session_cookie(state: &AppState, user: &User) -> Result<String> {
     let jwt = state.jwt.issue(user.id, BROWSER_LOGIN_TTL_SECS)?;
-    Ok(format!(
-        "{SESSION_COOKIE}={jwt}; HttpOnly; SameSite=Strict; Path=/; Max-Age={BROWSER_LOGIN_TTL_SECS}{}",
-        if state.public_url().starts_with("https://") {
-            "; Secure"
-        } else {
-            ""
-        }
-    ))
+    Ok(cookies::SESSION.set(state, &jwt, BROWSER_LOGIN_TTL_SECS))
 }
 
 async fn sign_in_with(state: &AppState, credential: &str) -> Result<(User, &'static str)> {
@@ -110,7 +101,7 @@ async fn logout(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> Result<impl IntoResponse> {
-    let token = crate::auth::cookie(&headers, SESSION_COOKIE).or_else(|| {
+    let token = cookies::SESSION.read(&state, &headers).or_else(|| {
         headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -124,10 +115,7 @@ async fn logout(
         db::revoked::revoke(&state.db, jti, claims.exp * 1000, now_ms()).await?;
     }
     Ok((
-        AppendHeaders([(
-            SET_COOKIE,
-            format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
-        )]),
+        AppendHeaders([(SET_COOKIE, cookies::SESSION.clear(&state))]),
         Json(serde_json::json!({})),
     ))
 }

@@ -27,7 +27,7 @@ pub async fn layer(State(app): State<AppState>, req: Request, next: Next) -> Res
 fn foreign(app: &AppState, req: &Request) -> bool {
     let reads = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
         && !req.headers().contains_key(header::UPGRADE);
-    if reads || !carries_session_cookie(req) {
+    if reads || !crate::auth::cookies::SESSION.present(app, req.headers()) {
         return false;
     }
     let Some(origin) = req
@@ -50,13 +50,4 @@ fn foreign(app: &AppState, req: &Request) -> bool {
         .and_then(|h| h.to_str().ok())
         .map(str::to_ascii_lowercase);
     host.as_deref() != Some(from.as_str()) && authority(&app.public_url()) != Some(from)
-}
-
-fn carries_session_cookie(req: &Request) -> bool {
-    let name = format!("{}=", tandem_protocol::limits::SESSION_COOKIE);
-    req.headers()
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(';').any(|c| c.trim_start().starts_with(&name)))
 }

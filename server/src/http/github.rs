@@ -1,35 +1,32 @@
-//! GitHub over HTTP: "Sign in with GitHub" (`/api/auth/github`, its callback), the App's
+//! GitHub over HTTP: "Sign in with GitHub" (`/api/auth/github`, its callback; a person's own
+//! link, `/api/me/github`, shown and unlinked there), the App's
 //! repositories and importing one (`/api/github/repos`), a session's pull request
 //! (`/api/sessions/{id}/pr`), the webhook (`/api/github/webhook`) and signed artifact links
 //! (`/api/artifacts/{id}/{signature}`, what a pull request's screenshots point at).
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::header::{LOCATION, SET_COOKIE};
+use axum::http::header::{CONTENT_TYPE, LOCATION, REFERRER_POLICY, SET_COOKIE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use tandem_protocol::github::{CreatePr, GithubRepo, ImportRepo, PullRequest};
-use tandem_protocol::limits::{BROWSER_LOGIN_TTL_SECS, SESSION_COOKIE};
 use tandem_protocol::live::Role;
 use tandem_protocol::{ArtifactId, ArtifactInfo, Repo, SessionId};
 
-use crate::auth::CurrentUser;
-use crate::auth::cookie;
+use crate::auth::{CurrentUser, cookies, flow};
 use crate::github::{self, pr, signin, webhook};
 use crate::state::AppState;
 use crate::{Error, Result, db};
-
-/// The cookie that ties GitHub's answer to the browser that asked.
-const STATE_COOKIE: &str = "tandem_github_state";
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/auth/providers", get(providers))
         .route("/auth/github", get(sign_in))
         .route("/auth/github/callback", get(callback))
+        .route("/me/github", get(linked).delete(unlink))
         .route("/github/repos", get(installable).post(import))
         .route("/github/webhook", post(hook))
         .route("/artifacts/{id}/{sig}", get(signed_artifact))
@@ -59,15 +56,31 @@ async fn providers(State(state): State<AppState>) -> Json<serde_json::Value> {
     Json(serde_json::json!({ "github": github, "oidc": oidc }))
 }
 
-async fn sign_in(State(state): State<AppState>) -> Result<Response> {
+/// The kind of a GitHub sign-in or link flow ([`crate::auth::flow`]).
+const FLOW_KIND: &str = "github";
+
+/// Starts "Sign in with GitHub": a flow bound to this browser; signed in (fully checked), it
+/// links GitHub to this person, else it only signs in.
+async fn sign_in(State(state): State<AppState>, headers: HeaderMap) -> Result<Response> {
     let gh = pr::github(&state)?;
-    let nonce = crate::auth::new_secret("");
-    let url = signin::authorize_url(&state, gh, &nonce)?;
-    let cookie = format!(
-        "{STATE_COOKIE}={nonce}; HttpOnly; SameSite=Lax; Path=/api/auth/github; Max-Age=600{}",
-        secure(&state)
-    );
-    Ok((StatusCode::FOUND, [(LOCATION, url), (SET_COOKIE, cookie)]).into_response())
+    let started_by = match flow::signed_in(&state, &headers).await {
+        Some(Ok(u)) => Some(u.id),
+        _ => None,
+    };
+    let started = flow::start(
+        &state,
+        &headers,
+        FLOW_KIND,
+        started_by,
+        serde_json::json!({}),
+    )
+    .await?;
+    let url = signin::authorize_url(&state, gh, &started.state)?;
+    Ok((
+        StatusCode::FOUND,
+        [(LOCATION, url), (SET_COOKIE, started.cookie)],
+    )
+        .into_response())
 }
 
 #[derive(Deserialize)]
@@ -75,8 +88,13 @@ struct Callback {
     code: Option<String>,
     state: Option<String>,
     error_description: Option<String>,
+    /// Set on the page's own second load (a link flow's first arrival has no sign-in cookie).
+    again: Option<String>,
 }
 
+/// GitHub sends the browser back here. The flow must be this browser's own and is taken once;
+/// one started signed in links only to that same person, whose sign-in cookie (fully checked)
+/// must come along; one started signed out only signs in.
 async fn callback(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -88,55 +106,96 @@ async fn callback(
             "GitHub sign-in was not completed: {why}"
         )));
     }
-    let expected = cookie(&headers, STATE_COOKIE);
-    let (Some(code), Some(got)) = (q.code, q.state) else {
+    let (Some(code), Some(st)) = (q.code, q.state) else {
         return Err(Error::BadRequest(
             "GitHub's answer lacks code or state".into(),
         ));
     };
-    if expected.as_deref() != Some(got.as_str()) {
-        return Err(Error::Unauthorized(
-            "this sign-in was not started from this browser (state mismatch); start again".into(),
-        ));
+    // GitHub's redirect is another site's navigation: the (SameSite=Strict) sign-in cookie stays
+    // behind. A link flow loads this page once more from here, which carries it.
+    if q.again.is_none()
+        && !cookies::SESSION.present(&state, &headers)
+        && flow::peek(&state, &headers, FLOW_KIND, &st)
+            .await?
+            .is_some_and(|f| f.started_by.is_some())
+    {
+        return Ok(reload(&code, &st));
     }
-    // Signed in already: GitHub gets linked to this user.
-    let current = match cookie(&headers, SESSION_COOKIE).map(|jwt| state.jwt.verify(&jwt)) {
-        Some(Ok(claims)) => match claims.sub.parse() {
-            Ok(id) => db::users::get(&state.db, id).await?,
-            Err(_) => None,
-        },
-        _ => None,
+    let taken = flow::take(&state, &headers, FLOW_KIND, &st).await?;
+    // Started signed out: whoever's cookie came along is not who GitHub gets linked to.
+    let current = match taken.started_by {
+        Some(_) => flow::signed_in(&state, &headers).await,
+        None => None,
     };
-    let user = signin::complete(&state, gh, &code, current).await?;
-    let jwt = state.jwt.issue(user.id, BROWSER_LOGIN_TTL_SECS)?;
-    let login = format!(
-        "{SESSION_COOKIE}={jwt}; HttpOnly; SameSite=Strict; Path=/; Max-Age={BROWSER_LOGIN_TTL_SECS}{}",
-        secure(&state)
-    );
-    let clear =
-        format!("{STATE_COOKIE}=; HttpOnly; SameSite=Lax; Path=/api/auth/github; Max-Age=0");
+    let link_to = flow::same_person(taken.started_by, current)?;
+    let user = signin::complete(&state, gh, &code, link_to).await?;
     let mut res = (StatusCode::FOUND, [(LOCATION, "/".to_string())]).into_response();
     res.headers_mut().append(
         SET_COOKIE,
-        login
-            .parse()
-            .map_err(|_| Error::Internal("cookie".into()))?,
-    );
-    res.headers_mut().append(
-        SET_COOKIE,
-        clear
+        super::auth::session_cookie(&state, &user)?
             .parse()
             .map_err(|_| Error::Internal("cookie".into()))?,
     );
     Ok(res)
 }
 
-fn secure(state: &AppState) -> &'static str {
-    if state.public_url().starts_with("https://") {
-        "; Secure"
-    } else {
-        ""
-    }
+/// A page that loads the callback once more from Tandem's own origin.
+fn reload(code: &str, state: &str) -> Response {
+    let url = format!(
+        "{}?{}",
+        signin::CALLBACK_PATH,
+        url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("code", code)
+            .append_pair("state", state)
+            .append_pair("again", "1")
+            .finish()
+    );
+    let url = super::oidc::html_escape(&url);
+    (
+        StatusCode::OK,
+        [
+            (CONTENT_TYPE, "text/html; charset=utf-8"),
+            (REFERRER_POLICY, "no-referrer"),
+        ],
+        format!(
+            "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url={url}\"><title>Linking GitHub · Tandem</title></head>\
+             <body><p><a href=\"{url}\">Continue</a></p></body></html>"
+        ),
+    )
+        .into_response()
+}
+
+/// `DELETE /api/me/github`: the person unlinks their own GitHub account (its tokens go with it).
+async fn unlink(State(state): State<AppState>, user: CurrentUser) -> Result<StatusCode> {
+    let login = db::github::unlink(&state.db, user.0.id)
+        .await?
+        .ok_or_else(|| Error::NotFound("no GitHub account is linked to you".into()))?;
+    db::audit::record(
+        &state.db,
+        crate::now_ms(),
+        db::audit::Entry {
+            actor_user_id: Some(user.0.id),
+            actor_name: &user.0.name,
+            action: "github.unlink",
+            target: &user.0.id.to_string(),
+            detail: serde_json::json!({ "login": login }),
+        },
+    )
+    .await?;
+    state.permissions.forget(user.0.id);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /api/me/github`: the GitHub login linked to the person, if any (nothing secret).
+async fn linked(
+    State(state): State<AppState>,
+    user: CurrentUser,
+) -> Result<Json<serde_json::Value>> {
+    let account = db::github::account_of(&state.db, user.0.id).await?;
+    Ok(Json(serde_json::json!({
+        "login": account.as_ref().map(|a| a.login.clone()),
+        "github_id": account.map(|a| a.github_id),
+    })))
 }
 
 async fn installable(

@@ -19,8 +19,9 @@ async fn health(
 ) -> Result<Json<Health>> {
     state.db.ping().await?;
     let mut workspaces = crate::availability::health(&state);
+    let mut warnings = crate::availability::warnings(&state.config);
     if user.is_err() {
-        for p in &mut workspaces.problems {
+        for p in workspaces.problems.iter_mut().chain(warnings.iter_mut()) {
             p.message = format!("{:?}", p.kind).to_lowercase().replace('_', " ") + " missing";
             p.fix = "sign in to see what to do".into();
         }
@@ -30,5 +31,6 @@ async fn health(
         version: VERSION.into(),
         database: state.db.backend().as_str().into(),
         workspaces,
+        warnings,
     }))
 }

@@ -10,8 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
-use crate::auth::cookie;
-use crate::oidc::{self, STATE_COOKIE};
+use crate::oidc;
 use crate::state::AppState;
 use crate::{Error, Result};
 
@@ -21,32 +20,21 @@ pub fn router() -> Router<AppState> {
         .route("/auth/oidc/{id}/callback", get(callback))
 }
 
-fn secure(state: &AppState) -> &'static str {
-    if state.public_url().starts_with("https://") {
-        "; Secure"
-    } else {
-        ""
-    }
-}
-
-async fn start(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+async fn start(
+    // Per-address limit first (429 page past it): `http/rate.rs`.
+    _limit: super::rate::Limited<super::rate::OidcStarts>,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     let p = match oidc::provider(&state, &id) {
         Ok(p) => p,
         Err(e) => return page(&e),
     };
-    match oidc::begin(&state, p).await {
-        Ok((url, st)) => (
+    match oidc::begin(&state, p, &headers).await {
+        Ok((url, cookie)) => (
             StatusCode::SEE_OTHER,
-            [
-                (LOCATION, url),
-                (
-                    SET_COOKIE,
-                    format!(
-                        "{STATE_COOKIE}={st}; HttpOnly; SameSite=Lax; Path=/api/auth/oidc; Max-Age=600{}",
-                        secure(&state)
-                    ),
-                ),
-            ],
+            [(LOCATION, url), (SET_COOKIE, cookie)],
         )
             .into_response(),
         Err(e) => page(&e),
@@ -69,7 +57,6 @@ async fn callback(
 ) -> Response {
     let via = format!("oidc:{id}");
     let outcome = signed_in(&state, &id, &headers, q).await;
-    let clear = format!("{STATE_COOKIE}=; HttpOnly; SameSite=Lax; Path=/api/auth/oidc; Max-Age=0");
     match outcome {
         Ok(user) => {
             crate::people::audit_sign_in(&state, &via, Some(&user), None, serde_json::json!({}))
@@ -80,8 +67,6 @@ async fn callback(
                         (StatusCode::SEE_OTHER, [(LOCATION, "/".to_string())]).into_response();
                     res.headers_mut()
                         .append(SET_COOKIE, c.parse().expect("cookie"));
-                    res.headers_mut()
-                        .append(SET_COOKIE, clear.parse().expect("cookie"));
                     res
                 }
                 Err(e) => page(&e),
@@ -96,10 +81,7 @@ async fn callback(
                 serde_json::json!({}),
             )
             .await;
-            let mut res = page(&e);
-            res.headers_mut()
-                .append(SET_COOKIE, clear.parse().expect("cookie"));
-            res
+            page(&e)
         }
     }
 }
@@ -125,8 +107,7 @@ async fn signed_in(
             "the sign-in answer has no code or state; start again".into(),
         ));
     };
-    let from_cookie = cookie(headers, STATE_COOKIE);
-    oidc::complete(state, p, &code, &st, from_cookie.as_deref()).await
+    oidc::complete(state, p, headers, &code, &st).await
 }
 
 /// A page that says what failed and what to do.

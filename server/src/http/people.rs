@@ -107,7 +107,26 @@ async fn set_repo_access(
                     return Err(Error::Invalid(format!("no person {u}")));
                 }
             }
-            Grantee::Group(name) => people::validate_name(name)?,
+            Grantee::Group(name) => {
+                // A group is one provider's: `<provider id>:<group>`, so a group of the same
+                // name from another provider never satisfies it.
+                let known = name
+                    .split_once(':')
+                    .filter(|(p, _)| state.config.oidc.iter().any(|o| o.id == *p));
+                if let Some((_, group)) = known {
+                    people::validate_name(group)?;
+                } else {
+                    let ids: Vec<&str> = state.config.oidc.iter().map(|o| o.id.as_str()).collect();
+                    return Err(Error::Invalid(format!(
+                        "group {name:?}: name a group as <provider>:<group>, the provider being one of the [[oidc]] ids ({})",
+                        if ids.is_empty() {
+                            "none configured".to_string()
+                        } else {
+                            ids.join(", ")
+                        }
+                    )));
+                }
+            }
         }
     }
     let mut tx = state.db.begin().await?;

@@ -5,7 +5,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CONTENT_TYPE, SET_COOKIE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -17,7 +17,7 @@ use tandem_protocol::slack::{
 use tandem_protocol::{RepoId, User};
 
 use super::oidc::html_escape;
-use crate::auth::CurrentUser;
+use crate::auth::{CurrentUser, flow};
 use crate::slack::{deliveries, people};
 use crate::state::AppState;
 use crate::{Error, Result, db};
@@ -81,10 +81,16 @@ struct LinkQuery {
     again: Option<String>,
 }
 
-/// The page a one-time link opens: it says which Slack account it is for and asks before
-/// linking (a link someone else sent must not tie their Slack account to yours unseen).
+/// The kind of a Slack link flow ([`crate::auth::flow`]).
+const FLOW_KIND: &str = "slack-link";
+
+/// The page a one-time link opens: it says which Slack account it is for, as Slack's API vouches
+/// (handle, email, workspace; never the display name anyone may set), and asks before linking
+/// (a link someone else sent must not tie their Slack account to yours unseen). Its form
+/// carries a flow bound to this browser and this person, not the code itself.
 async fn link_page(
     State(state): State<AppState>,
+    headers: HeaderMap,
     user: Result<CurrentUser>,
     Query(q): Query<LinkQuery>,
 ) -> Response {
@@ -107,36 +113,81 @@ async fn link_page(
             "<p id=\"why\">Sign in to Tandem in this browser, then open the link from Slack again.</p><p><a href=\"/login\">Sign in</a></p>",
         );
     };
-    let Ok(Some((team, slack_user, name))) = people::link_for(&state, &q.code).await else {
+    let Ok(Some(who)) = people::link_for(&state, &q.code).await else {
         return page(
             StatusCode::NOT_FOUND,
             "Not linked",
             "<p id=\"why\">This link was used already or has expired: mention the app in Slack again for a new one.</p>",
         );
     };
-    page(
+    let started = match flow::start(
+        &state,
+        &headers,
+        FLOW_KIND,
+        Some(user.0.id),
+        serde_json::json!({ "code_hash": crate::auth::hash_secret(&q.code) }),
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            return page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Not linked",
+                &format!("<p id=\"why\">{}</p>", html_escape(&e.to_string())),
+            );
+        }
+    };
+    let email = match &who.slack_email {
+        Some(e) => format!("<code id=\"slack-email\">{}</code>", html_escape(e)),
+        None => "<i id=\"slack-email\">no email Slack vouches for</i>".into(),
+    };
+    let mut res = page(
         StatusCode::OK,
         "Link your Slack account",
         &format!(
-            "<p>This links the Slack account <b id=\"slack-name\">{}</b> (<code>{}</code> in workspace <code>{}</code>) to your Tandem account <b>{}</b>: its messages to the app will act as you.</p>\
+            "<p>This links the Slack account <b id=\"slack-handle\">@{}</b> (email {email}, user <code>{}</code> in the Slack workspace <b id=\"slack-team\">{}</b>) to your Tandem account <b>{}</b>: its messages to the app will act as you (never with admin rights).</p>\
              <p>Only continue if that Slack account is yours and you asked for this link.</p>\
-             <form method=\"post\" action=\"/api/slack/link\"><input type=\"hidden\" name=\"code\" value=\"{}\">\
+             <form method=\"post\" action=\"/api/slack/link\"><input type=\"hidden\" name=\"state\" value=\"{}\">\
              <button id=\"link\" type=\"submit\">Link this Slack account</button></form>",
-            html_escape(&name),
-            html_escape(&slack_user),
-            html_escape(&team),
+            html_escape(&who.slack_name),
+            html_escape(&who.slack_user_id),
+            html_escape(&who.team_label),
             html_escape(&user.0.name),
-            html_escape(&q.code)
+            html_escape(&started.state)
         ),
-    )
+    );
+    if let Ok(v) = started.cookie.parse() {
+        res.headers_mut().append(SET_COOKIE, v);
+    }
+    res
 }
 
-async fn link(State(state): State<AppState>, user: CurrentUser, body: Bytes) -> Response {
-    let code = url::form_urlencoded::parse(&body)
-        .find(|(k, _)| k == "code")
+/// The link page's form: the flow must be this browser's, started by this same person (fully
+/// signed in), and is taken once; then the code it was for.
+async fn link(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    user: CurrentUser,
+    body: Bytes,
+) -> Response {
+    let st = url::form_urlencoded::parse(&body)
+        .find(|(k, _)| k == "state")
         .map(|(_, v)| v.into_owned())
         .unwrap_or_default();
-    match people::redeem_link(&state, &user.0, &code).await {
+    let linked = async {
+        let taken = flow::take(&state, &headers, FLOW_KIND, &st).await?;
+        if taken.started_by != Some(user.0.id) {
+            return Err(Error::Forbidden(
+                "this link was opened by another sign-in than this one, so nothing is linked; open the link from Slack again".into(),
+            ));
+        }
+        let code_hash = taken.data["code_hash"]
+            .as_str()
+            .ok_or_else(|| Error::Internal("a stored Slack link lacks its code".into()))?;
+        people::redeem_link(&state, &user.0, code_hash).await
+    };
+    match linked.await {
         Ok(()) => page(
             StatusCode::OK,
             "Slack account linked",
@@ -242,7 +293,7 @@ async fn put_channel(
 ) -> Result<Json<SlackSettings>> {
     require_admin(
         &user,
-        "set a channel's repo here (anyone may with `@tandem settings repo=…` in the channel)",
+        "set a channel's repo (here only: from Slack nobody acts as an admin)",
     )?;
     let channel = channel.trim().to_uppercase();
     if channel.is_empty()

@@ -34,8 +34,7 @@ async fn command_inner(app: &AppState, cmd: &SlackCommandEvent, text: &str) -> R
     let (team, channel, slack_user) = (&cmd.team_id.0, &cmd.channel_id.0, &cmd.user_id.0);
     let lower = text.to_lowercase();
     if lower == "link" {
-        let who = slack.user(app, team, slack_user).await?;
-        let url = link_url(app, team, slack_user, &who.name).await?;
+        let url = link_url(app, slack, team, slack_user).await?;
         return Ok(format!(
             "Open <{url}|this one-time link> (30 minutes) while signed in to Tandem to link your Slack account."
         ));
@@ -57,12 +56,12 @@ async fn command_inner(app: &AppState, cmd: &SlackCommandEvent, text: &str) -> R
     };
     if lower == "repo" || lower.starts_with("repo ") {
         let name = lower["repo".len()..].trim();
-        return set_channel(app, slack, &user, &m, (!name.is_empty()).then_some(name)).await;
+        return set_channel(app, &m, (!name.is_empty()).then_some(name)).await;
     }
     let (named, task) = repo_word(text);
     let Some(repo) = choose_repo(app, &user, team, channel, named.as_deref(), &task).await? else {
         return Err(Error::Invalid(
-            "which repo? add `repo=<name>`, or ask an admin to set the channel's with `/tandem repo <name>`".into(),
+            "which repo? add `repo=<name>`, or ask an admin to set the channel's in Tandem's Settings page".into(),
         ));
     };
     // The thread starts at a message that says who asked for what.

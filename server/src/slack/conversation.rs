@@ -119,7 +119,7 @@ async fn handle(app: &AppState, m: &Incoming) -> Result<()> {
     }
     if lower == "settings" || lower.starts_with("settings ") {
         let (repo, _) = repo_word(lower["settings".len()..].trim());
-        let said = set_channel(app, slack, &user, m, repo.as_deref()).await?;
+        let said = set_channel(app, m, repo.as_deref()).await?;
         tell(app, &m.channel, &m.user, m.thread_ts.as_deref(), &said).await;
         return Ok(());
     }
@@ -132,7 +132,7 @@ async fn handle(app: &AppState, m: &Incoming) -> Result<()> {
 
 pub(super) const HELP: &str = "Mention me with a task to start a session: `@tandem fix the flaky login test repo=web`. \
 Later messages in the thread go to the same session (`steer:` in front steers the running turn). \
-`@tandem settings repo=web` makes `web` this channel's repo. `/tandem link` ties your Slack account to your Tandem account.";
+`@tandem settings` says this channel's repo (an admin sets it in Tandem's Settings page). `/tandem link` ties your Slack account to your Tandem account.";
 
 /// Starts a session on `repo` for `user` with `task`; the thread becomes its conversation.
 pub(super) async fn start(

@@ -37,13 +37,14 @@ pub struct Slack {
     client: Client,
     /// Downloads of attached files (no redirects: the bot token goes to Slack's file host only).
     files: reqwest::Client,
-    /// The bot token's own workspace (`auth.test`), when `allowed_teams` is empty.
-    own_team: std::sync::Mutex<Option<String>>,
+    /// The bot token's own workspace (`auth.test`): its id and how Slack names it.
+    own_team: std::sync::Mutex<Option<(String, String)>>,
 }
 
-/// A Slack user as `users.info` tells.
+/// A Slack user as `users.info` tells (never the display name, which its owner sets freely).
 pub struct SlackPerson {
-    pub name: String,
+    /// Their handle (`name`).
+    pub handle: String,
     /// Their profile's email, when Slack vouches for them: a full member of `team` (not a
     /// guest, an invitee, a bot, a deactivated account or someone from another organization).
     pub email: Option<String>,
@@ -242,18 +243,13 @@ impl Slack {
             ]
             .iter()
             .all(|x| *x != Some(true));
-        let name = u
-            .profile
-            .as_ref()
-            .and_then(|p| p.display_name.clone().filter(|n| !n.is_empty()))
-            .or(u.name.clone())
-            .unwrap_or_else(|| user.to_string());
+        let handle = u.name.clone().unwrap_or_else(|| user.to_string());
         let email = u
             .profile
             .and_then(|p| p.email)
             .map(|e| e.0.to_lowercase())
             .filter(|_| member);
-        Ok(SlackPerson { name, email })
+        Ok(SlackPerson { handle, email })
     }
 
     /// The messages of thread `ts` in `channel`, oldest first.
@@ -304,23 +300,35 @@ impl Slack {
         if !self.config.allowed_teams.is_empty() {
             return Ok(self.config.allowed_teams.iter().any(|t| t == team));
         }
+        Ok(self.own_team(app).await?.0 == team)
+    }
+
+    /// The bot token's own workspace (`auth.test`, asked once): its id, and its name and
+    /// address as Slack gives them.
+    async fn own_team(&self, app: &AppState) -> Result<(String, String)> {
         let known = self
             .own_team
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let own = match known {
-            Some(t) => t,
-            None => {
-                let token = self.token(app).await?;
-                let session = self.client.open_session(&token);
-                let res = timed("auth.test", session.auth_test()).await?;
-                let t = res.team_id.0;
-                *self.own_team.lock().unwrap_or_else(|e| e.into_inner()) = Some(t.clone());
-                t
-            }
-        };
-        Ok(own == team)
+        if let Some(t) = known {
+            return Ok(t);
+        }
+        let token = self.token(app).await?;
+        let session = self.client.open_session(&token);
+        let res = timed("auth.test", session.auth_test()).await?;
+        let t = (res.team_id.0, format!("{} ({})", res.team, res.url.0));
+        *self.own_team.lock().unwrap_or_else(|e| e.into_inner()) = Some(t.clone());
+        Ok(t)
+    }
+
+    /// Workspace `team` as Slack names it: the bot's own workspace's name and address, another
+    /// (an `allowed_teams` one) by its id.
+    pub async fn team_label(&self, app: &AppState, team: &str) -> String {
+        match self.own_team(app).await {
+            Ok((id, label)) if id == team => format!("{label}, {team}"),
+            _ => team.to_string(),
+        }
     }
 }
 

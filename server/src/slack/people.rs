@@ -1,5 +1,6 @@
 //! Who a Slack user is in Tandem: their link, else the person with their Slack email (a full
-//! member's, never an admin's), else a one-time link they open signed in to Tandem.
+//! member's, never an admin's), else a one-time link they open signed in to Tandem. Whoever they
+//! are, they act from Slack without admin rights.
 
 use tandem_protocol::*;
 
@@ -12,7 +13,8 @@ use crate::{Error, Result, db, now_ms};
 const LINK_TTL_MS: i64 = 30 * 60 * 1000;
 
 /// The Tandem person of Slack user `slack_user`: their link, else the person with their Slack
-/// email (linked from then on). None when neither: they were sent a one-time link.
+/// email (linked from then on). None when neither: they were sent a one-time link. The person
+/// comes back as they act from Slack: never an admin ([`from_slack`]).
 pub(super) async fn person(
     app: &AppState,
     slack: &Slack,
@@ -22,6 +24,14 @@ pub(super) async fn person(
     thread: Option<&str>,
 ) -> Result<Option<User>> {
     person_or(app, slack, team, slack_user, channel, thread, true).await
+}
+
+/// A person as they act from Slack: without admin rights, whatever their role in Tandem (now or
+/// later). A Slack account is only as safe as its link and its owner's Slack session; what
+/// admins do is done in the web app.
+fn from_slack(mut user: User) -> User {
+    user.is_admin = false;
+    user
 }
 
 /// [`person`]; `answer` false sends no link (a thread message not meant for the app).
@@ -36,7 +46,7 @@ pub(super) async fn person_or(
 ) -> Result<Option<User>> {
     if let Some(id) = db::slack::person(&app.db, team, slack_user).await? {
         return match db::users::get(&app.db, id).await? {
-            Some(u) if u.deactivated_at.is_none() => Ok(Some(u)),
+            Some(u) if u.deactivated_at.is_none() => Ok(Some(from_slack(u))),
             _ => Err(Error::Forbidden(
                 "your Tandem account is deactivated; ask an admin".into(),
             )),
@@ -50,12 +60,12 @@ pub(super) async fn person_or(
         && !u.is_admin
     {
         db::slack::link(&app.db, team, slack_user, u.id, now_ms()).await?;
-        return Ok(Some(u));
+        return Ok(Some(from_slack(u)));
     }
     if !answer {
         return Ok(None);
     }
-    let url = link_url(app, team, slack_user, &who.name).await?;
+    let url = link_url(app, slack, team, slack_user).await?;
     tell(
         app,
         channel,
@@ -69,39 +79,51 @@ pub(super) async fn person_or(
     Ok(None)
 }
 
-/// A one-time link that ties `slack_user` to whoever opens it signed in.
+/// A one-time link that ties `slack_user` to whoever opens it signed in and confirms; it keeps
+/// what Slack's API vouches for about them (handle, email, workspace) to show on the page.
 pub(super) async fn link_url(
     app: &AppState,
+    slack: &Slack,
     team: &str,
     slack_user: &str,
-    name: &str,
 ) -> Result<String> {
+    let who = slack.user(app, team, slack_user).await?;
     let code = crate::auth::new_secret("tsl_");
     db::slack::insert_link_code(
         &app.db,
         &crate::auth::hash_secret(&code),
-        team,
-        slack_user,
-        name,
+        &db::slack::LinkFor {
+            team_id: team.to_string(),
+            slack_user_id: slack_user.to_string(),
+            slack_name: who.handle,
+            slack_email: who.email,
+            team_label: slack.team_label(app, team).await,
+        },
         now_ms() + LINK_TTL_MS,
     )
     .await?;
     Ok(format!("{}/api/slack/link?code={code}", app.public_url()))
 }
 
-/// Which Slack user a one-time link code is for: (workspace, user id, name), while it works.
-pub async fn link_for(app: &AppState, code: &str) -> Result<Option<(String, String, String)>> {
+/// Which Slack user a one-time link code is for, while it works.
+pub async fn link_for(app: &AppState, code: &str) -> Result<Option<db::slack::LinkFor>> {
     Ok(db::slack::link_code(&app.db, &crate::auth::hash_secret(code), now_ms()).await?)
 }
 
-/// Uses up a one-time link code for `user`: the Slack user it was for is now theirs.
-pub async fn redeem_link(app: &AppState, user: &User, code: &str) -> Result<()> {
-    let (team, slack_user) = db::slack::take_link_code(&app.db, &crate::auth::hash_secret(code), now_ms())
+/// Uses up the one-time link code hashing to `code_hash` for `user`: the Slack user it was for
+/// is now theirs (unless linked already: a link is never replaced).
+pub async fn redeem_link(app: &AppState, user: &User, code_hash: &str) -> Result<()> {
+    let (team, slack_user) = db::slack::take_link_code(&app.db, code_hash, now_ms())
         .await?
         .ok_or_else(|| {
             Error::NotFound(
                 "this link was used already or has expired: mention the app in Slack again for a new one".into(),
             )
         })?;
-    Ok(db::slack::link(&app.db, &team, &slack_user, user.id, now_ms()).await?)
+    if !db::slack::link(&app.db, &team, &slack_user, user.id, now_ms()).await? {
+        return Err(Error::Conflict(
+            "this Slack account is linked to a Tandem account already; a link is never replaced (ask an admin)".into(),
+        ));
+    }
+    Ok(())
 }

@@ -6,59 +6,41 @@ use tandem_protocol::people::RepoRole;
 use tandem_protocol::*;
 
 use super::Slack;
-use super::conversation::{CHOOSE_REPO, Incoming, content};
+use super::conversation::{CHOOSE_REPO, Incoming};
 use super::text::escape;
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 
-/// Sets the channel's repo to `name` (admins; the channel is told who changed it); what to
-/// tell the person.
+/// Says the channel's repo; setting one from Slack is refused (from Slack nobody acts as an
+/// admin: an admin sets it in the web app's Settings page).
 pub(super) async fn set_channel(
     app: &AppState,
-    slack: &Slack,
-    user: &User,
     m: &Incoming,
     name: Option<&str>,
 ) -> Result<String> {
     let (team, channel) = (m.team.as_str(), m.channel.as_str());
-    let Some(name) = name else {
+    if name.is_none() {
         return Ok(
             match db::slack::channel_repo(&app.db, team, channel).await? {
                 Some(id) => format!(
-                    "This channel's repo is `{}`. `@tandem settings repo=<name>` changes it.",
+                    "This channel's repo is `{}`. A Tandem admin changes it in Tandem's Settings page.",
                     escape(&crate::repos::get(&app.db, id).await?.name)
                 ),
-                None => {
-                    "This channel has no repo yet: `@tandem settings repo=<name>` sets one.".into()
-                }
+                None => format!(
+                    "This channel has no repo yet: a Tandem admin sets one in Tandem's Settings page (channel `{channel}`)."
+                ),
             },
         );
-    };
-    if !user.is_admin {
-        return Err(Error::Forbidden(format!(
-            "only Tandem admins set a channel's repo; ask {}",
-            crate::permissions::whom_to_ask(app).await?
-        )));
     }
-    let repo = repo_named(app, user, name).await?;
-    db::slack::set_channel_repo(&app.db, team, channel, repo.id, user.id, now_ms()).await?;
-    slack
-        .post(
-            app,
-            channel,
-            None,
-            content(format!(
-                "<@{}> made `{}` this channel's repo for sessions started here.",
-                m.user,
-                escape(&repo.name)
-            )),
-        )
-        .await?;
-    Ok(format!(
-        "Sessions started in this channel now use `{}` unless a message says `repo=…`.",
-        escape(&repo.name)
-    ))
+    Err(Error::Forbidden(format!(
+        "{FROM_SLACK_NO_ADMIN}: a Tandem admin sets a channel's repo in Tandem's web app (Settings → Slack, channel `{channel}`); ask {}",
+        crate::permissions::whom_to_ask(app).await?
+    )))
 }
+
+/// Why nothing an admin does is done from Slack.
+pub(super) const FROM_SLACK_NO_ADMIN: &str =
+    "from Slack nobody acts as a Tandem admin (a Slack account is only as safe as its link)";
 
 /// The repo called `name` that `user` may start sessions on.
 pub(super) async fn repo_named(app: &AppState, user: &User, name: &str) -> Result<Repo> {
@@ -186,7 +168,7 @@ pub(super) async fn ask_repo(
         some_into(
             SlackSectionBlock::new()
                 .with_block_id(SlackBlockId(id))
-                .with_text(md!("Which repo is this for? (`repo=<name>` in a message, or `@tandem settings repo=<name>` for the channel, skips this.)"))
+                .with_text(md!("Which repo is this for? (`repo=<name>` in a message skips this; an admin can give the channel a repo in Tandem's Settings page.)"))
                 .with_accessory(menu.into())
         )
     ];

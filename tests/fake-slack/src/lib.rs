@@ -76,6 +76,7 @@ impl FakeSlack {
                 name: shapes::BOT_NAME.into(),
                 email: None,
                 is_bot: true,
+                display_name: None,
             },
         );
         let shared = Arc::new(Shared {
@@ -131,9 +132,19 @@ impl FakeSlack {
             name: name.into(),
             email: email.map(str::to_string),
             is_bot: false,
+            display_name: None,
         };
         self.shared
             .update(|world| world.users.insert(id.into(), user));
+    }
+
+    /// Sets a person's display name, which anyone may set to anything in Slack.
+    pub fn set_display_name(&self, id: &str, display_name: &str) {
+        self.shared.update(|world| {
+            if let Some(u) = world.users.get_mut(id) {
+                u.display_name = Some(display_name.into());
+            }
+        });
     }
 
     /// Adds a channel; `D…` ids are direct messages (`channel_type: "im"`), others channels.

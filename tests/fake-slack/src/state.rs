@@ -54,6 +54,8 @@ pub(crate) struct User {
     pub name: String,
     pub email: Option<String>,
     pub is_bot: bool,
+    /// What they set as their display name (anything; their handle when unset).
+    pub display_name: Option<String>,
 }
 
 pub(crate) struct Channel {

@@ -33,6 +33,17 @@ pub async fn doctor(config: &Config, json: bool) -> Result<()> {
     {
         problems.extend(settings.model_problem(&settings.default_agent()));
     }
+    // The configured `code_url` as the server would take it (`*.localhost` beside loopback).
+    let mut resolved = config.clone();
+    let public_url = resolved
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", resolved.listen));
+    resolved.code_url = resolved
+        .code_url
+        .take()
+        .or_else(|| tandem_server::config::code_origin::CodeOrigin::beside(&public_url));
+    let warnings = tandem_server::availability::warnings(&resolved);
     if json {
         let out = serde_json::json!({
             "checks": checks,
@@ -40,6 +51,7 @@ pub async fn doctor(config: &Config, json: bool) -> Result<()> {
                 ready: problems.is_empty(),
                 problems,
             },
+            "warnings": warnings,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -59,6 +71,17 @@ pub async fn doctor(config: &Config, json: bool) -> Result<()> {
         println!(
             "✗ {:<16} {}\n  {:<16} fix: {}",
             "workspaces", p.message, "", p.fix
+        );
+    }
+    for p in &warnings {
+        let refused = if resolved.unsafe_same_site_code_url {
+            ""
+        } else {
+            " (`tandem serve` refuses to start so)"
+        };
+        println!(
+            "! {:<16} {}{refused}\n  {:<16} fix: {}",
+            "code_url", p.message, "", p.fix
         );
     }
     Ok(())
