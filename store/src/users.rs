@@ -120,15 +120,6 @@ pub async fn count(mut ex: impl Conn) -> Result<i64> {
     Ok(n)
 }
 
-/// How many active admins there are.
-pub async fn active_admins(mut ex: impl Conn) -> Result<i64> {
-    let (n,): (i64,) =
-        sqlx::query_as("SELECT COUNT(*) FROM users WHERE is_admin = 1 AND deactivated_at IS NULL")
-            .fetch_one(ex.ex())
-            .await?;
-    Ok(n)
-}
-
 /// Counts the active admins while holding them: their rows stay locked (PostgreSQL) or the
 /// database's write lock held (SQLite) until the transaction ends, so two demotions at once
 /// are serialized and the second sees the first. A plain `COUNT(*)` in each of two concurrent
