@@ -6,8 +6,9 @@
 //! The encoder is a child process (`tandem desktop-encode`): Xlib ends its process when the X
 //! server goes away, which must not be the server's. The display's socket is the workspace's
 //! `/tmp/.X11-unix` (a host directory bound in); Xlib only connects to `/tmp/.X11-unix/X<n>`, so
-//! the child gets a mount namespace of its own where that directory is the workspace's: the
-//! host's stays untouched, and any number of workspaces can use display `:99`. It writes frames
+//! the child gets a mount namespace of its own whose private `/tmp` holds that directory, and a
+//! PID namespace of its own ([`crate::confine`]): the host's `/tmp` stays untouched, and any
+//! number of workspaces can use display `:99`. It writes frames
 //! to its stdout (`u32` length, `u8` flags — 1 for a keyframe —, `u64` encode latency in µs,
 //! then the bytes) and takes a keyframe request for each byte on its stdin.
 
@@ -205,10 +206,6 @@ pub async fn start(
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", "/nonexistent")
-        .env(
-            "GST_REGISTRY",
-            format!("/tmp/tandem-encoder-gst-{ENCODER_UID}.bin"),
-        )
         .arg("desktop-encode")
         .arg("--hide")
         .arg(data_dir)
@@ -231,7 +228,7 @@ pub async fn start(
                 bin.display()
             ))
         })?;
-    let pid = child.id();
+    let outer = child.id();
     if let Some(err) = child.stderr.take() {
         tokio::spawn(log_stderr(err));
     }
@@ -325,7 +322,8 @@ pub async fn start(
         encoded,
         keyframes_sent,
         fps,
-        pid,
+        // The process that encodes (the outer one only waits for it).
+        pid: outer.map(|o| crate::confine::inner_pid(o).unwrap_or(o)),
         latencies,
         _reader: AbortOnDrop(reader),
     })
@@ -344,24 +342,11 @@ pub fn child_main(
 ) -> Result<()> {
     use std::io::{Read, Write};
     let display = Display::parse(display)?;
-    // Die with the server.
-    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-    // Still one thread: the mount namespace can be ours alone, and the IPC namespace the
-    // workspace's (its X server hands frames over in shared memory).
-    let ipc = std::fs::File::open(format!("/proc/{init_pid}/ns/ipc"))?;
-    let net = std::fs::File::open(format!("/proc/{init_pid}/ns/net"))?;
-    nix::sched::setns(ipc, nix::sched::CloneFlags::CLONE_NEWIPC)
-        .map_err(|e| Error::Unavailable(format!("joining the workspace's IPC namespace: {e}")))?;
-    enter_display_dir(x11_dir)?;
-    if let Some(d) = data_dir {
-        hide(d)?;
+    if !crate::confine::is_inner() {
+        let code = crate::confine::outer(x11_dir, data_dir, init_pid)?;
+        std::process::exit(code);
     }
-    // The workspace's network, not the host's: the encoder reaches nothing the workspace cannot.
-    nix::sched::setns(net, nix::sched::CloneFlags::CLONE_NEWNET)
-        .map_err(|e| Error::Unavailable(format!("joining the workspace's network: {e}")))?;
-    drop_privileges()?;
-    // Changing the uid cleared the parent-death signal: set it again.
-    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    crate::confine::inner()?;
     gst::init().map_err(|e| Error::Unavailable(format!("GStreamer cannot start: {e}")))?;
     let (pipeline, sink) = build_pipeline(display, fps, kbps, keyframe_secs)?;
     let display = display.name();
@@ -430,73 +415,7 @@ pub fn child_main(
     }
 }
 
-/// This process sees `dir` as `/tmp/.X11-unix`, in a mount namespace of its own (it must still
-/// be single-threaded).
-fn enter_display_dir(dir: &Path) -> Result<()> {
-    use nix::mount::{MsFlags, mount};
-    let target = Path::new("/tmp/.X11-unix");
-    std::fs::create_dir_all(target)?;
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
-        .map_err(|e| Error::Unavailable(format!("a mount namespace for the encoder: {e}")))?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(|e| Error::Unavailable(format!("making the encoder's mounts private: {e}")))?;
-    mount(
-        Some(dir),
-        target,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .map_err(|e| Error::Unavailable(format!("binding the workspace's display: {e}")))?;
-    Ok(())
-}
-/// Covers the server's data dir (keys, database, every workspace's layers) with an empty
-/// read-only tmpfs in the encoder's mount namespace. The display directory, bound before,
-/// stays reachable at `/tmp/.X11-unix`.
-fn hide(dir: &Path) -> Result<()> {
-    use nix::mount::{MsFlags, mount};
-    mount(
-        Some("tmpfs"),
-        dir,
-        Some("tmpfs"),
-        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        Some("size=4k,mode=0555"),
-    )
-    .map_err(|e| Error::Unavailable(format!("hiding the data dir from the encoder: {e}")))
-}
-
-/// The uid and gid the encoder runs as: `nobody`.
-pub const ENCODER_UID: u32 = 65534;
-
-/// Becomes `nobody` with no capabilities and no way back (`no_new_privs`): the encoder reads
-/// only what everyone may read, writes nowhere but its pipes.
-fn drop_privileges() -> Result<()> {
-    use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
-    let fail = |what: &str, e: nix::Error| {
-        Error::Unavailable(format!(
-            "the encoder could not drop privileges ({what}): {e}"
-        ))
-    };
-    setgroups(&[]).map_err(|e| fail("groups", e))?;
-    let gid = Gid::from_raw(ENCODER_UID);
-    setresgid(gid, gid, gid).map_err(|e| fail("gid", e))?;
-    let uid = Uid::from_raw(ENCODER_UID);
-    // From root to another uid: every capability goes (no keep-caps).
-    setresuid(uid, uid, uid).map_err(|e| fail("uid", e))?;
-    nix::sys::prctl::set_no_new_privs().map_err(|e| fail("no_new_privs", e))?;
-    if nix::unistd::geteuid().is_root() || nix::unistd::setuid(Uid::from_raw(0)).is_ok() {
-        return Err(Error::Unavailable(
-            "the encoder still has root after dropping it".into(),
-        ));
-    }
-    Ok(())
-}
+pub use crate::confine::ENCODER_UID;
 
 /// Most lines of an encoder's own complaints logged as warnings (the rest at debug).
 const STDERR_WARNINGS: usize = 20;

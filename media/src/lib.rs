@@ -5,6 +5,7 @@
 //! It depends on nothing of the server: the server decides who may watch and starts the
 //! display through the workspace agent.
 
+pub mod confine;
 pub mod encode;
 pub mod error;
 pub mod peer;

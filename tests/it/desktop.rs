@@ -22,6 +22,60 @@ use crate::snapshots::{git, wait_built};
 const PAGE: &str = r#"<!doctype html><title>waiting</title>
 <body style="background:#fff"><button id="go" style="font-size:40px" onclick="document.title='clicked';document.body.style.background='#c00'">Go</button></body>"#;
 
+/// What the host's `/tmp` holds of the desktop encoder's (`nobody`'s files, its X socket
+/// directory).
+fn encoder_files_in_host_tmp() -> Vec<std::path::PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name() == ".X11-unix"
+                || e.metadata()
+                    .is_ok_and(|m| m.uid() == tandem_server::desktop::encode::ENCODER_UID)
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// The encoder (it parses what the workspace's X server sends) has mount and PID namespaces of
+/// its own, a `/tmp` of its own, and left nothing in the host's.
+fn encoder_is_confined(pid: u32, host_tmp_before: &[std::path::PathBuf]) {
+    use std::os::unix::fs::MetadataExt;
+    let ns = |who: &str, kind: &str| std::fs::read_link(format!("/proc/{who}/ns/{kind}")).unwrap();
+    for kind in ["mnt", "pid"] {
+        assert_ne!(
+            ns(&pid.to_string(), kind),
+            ns("self", kind),
+            "the encoder shares the server's {kind} namespace"
+        );
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("NSpid:") && l.trim_end().ends_with("\t1")),
+        "the encoder is the first process of its own PID namespace: {status}"
+    );
+    let its_tmp = std::fs::metadata(format!("/proc/{pid}/root/tmp")).unwrap();
+    let host_tmp = std::fs::metadata("/tmp").unwrap();
+    assert_ne!(
+        (its_tmp.dev(), its_tmp.ino()),
+        (host_tmp.dev(), host_tmp.ino()),
+        "the encoder's /tmp is the host's"
+    );
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&environ).contains("GST_REGISTRY=/tmp/"),
+        "GStreamer's registry is in its private /tmp"
+    );
+    assert_eq!(
+        encoder_files_in_host_tmp(),
+        host_tmp_before,
+        "the encoder wrote into the host's /tmp"
+    );
+}
+
 /// Width and height from a PNG's IHDR chunk.
 fn png_size(png: &[u8]) -> (u32, u32) {
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
@@ -196,6 +250,7 @@ async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuse
     let Some(s) = crate::workspaces::server(|c| c.desktop.keyframe_secs = 600).await else {
         return;
     };
+    let host_tmp_before = encoder_files_in_host_tmp();
     let src = source_repo("[workspace]\nsetup = []\n");
     std::fs::write(src.path().join("page.html"), BIG_BUTTON).unwrap();
     std::fs::write(src.path().join("field.html"), BIG_FIELD).unwrap();
@@ -259,6 +314,7 @@ async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuse
         stream.viewers >= 1 && stream.frames >= 10 && stream.encoder_pid.is_some(),
         "{stream:?}"
     );
+    encoder_is_confined(stream.encoder_pid.unwrap_or_default(), &host_tmp_before);
     // A picture loss indication from the viewer reaches the encoder: one more keyframe.
     let before = stream.keyframes;
     assert!(before >= 1, "the stream starts with a keyframe");
