@@ -510,7 +510,9 @@ pub struct Prompt {
 pub struct SessionDetail {
     pub session: Session,
     pub prompts: Vec<Prompt>,
-    /// Model requests its agent has made (its budget's use), and the server's most per session.
+    /// Model requests its session tree has made (the budget's use: a session, the children its
+    /// agent spawns and forks share their root's budget), and that budget (an automation run's,
+    /// or the server's most per tree).
     #[serde(default)]
     pub model_requests: i64,
     #[serde(default)]

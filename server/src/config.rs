@@ -287,9 +287,19 @@ pub struct AgentsConfig {
     pub max_steps: u32,
     /// Times a prompt may be interrupted before it is left for people to resubmit.
     pub max_attempts: i64,
-    /// Most model requests one session's workspace may make through the gateway (its budget;
-    /// counted per server process).
+    /// Most model requests one session tree (a session, the children its agent spawns, forks)
+    /// may make through its gateways: the budget of a tree whose root has none of its own (an
+    /// automation's run has its automation's, below this). Counted in the store.
     pub max_model_requests_per_session: u32,
+    /// Models a workspace's request may name besides `model`; any other is replaced by `model`.
+    pub allowed_models: Vec<String>,
+    /// Most output tokens one model request may ask for: a larger `max_tokens` or
+    /// `max_completion_tokens` is lowered to it.
+    pub max_output_tokens: u32,
+    /// Provider-side tools a workspace's model request may offer (`web_search`, `file_search`,
+    /// `code_interpreter`, …); by default none: the provider would reach the internet, or the
+    /// account's files, past the workspace's egress allow-list.
+    pub provider_tools: Vec<String>,
     /// A host `opencode` binary to bind into workspaces (else the image's own, if any).
     /// `cargo xtask` installs one from `images/agents/package.json`.
     pub opencode_bin: Option<PathBuf>,
@@ -309,11 +319,17 @@ impl Default for AgentsConfig {
             max_steps: 50,
             max_attempts: 3,
             max_model_requests_per_session: 2000,
+            allowed_models: Vec::new(),
+            max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+            provider_tools: Vec::new(),
             opencode_bin: None,
             code_server_dir: None,
         }
     }
 }
+
+/// Default of [`AgentsConfig::max_output_tokens`].
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 32_768;
 
 /// [`AgentsConfig::on_interrupt`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]

@@ -22,6 +22,7 @@ mod desktop;
 mod egress;
 mod extension;
 mod first_run;
+mod gateway;
 mod github;
 mod github_issues;
 mod oidc;

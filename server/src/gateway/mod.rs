@@ -20,6 +20,7 @@ use crate::state::AppState;
 use crate::{Error, Result, db, sessions};
 
 mod git_relay;
+mod model_relay;
 mod tools;
 pub use git_relay::*;
 use tools::*;
@@ -245,23 +246,41 @@ pub(super) async fn upstream(g: &Gw, path: &str, body: Option<Bytes>) -> Result<
         .into_response())
 }
 
-pub(super) async fn chat(State(g): State<Gw>, body: Bytes) -> Result<Response> {
+/// A model request: checked against the admin's policy (the model pinned, one answer, bounded
+/// length, no provider-side tools), then counted against the session tree's budget, then
+/// relayed. A refused one costs no budget.
+pub(super) async fn chat(State(g): State<Gw>, body: Body) -> Result<Response> {
     let session = g.session().await?;
-    let cap = g.app.config.agents.max_model_requests_per_session;
-    // Counted in the store: the budget holds across restarts and across a cluster's servers.
-    let counted = crate::db::sessions::count_model_request(&g.app.db, session, cap.into()).await?;
-    if counted.is_none() {
-        let own = crate::db::sessions::model_budget(&g.app.db, session).await?;
-        return Err(Error::TooMany(match own.filter(|n| *n < i64::from(cap)) {
-            Some(n) => format!(
-                "this session's model budget is used up ({n} requests, its automation's budget)"
-            ),
-            None => format!(
-                "this session's model budget is used up ({cap} requests; max_model_requests_per_session under [agents])"
-            ),
-        }));
-    }
-    upstream(&g, "chat/completions", Some(body)).await
+    let body = http_body_util::BodyExt::collect(http_body_util::Limited::new(
+        body,
+        model_relay::MAX_MODEL_REQUEST_BYTES,
+    ))
+    .await
+    .map_err(|_| {
+        Error::TooLarge(format!(
+            "a model request is at most {} MiB of JSON",
+            model_relay::MAX_MODEL_REQUEST_BYTES >> 20
+        ))
+    })?
+    .to_bytes();
+    let agents = &g.app.config.agents;
+    let model = g.app.settings.model();
+    let body = model_relay::relayable(
+        &body,
+        &model_relay::Policy {
+            model: &model.model,
+            allowed_models: &agents.allowed_models,
+            max_output_tokens: agents.max_output_tokens,
+            provider_tools: &agents.provider_tools,
+        },
+    )?;
+    sessions::budget::take_model_request(
+        &g.app.db,
+        agents.max_model_requests_per_session,
+        session,
+    )
+    .await?;
+    upstream(&g, "chat/completions", Some(body.into())).await
 }
 
 pub(super) async fn models(State(g): State<Gw>) -> Result<Response> {

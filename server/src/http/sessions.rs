@@ -149,9 +149,13 @@ async fn show(
 ) -> Result<Json<SessionDetail>> {
     require_viewer(&state, &user, id).await?;
     let mut detail = sessions::get(&state.db, id).await?;
-    let cap = i64::from(state.config.agents.max_model_requests_per_session);
-    let own = crate::db::sessions::model_budget(&state.db, id).await?;
-    detail.model_request_limit = Some(own.map_or(cap, |n| n.min(cap)));
+    let budget = sessions::budget::model_budget(
+        &state.db,
+        state.config.agents.max_model_requests_per_session,
+        id,
+    )
+    .await?;
+    (detail.model_requests, detail.model_request_limit) = (budget.used, Some(budget.limit));
     Ok(Json(detail))
 }
 

@@ -11,6 +11,7 @@ use crate::{Error, Result, now_ms};
 
 pub mod access;
 pub mod boots;
+pub mod budget;
 pub mod children;
 pub mod pool;
 pub mod prompts;
@@ -207,7 +208,10 @@ pub async fn get(db: &Db, id: SessionId) -> Result<SessionDetail> {
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     let prompts = db::sessions::prompts(db, id).await?;
-    let model_requests = db::sessions::model_requests(db, id).await?;
+    // The budget's use: what the session's whole tree made (children and forks share it).
+    let model_requests = db::sessions::tree_budget(db, id)
+        .await?
+        .map_or(0, |t| t.used);
     Ok(SessionDetail {
         session,
         prompts,
