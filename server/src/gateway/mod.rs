@@ -35,7 +35,6 @@ pub struct Gateways {
     git_http: reqwest::Client,
     /// Each workspace's listener, and when it was started.
     listening: Mutex<HashMap<String, (std::time::Instant, tokio::task::JoinHandle<()>)>>,
-    /// Model requests each session made so far (its budget).
     /// Attachments (count, bytes) each session stored so far.
     attachments: Mutex<HashMap<SessionId, (u32, usize)>>,
 }
