@@ -3,40 +3,42 @@
 //! file changes, turns with usage, child sessions, boot phases and errors.
 
 use leptos::prelude::*;
-use tandem_protocol::links::{Target, safe_url};
+use tandem_protocol::links::{self, Target, safe_url};
 use tandem_protocol::{Event, EventKind, TurnOutcome};
 
 use crate::api;
 use crate::components::prompt_context::PromptContextBlock;
 
-/// Markdown to HTML, with raw HTML shown as text (never interpreted), and links and images
-/// only to safe targets: whoever wrote the text (an agent, a guest, a pull request comment) is
-/// untrusted, and whoever reads it may be an admin.
+/// Markdown to HTML, with raw HTML shown as text (never interpreted), links only to safe
+/// targets, and images only from Tandem itself: a remote image is a plain link the reader may
+/// open (`links::without_remote_images`), so no one's browser fetches what an agent or a guest
+/// pointed it at. Whoever wrote the text is untrusted, and whoever reads it may be an admin.
 pub fn markdown(src: &str) -> String {
-    use pulldown_cmark::{Event as Md, Options, Parser, Tag, TagEnd, html};
+    use pulldown_cmark::{Event as Md, Parser, Tag, TagEnd, html};
+    let src = links::without_remote_images(src, "");
     // Links cannot nest, nor images: one flag each says "dropping the current one".
     let (mut in_bad_link, mut in_bad_image) = (false, false);
-    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH)
-        .filter_map(move |e| match e {
-            Md::Html(t) | Md::InlineHtml(t) => Some(Md::Text(t)),
-            Md::Start(Tag::Link { ref dest_url, .. }) if !safe_url(dest_url, Target::Link) => {
-                in_bad_link = true;
-                None
-            }
-            Md::End(TagEnd::Link) if in_bad_link => {
-                in_bad_link = false;
-                None
-            }
-            Md::Start(Tag::Image { ref dest_url, .. }) if !safe_url(dest_url, Target::Image) => {
-                in_bad_image = true;
-                None
-            }
-            Md::End(TagEnd::Image) if in_bad_image => {
-                in_bad_image = false;
-                None
-            }
-            e => Some(e),
-        });
+    let parser = Parser::new_ext(&src, links::markdown_options()).filter_map(move |e| match e {
+        Md::Html(t) | Md::InlineHtml(t) => Some(Md::Text(t)),
+        Md::Start(Tag::Link { ref dest_url, .. }) if !safe_url(dest_url, Target::Link) => {
+            in_bad_link = true;
+            None
+        }
+        Md::End(TagEnd::Link) if in_bad_link => {
+            in_bad_link = false;
+            None
+        }
+        // After the rewrite only Tandem's own images are left; anything else is dropped.
+        Md::Start(Tag::Image { ref dest_url, .. }) if !links::own_image(dest_url, "") => {
+            in_bad_image = true;
+            None
+        }
+        Md::End(TagEnd::Image) if in_bad_image => {
+            in_bad_image = false;
+            None
+        }
+        e => Some(e),
+    });
     let mut out = String::new();
     html::push_html(&mut out, parser);
     out

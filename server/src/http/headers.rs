@@ -1,6 +1,7 @@
 //! Security headers on everything Tandem's own origin serves: a strict
 //! `Content-Security-Policy` (no inline script, WebAssembly allowed, no plugins, framed only by
-//! itself, frames only its own VS Code origins) and `X-Content-Type-Options: nosniff`. Whatever
+//! itself, frames only its own VS Code origins, images only from itself: no image fetch carries
+//! data to another host) and `X-Content-Type-Options: nosniff`. Whatever
 //! an agent or a person writes is rendered by the web app; if a rendering bug let markup
 //! through, the policy still runs none of it.
 
@@ -20,7 +21,7 @@ pub fn policy(app: &AppState) -> String {
     };
     format!(
         "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; \
-         img-src 'self' data: blob: https: http:; media-src 'self' blob:; connect-src 'self' ws: wss:; \
+         img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self' ws: wss:; \
          font-src 'self' data:; worker-src 'self' blob:; frame-src {frames}; object-src 'none'; \
          base-uri 'none'; form-action 'self'; frame-ancestors 'self'"
     )

@@ -174,7 +174,12 @@ impl Status {
                 }
                 News::TurnEnded { ok, reply, error } => {
                     if let Some(reply) = reply {
-                        let mut text = escape_cut(reply, MAX_POST_CHARS);
+                        // No image markup reaches Slack either (`links`, as every sink).
+                        let plain = tandem_protocol::links::without_remote_images(
+                            reply,
+                            &app.public_url(),
+                        );
+                        let mut text = escape_cut(&plain, MAX_POST_CHARS);
                         if quiet {
                             text = format!(
                                 ":speech_balloon: The agent replied. <{}|Read it in the session.>",

@@ -1,5 +1,7 @@
 //! The pull request's body: the session's story from its events (prompts, what changed, the
-//! commands run and the tests among them), bounded to what GitHub takes.
+//! commands run and the tests among them), bounded to what GitHub takes. Its images are Tandem's
+//! own signed screenshot links only: a remote image the agent or a prompt wrote is a plain link
+//! (`tandem_protocol::links`), so GitHub's image proxy fetches nothing a workspace chose.
 
 use super::*;
 
@@ -14,7 +16,7 @@ pub fn is_test_command(cmd: &str) -> bool {
 }
 
 /// The pull request body: summary, prompts and their authors, tests run with their results,
-/// screenshots, and the way back to the session.
+/// screenshots, and the way back to the session; no image but Tandem's own.
 pub async fn body(app: &AppState, session: SessionId) -> Result<String> {
     let detail = crate::sessions::get(&app.db, session).await?;
     let events = all_events(app, session).await?;
@@ -144,7 +146,11 @@ pub async fn body(app: &AppState, session: SessionId) -> Result<String> {
         "\n---\nOpened from Tandem session [{}]({public}/sessions/{session}).\n",
         cut(&detail.session.title, 120)
     ));
-    Ok(cut(&md, MAX_BODY_CHARS))
+    Ok(tandem_protocol::links::without_remote_images_within(
+        &md,
+        &public,
+        MAX_BODY_CHARS,
+    ))
 }
 
 pub(super) fn cut(s: &str, max: usize) -> String {
