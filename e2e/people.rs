@@ -226,20 +226,28 @@ async fn a_signed_in_person_approves_the_extensions_pairing_code() {
         .goto(pairing["approve_url"].as_str().unwrap())
         .await
         .unwrap();
+    // The page shows what asks (label, when, from where) and takes the code typed: the
+    // link never fills it in.
+    b.wait_text("#pair-label", "Chrome on the test machine")
+        .await;
+    b.wait_text("#pair-address", "127.0.0.1").await;
+    b.wait_text("#pair-when", "ago").await;
     let code = b
         .client
-        .wait()
-        .for_element(Locator::Css("#pair-code"))
+        .find(Locator::Css("#pair-code"))
         .await
         .unwrap()
         .prop("value")
         .await
         .unwrap();
-    assert_eq!(
-        code.as_deref(),
-        pairing["user_code"].as_str(),
-        "the code from the link"
+    assert_eq!(code.as_deref(), Some(""), "the code field starts empty");
+    let url = pairing["approve_url"].as_str().unwrap();
+    assert!(
+        !url.contains(pairing["user_code"].as_str().unwrap()),
+        "{url}"
     );
+    b.type_into("#pair-code", pairing["user_code"].as_str().unwrap())
+        .await;
     b.screenshot("01-approve").await;
     b.click("#pair-approve").await;
     b.wait_text("#pair-done", "Chrome on the test machine is connected")

@@ -22,7 +22,8 @@ pub struct Pairing {
     pub device_code: String,
     /// What the person checks and approves: `ABCD-EFGH`.
     pub user_code: String,
-    /// Where the person approves it (the web app, signed in).
+    /// Where the person approves it (the web app, signed in): `/pair#id=<pairing id>`, a page
+    /// that shows what asks and takes the code typed, never from the link.
     pub approve_url: String,
     pub expires_in_secs: i64,
     /// Seconds between polls.
@@ -34,6 +35,25 @@ pub struct Pairing {
 #[serde(deny_unknown_fields)]
 pub struct ApprovePairing {
     pub user_code: String,
+    /// The pairing the page showed (from its link): the code must be that pairing's.
+    #[serde(default)]
+    pub pairing_id: Option<String>,
+}
+
+/// `GET /api/extension/pairings/{id}` (a signed-in person): what asks to be paired, shown
+/// before the person types the code the extension shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairingRequest {
+    pub id: String,
+    /// The name the extension gave (its token's name once approved).
+    pub label: String,
+    /// When it asked.
+    pub created_at: crate::Timestamp,
+    pub expires_at: crate::Timestamp,
+    /// The address the request came from, as the server saw it.
+    pub address: Option<String>,
+    /// Approved already (by someone).
+    pub approved: bool,
 }
 
 /// `POST /api/extension/pairings/poll` (the extension).

@@ -85,6 +85,59 @@ impl Signer {
     }
 }
 
+/// The signing key and the signed package, each made once: the package is public (Chrome's
+/// updater has no sign-in), so a request must not cost a signature. The version is the
+/// binary's, so a new version is a new process and a new signature.
+#[derive(Default)]
+pub struct Cache {
+    signer: tokio::sync::OnceCell<Signer>,
+    crx: tokio::sync::OnceCell<(String, bytes::Bytes)>,
+    signed: std::sync::atomic::AtomicU64,
+}
+
+impl Cache {
+    /// The key at `path` (read or made once; a failure is tried again next time).
+    pub async fn signer(&self, path: &std::path::Path) -> Result<&Signer> {
+        self.signer
+            .get_or_try_init(|| async { Signer::load_or_create(path) })
+            .await
+    }
+
+    /// The package `zip` makes, signed once for `version`.
+    pub async fn crx<F, Fut>(
+        &self,
+        path: &std::path::Path,
+        version: &str,
+        zip: F,
+    ) -> Result<bytes::Bytes>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<u8>>>,
+    {
+        let (signed_for, crx) = self
+            .crx
+            .get_or_try_init(|| async {
+                let signer = self.signer(path).await?;
+                let crx = signer.crx(&zip().await?)?;
+                self.signed
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok::<_, Error>((version.to_string(), bytes::Bytes::from(crx)))
+            })
+            .await?;
+        if signed_for != version {
+            return Err(Error::Internal(format!(
+                "the extension was signed for version {signed_for}, not {version}"
+            )));
+        }
+        Ok(crx.clone())
+    }
+
+    /// How many times the package was signed (once per process).
+    pub fn signatures(&self) -> u64 {
+        self.signed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Writes a new file readable by its owner only; fails if it exists. Written whole under a
 /// temporary name first, so no reader sees half a key.
 fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -26,6 +26,7 @@ pub mod permissions;
 pub mod progress;
 pub mod prompt_images;
 pub mod proxy;
+pub mod rate_limit;
 pub mod repos;
 pub mod scheduler;
 pub mod secrets;

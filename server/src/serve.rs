@@ -105,6 +105,8 @@ impl Server {
             oidc: Default::default(),
             followers: Default::default(),
             slack: slack.map(Arc::new),
+            rate_limits: Default::default(),
+            extension_crx: Default::default(),
         };
         let first_login_url = auth::bootstrap_admin(&state.db)
             .await?
@@ -136,7 +138,10 @@ impl Server {
         let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
             let _ = tcp.set_nodelay(true);
         });
-        axum::serve(listener, crate::app(self.state))
+        // The peer's address reaches handlers (the per-address rate limits).
+        let app = crate::app(self.state)
+            .into_make_service_with_connect_info::<std::net::SocketAddr>();
+        axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await?;
         // Progress reports this process held are taken over at once by whichever runs next.

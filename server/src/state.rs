@@ -46,6 +46,10 @@ pub struct AppState {
     pub followers: Arc<crate::progress::Running>,
     /// The Slack app, when configured.
     pub slack: Option<Arc<crate::slack::Slack>>,
+    /// Per-address limits on unauthenticated starts (pairings, OpenID sign-ins).
+    pub rate_limits: Arc<crate::rate_limit::Limits>,
+    /// The extension's signing key and its signed package, made once.
+    pub extension_crx: Arc<crate::extension_crx::Cache>,
 }
 
 impl AppState {

@@ -12,6 +12,7 @@ pub async fn insert(
     device_hash: &str,
     user_code_hash: &str,
     label: &str,
+    address: &str,
     now: i64,
     expires_at: i64,
 ) -> Result<()> {
@@ -20,13 +21,14 @@ pub async fn insert(
         .execute(ex.ex())
         .await?;
     sqlx::query(
-        "INSERT INTO pairings (id, device_hash, user_code_hash, label, created_at, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO pairings (id, device_hash, user_code_hash, label, address, created_at, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(id)
     .bind(device_hash)
     .bind(user_code_hash)
     .bind(label)
+    .bind(address)
     .bind(now)
     .bind(expires_at)
     .execute(ex.ex())
@@ -34,22 +36,55 @@ pub async fn insert(
     Ok(())
 }
 
-/// Approves the unexpired, unapproved pairing whose code hashes to `user_code_hash`, for `by`;
-/// its label, or `None`.
+/// A pairing in flight, as the page that approves it shows it.
+pub struct Pending {
+    pub label: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub address: Option<String>,
+    pub approved: bool,
+}
+
+/// The unexpired pairing `id`, or `None`.
+pub async fn get(mut ex: impl Conn, id: &str, now: i64) -> Result<Option<Pending>> {
+    let row: Option<(String, i64, i64, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT label, created_at, expires_at, address, approved_by FROM pairings
+         WHERE id = $1 AND expires_at > $2",
+    )
+    .bind(id)
+    .bind(now)
+    .fetch_optional(ex.ex())
+    .await?;
+    Ok(row.map(
+        |(label, created_at, expires_at, address, approved_by)| Pending {
+            label,
+            created_at,
+            expires_at,
+            address,
+            approved: approved_by.is_some(),
+        },
+    ))
+}
+
+/// Approves the unexpired, unapproved pairing whose code hashes to `user_code_hash` (and whose
+/// id is `id`, when given), for `by`; its label, or `None`.
 pub async fn approve(
     mut ex: impl Conn,
     user_code_hash: &str,
+    id: Option<&str>,
     by: UserId,
     now: i64,
 ) -> Result<Option<String>> {
     let row: Option<(String,)> = sqlx::query_as(
         "UPDATE pairings SET approved_by = $1, approved_at = $2
          WHERE user_code_hash = $3 AND approved_by IS NULL AND expires_at > $2
+           AND ($4 = '' OR id = $4)
          RETURNING label",
     )
     .bind(by.to_string())
     .bind(now)
     .bind(user_code_hash)
+    .bind(id.unwrap_or_default())
     .fetch_optional(ex.ex())
     .await?;
     Ok(row.map(|(l,)| l))

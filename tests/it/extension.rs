@@ -23,12 +23,10 @@ async fn start(s: &TestServer) -> (String, String) {
     );
     let p = res.json();
     let code = p["user_code"].as_str().unwrap().to_string();
-    assert!(
-        p["approve_url"]
-            .as_str()
-            .unwrap()
-            .ends_with(&format!("/pair#code={code}"))
-    );
+    // The approving page's link names the pairing, never its code.
+    let approve = p["approve_url"].as_str().unwrap();
+    assert!(approve.contains("/pair#id="), "{approve}");
+    assert!(!approve.contains(&code), "{approve}");
     (p["device_code"].as_str().unwrap().to_string(), code)
 }
 
@@ -239,4 +237,93 @@ pub fn zipped_manifest(zip: &[u8]) -> serde_json::Value {
     let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip)).expect("a zip");
     let file = archive.by_name("manifest.json").expect("a manifest");
     serde_json::from_reader(file).expect("the manifest is JSON")
+}
+
+matrix!(starting_pairings_is_limited_per_address_and_the_page_sees_who_asked);
+async fn starting_pairings_is_limited_per_address_and_the_page_sees_who_asked(s: TestServer) {
+    let mia = invite(&s, "mia", false).await;
+    // A reverse proxy on this host names the client in X-Forwarded-For.
+    let start_from = |addr: &'static str| {
+        s.req(Method::POST, "/api/extension/pairings")
+            .header("x-forwarded-for", addr)
+            .json(&json!({ "label": "Chrome at the café" }))
+    };
+    let first = start_from("198.51.100.7").send().await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let first = first.json();
+    let mut refused = None;
+    for _ in 0..50 {
+        let res = start_from("198.51.100.7").send().await;
+        if res.status == StatusCode::TOO_MANY_REQUESTS {
+            refused = Some(res);
+            break;
+        }
+        assert_eq!(res.status, StatusCode::CREATED);
+    }
+    let refused = refused.expect("a flood from one address is refused");
+    assert!(refused.headers.contains_key("retry-after"));
+    let msg = refused.assert_error(StatusCode::TOO_MANY_REQUESTS, "too_many_requests");
+    assert!(
+        msg.contains("too many pairing starts") && msg.contains("try again in"),
+        "{msg}"
+    );
+    // Another address still pairs.
+    let other = start_from("203.0.113.9").send().await;
+    assert_eq!(other.status, StatusCode::CREATED);
+
+    // The approving page sees what asked: its label, when, from where; not its code.
+    let id = first["approve_url"]
+        .as_str()
+        .unwrap()
+        .rsplit("#id=")
+        .next()
+        .unwrap()
+        .to_string();
+    let anon = s
+        .req(Method::GET, &format!("/api/extension/pairings/{id}"))
+        .send()
+        .await;
+    anon.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+    let shown = s
+        .req(Method::GET, &format!("/api/extension/pairings/{id}"))
+        .bearer(&mia.token)
+        .send()
+        .await;
+    assert_eq!(shown.status, StatusCode::OK);
+    let shown = shown.json();
+    assert_eq!(shown["label"], "Chrome at the café");
+    assert_eq!(shown["address"], "198.51.100.7");
+    assert_eq!(shown["approved"], false);
+    assert!(shown["created_at"].as_i64().unwrap() > 0);
+    let text = shown.to_string();
+    assert!(
+        !text.contains(first["user_code"].as_str().unwrap()),
+        "{text}"
+    );
+    // Approving that pairing needs its own code: another pairing's code does not do.
+    let wrong = s
+        .req(Method::POST, "/api/extension/pairings/approve")
+        .bearer(&mia.token)
+        .json(&json!({ "user_code": other.json()["user_code"], "pairing_id": id }))
+        .send()
+        .await;
+    wrong.assert_error(StatusCode::NOT_FOUND, "not_found");
+    let ok = s
+        .req(Method::POST, "/api/extension/pairings/approve")
+        .bearer(&mia.token)
+        .json(&json!({ "user_code": first["user_code"], "pairing_id": id }))
+        .send()
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+}
+
+matrix!(the_policy_package_is_signed_once_and_served_the_same);
+async fn the_policy_package_is_signed_once_and_served_the_same(s: TestServer) {
+    let one = s.req(Method::GET, "/extension/tandem.crx").send().await;
+    assert_eq!(one.status, StatusCode::OK);
+    let two = s.req(Method::GET, "/extension/tandem.crx").send().await;
+    assert_eq!(two.status, StatusCode::OK);
+    assert_eq!(&one.body[..4], b"Cr24");
+    assert!(one.body == two.body, "the same signed bytes each time");
+    assert_eq!(s.state.extension_crx.signatures(), 1, "signed once");
 }

@@ -1,16 +1,18 @@
 //! `/api/extension/pairings`: the Chrome extension pairs device style. It starts a pairing
-//! (no credential: it has none yet) and shows the code; a signed-in person approves the code;
+//! (no credential: it has none yet; limited per address) and shows the code; a signed-in person
+//! opens the pairing's page, sees what asks (label, when, from which address) and types the code
+//! the extension shows — the link never carries it;
 //! the extension polls with its device secret and takes its token once — scoped to starting
 //! sessions, prompting and reading (`auth::scope_allows`), expiring, listed and revocable with
 //! the person's tokens.
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use tandem_protocol::extension::{
-    ApprovePairing, Hello, PRODUCT, PageRule, Pairing, PairingPoll, PollPairing, SetPageRule,
-    StartPairing,
+    ApprovePairing, Hello, PRODUCT, PageRule, Pairing, PairingPoll, PairingRequest, PollPairing,
+    SetPageRule, StartPairing,
 };
 use tandem_protocol::limits::{
     EXTENSION_TOKEN_TTL_SECS, MAX_NAME_BYTES, MAX_PAGE_RULES, MAX_PAGE_URL_BYTES, PAIRING_TTL_SECS,
@@ -30,6 +32,7 @@ pub fn router() -> Router<AppState> {
         .route("/extension/pairings", post(start))
         .route("/extension/pairings/approve", post(approve))
         .route("/extension/pairings/poll", post(poll))
+        .route("/extension/pairings/{id}", get(show))
 }
 
 /// `ABCD-EFGH` from 8 letters of an alphabet without look-alikes (no 0/O, 1/I/L).
@@ -52,6 +55,7 @@ fn normalized(code: &str) -> String {
 }
 
 async fn start(
+    limited: super::rate::Limited<super::rate::Pairings>,
     State(state): State<AppState>,
     Json(req): Json<StartPairing>,
 ) -> Result<(StatusCode, Json<Pairing>)> {
@@ -68,12 +72,14 @@ async fn start(
     let device = new_secret("tpd_");
     let code = user_code();
     let now = now_ms();
+    let id = uuid::Uuid::new_v4().to_string();
     db::pairings::insert(
         &state.db,
-        &uuid::Uuid::new_v4().to_string(),
+        &id,
         &hash_secret(&device),
         &hash_secret(&normalized(&code)),
         &label,
+        &limited.addr.to_string(),
         now,
         now + PAIRING_TTL_SECS * 1000,
     )
@@ -82,12 +88,36 @@ async fn start(
         StatusCode::CREATED,
         Json(Pairing {
             device_code: device,
-            approve_url: format!("{}/pair#code={code}", state.public_url()),
+            approve_url: format!("{}/pair#id={id}", state.public_url()),
             user_code: code,
             expires_in_secs: PAIRING_TTL_SECS,
             interval_secs: POLL_INTERVAL_SECS,
         }),
     ))
+}
+
+/// What asks to be paired, for the page a signed-in person approves it on (the pairing's id is
+/// random and unguessable; the code is not shown: the person types what the extension shows).
+async fn show(
+    State(state): State<AppState>,
+    _user: CurrentUser,
+    Path(id): Path<String>,
+) -> Result<Json<PairingRequest>> {
+    let p = db::pairings::get(&state.db, &id, now_ms())
+        .await?
+        .ok_or_else(|| {
+            Error::NotFound(
+                "this pairing is unknown or expired: pair again from the extension".into(),
+            )
+        })?;
+    Ok(Json(PairingRequest {
+        id,
+        label: p.label,
+        created_at: tandem_protocol::Timestamp(p.created_at),
+        expires_at: tandem_protocol::Timestamp(p.expires_at),
+        address: p.address,
+        approved: p.approved,
+    }))
 }
 
 /// A signed-in person (with a full credential: an extension token approves nothing) approves.
@@ -99,13 +129,14 @@ async fn approve(
     let label = db::pairings::approve(
         &state.db,
         &hash_secret(&normalized(&req.user_code)),
+        req.pairing_id.as_deref().filter(|i| !i.is_empty()),
         user.0.id,
         now_ms(),
     )
     .await?
     .ok_or_else(|| {
         Error::NotFound(
-            "this pairing code is unknown, already approved or expired: pair again from the extension"
+            "this pairing code is not the one the extension shows, or the pairing is already approved or expired: check the code in the extension's panel, or pair again from it"
                 .into(),
         )
     })?;
@@ -159,7 +190,12 @@ async fn hello(State(state): State<AppState>) -> Json<Hello> {
         name: "Tandem".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         // Without its key (an unwritable data dir) the rest still answers.
-        extension_id: signer(&state).map(|s| s.extension_id()).unwrap_or_default(),
+        extension_id: state
+            .extension_crx
+            .signer(&key_path(&state))
+            .await
+            .map(|s| s.extension_id())
+            .unwrap_or_default(),
     })
 }
 
@@ -267,8 +303,8 @@ async fn package(state: &AppState, who: Option<&tandem_protocol::User>) -> Resul
     crate::extension_package::zip(&target)
 }
 
-fn signer(state: &AppState) -> Result<crate::extension_crx::Signer> {
-    crate::extension_crx::Signer::load_or_create(&state.config.data_dir.join("extension-key.pk8"))
+fn key_path(state: &AppState) -> std::path::PathBuf {
+    state.config.data_dir.join("extension-key.pk8")
 }
 
 async fn package_zip(
@@ -291,10 +327,16 @@ async fn package_zip(
         .into_response())
 }
 
-/// The package signed with this server's key, for policy installs.
+/// The package signed with this server's key, for policy installs: signed once per version
+/// (what anyone may ask for costs no signature per request), then served from memory.
 async fn package_crx(State(state): State<AppState>) -> Result<axum::response::Response> {
     use axum::response::IntoResponse;
-    let crx = signer(&state)?.crx(&package(&state, None).await?)?;
+    let crx = state
+        .extension_crx
+        .crx(&key_path(&state), env!("CARGO_PKG_VERSION"), || {
+            package(&state, None)
+        })
+        .await?;
     Ok((
         [
             ("content-type", "application/x-chrome-extension"),
@@ -308,7 +350,11 @@ async fn package_crx(State(state): State<AppState>) -> Result<axum::response::Re
 /// The update manifest `ExtensionInstallForcelist` names (`<id>;<server>/extension/updates.xml`).
 async fn update_manifest(State(state): State<AppState>) -> Result<axum::response::Response> {
     use axum::response::IntoResponse;
-    let id = signer(&state)?.extension_id();
+    let id = state
+        .extension_crx
+        .signer(&key_path(&state))
+        .await?
+        .extension_id();
     let crx = format!(
         "{}/extension/tandem.crx",
         state.public_url().trim_end_matches('/')

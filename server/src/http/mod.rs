@@ -25,6 +25,7 @@ mod json_errors;
 mod links;
 mod oidc;
 mod people;
+mod rate;
 mod repos;
 mod sessions;
 mod settings;
