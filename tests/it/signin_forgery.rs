@@ -550,6 +550,66 @@ async fn a_same_site_code_url_is_refused_or_warned(backend: Backend) {
     assert_eq!(h["warnings"], json!([]), "{h}");
 }
 
+/// Invites and extension pairings (flows started elsewhere: by an admin, by the extension) are
+/// taken once, by one conditional statement, and a signed-out login approves nothing. Both are
+/// JSON POSTs, which no form of another origin can send.
+async fn invites_and_pairings_are_taken_once(backend: Backend) {
+    let Some(s) = TestServer::start(backend, Transport::Socket).await else {
+        return;
+    };
+    let made = s
+        .post(
+            "/api/people/invites",
+            json!({ "name": "ivy", "is_admin": false }),
+        )
+        .send()
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED);
+    let url = made.json()["url"].as_str().unwrap().to_string();
+    let code = url.split_once("#code=").unwrap().1.to_string();
+    let accept = || {
+        browser()
+            .post(format!("{}/api/auth/invite", s.url))
+            .json(&json!({ "code": code }))
+            .send()
+    };
+    let (a, b) = tokio::join!(accept(), accept());
+    let mut statuses = [a.unwrap().status().as_u16(), b.unwrap().status().as_u16()];
+    statuses.sort();
+    assert_eq!(statuses, [200, 401], "one person per invite");
+
+    let pairing: serde_json::Value = browser()
+        .post(format!("{}/api/extension/pairings", s.url))
+        .json(&json!({ "label": "Chrome" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let user_code = pairing["user_code"].as_str().unwrap().to_string();
+    let approve = |jwt: String| {
+        browser()
+            .post(format!("{}/api/extension/pairings/approve", s.url))
+            .header("cookie", format!("tandem_session={jwt}"))
+            .json(&json!({ "user_code": user_code }))
+            .send()
+    };
+    let old = sign_in_admin(&s).await;
+    browser()
+        .post(format!("{}/api/auth/logout", s.url))
+        .header("cookie", format!("tandem_session={old}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approve(old).await.unwrap().status(), 401, "signed out");
+    let jwt = sign_in_admin_again(&s).await;
+    let (a, b) = tokio::join!(approve(jwt.clone()), approve(jwt));
+    let mut statuses = [a.unwrap().status().as_u16(), b.unwrap().status().as_u16()];
+    statuses.sort();
+    assert_eq!(statuses, [200, 404], "approved once");
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         $(mod $name {
@@ -575,6 +635,7 @@ both!(
     a_same_site_code_url_is_refused_or_warned,
     a_forged_openid_callback_signs_nobody_in_as_the_victim,
     a_forged_slack_link_links_nothing,
+    invites_and_pairings_are_taken_once,
 );
 
 mod oidc_and_slack;
