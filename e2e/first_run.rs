@@ -250,3 +250,92 @@ async fn a_missing_agent_binary_is_shown_where_people_look_and_the_session_start
     b.screenshot("02-started").await;
     b.close().await;
 }
+
+/// A newcomer with no `tandem.toml`: the model field takes the name typed (its default is a
+/// placeholder, not text to type after), a local path is refused until an admin allows its
+/// directory on the same page (which says the server's git reads it as root), then it is added.
+#[tokio::test]
+async fn a_newcomer_allows_a_local_repo_directory_on_the_settings_page_and_types_a_model_name() {
+    let Some(web) = web_dir() else { return };
+    let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, move |c| {
+        c.web_dir = Some(web);
+        c.local_repo_dirs = Vec::new();
+    })
+    .await
+    .unwrap();
+    let parent = tempfile::tempdir().unwrap();
+    let repo = parent.path().join("app");
+    std::fs::create_dir(&repo).unwrap();
+    let src = crate::fixtures::git_repo();
+    let ok = std::process::Command::new("git")
+        .args(["clone", "-q"])
+        .arg(src.path())
+        .arg(&repo)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+
+    let b = Browser::start("first-run-local-dirs").await;
+    b.sign_in(&s.url, &s.first_login_code).await;
+    b.client.goto(&format!("{}/settings", s.url)).await.unwrap();
+    // Typed into as a person types (no clearing first): the value is what was typed.
+    b.type_into("#setting-model", "scripted-1").await;
+    let typed = b
+        .client
+        .find(Locator::Css("#setting-model"))
+        .await
+        .unwrap()
+        .prop("value")
+        .await
+        .unwrap();
+    assert_eq!(typed.as_deref(), Some("scripted-1"));
+    let placeholder = b
+        .client
+        .find(Locator::Css("#setting-model"))
+        .await
+        .unwrap()
+        .attr("placeholder")
+        .await
+        .unwrap();
+    assert!(
+        placeholder.is_some_and(|p| !p.is_empty()),
+        "the default shows as a placeholder"
+    );
+
+    // A local path before any directory is allowed: refused, saying where to allow it.
+    set_field(&b, "#repo-name", "demo/local").await;
+    set_field(&b, "#repo-url", repo.to_str().unwrap()).await;
+    b.click("#repo-submit").await;
+    b.wait_text("#setup-repo", "Settings → Local repos").await;
+    // The admin allows the directory; the page says what that means.
+    b.click("#local-dirs summary").await;
+    b.wait_text("#local-dirs", "reads these directories as root")
+        .await;
+    b.type_into("#setting-local-dirs", parent.path().to_str().unwrap())
+        .await;
+    b.click("#setting-local-dirs-save").await;
+    b.wait_text("#local-dirs-saved", "Saved").await;
+    b.wait_text("#local-dirs-source", "set here").await;
+    b.click("#repo-submit").await;
+    b.wait_text("#setup-repo .repo-names", "demo/local").await;
+    b.client
+        .execute(
+            "document.getElementById('local-dirs').scrollIntoView()",
+            vec![],
+        )
+        .await
+        .unwrap();
+    b.screenshot("local-dirs").await;
+    b.close().await;
+
+    // Stored: the server keeps it, and tandem.toml's value would win over it.
+    let api = tandem_server::client::Client::new(&s.url, Some(s.admin_token.clone())).unwrap();
+    assert!(
+        api.repos()
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.name == "demo/local")
+    );
+}

@@ -118,8 +118,19 @@ pub struct Settings {
     pub default_agent: Setting<crate::turn::AgentSpec>,
     /// The GitHub App (applies when the server next starts).
     pub github: GithubSettings,
+    /// Directories under which a repo may be a local path or `file://` URL (the server's git
+    /// reads them as root); empty: no local repos.
+    #[serde(default = "no_local_dirs")]
+    pub local_repo_dirs: Setting<Vec<String>>,
     /// What stops sessions right now (as in `/api/health`).
     pub workspaces: WorkspacesHealth,
+}
+
+fn no_local_dirs() -> Setting<Vec<String>> {
+    Setting {
+        value: Vec::new(),
+        source: SettingSource::Default,
+    }
 }
 
 /// [`Settings::github`].
@@ -153,6 +164,8 @@ pub struct UpdateSettings {
     pub github_private_key: Option<String>,
     pub github_webhook_secret: Option<String>,
     pub github_client_secret: Option<String>,
+    /// Absolute paths of existing directories; an empty list allows no local repo.
+    pub local_repo_dirs: Option<Vec<String>>,
 }
 
 /// `POST /api/settings/model/test`: one real request to the model endpoint. Unset fields use

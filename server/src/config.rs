@@ -163,6 +163,7 @@ pub struct FileSets {
     pub default_agent: bool,
     /// A `[github]` table.
     pub github: bool,
+    pub local_repo_dirs: bool,
 }
 
 impl FileSets {
@@ -179,6 +180,7 @@ impl FileSets {
             api_key_secret: has("api_key_secret"),
             default_agent: has("default"),
             github: v.contains_key("github"),
+            local_repo_dirs: v.contains_key("local_repo_dirs"),
         }
     }
 }

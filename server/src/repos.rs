@@ -27,7 +27,7 @@ pub async fn create(
 }
 
 /// A local path or `file://` URL must lie under a directory the operator allows
-/// (`local_repo_dirs` in tandem.toml), after symlinks are resolved.
+/// (`local_repo_dirs`: tandem.toml's, else the settings page's), after symlinks are resolved.
 pub fn check_local(url: &str, local_dirs: &[std::path::PathBuf]) -> Result<()> {
     let path = if let Some(p) = url.strip_prefix("file://") {
         p
@@ -38,7 +38,7 @@ pub fn check_local(url: &str, local_dirs: &[std::path::PathBuf]) -> Result<()> {
     };
     let refuse = || {
         Error::Forbidden(format!(
-            "local repos are allowed only under the directories in `local_repo_dirs` (tandem.toml); {path:?} is not under {}",
+            "local repos are allowed only under the directories an admin allows (Settings → Local repos, or `local_repo_dirs` in tandem.toml); {path:?} is not under {}",
             if local_dirs.is_empty() {
                 "any (none is listed)".to_string()
             } else {

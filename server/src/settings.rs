@@ -1,8 +1,11 @@
 //! The settings the first-run page (later: Settings) changes — the model endpoint, model name
 //! and key, the default agent, the GitHub App — layered under the server's configuration: a
 //! value `<data dir>/tandem.toml` sets wins and cannot be changed on the page; a value the page
-//! set (the `settings` table) comes next; then the built-in default. The model values apply at
-//! once (read at every use); the GitHub App's when the server next starts.
+//! set (the `settings` table) comes next; then the built-in default. The model values and the
+//! local repo directories (`local_dirs.rs`) apply at once (read at every use); the GitHub App's
+//! when the server next starts.
+
+mod local_dirs;
 
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
@@ -24,6 +27,7 @@ mod key {
     pub const GITHUB_APP_ID: &str = "github.app_id";
     pub const GITHUB_APP_SLUG: &str = "github.app_slug";
     pub const GITHUB_CLIENT_ID: &str = "github.client_id";
+    pub const LOCAL_REPO_DIRS: &str = "repos.local_dirs";
 }
 
 /// How long the connection test waits for the model endpoint.
@@ -40,6 +44,7 @@ struct Stored {
     github_app_id: Option<u64>,
     github_app_slug: Option<String>,
     github_client_id: Option<String>,
+    local_repo_dirs: Option<Vec<String>>,
 }
 
 /// The model the gateway and turns use now.
@@ -57,6 +62,8 @@ pub struct Settings {
     /// The configuration's values (the file's where it sets them, else defaults).
     config: crate::config::AgentsConfig,
     github_from_file: Option<GithubConfig>,
+    /// `local_repo_dirs` of the configuration (the file's, or the code's in tests).
+    local_dirs_from_config: Vec<std::path::PathBuf>,
     stored: RwLock<Stored>,
 }
 
@@ -68,6 +75,7 @@ impl Settings {
             config: config.agents.clone(),
             // Only the file sets `[github]` in a running server (tests set it in code).
             github_from_file: config.github.clone(),
+            local_dirs_from_config: config.local_repo_dirs.clone(),
             stored: RwLock::new(read_stored(db).await?),
         })
     }
@@ -103,6 +111,25 @@ impl Settings {
             },
             api_key_secret: self.config.api_key_secret.clone(),
         }
+    }
+
+    /// Whether the configuration decides `local_repo_dirs` (the page cannot change it).
+    fn local_dirs_fixed(&self) -> bool {
+        self.file.local_repo_dirs || !self.local_dirs_from_config.is_empty()
+    }
+
+    /// The directories under which a repo may be a local path: the configuration's when it
+    /// names any, else the page's.
+    pub fn local_repo_dirs(&self) -> Vec<std::path::PathBuf> {
+        if self.local_dirs_fixed() {
+            return self.local_dirs_from_config.clone();
+        }
+        self.stored()
+            .local_repo_dirs
+            .unwrap_or_default()
+            .into_iter()
+            .map(std::path::PathBuf::from)
+            .collect()
     }
 
     /// The agent of sessions that name none.
@@ -208,6 +235,14 @@ impl Settings {
                 client_secret_set: secret_set(gh_names.client_secret.clone()).await?,
                 active: github_active,
             },
+            local_repo_dirs: Setting {
+                value: self
+                    .local_repo_dirs()
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect(),
+                source: self.source(self.local_dirs_fixed(), s.local_repo_dirs.is_some()),
+            },
             workspaces,
         })
     }
@@ -241,6 +276,13 @@ impl Settings {
         if github_change && self.github_from_file.is_some() {
             return refuse("[github]");
         }
+        if req.local_repo_dirs.is_some() && self.local_dirs_fixed() {
+            return refuse("local_repo_dirs");
+        }
+        let local_dirs = match &req.local_repo_dirs {
+            None => None,
+            Some(d) => Some(Some(local_dirs::check(d)?).filter(|d| !d.is_empty())),
+        };
         let base_url = match req.model_base_url.as_deref().map(str::trim) {
             None => None,
             Some("") => Some(None),
@@ -281,7 +323,7 @@ impl Settings {
         let now = now_ms();
         let mut changed = Vec::new();
         let mut tx = db.begin().await?;
-        let writes: [(&'static str, &'static str, Option<Option<String>>); 6] = [
+        let writes: [(&'static str, &'static str, Option<Option<String>>); 7] = [
             (
                 key::MODEL_BASE_URL,
                 "model_base_url",
@@ -311,6 +353,11 @@ impl Settings {
                 key::GITHUB_CLIENT_ID,
                 "github_client_id",
                 client_id.clone().map(|v| v.map(|v| json(&v))),
+            ),
+            (
+                key::LOCAL_REPO_DIRS,
+                "local_repo_dirs",
+                local_dirs.clone().map(|v| v.map(|v| json(&v))),
             ),
         ];
         for (k, label, write) in writes {
@@ -370,6 +417,9 @@ impl Settings {
         }
         if let Some(v) = client_id {
             s.github_client_id = v;
+        }
+        if let Some(v) = local_dirs {
+            s.local_repo_dirs = v;
         }
         Ok(changed)
     }
@@ -495,6 +545,9 @@ async fn read_stored(db: &Db) -> Result<Stored> {
             }
             key::GITHUB_CLIENT_ID => {
                 stored.github_client_id = serde_json::from_str(&v).map_err(bad)?
+            }
+            key::LOCAL_REPO_DIRS => {
+                stored.local_repo_dirs = serde_json::from_str(&v).map_err(bad)?
             }
             // A key a newer version wrote: left alone.
             _ => {}

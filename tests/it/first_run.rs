@@ -1,7 +1,7 @@
 //! The first run: a server that cannot start sessions says why (health, the session's events)
 //! and starts them by itself once the cause is fixed; the settings page's API sets the model,
-//! tests the connection and lets a waiting turn run; a server whose image is gone still stops
-//! the workspaces it runs.
+//! tests the connection and lets a waiting turn run, and allows the directories local repos may
+//! come from; a server whose image is gone still stops the workspaces it runs.
 
 use std::time::{Duration, Instant};
 
@@ -355,4 +355,79 @@ async fn a_server_whose_image_is_gone_still_stops_the_workspaces_it_runs() {
         assert!(Instant::now() < deadline, "the workspace kept running");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// With no `local_repo_dirs` in tandem.toml an admin allows a directory on the settings page:
+/// a local repo under it is then accepted, one outside still refused; a bad directory is refused
+/// with what to do; tandem.toml's list wins and cannot be changed on the page.
+#[tokio::test]
+async fn an_admin_allows_a_local_repo_directory_on_the_page_unless_tandem_toml_sets_one() {
+    let Some(s) = TestServer::start_with(Backend::Sqlite, Transport::Oneshot, |c| {
+        c.local_repo_dirs = Vec::new();
+    })
+    .await
+    else {
+        return;
+    };
+    let allowed = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let add = |name: &str, dir: &std::path::Path| {
+        s.post(
+            "/api/repos",
+            json!({ "name": name, "url": dir.display().to_string() }),
+        )
+    };
+    let settings: Settings = s.get("/api/settings").send().await.parse();
+    assert_eq!(settings.local_repo_dirs.source, SettingSource::Default);
+    assert!(settings.local_repo_dirs.value.is_empty());
+    let msg = add("demo/early", allowed.path())
+        .send()
+        .await
+        .assert_error(StatusCode::FORBIDDEN, "forbidden");
+    assert!(msg.contains("Settings → Local repos"), "{msg}");
+    for bad in ["relative/dir", "/", "/nonexistent/tandem-dir"] {
+        let msg = s
+            .req(Method::PUT, "/api/settings")
+            .bearer(&s.admin_token)
+            .json(&json!({ "local_repo_dirs": [bad] }))
+            .send()
+            .await
+            .assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+        assert!(msg.contains(bad), "{msg}");
+    }
+    let saved: Settings = s
+        .req(Method::PUT, "/api/settings")
+        .bearer(&s.admin_token)
+        .json(&json!({ "local_repo_dirs": [allowed.path()] }))
+        .send()
+        .await
+        .parse();
+    assert_eq!(saved.local_repo_dirs.source, SettingSource::Settings);
+    assert_eq!(saved.local_repo_dirs.value.len(), 1);
+    let made = add("demo/local", allowed.path()).send().await;
+    assert_eq!(
+        made.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&made.body)
+    );
+    add("demo/outside", outside.path())
+        .send()
+        .await
+        .assert_error(StatusCode::FORBIDDEN, "forbidden");
+
+    // tandem.toml's list (here: the harness's) wins and is read-only on the page.
+    let Some(fixed) = TestServer::start(Backend::Sqlite, Transport::Oneshot).await else {
+        return;
+    };
+    let settings: Settings = fixed.get("/api/settings").send().await.parse();
+    assert_eq!(settings.local_repo_dirs.source, SettingSource::File);
+    let msg = fixed
+        .req(Method::PUT, "/api/settings")
+        .bearer(&fixed.admin_token)
+        .json(&json!({ "local_repo_dirs": [allowed.path()] }))
+        .send()
+        .await
+        .assert_error(StatusCode::CONFLICT, "conflict");
+    assert!(msg.contains("local_repo_dirs"), "{msg}");
 }

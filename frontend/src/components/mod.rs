@@ -10,6 +10,7 @@ pub mod error_box;
 pub mod header;
 pub mod host_banner;
 pub mod invites;
+pub mod local_repos;
 pub mod new_session;
 pub mod no_access;
 pub mod page_rules;

@@ -12,8 +12,9 @@ use tandem_protocol::{
 
 use crate::api;
 use crate::components::{
-    error_box::ErrorBox, header::Header, host_banner::Problems, page_rules::PageRules,
-    repo_access::RepoAccessEditor, repo_form::RepoForm, slack_settings::SlackSettingsCard,
+    error_box::ErrorBox, header::Header, host_banner::Problems, local_repos::LocalRepoDirs,
+    page_rules::PageRules, repo_access::RepoAccessEditor, repo_form::RepoForm,
+    slack_settings::SlackSettingsCard,
 };
 use crate::pages::require_user;
 
@@ -114,7 +115,7 @@ pub fn SettingsPage() -> impl IntoView {
                 {move || {
                     let list = repos.get().unwrap_or_default();
                     if list.is_empty() {
-                        view! { <p class="muted">"No repo yet: add the git remote (or, for trying Tandem, a local path) the agents should work on."</p> }.into_any()
+                        view! { <p class="muted">"No repo yet: add the git remote (or, for trying Tandem, a local path under a directory allowed below) the agents should work on."</p> }.into_any()
                     } else {
                         view! { <ul class="repo-names">{list.into_iter().map(|r| view! {
                             <li>{r.name.clone()}<span class="muted mono">" "{r.url.clone()}</span>
@@ -125,6 +126,11 @@ pub fn SettingsPage() -> impl IntoView {
                 }}
                 <ErrorBox error=people_error.read_only() />
                 <RepoForm on_added />
+                {move || loaded.get().then(|| {
+                    let s = settings.get_untracked().unwrap_or_else(|| unreachable!("loaded"));
+                    let on_saved = Callback::new(move |n: Settings| settings.set(Some(n)));
+                    view! { <LocalRepoDirs s current=settings.read_only() on_saved /> }
+                })}
                 <p><a href="/" id="setup-done">"Go to the dashboard and start a session →"</a></p>
             </section>
             {move || user.get().is_some_and(|u| u.is_admin).then(|| view! {
@@ -158,7 +164,13 @@ fn ModelSection(
     let model_locked = s.model.source == SettingSource::File;
     let agent_locked = s.default_agent.source == SettingSource::File;
     let base_url = RwSignal::new(s.model_base_url.value.clone().unwrap_or_default());
-    let model = RwSignal::new(s.model.value.clone());
+    // The built-in default is the placeholder, not the value: typing a name replaces nothing.
+    let model_default = s.model.value.clone();
+    let model = RwSignal::new(if s.model.source == SettingSource::Default {
+        String::new()
+    } else {
+        s.model.value.clone()
+    });
     let key = RwSignal::new(String::new());
     let agent = RwSignal::new(agent_kind(&s.default_agent.value));
     let template = RwSignal::new(match &s.default_agent.value {
@@ -231,7 +243,7 @@ fn ModelSection(
                         prop:value=base_url on:input=move |ev| base_url.set(event_target_value(&ev)) />
                 </label>
                 <label>"Model " <Source source=src(|c| c.model.source) />
-                    <input id="setting-model" placeholder="gpt-4.1-mini" disabled=model_locked
+                    <input id="setting-model" placeholder=model_default disabled=model_locked
                         prop:value=model on:input=move |ev| model.set(event_target_value(&ev)) />
                 </label>
                 <label>"API key "
