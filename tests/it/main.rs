@@ -29,6 +29,7 @@ mod oidc;
 mod oidc_provider;
 mod page_context;
 mod people;
+mod rate_limits;
 mod remote_images;
 mod restart;
 mod session_workspaces;
