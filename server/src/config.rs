@@ -378,6 +378,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub unsafe_code_on_tandem_origin: bool,
     #[serde(default)]
+    pub unsafe_same_site_code_url: bool,
+    #[serde(default)]
     pub workspaces: WorkspacesConfig,
     #[serde(default)]
     pub extension: ExtensionConfig,
@@ -396,8 +398,6 @@ pub struct Overrides {
     pub runtime: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub database_url: Option<String>,
-    pub unsafe_same_site_code_url: bool,
-    #[serde(default)]
     pub public_url: Option<String>,
     pub web_dir: Option<PathBuf>,
     pub opencode_bin: Option<PathBuf>,
@@ -513,6 +513,7 @@ impl Config {
             file_sets,
             local_repo_dirs: file.local_repo_dirs,
             unsafe_code_on_tandem_origin: file.unsafe_code_on_tandem_origin,
+            unsafe_same_site_code_url: file.unsafe_same_site_code_url,
             workspaces: file.workspaces,
             extension: file.extension,
             automations: file.automations,
@@ -531,7 +532,6 @@ pub fn read_file_config(data_dir: &Path) -> Result<FileConfig> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
         Err(e) => Err(Error::Config(format!("{}: {e}", path.display()))),
-            unsafe_same_site_code_url: file.unsafe_same_site_code_url,
     }
 }
 
