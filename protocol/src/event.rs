@@ -54,8 +54,18 @@ pub enum EventKind {
     /// starts by itself once the cause is fixed; a new `waiting` event follows if the cause
     /// changes.
     Waiting { problem: crate::api::Problem },
-    /// The workspace looked up a name its egress allow-list does not hold (refused).
-    EgressBlocked { name: String },
+    /// The workspace looked up names its egress allow-list does not hold (refused). The first
+    /// refusal after a quiet period is reported at once, the rest summed up at most once per
+    /// [`crate::limits::EGRESS_REPORT_PERIOD_SECS`]: `lookups` refused lookups, `name` and
+    /// `others` the first distinct names of them (at most
+    /// [`crate::limits::MAX_EGRESS_REPORT_NAMES`] in all).
+    EgressBlocked {
+        name: String,
+        #[serde(default = "one")]
+        lookups: u64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        others: Vec<String>,
+    },
     /// Someone (or something) ran a command in the workspace.
     CommandRun {
         author: Author,
@@ -303,8 +313,22 @@ impl EventKind {
                 format!("workspace stopped; diff kept ({diff_bytes} bytes)")
             }
             Self::Waiting { problem } => format!("waiting: {} ({})", problem.message, problem.fix),
-            Self::EgressBlocked { name } => {
-                format!("egress refused: {name} is not on the allow-list")
+            Self::EgressBlocked {
+                name,
+                lookups,
+                others,
+            } => {
+                if *lookups <= 1 && others.is_empty() {
+                    format!("egress refused: {name} is not on the allow-list")
+                } else {
+                    let names = std::iter::once(name.as_str())
+                        .chain(others.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    format!(
+                        "egress refused {lookups} lookups of names not on the allow-list (the first: {names})"
+                    )
+                }
             }
             Self::Error { message } => format!("error: {message}"),
             Self::PromptEdited { author, text, .. } => {
@@ -439,4 +463,9 @@ pub struct EventsPage {
     pub events: Vec<Event>,
     /// The session's newest sequence number at the time of reading.
     pub last_seq: Seq,
+}
+
+/// The `lookups` of a refused-lookup report stored before reports were summed up: one.
+fn one() -> u64 {
+    1
 }

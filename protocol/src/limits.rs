@@ -70,6 +70,13 @@ pub const MAX_CONTEXT_BYTES_PER_SESSION: i64 = 64 * 1024 * 1024;
 /// Most URL-pattern → repo rules for the extension's default repo.
 pub const MAX_PAGE_RULES: usize = 200;
 
+/// Most messages in one model request a workspace sends through its gateway (a long
+/// conversation has hundreds), most content parts in one of its messages, and most tools it
+/// offers: the gateway parses each request whole, so its shape is bounded as well as its bytes.
+pub const MAX_MODEL_MESSAGES: usize = 4096;
+pub const MAX_MODEL_CONTENT_PARTS: usize = 256;
+pub const MAX_MODEL_TOOLS: usize = 256;
+
 /// Most sessions one fork request makes.
 pub const MAX_FORKS: i64 = 8;
 /// How deep child sessions nest (a child of a child of a child), so an agent cannot spawn
@@ -79,6 +86,39 @@ pub const MAX_CHILD_DEPTH: usize = 3;
 pub const MAX_CHILDREN: usize = 32;
 /// Most sessions in one tree of child sessions (the root and every descendant).
 pub const MAX_TREE_SESSIONS: usize = 64;
+
+// What a workspace may make the server store, per session and per session tree (a root session
+// and every descendant: the children its agent spawns, forks, and theirs). Stored rows are never
+// deleted, so these are totals over a session's life. Everything a session's log holds counts
+// (people's writes too), but only a workspace's writes are refused past a bound: its turns'
+// frames, its agent's child prompts and attachments, its refused-lookup reports. The per-turn
+// bounds (20,000 frames, 64 MiB of artifacts) still hold within each turn. Generous for real
+// agents: a real turn records hundreds of events and a few MiB at most.
+
+/// Most prompts a workspace may have waiting in one child session's queue (the rest are refused
+/// until some have run): an agent hands a child work a few prompts at a time.
+pub const MAX_QUEUED_PROMPTS_PER_SESSION: i64 = 1_000;
+/// Most prompts waiting in the queues of a whole session tree when a workspace adds one.
+pub const MAX_QUEUED_PROMPTS_PER_TREE: i64 = 10_000;
+/// Most events a session's log holds before its workspace may add none (10 turns at the
+/// per-turn bound, hundreds of real ones).
+pub const MAX_EVENTS_PER_SESSION: i64 = 200_000;
+/// Most bytes of event payloads a session's log holds before its workspace may add none.
+pub const MAX_EVENT_BYTES_PER_SESSION: i64 = 256 * 1024 * 1024;
+/// Most events of a whole session tree before its workspaces may add none.
+pub const MAX_EVENTS_PER_TREE: i64 = 800_000;
+/// Most bytes of event payloads of a whole session tree before its workspaces may add none.
+pub const MAX_EVENT_BYTES_PER_TREE: i64 = 1024 * 1024 * 1024;
+/// Most artifact bytes (tool outputs kept whole, attachments) a session keeps from its
+/// workspace (8 turns at the per-turn bound).
+pub const MAX_ARTIFACT_BYTES_PER_SESSION: i64 = 512 * 1024 * 1024;
+/// Most artifact bytes a whole session tree keeps from its workspaces.
+pub const MAX_ARTIFACT_BYTES_PER_TREE: i64 = 2 * 1024 * 1024 * 1024;
+/// Refused lookups of a workspace's name server are reported at most once per this period: the
+/// first after a quiet period at once, the rest summed up when the period ends.
+pub const EGRESS_REPORT_PERIOD_SECS: u64 = 60;
+/// Most names one refused-lookup report keeps (the first distinct ones of its period).
+pub const MAX_EGRESS_REPORT_NAMES: usize = 20;
 
 /// Failed session starts in a row after which a snapshot is set aside, if an older good one
 /// exists to start from instead.

@@ -27,6 +27,21 @@ pub async fn submit_prompt(
     Ok(prompt)
 }
 
+/// [`submit_prompt`] for a prompt the workspace of session `asker` puts in its child `child`'s
+/// queue: bounded per session and per tree (`sessions::prompts::submit_from_workspace`).
+pub async fn submit_child_prompt(
+    state: &AppState,
+    asker: SessionId,
+    child: SessionId,
+    author: Author,
+    req: CreatePrompt,
+) -> Result<Prompt> {
+    let prompt =
+        sessions::prompts::submit_from_workspace(&state.db, asker, child, author, req).await?;
+    start_work(state, &prompt).await;
+    Ok(prompt)
+}
+
 /// Sets a stored prompt working ([`submit_prompt`] after storing it; for a caller that records
 /// something of its own between the two).
 pub async fn start_work(state: &AppState, prompt: &Prompt) {

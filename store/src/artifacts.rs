@@ -6,8 +6,14 @@ use tandem_protocol::{ArtifactId, ArtifactInfo, SessionId, Timestamp};
 use crate::Result;
 use crate::{Conn, Tx};
 
-/// Stores an artifact inside the caller's transaction.
+/// Stores an artifact inside the caller's transaction; its session's stored artifact bytes grow
+/// by the body's (see [`crate::usage`]).
 pub async fn insert(conn: &mut Tx, info: &ArtifactInfo, body: &str) -> Result<()> {
+    sqlx::query("UPDATE sessions SET artifact_bytes = artifact_bytes + $1 WHERE id = $2")
+        .bind(body.len() as i64)
+        .bind(info.session_id.to_string())
+        .execute(&mut *conn.tx)
+        .await?;
     sqlx::query(
         "INSERT INTO artifacts (id, session_id, name, content_type, size, body, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )

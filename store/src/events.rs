@@ -9,16 +9,20 @@ use crate::{Error, Result};
 
 /// Appends one event inside the caller's transaction and returns it with its sequence number.
 /// The first statement is a write, so SQLite takes its write lock up front.
+/// The session's stored bytes of events grow by the payload's (see [`crate::usage`]).
 pub async fn append(tx: &mut Tx, session: SessionId, at: i64, kind: EventKind) -> Result<Event> {
-    let (seq,): (i64,) =
-        sqlx::query_as("UPDATE sessions SET last_seq = last_seq + 1, updated_at = $1 WHERE id = $2 RETURNING last_seq")
-            .bind(at)
-            .bind(session.to_string())
-            .fetch_optional(&mut *tx.tx)
-            .await?
-            .ok_or_else(|| Error::NotFound(format!("no session {session}")))?;
     let payload = serde_json::to_string(&kind)
         .map_err(|e| Error::Internal(format!("encoding event: {e}")))?;
+    let (seq,): (i64,) = sqlx::query_as(
+        "UPDATE sessions SET last_seq = last_seq + 1, event_bytes = event_bytes + $3, updated_at = $1
+         WHERE id = $2 RETURNING last_seq",
+    )
+    .bind(at)
+    .bind(session.to_string())
+    .bind(payload.len() as i64)
+    .fetch_optional(&mut *tx.tx)
+    .await?
+    .ok_or_else(|| Error::NotFound(format!("no session {session}")))?;
     sqlx::query(
         "INSERT INTO events (session_id, seq, at, type, payload) VALUES ($1, $2, $3, $4, $5)",
     )

@@ -5,17 +5,18 @@ use tandem_protocol::UserId;
 
 use crate::{Conn, Result};
 
-/// Stores a new pairing.
-pub async fn insert(
-    mut ex: impl Conn,
-    id: &str,
-    device_hash: &str,
-    user_code_hash: &str,
-    label: &str,
-    address: &str,
-    now: i64,
-    expires_at: i64,
-) -> Result<()> {
+/// A new pairing, its secrets hashed.
+pub struct New<'a> {
+    pub id: &'a str,
+    pub device_hash: &'a str,
+    pub user_code_hash: &'a str,
+    pub label: &'a str,
+    /// The client address it was asked from.
+    pub address: &'a str,
+}
+
+/// Stores a new pairing (and forgets expired ones).
+pub async fn insert(mut ex: impl Conn, p: New<'_>, now: i64, expires_at: i64) -> Result<()> {
     sqlx::query("DELETE FROM pairings WHERE expires_at <= $1")
         .bind(now)
         .execute(ex.ex())
@@ -24,11 +25,11 @@ pub async fn insert(
         "INSERT INTO pairings (id, device_hash, user_code_hash, label, address, created_at, expires_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
-    .bind(id)
-    .bind(device_hash)
-    .bind(user_code_hash)
-    .bind(label)
-    .bind(address)
+    .bind(p.id)
+    .bind(p.device_hash)
+    .bind(p.user_code_hash)
+    .bind(p.label)
+    .bind(p.address)
     .bind(now)
     .bind(expires_at)
     .execute(ex.ex())
@@ -47,7 +48,8 @@ pub struct Pending {
 
 /// The unexpired pairing `id`, or `None`.
 pub async fn get(mut ex: impl Conn, id: &str, now: i64) -> Result<Option<Pending>> {
-    let row: Option<(String, i64, i64, Option<String>, Option<String>)> = sqlx::query_as(
+    type Row = (String, i64, i64, Option<String>, Option<String>);
+    let row: Option<Row> = sqlx::query_as(
         "SELECT label, created_at, expires_at, address, approved_by FROM pairings
          WHERE id = $1 AND expires_at > $2",
     )

@@ -16,6 +16,7 @@ mod api_input;
 mod api_repos;
 mod api_sessions;
 mod automations;
+mod bounds;
 mod cli;
 mod code;
 mod desktop;

@@ -5,9 +5,12 @@
 //! own name server; every address in the answer (A, and AAAA where the workspace's link has
 //! IPv6) that is not internal is admitted to the workspace's nftables set of its family for the
 //! answer's TTL (bounded), so CDNs and changing addresses work.
-//! Any other name gets NXDOMAIN, and the attempt is reported (a `egress_blocked` event).
+//! Any other name gets NXDOMAIN, and the attempt is reported (an `egress_blocked` event): the
+//! first after a quiet period at once, the rest summed up once per period (a count and the first
+//! names), so a workspace looking up a million names makes one event a minute, in constant
+//! memory and constant work per lookup.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -15,6 +18,7 @@ use std::time::{Duration, Instant};
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA};
 use hickory_proto::rr::{RData, Record, RecordType};
+use tandem_protocol::limits::{EGRESS_REPORT_PERIOD_SECS, MAX_EGRESS_REPORT_NAMES};
 use tokio::net::UdpSocket;
 use tokio::sync::broadcast;
 
@@ -27,16 +31,67 @@ pub const MAX_TTL: u32 = 3600;
 pub const STATIC_TTL: u32 = 300;
 /// How long the host's name server may take.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(3);
-/// A name refused again within this is not reported again.
-const REPORT_EVERY: Duration = Duration::from_secs(60);
+/// Refused lookups are reported at most once per this.
+const REPORT_EVERY: Duration = Duration::from_secs(EGRESS_REPORT_PERIOD_SECS);
 /// Largest DNS message handled (EDNS sizes included).
 const MAX_MESSAGE: usize = 4096;
 
-/// A refused lookup: the workspace (its id) and the name.
+/// Refused lookups of one workspace (its id) since its last report: how many, and the first
+/// distinct names (at most [`MAX_EGRESS_REPORT_NAMES`]).
 #[derive(Clone, Debug)]
 pub struct Blocked {
     pub workspace: String,
-    pub name: String,
+    pub lookups: u64,
+    pub names: Vec<String>,
+}
+
+/// The refused lookups of one workspace not yet reported. Constant work per lookup and constant
+/// memory: a count, at most [`MAX_EGRESS_REPORT_NAMES`] names, and when the last report went.
+#[derive(Debug, Default)]
+struct Tally {
+    /// When the last report went (none yet: the next refusal is reported at once).
+    last: Option<Instant>,
+    lookups: u64,
+    names: Vec<String>,
+}
+
+impl Tally {
+    /// Counts one refused lookup of `name`; the report to send now, if one is due: the first
+    /// refusal after a quiet period goes at once, the others wait for [`Tally::due`].
+    fn note(&mut self, name: &str, now: Instant) -> Option<(u64, Vec<String>)> {
+        self.lookups = self.lookups.saturating_add(1);
+        // At most MAX_EGRESS_REPORT_NAMES compared: constant work.
+        if self.names.len() < MAX_EGRESS_REPORT_NAMES && !self.names.iter().any(|n| n == name) {
+            self.names.push(name.chars().take(253).collect());
+        }
+        let quiet = self
+            .last
+            .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_EVERY);
+        quiet.then(|| self.take(now))
+    }
+
+    /// When the refusals counted since the last report are to be reported, if any are.
+    fn due_at(&self) -> Option<Instant> {
+        match self.last {
+            Some(t) if self.lookups > 0 => Some(t + REPORT_EVERY),
+            _ => None,
+        }
+    }
+
+    /// The report of the refusals counted so far, if it is due at `now`.
+    fn due(&mut self, now: Instant) -> Option<(u64, Vec<String>)> {
+        self.due_at()
+            .is_some_and(|at| at <= now)
+            .then(|| self.take(now))
+    }
+
+    fn take(&mut self, now: Instant) -> (u64, Vec<String>) {
+        self.last = Some(now);
+        (
+            std::mem::take(&mut self.lookups),
+            std::mem::take(&mut self.names),
+        )
+    }
 }
 
 /// Where refused lookups are announced (the scheduler records them as events).
@@ -66,7 +121,9 @@ pub struct Resolver {
     /// The set answered IPv6 addresses join (`a6<index>`), when the link has IPv6.
     pub set6: Option<String>,
     pub upstream: Option<SocketAddr>,
-    reported: Mutex<HashMap<String, Instant>>,
+    /// Refused lookups not yet reported (held for a few instructions at a time, never across
+    /// an await).
+    refused: Mutex<Tally>,
 }
 
 impl Resolver {
@@ -84,15 +141,32 @@ impl Resolver {
             set,
             set6,
             upstream: host_name_server(),
-            reported: Mutex::new(HashMap::new()),
+            refused: Mutex::new(Tally::default()),
         }
     }
 
-    /// Serves queries on `socket` until the task is aborted.
+    /// Serves queries on `socket` until the task is aborted, and reports the refused lookups
+    /// summed up when their period ends.
     pub async fn serve(self, socket: UdpSocket) {
         let mut buf = vec![0u8; MAX_MESSAGE];
         loop {
-            let Ok((n, from)) = socket.recv_from(&mut buf).await else {
+            let due = self.tally().due_at();
+            let received = match due {
+                // `recv_from` is cancel-safe: a query that arrives as the period ends waits.
+                Some(at) => tokio::select! {
+                    r = socket.recv_from(&mut buf) => Some(r),
+                    () = tokio::time::sleep_until(at.into()) => None,
+                },
+                None => Some(socket.recv_from(&mut buf).await),
+            };
+            let Some(received) = received else {
+                let report = self.tally().due(Instant::now());
+                if let Some(report) = report {
+                    self.send(report);
+                }
+                continue;
+            };
+            let Ok((n, from)) = received else {
                 continue;
             };
             let answer = self.answer(&buf[..n]).await;
@@ -225,22 +299,23 @@ impl Resolver {
         )
     }
 
+    fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
+        self.refused.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts a refused lookup of `name` (and reports it at once after a quiet period).
     fn report(&self, name: &str) {
-        let mut seen = self.reported.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        if seen
-            .get(name)
-            .is_some_and(|t| now.duration_since(*t) < REPORT_EVERY)
-        {
-            return;
+        let report = self.tally().note(name, Instant::now());
+        if let Some(report) = report {
+            self.send(report);
         }
-        if seen.len() > 1024 {
-            seen.retain(|_, t| now.duration_since(*t) < REPORT_EVERY);
-        }
-        seen.insert(name.to_string(), now);
+    }
+
+    fn send(&self, (lookups, names): (u64, Vec<String>)) {
         let _ = BLOCKED.send(Blocked {
             workspace: self.workspace.clone(),
-            name: name.chars().take(253).collect(),
+            lookups,
+            names,
         });
     }
 }
@@ -273,7 +348,101 @@ fn host_name_server() -> Option<SocketAddr> {
 
 #[cfg(test)]
 mod tests {
-    use super::allowed;
+    use super::*;
+
+    /// A flood of distinct refused names makes one report at once and one per period, each
+    /// with the count and the first names only; nothing grows with the flood.
+    #[test]
+    fn refused_lookups_are_summed_up_once_a_period_in_constant_memory() {
+        let t0 = Instant::now();
+        let mut tally = Tally::default();
+        assert_eq!(
+            tally.note("first.test", t0),
+            Some((1, vec!["first.test".to_string()])),
+            "the first refusal after a quiet period is reported at once"
+        );
+        assert_eq!(tally.due_at(), None, "nothing waits");
+        let mut reports = Vec::new();
+        for i in 0..100_000u64 {
+            // 100,000 distinct names over 90 seconds.
+            let now = t0 + Duration::from_micros(1 + i * 900);
+            if let Some(r) = tally.due(now) {
+                reports.push(r);
+            }
+            if let Some(r) = tally.note(&format!("n{i}.flood.test"), now) {
+                reports.push(r);
+            }
+            assert!(tally.names.len() <= MAX_EGRESS_REPORT_NAMES);
+            assert!(tally.names.capacity() <= 2 * MAX_EGRESS_REPORT_NAMES);
+        }
+        // The period ended at 60 s: one summary then; the rest waits for the next one.
+        assert_eq!(
+            reports.len(),
+            1,
+            "one summary per period: {:?}",
+            reports.len()
+        );
+        let (lookups, names) = &reports[0];
+        assert_eq!(names.len(), MAX_EGRESS_REPORT_NAMES);
+        assert_eq!(names[0], "n0.flood.test", "the first names are kept");
+        let at = tally.due_at().expect("the rest is due");
+        // Taken at the lookup after the ones it counts.
+        assert_eq!(
+            at,
+            t0 + Duration::from_micros(1 + lookups * 900) + REPORT_EVERY
+        );
+        let (rest, _) = tally.due(at).expect("due at the period's end");
+        assert_eq!(
+            lookups + rest,
+            100_000,
+            "every refused lookup is counted once"
+        );
+        assert_eq!(tally.due_at(), None);
+        // The same name again and again is one name, many lookups.
+        let later = at + Duration::from_secs(1);
+        assert_eq!(tally.note("again.test", later), None);
+        assert_eq!(tally.note("again.test", later), None);
+        assert_eq!(
+            tally.due(later + REPORT_EVERY),
+            Some((2, vec!["again.test".to_string()]))
+        );
+        // After a quiet period, at once again.
+        let quiet = later + 3 * REPORT_EVERY;
+        assert_eq!(
+            tally.note("x.test", quiet),
+            Some((1, vec!["x.test".to_string()]))
+        );
+    }
+
+    /// The name server answers a refused name NXDOMAIN and counts it, however many there are.
+    #[tokio::test]
+    async fn a_refused_name_gets_nxdomain_and_is_counted() {
+        let r = Resolver::new(
+            "w".into(),
+            vec!["*.allowed.test".into()],
+            BTreeMap::new(),
+            "a0".into(),
+            None,
+        );
+        for i in 0..1000 {
+            let mut q = Message::new();
+            q.set_id(i)
+                .set_message_type(MessageType::Query)
+                .set_op_code(OpCode::Query)
+                .add_query(hickory_proto::op::Query::query(
+                    hickory_proto::rr::Name::from_ascii(format!("n{i}.flood.test.")).unwrap(),
+                    RecordType::A,
+                ));
+            let a = Message::from_vec(&r.answer(&q.to_vec().unwrap()).await.unwrap()).unwrap();
+            assert_eq!(a.response_code(), ResponseCode::NXDomain);
+        }
+        let tally = r.tally();
+        assert_eq!(
+            tally.lookups, 999,
+            "the first went at once, the rest are counted"
+        );
+        assert_eq!(tally.names.len(), MAX_EGRESS_REPORT_NAMES);
+    }
 
     #[test]
     fn wildcards_match_subdomains_only() {

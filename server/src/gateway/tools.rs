@@ -51,7 +51,8 @@ pub(super) async fn child_prompt(
         ));
     }
     let author = g.author(session).await?;
-    let prompt = crate::actions::submit_prompt(&g.app, id, author, req).await?;
+    // Bounded: a workspace must not fill the store with prompts no one can delete.
+    let prompt = crate::actions::submit_child_prompt(&g.app, session, id, author, req).await?;
     Ok((StatusCode::CREATED, Json(prompt)))
 }
 
@@ -114,6 +115,9 @@ pub(super) async fn attachment(
             agent::MAX_ATTACHMENT_BYTES
         )));
     }
+    // Within what the session and its tree may store (counted in the store: it holds across
+    // restarts and a cluster's servers).
+    sessions::bounds::check_artifact(&g.app.db, session, req.data.len() as i64).await?;
     {
         let mut all = g
             .app

@@ -75,11 +75,13 @@ async fn start(
     let id = uuid::Uuid::new_v4().to_string();
     db::pairings::insert(
         &state.db,
-        &id,
-        &hash_secret(&device),
-        &hash_secret(&normalized(&code)),
-        &label,
-        &limited.addr.to_string(),
+        db::pairings::New {
+            id: &id,
+            device_hash: &hash_secret(&device),
+            user_code_hash: &hash_secret(&normalized(&code)),
+            label: &label,
+            address: &limited.addr.to_string(),
+        },
         now,
         now + PAIRING_TTL_SECS * 1000,
     )

@@ -217,7 +217,8 @@ async fn start_host(state: &AppState, host: Arc<Host>) -> Result<()> {
     Ok(())
 }
 
-/// Records every lookup a workspace's egress name server refused as an event of its session.
+/// Records the refused lookups a workspace's egress name server reports (summed up, at most one
+/// report a period per workspace) as events of its session, within what the session may store.
 fn record_blocked_egress(state: &AppState) {
     let mut rx = crate::runtime::dns::blocked();
     let db = state.db.clone();
@@ -228,20 +229,33 @@ fn record_blocked_egress(state: &AppState) {
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(_) => return,
             };
-            match db::sessions::by_workspace(&db, &b.workspace).await {
-                Ok(Some(session)) => {
-                    if let Err(e) =
-                        workspace::event(&db, session, EventKind::EgressBlocked { name: b.name })
-                            .await
-                    {
-                        tracing::warn!(error = %e, "recording a refused lookup failed");
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "recording a refused lookup failed"),
+            if let Err(e) = record_blocked(&db, b).await {
+                tracing::warn!(error = %e, "recording refused lookups failed");
             }
         }
     });
+}
+
+async fn record_blocked(db: &Db, b: crate::runtime::dns::Blocked) -> Result<()> {
+    use crate::sessions::bounds::{self, Bound};
+    let Some(session) = db::sessions::by_workspace(db, &b.workspace).await? else {
+        return Ok(());
+    };
+    let mut names = b.names.into_iter();
+    let Some(name) = names.next() else {
+        return Ok(());
+    };
+    let kind = EventKind::EgressBlocked {
+        name,
+        lookups: b.lookups,
+        others: names.collect(),
+    };
+    let room = bounds::room(db, session).await?;
+    if !room.fits_events(1, 8 * 1024) {
+        return bounds::note(db, session, Bound::Events, &room.events_refusal()).await;
+    }
+    workspace::event(db, session, kind).await?;
+    Ok(())
 }
 
 /// True while `pid` is the live (not zombie) init of a workspace.

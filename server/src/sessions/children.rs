@@ -195,7 +195,10 @@ pub async fn list(state: &AppState, parent: SessionId) -> Result<Vec<ChildSessio
 
 /// A child of `parent`, or 404.
 pub async fn child_of(state: &AppState, parent: SessionId, child: SessionId) -> Result<Session> {
-    let s = super::get(&state.db, child).await?.session;
+    // The row alone: a workspace calls this on every prompt it posts (not its queue each time).
+    let s = db::sessions::get(&state.db, child)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no session {child}")))?;
     if s.parent_id != Some(parent) {
         return Err(Error::NotFound(format!(
             "session {child} is not a child of this session"

@@ -11,6 +11,7 @@ use crate::{Error, Result, now_ms};
 
 pub mod access;
 pub mod boots;
+pub mod bounds;
 pub mod budget;
 pub mod children;
 pub mod pool;

@@ -1,8 +1,12 @@
 //! The prompt queue as people use it: submit (queue or steer), edit or withdraw one's own queued
 //! prompt. Running turns is `crate::turns`' job; this only stores and records.
 
-use tandem_protocol::limits::MAX_PROMPT_BYTES;
+use tandem_protocol::limits::{
+    MAX_PROMPT_BYTES, MAX_QUEUED_PROMPTS_PER_SESSION, MAX_QUEUED_PROMPTS_PER_TREE,
+};
 use tandem_protocol::*;
+
+use super::bounds::{self, Bound};
 
 use crate::db::{self, Db};
 use crate::{Error, Result, now_ms};
@@ -54,8 +58,63 @@ pub async fn submit_with_images(
     req: CreatePrompt,
     images: Option<&crate::prompt_images::Checked>,
 ) -> Result<Prompt> {
+    store(db, id, author, req, images, None).await
+}
+
+/// [`submit`] for a prompt the workspace of session `asker` (its agent, through the gateway)
+/// puts in the queue of its child `id`. Refused past the queue's bounds (per session and per
+/// tree) and past the child's room for events, each said once in `asker`'s timeline.
+pub async fn submit_from_workspace(
+    db: &Db,
+    asker: SessionId,
+    id: SessionId,
+    author: Author,
+    req: CreatePrompt,
+) -> Result<Prompt> {
+    // A flood is mostly refusals: those are answered from the counts, without the write lock.
+    let room = super::bounds::room(db, id).await?;
+    if !room.fits_events(1, req.text.len() as i64 + 1024) {
+        return Err(bounds::refuse(db, asker, Bound::Events, room.events_refusal()).await);
+    }
+    let (own, tree) = db::usage::queued(db, id).await?;
+    if let Some(full) = queue_full(own, tree) {
+        return Err(bounds::refuse(db, asker, Bound::Queue, full).await);
+    }
+    store(db, id, author, req, None, Some((asker, room.root))).await
+}
+
+/// Why a workspace may not queue another prompt where `own` wait in the child's queue and `tree`
+/// in its tree's, if it may not.
+fn queue_full(own: i64, tree: i64) -> Option<String> {
+    if own >= MAX_QUEUED_PROMPTS_PER_SESSION {
+        return Some(format!(
+            "this child session has {own} prompts waiting, the most a workspace may queue in one session ({MAX_QUEUED_PROMPTS_PER_SESSION}); wait until some have run"
+        ));
+    }
+    if tree >= MAX_QUEUED_PROMPTS_PER_TREE {
+        return Some(format!(
+            "this session tree has {tree} prompts waiting, the most a workspace may queue in one tree ({MAX_QUEUED_PROMPTS_PER_TREE}); wait until some have run"
+        ));
+    }
+    None
+}
+
+/// Stores a prompt (with its images) and its `prompt_queued` event. `bounded`: the session whose
+/// workspace asks and the tree's root; the queue is counted again under the root's lock, so
+/// concurrent requests never pass the bound together.
+async fn store(
+    db: &Db,
+    id: SessionId,
+    author: Author,
+    req: CreatePrompt,
+    images: Option<&crate::prompt_images::Checked>,
+    bounded: Option<(SessionId, SessionId)>,
+) -> Result<Prompt> {
     let text = validate_text(&req.text)?;
-    let session = super::get(db, id).await?.session;
+    // The row alone, not its prompts: the cost of a prompt does not grow with the queue.
+    let session = db::sessions::get(db, id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     if matches!(session.state, SessionState::Stopped | SessionState::Failed) {
         return Err(Error::Conflict(format!(
             "the session has ended ({}); start a new one",
@@ -88,6 +147,14 @@ pub async fn submit_with_images(
         images: images.map(|c| c.images.clone()).unwrap_or_default(),
     };
     let mut tx = db.begin().await?;
+    if let Some((asker, root)) = bounded {
+        db::usage::lock(&mut tx, root).await?;
+        let (own, tree) = db::usage::queued(&mut tx, id).await?;
+        if let Some(full) = queue_full(own, tree) {
+            drop(tx);
+            return Err(bounds::refuse(db, asker, Bound::Queue, full).await);
+        }
+    }
     if let Some(page) = &page {
         crate::page_context::store(&mut tx, id, page).await?;
     }

@@ -7,6 +7,7 @@ use tandem_protocol::limits::MAX_EVENT_OUTPUT_BYTES;
 use tandem_protocol::*;
 
 use crate::db::{self, Db};
+use crate::sessions::bounds::{self, Bound, Room};
 use crate::{Result, now_ms};
 
 /// Most bytes of a tool's arguments kept in its audit entry.
@@ -19,6 +20,11 @@ pub const MAX_ARTIFACT_BYTES_PER_TURN: usize = 64 * 1024 * 1024;
 
 /// Longest agent message kept in an event (the rest is in an artifact).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// The most one frame's event is counted as (its outputs are cut to their bounds in the event).
+const MAX_FRAME_EVENT_BYTES: usize = MAX_MESSAGE_BYTES + 32 * 1024;
+/// Frames recorded on the room read from the store (counted down locally) before it is read
+/// again: the session's other writers (its tree's other turns, people) are seen within this many.
+const ROOM_REFRESH_FRAMES: u32 = 100;
 
 pub struct Recorder {
     db: Db,
@@ -38,6 +44,13 @@ pub struct Recorder {
     /// Frames seen and artifact bytes kept this turn (both bounded).
     frames: u32,
     artifact_bytes: usize,
+    /// What the session and its tree may still store, as last read (and counted down since), and
+    /// how many frames ago it was read.
+    room: Option<Room>,
+    room_age: u32,
+    /// The session (or its tree) reached its bound for events, or for artifacts, this turn.
+    events_full: bool,
+    artifacts_full: bool,
 }
 
 impl Recorder {
@@ -65,7 +78,50 @@ impl Recorder {
             steered,
             frames: 0,
             artifact_bytes: 0,
+            room: None,
+            room_age: 0,
+            events_full: false,
+            artifacts_full: false,
         }
+    }
+
+    /// The room as read from the store now.
+    async fn read_room(&mut self) -> Result<Room> {
+        let room = bounds::room(&self.db, self.session).await?;
+        self.room = Some(room);
+        self.room_age = 0;
+        Ok(room)
+    }
+
+    /// Room in the session's and its tree's stored events for one more of about `bytes` (and
+    /// takes it). Past the bound the timeline says so once and the frame is left out.
+    async fn event_room(&mut self, bytes: usize) -> Result<bool> {
+        if self.events_full {
+            return Ok(false);
+        }
+        // The event is the frame with its prompt's id (and outputs cut to their bounds).
+        let bytes = (bytes.min(MAX_FRAME_EVENT_BYTES) + 256) as i64;
+        let room = match self.room {
+            Some(r) if self.room_age < ROOM_REFRESH_FRAMES && r.fits_events(1, bytes) => r,
+            _ => self.read_room().await?,
+        };
+        if !room.fits_events(1, bytes) {
+            self.events_full = true;
+            tracing::warn!(session = %self.session, "a turn's frames are left out: the session's stored events reached their bound");
+            bounds::note(
+                &self.db,
+                self.session,
+                Bound::Events,
+                &room.events_refusal(),
+            )
+            .await?;
+            return Ok(false);
+        }
+        let mut room = room;
+        room.take(1, bytes, 0);
+        self.room = Some(room);
+        self.room_age += 1;
+        Ok(true)
     }
 
     pub fn usage(&self) -> Usage {
@@ -94,18 +150,38 @@ impl Recorder {
         Ok(())
     }
 
-    /// Room for `len` more artifact bytes this turn (and takes it).
-    fn artifact_room(&mut self, len: usize) -> bool {
-        if self.artifact_bytes + len > MAX_ARTIFACT_BYTES_PER_TURN {
-            return false;
+    /// Room for `len` more artifact bytes this turn, and in the session's and its tree's stored
+    /// artifacts (and takes it). Past the stored bound the timeline says so once.
+    async fn artifact_room(&mut self, len: usize) -> Result<bool> {
+        if self.artifacts_full || self.artifact_bytes + len > MAX_ARTIFACT_BYTES_PER_TURN {
+            return Ok(false);
         }
+        let want = len as i64;
+        let room = match self.room {
+            Some(r) if r.fits_artifact(want) => r,
+            _ => self.read_room().await?,
+        };
+        if !room.fits_artifact(want) {
+            self.artifacts_full = true;
+            bounds::note(
+                &self.db,
+                self.session,
+                Bound::Artifacts,
+                &room.artifacts_refusal(),
+            )
+            .await?;
+            return Ok(false);
+        }
+        let mut room = room;
+        room.take(0, 0, want);
+        self.room = Some(room);
         self.artifact_bytes += len;
-        true
+        Ok(true)
     }
 
     /// Keeps `body` whole as an artifact of the session; its id (none past this turn's bound).
     async fn artifact(&mut self, name: &str, body: &str) -> Result<Option<ArtifactId>> {
-        if !self.artifact_room(body.len()) {
+        if !self.artifact_room(body.len()).await? {
             return Ok(None);
         }
         let info = ArtifactInfo {
@@ -138,13 +214,22 @@ impl Recorder {
             }
             return Ok(());
         }
+        let json = serde_json::to_string(&frame).ok();
+        // Within what the session and its tree may store (a `state` frame replaces a row).
+        if !matches!(frame, TurnFrame::State { .. } | TurnFrame::End { .. })
+            && !self
+                .event_room(json.as_ref().map_or(MAX_FRAME_EVENT_BYTES, String::len))
+                .await?
+        {
+            return Ok(());
+        }
         // A tool that printed the session's GitHub token does not get it recorded.
-        let frame = match serde_json::to_string(&frame) {
-            Ok(json) => match self.credentials.redact(self.session, &json) {
+        let frame = match json {
+            Some(json) => match self.credentials.redact(self.session, &json) {
                 Some(clean) => serde_json::from_str(&clean).unwrap_or(frame),
                 None => frame,
             },
-            Err(_) => frame,
+            None => frame,
         };
         match frame {
             TurnFrame::Delta { mut text } => {
@@ -214,8 +299,10 @@ impl Recorder {
                 let truncated =
                     crate::sessions::workspace::truncate(&mut cut, MAX_EVENT_OUTPUT_BYTES);
                 let now = now_ms();
+                // Asked before the transaction: saying the bound is reached writes too.
+                let keep = truncated && self.artifact_room(output.len()).await?;
                 let mut tx = self.db.begin().await?;
-                let artifact = if truncated && self.artifact_room(output.len()) {
+                let artifact = if keep {
                     let info = ArtifactInfo {
                         id: ArtifactId(uuid::Uuid::new_v4()),
                         session_id: self.session,

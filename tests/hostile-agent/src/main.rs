@@ -2,8 +2,11 @@
 //! put on the agent socket (it runs inside the workspace, so the server's PID-namespace check
 //! passes). It answers `/health` like the real agent, then lies: `/desktop` names a "display"
 //! that is GStreamer launch syntax reading the server's keys, and every other call gets an
-//! answer shaped to mislead. The trust-boundary tests start workspaces with it as their agent.
+//! answer shaped to mislead; its turns flood the gateway and the name server (`flood`). The
+//! trust-boundary tests start workspaces with it as their agent.
 #![forbid(unsafe_code)]
+
+mod flood;
 
 use axum::Json;
 use axum::routing::{get, post};
@@ -41,7 +44,8 @@ fn main() {
                     Json(json!({ "display": INJECTED_DISPLAY, "width": 1280, "height": 800 }))
                 })
                 .get(|| async { Json(json!({ "title": "<script>alert(1)</script>", "url": "javascript:alert(1)" })) }),
-            );
+            )
+            .route(agent::routes::TURNS, post(flood::turn));
         axum::serve(listener, app).await.expect("serving");
     });
 }
