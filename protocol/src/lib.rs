@@ -15,11 +15,13 @@ pub mod limits;
 pub mod links;
 pub mod live;
 pub mod people;
+pub mod settings;
 pub mod slack;
 pub mod snapshot;
 pub mod turn;
 
 pub use api::*;
+pub use settings::*;
 pub use event::{BootPhase, Event, EventKind, EventsPage};
 pub use ids::*;
 pub use snapshot::{Snapshot, SnapshotState};
