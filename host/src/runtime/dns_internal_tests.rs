@@ -1,7 +1,7 @@
 //! The workspace's name server never hands the workspace an internal address: an allow-listed
 //! name whose DNS answer (from a zone anyone may run, or a poisoned resolver) points at a
 //! private, loopback, link-local, shared or metadata address gets no address at all, and no
-//! firewall change is attempted for it.
+//! firewall change is attempted for it; a mixed answer admits its public addresses only.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -30,11 +30,16 @@ const INTERNAL: &[&str] = &[
     "::1",
     "::ffff:169.254.169.254",
     "64:ff9b::a9fe:a9fe",
+    "64:ff9b:1::a9fe:a9fe",
+    "64:ff9b:1::a00:1",
 ];
 
+/// A public address the hostile zone mixes in with the internal ones.
+const PUBLIC: &str = "93.184.216.34";
+
 /// A name server the test runs in place of the host's: it answers every A and AAAA query with
-/// all of [`INTERNAL`] of that family, and counts the queries it got.
-async fn hostile_name_server() -> (SocketAddr, Arc<AtomicUsize>) {
+/// all of `answers` of that family, and counts the queries it got.
+async fn hostile_name_server(answers: Vec<&'static str>) -> (SocketAddr, Arc<AtomicUsize>) {
     let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let addr = sock.local_addr().unwrap();
     let asked = Arc::new(AtomicUsize::new(0));
@@ -53,7 +58,7 @@ async fn hostile_name_server() -> (SocketAddr, Arc<AtomicUsize>) {
                 .set_recursion_available(true);
             for query in q.queries() {
                 res.add_query(query.clone());
-                for ip in INTERNAL.iter().map(|a| a.parse::<IpAddr>().unwrap()) {
+                for ip in answers.iter().map(|a| a.parse::<IpAddr>().unwrap()) {
                     let data = match (ip, query.query_type()) {
                         (IpAddr::V4(a), RecordType::A) => RData::A(A(a)),
                         (IpAddr::V6(a), RecordType::AAAA) => RData::AAAA(AAAA(a)),
@@ -70,7 +75,7 @@ async fn hostile_name_server() -> (SocketAddr, Arc<AtomicUsize>) {
 
 #[tokio::test]
 async fn an_allowed_name_that_resolves_to_internal_addresses_gets_none() {
-    let (upstream, asked) = hostile_name_server().await;
+    let (upstream, asked) = hostile_name_server(INTERNAL.to_vec()).await;
     // Sets no firewall has: were an address admitted, the change would fail (SERVFAIL).
     let mut resolver = Resolver::new(
         "ws-test".into(),
@@ -111,4 +116,108 @@ async fn an_allowed_name_that_resolves_to_internal_addresses_gets_none() {
             "the name server was asked"
         );
     }
+}
+
+/// An nftables set of the test's own in Tandem's table, deleted when dropped.
+struct TestSet(String);
+
+impl TestSet {
+    /// A fresh IPv4 set, or `None` where this host cannot have one (not root) and the test
+    /// environment does not require workspaces.
+    async fn new() -> Option<Self> {
+        if !nix::unistd::geteuid().is_root() {
+            let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");
+            assert!(!required, "the name server test needs root (nftables)");
+            eprintln!("skipped: the name server's firewall test needs root (nftables)");
+            return None;
+        }
+        let name = format!("tdmtest{}", std::process::id());
+        super::network::nft(&format!(
+            "add table inet tandem\nadd set inet tandem {name} {{ type ipv4_addr ; flags timeout ; }}\n"
+        ))
+        .await
+        .expect("a test set");
+        Some(Self(name))
+    }
+
+    /// The addresses in the set.
+    fn addresses(&self) -> Vec<IpAddr> {
+        let out = std::process::Command::new("nft")
+            .args(["-j", "list", "set", "inet", "tandem", &self.0])
+            .output()
+            .expect("nft runs");
+        assert!(out.status.success(), "{out:?}");
+        let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        listed["nftables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|o| o["set"]["elem"].as_array())
+            .flatten()
+            .map(|e| {
+                let val = e["elem"]["val"].as_str().or(e.as_str()).unwrap();
+                val.parse().unwrap()
+            })
+            .collect()
+    }
+}
+
+impl Drop for TestSet {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("nft")
+            .args(["delete", "set", "inet", "tandem", &self.0])
+            .status();
+    }
+}
+
+#[tokio::test]
+async fn a_mixed_answer_admits_and_answers_its_public_address_only() {
+    let Some(set) = TestSet::new().await else {
+        return;
+    };
+    let mut answers = INTERNAL.to_vec();
+    answers.insert(INTERNAL.len() / 2, PUBLIC);
+    let (upstream, _) = hostile_name_server(answers).await;
+    let mut resolver = Resolver::new(
+        "ws-test".into(),
+        vec!["*.attacker.test".into()],
+        BTreeMap::new(),
+        set.0.clone(),
+        None,
+    );
+    resolver.upstream = Some(upstream);
+    let mut q = Message::new();
+    q.set_id(9)
+        .set_message_type(MessageType::Query)
+        .set_op_code(OpCode::Query)
+        .set_recursion_desired(true)
+        .add_query(Query::query(
+            Name::from_ascii("mixed.attacker.test.").unwrap(),
+            RecordType::A,
+        ));
+    let answer = resolver
+        .answer(&q.to_vec().unwrap())
+        .await
+        .expect("an answer");
+    let answer = Message::from_vec(&answer).unwrap();
+    assert_eq!(answer.response_code(), ResponseCode::NoError);
+    let public: IpAddr = PUBLIC.parse().unwrap();
+    let answered: Vec<IpAddr> = answer
+        .answers()
+        .iter()
+        .filter_map(|r| match r.data() {
+            RData::A(a) => Some(IpAddr::V4(a.0)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        answered,
+        vec![public],
+        "the workspace is told the public address only"
+    );
+    assert_eq!(
+        set.addresses(),
+        vec![public],
+        "the firewall admits the public address only"
+    );
 }

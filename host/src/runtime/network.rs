@@ -148,7 +148,7 @@ fn valid_name(n: &str) -> bool {
 /// list them in `egress_hosts`): loopback, link-local (cloud metadata at 169.254.169.254 and
 /// fd00:ec2::254), private (RFC 1918, IPv6 unique-local, where workspace links live), CGNAT,
 /// benchmarking (198.18/15), multicast, documentation, reserved; IPv4 inside IPv6 (mapped,
-/// NAT64) by the IPv4 address it carries.
+/// NAT64, local-use NAT64) by the IPv4 address it carries.
 pub fn is_internal(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_internal_v4(v4),
@@ -157,8 +157,10 @@ pub fn is_internal(ip: IpAddr) -> bool {
                 return is_internal_v4(v4);
             }
             let s = v6.segments();
-            // 64:ff9b::/96 (NAT64) carries an IPv4 address in its last 32 bits.
-            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+            // 64:ff9b::/96 (NAT64) carries an IPv4 address in its last 32 bits, and so does
+            // 64:ff9b:1::/48 (RFC 8215, local-use NAT64) as a DNS64 resolver writes it (a /96
+            // within it); another RFC 6052 layout leaves the low bits zero: 0.0.0.0, internal.
+            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..3] == [0x64, 0xff9b, 1] {
                 return is_internal_v4(Ipv4Addr::from((u32::from(s[6]) << 16) | u32::from(s[7])));
             }
             v6.is_loopback()
@@ -490,6 +492,10 @@ mod tests {
             "::ffff:169.254.169.254",
             "::ffff:10.0.0.1",
             "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::a9fe:a9fe",
+            "64:ff9b:1::a00:1",
+            "64:ff9b:1:abcd::c0a8:101",
+            "64:ff9b:1:a00:0:100::",
             "2001:db8::1",
             "2002:a9fe:a9fe::1",
             "::127.0.0.1",
@@ -506,6 +512,7 @@ mod tests {
             "2a03:2880:f12f:83:face:b00c::25de",
             "::ffff:1.1.1.1",
             "64:ff9b::101:101",
+            "64:ff9b:1::101:101",
         ] {
             assert!(!is_internal(ip.parse().unwrap()), "{ip}");
         }
