@@ -109,6 +109,11 @@ pub const WHITE_BOX: &[(&str, &str, &str)] = &[
         "the recorder's bound on artifacts, fed more than any agent run would",
     ),
     (
+        "tests/it/bounds.rs",
+        "turns",
+        "the recorder fed frames against stored counters set near their bounds (an agent would need hundreds of thousands of events to reach them)",
+    ),
+    (
         "tests/it/snapshots.rs",
         "snapshots",
         "snapshot garbage collection and staleness have no route",
