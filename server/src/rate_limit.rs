@@ -1,8 +1,8 @@
 //! Per-client-address rate limits for the requests anyone may make without signing in that
-//! start something stored or sent on: extension pairings and OpenID Connect sign-ins. A token
-//! bucket per address (an IPv6 address counts by its /64, which one host usually holds whole), in
-//! a map of bounded size, so a flood from many addresses costs bounded memory; when it is full,
-//! the addresses heard from longest ago are forgotten first.
+//! start something stored or sent on: extension pairings and sign-ins (OpenID Connect and
+//! GitHub, one bucket). A token bucket per address (an IPv6 address counts by its /64, which one
+//! host usually holds whole), in a map of bounded size, so a flood from many addresses costs
+//! bounded memory; when it is full, the addresses heard from longest ago are forgotten first.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -98,16 +98,16 @@ pub struct Limits {
     /// `POST /api/extension/pairings`: a person pairs now and then; 10 at once, then one
     /// every 30 seconds.
     pub pairings: Limiter,
-    /// `GET /api/auth/oidc/{id}`: 20 at once (an office behind one address signing in at
-    /// nine), then one every 3 seconds.
-    pub oidc_starts: Limiter,
+    /// `GET /api/auth/oidc/{id}` and `GET /api/auth/github` together: 20 at once (an office
+    /// behind one address signing in at nine), then one every 3 seconds.
+    pub sign_in_starts: Limiter,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             pairings: Limiter::new("pairing starts", 10, Duration::from_secs(30)),
-            oidc_starts: Limiter::new("sign-in starts", 20, Duration::from_secs(3)),
+            sign_in_starts: Limiter::new("sign-in starts", 20, Duration::from_secs(3)),
         }
     }
 }

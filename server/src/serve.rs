@@ -31,6 +31,11 @@ pub struct Server {
 impl Server {
     /// Prepares the data dir and database, then binds the listener.
     pub async fn bind(mut config: Config) -> Result<Self> {
+        // Workspace content on Tandem's own site only where the admin insists, on https (the
+        // origin `*.localhost` beside a loopback URL, set below, is never Tandem's site).
+        if let Some(why) = crate::availability::code_url_refusal(&config) {
+            return Err(Error::Config(why));
+        }
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             Error::Config(format!(
                 "cannot create data dir {}: {e}",
@@ -55,12 +60,6 @@ impl Server {
             .code_url
             .take()
             .or_else(|| crate::config::code_origin::CodeOrigin::beside(&public_url));
-        // Workspace content on Tandem's own site only where the admin insists.
-        if let Some(p) = crate::availability::code_origin_problem(&config)
-            && !config.unsafe_same_site_code_url
-        {
-            return Err(Error::Config(format!("{}; {}", p.message, p.fix)));
-        }
         let secrets = Arc::new(crate::secrets::Secrets::load_or_create(&config.data_dir)?);
         let settings = Arc::new(crate::settings::Settings::load(&db, &config).await?);
         // The file's `[github]`, else the App set on the settings page.

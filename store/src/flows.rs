@@ -22,7 +22,31 @@ pub struct Key<'a> {
     pub kind: &'a str,
 }
 
-/// Stores a flow in flight; flows past their expiry go.
+/// Most flows one browser (binding) keeps in flight: starting another drops its oldest, so a
+/// browser (or a script posing as one) holds at most this many rows.
+pub const MAX_PER_BINDING: i64 = 5;
+
+/// Most flows one signed-in person keeps in flight, whatever the browser (a signed-in start
+/// with a fresh binding each time still holds at most this many): their oldest goes.
+pub const MAX_PER_PERSON: i64 = 5;
+
+/// Most flows started signed out in flight at once, all browsers together. Past it a signed-out
+/// start is refused until some expire or finish: every address is rate-limited, this bounds
+/// what many addresses together can store. Signed-in
+/// starts are bounded per person instead, so a flood of anonymous starts never blocks linking.
+pub const MAX_SIGNED_OUT: i64 = 10_000;
+
+/// Whether a flow was stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inserted {
+    Stored,
+    /// [`MAX_SIGNED_OUT`] signed-out flows are in flight: nothing was stored.
+    Full,
+}
+
+/// Stores a flow in flight: flows past their expiry go, the binding's (and the person's)
+/// oldest go beyond [`MAX_PER_BINDING`] ([`MAX_PER_PERSON`]), and a signed-out flow is refused
+/// while [`MAX_SIGNED_OUT`] are in flight.
 pub async fn insert(
     mut ex: impl Conn,
     key: &Key<'_>,
@@ -30,11 +54,41 @@ pub async fn insert(
     data: &str,
     now: i64,
     expires_at: i64,
-) -> Result<()> {
+) -> Result<Inserted> {
     sqlx::query("DELETE FROM signin_flows WHERE expires_at <= $1")
         .bind(now)
         .execute(ex.ex())
         .await?;
+    if started_by.is_none() {
+        let (live,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM signin_flows WHERE started_by IS NULL")
+                .fetch_one(ex.ex())
+                .await?;
+        if live >= MAX_SIGNED_OUT {
+            return Ok(Inserted::Full);
+        }
+    }
+    // Room for the new one first (so it is never the one dropped): the newest MAX - 1 stay.
+    sqlx::query(
+        "DELETE FROM signin_flows WHERE binding_hash = $1 AND state_hash NOT IN (
+             SELECT state_hash FROM signin_flows WHERE binding_hash = $1
+             ORDER BY created_at DESC, state_hash LIMIT $2)",
+    )
+    .bind(key.binding_hash)
+    .bind(MAX_PER_BINDING - 1)
+    .execute(ex.ex())
+    .await?;
+    if let Some(by) = started_by {
+        sqlx::query(
+            "DELETE FROM signin_flows WHERE started_by = $1 AND state_hash NOT IN (
+                 SELECT state_hash FROM signin_flows WHERE started_by = $1
+                 ORDER BY created_at DESC, state_hash LIMIT $2)",
+        )
+        .bind(by.to_string())
+        .bind(MAX_PER_PERSON - 1)
+        .execute(ex.ex())
+        .await?;
+    }
     sqlx::query(
         "INSERT INTO signin_flows (state_hash, binding_hash, kind, started_by, data, created_at, expires_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -48,7 +102,17 @@ pub async fn insert(
     .bind(expires_at)
     .execute(ex.ex())
     .await?;
-    Ok(())
+    Ok(Inserted::Stored)
+}
+
+/// How many flows are stored (expired ones not yet pruned included): all, or one binding's.
+pub async fn count(mut ex: impl Conn, binding_hash: Option<&str>) -> Result<i64> {
+    let (n,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM signin_flows WHERE $1 IS NULL OR binding_hash = $1")
+            .bind(binding_hash)
+            .fetch_one(ex.ex())
+            .await?;
+    Ok(n)
 }
 
 fn flow(row: Option<(Option<String>, String)>) -> Result<Option<Flow>> {

@@ -3,7 +3,8 @@
 //! signed-in person anywhere): a state cookie the attacker sets, an attacker's own flow planted
 //! in the victim's browser, a signed-out (revoked) login, an existing link, a replayed state —
 //! for GitHub, OpenID Connect and the Slack link; `__Host-` cookies on an https public URL; and
-//! a `code_url` on Tandem's own site, refused unless the admin insists, then warned about.
+//! a `code_url` on Tandem's own site, refused unless the admin insists, then warned about; and
+//! what a second review found (`hardening`, `flows_store`).
 
 use axum::http::{Method, StatusCode};
 use fake_github::{APP_PRIVATE_KEY_PEM, APP_PUBLIC_KEY_PEM, APP_SLUG, FakeGithub};
@@ -636,9 +637,31 @@ both!(
     a_forged_openid_callback_signs_nobody_in_as_the_victim,
     a_forged_slack_link_links_nothing,
     invites_and_pairings_are_taken_once,
+    a_flood_of_github_starts_is_refused_per_address,
+    a_cookie_sent_twice_is_refused,
+    flows_opened_from_a_same_site_page_are_refused,
+    https_flows_need_the_host_cookie,
+    the_slack_link_survives_the_cross_site_click,
+    a_person_keeps_few_slack_link_flows,
+    vs_code_origins_refused_or_warned,
+    flows_in_flight_are_bounded,
+    a_flow_is_taken_once_under_racing_takes,
+    migration_0025_drops_pre_namespacing_openid_data,
 );
 
+mod flows_store;
+mod hardening;
 mod oidc_and_slack;
+use flows_store::{
+    a_flow_is_taken_once_under_racing_takes, flows_in_flight_are_bounded,
+    migration_0025_drops_pre_namespacing_openid_data,
+};
+use hardening::{
+    a_cookie_sent_twice_is_refused, a_flood_of_github_starts_is_refused_per_address,
+    a_person_keeps_few_slack_link_flows, flows_opened_from_a_same_site_page_are_refused,
+    https_flows_need_the_host_cookie, the_slack_link_survives_the_cross_site_click,
+    vs_code_origins_refused_or_warned,
+};
 use oidc_and_slack::{
     a_forged_openid_callback_signs_nobody_in_as_the_victim, a_forged_slack_link_links_nothing,
 };

@@ -2,7 +2,10 @@
 //! `__Host-` cookie (`Secure`, `Path=/`, no `Domain`): the browser then takes it only from this
 //! very origin, so no other origin of the same site — a workspace's page on a sibling
 //! subdomain, say — can set, shadow or fixate it; an unprefixed cookie of the same name is
-//! ignored there. On http (loopback, tests) the plain name, without `Secure`.
+//! ignored there. On http (loopback, tests) the plain name, without `Secure`. A cookie whose
+//! name a request carries more than once is absent: a second one can only come from another
+//! origin of the site (a parent domain's cookie, another path's), and which of the two the
+//! browser lists first is not ours to trust.
 
 use axum::http::HeaderMap;
 use axum::http::header::COOKIE;
@@ -82,18 +85,30 @@ impl Cookie {
     pub fn present(self, app: &AppState, headers: &HeaderMap) -> bool {
         self.read(app, headers).is_some()
     }
+
+    /// Whether a request carries it more than once (then it is absent: [`value`]).
+    pub fn duplicated(self, app: &AppState, headers: &HeaderMap) -> bool {
+        values(headers, &self.name(app)).nth(1).is_some()
+    }
 }
 
-/// The value of cookie `name` in a request's headers.
-pub fn value(headers: &HeaderMap, name: &str) -> Option<String> {
+/// Every value cookie `name` has in a request's headers (all `Cookie` lines).
+fn values<'h>(headers: &'h HeaderMap, name: &'h str) -> impl Iterator<Item = &'h str> + 'h {
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_string())
+        .filter(move |(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// The value of cookie `name` in a request's headers; none when it is there more than once.
+pub fn value(headers: &HeaderMap, name: &str) -> Option<String> {
+    let mut all = values(headers, name);
+    let first = all.next()?;
+    all.next().is_none().then(|| first.to_string())
 }
 
 #[cfg(test)]
@@ -116,5 +131,22 @@ mod tests {
             value(&h, &SESSION.name_for(false)).as_deref(),
             Some("plain")
         );
+    }
+
+    #[test]
+    fn a_cookie_sent_twice_is_absent() {
+        let mut h = HeaderMap::new();
+        h.insert(COOKIE, "tandem_flow=mine; other=1".parse().unwrap());
+        assert_eq!(value(&h, "tandem_flow").as_deref(), Some("mine"));
+        // A parent domain's cookie of the same name, listed first or last, or on a second line.
+        h.insert(
+            COOKIE,
+            "tandem_flow=planted; tandem_flow=mine".parse().unwrap(),
+        );
+        assert_eq!(value(&h, "tandem_flow"), None);
+        h.insert(COOKIE, "tandem_flow=mine".parse().unwrap());
+        h.append(COOKIE, "tandem_flow=planted".parse().unwrap());
+        assert_eq!(value(&h, "tandem_flow"), None);
+        assert_eq!(value(&h, "other"), None, "not there at all");
     }
 }

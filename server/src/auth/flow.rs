@@ -4,7 +4,10 @@
 //! [`cookies::FLOW`] cookie, `__Host-` on https), with its kind, the person who started it when
 //! signed in (fully checked: revocation, deactivation), and what the kind needs. Its callback
 //! finds it only with the same state, binding and kind, and takes it once. A state a client makes
-//! up, a state cookie it sets, or another browser's state finds nothing.
+//! up, a state cookie it sets, or another browser's state finds nothing. A browser that sends
+//! the binding cookie twice (a second one can only be another origin's of the same site) starts
+//! and finishes nothing. A browser keeps at most a few flows, a person too, and signed-out
+//! flows in flight are capped all together (`store/src/flows.rs`).
 
 use axum::http::HeaderMap;
 use tandem_protocol::{User, UserId};
@@ -38,6 +41,13 @@ pub struct Flow {
     pub data: serde_json::Value,
 }
 
+/// Refused when the browser sends Tandem's cookie `name` more than once.
+fn duplicated(what: &str) -> Error {
+    Error::Unauthorized(format!(
+        "this browser sent Tandem's {what} cookie twice (another site of the same domain, such as a workspace's page, may have set one), so nothing is signed in or linked; clear this site's cookies in the browser and start again"
+    ))
+}
+
 fn binding(app: &AppState, headers: &HeaderMap) -> Option<String> {
     cookies::FLOW.read(app, headers).filter(|b| {
         b.len() > BINDING_PREFIX.len() + 20
@@ -56,10 +66,13 @@ pub async fn start(
     started_by: Option<UserId>,
     data: serde_json::Value,
 ) -> Result<Started> {
+    if cookies::FLOW.duplicated(app, headers) {
+        return Err(duplicated("sign-in binding"));
+    }
     let binding = binding(app, headers).unwrap_or_else(|| super::new_secret(BINDING_PREFIX));
     let state = super::new_secret("");
     let now = now_ms();
-    db::flows::insert(
+    let stored = db::flows::insert(
         &app.db,
         &db::flows::Key {
             state_hash: &super::hash_secret(&state),
@@ -72,6 +85,15 @@ pub async fn start(
         now + FLOW_TTL_SECS * 1000,
     )
     .await?;
+    if stored == db::flows::Inserted::Full {
+        tracing::warn!(
+            max = db::flows::MAX_SIGNED_OUT,
+            "sign-in starts refused: too many signed-out flows in flight"
+        );
+        return Err(Error::Unavailable(
+            "too many sign-ins in flight; try again in a minute".into(),
+        ));
+    }
     Ok(Started {
         state,
         cookie: cookies::FLOW.set(app, &binding, BINDING_TTL_SECS),
@@ -94,6 +116,9 @@ async fn lookup(
     state: &str,
     take: bool,
 ) -> Result<Option<Flow>> {
+    if cookies::FLOW.duplicated(app, headers) {
+        return Err(duplicated("sign-in binding"));
+    }
     let Some(binding) = binding(app, headers) else {
         return Ok(None);
     };
@@ -139,6 +164,9 @@ pub async fn take(app: &AppState, headers: &HeaderMap, kind: &str, state: &str) 
 /// Who the browser's sign-in cookie names, fully checked (signature, expiry, sign-out,
 /// deactivation): None without the cookie, an error for one that no longer holds.
 pub async fn signed_in(app: &AppState, headers: &HeaderMap) -> Option<Result<User>> {
+    if cookies::SESSION.duplicated(app, headers) {
+        return Some(Err(duplicated("sign-in")));
+    }
     let jwt = cookies::SESSION.read(app, headers)?;
     Some(super::extract::user_for_jwt(app, &jwt).await)
 }
@@ -163,4 +191,19 @@ pub fn same_person(
                 .into(),
         )),
     }
+}
+
+/// Why a flow's start or callback that `Sec-Fetch-Site` says another site of Tandem's own
+/// domain sent is refused, if it is one. Tandem never gets such a request honestly: its own
+/// pages are same-origin, sign-in providers and Slack are other sites (cross-site), and a typed
+/// or bookmarked address has none. Only a page on a sibling origin — a workspace's, when
+/// `code_url` shares Tandem's site — sends it, to ride along cookies it may have planted.
+pub fn same_site_refusal(headers: &HeaderMap) -> Option<Error> {
+    let site = headers.get("sec-fetch-site")?.to_str().ok()?;
+    site.eq_ignore_ascii_case("same-site").then(|| {
+        Error::Forbidden(
+            "this sign-in or link was opened from another site of Tandem's own domain (a page a workspace serves, say), not from Tandem or your sign-in provider, so it was refused; open Tandem's address yourself and start again"
+                .into(),
+        )
+    })
 }

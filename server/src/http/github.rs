@@ -6,7 +6,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::header::{CONTENT_TYPE, LOCATION, REFERRER_POLICY, SET_COOKIE};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION, REFERRER_POLICY, SET_COOKIE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -60,27 +60,39 @@ async fn providers(State(state): State<AppState>) -> Json<serde_json::Value> {
 const FLOW_KIND: &str = "github";
 
 /// Starts "Sign in with GitHub": a flow bound to this browser; signed in (fully checked), it
-/// links GitHub to this person, else it only signs in.
-async fn sign_in(State(state): State<AppState>, headers: HeaderMap) -> Result<Response> {
-    let gh = pr::github(&state)?;
-    let started_by = match flow::signed_in(&state, &headers).await {
-        Some(Ok(u)) => Some(u.id),
-        _ => None,
+/// links GitHub to this person, else it only signs in. Limited per address with OpenID's starts;
+/// a refusal is a page (a browser lands here).
+async fn sign_in(
+    _limit: super::rate::Limited<super::rate::SignInStarts>,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Response {
+    let started = async {
+        if let Some(e) = flow::same_site_refusal(&headers) {
+            return Err(e);
+        }
+        let gh = pr::github(&state)?;
+        let started_by = match flow::signed_in(&state, &headers).await {
+            Some(Ok(u)) => Some(u.id),
+            _ => None,
+        };
+        let started = flow::start(
+            &state,
+            &headers,
+            FLOW_KIND,
+            started_by,
+            serde_json::json!({}),
+        )
+        .await?;
+        let url = signin::authorize_url(&state, gh, &started.state)?;
+        Ok((url, started.cookie))
     };
-    let started = flow::start(
-        &state,
-        &headers,
-        FLOW_KIND,
-        started_by,
-        serde_json::json!({}),
-    )
-    .await?;
-    let url = signin::authorize_url(&state, gh, &started.state)?;
-    Ok((
-        StatusCode::FOUND,
-        [(LOCATION, url), (SET_COOKIE, started.cookie)],
-    )
-        .into_response())
+    match started.await {
+        Ok((url, cookie)) => {
+            (StatusCode::FOUND, [(LOCATION, url), (SET_COOKIE, cookie)]).into_response()
+        }
+        Err(e) => super::oidc::page(&e),
+    }
 }
 
 #[derive(Deserialize)]
@@ -94,13 +106,22 @@ struct Callback {
 
 /// GitHub sends the browser back here. The flow must be this browser's own and is taken once;
 /// one started signed in links only to that same person, whose sign-in cookie (fully checked)
-/// must come along; one started signed out only signs in.
+/// must come along; one started signed out only signs in. A refusal is a page.
 async fn callback(
     State(state): State<AppState>,
     headers: HeaderMap,
     Query(q): Query<Callback>,
-) -> Result<Response> {
-    let gh = pr::github(&state)?;
+) -> Response {
+    completed(&state, &headers, q)
+        .await
+        .unwrap_or_else(|e| super::oidc::page(&e))
+}
+
+async fn completed(state: &AppState, headers: &HeaderMap, q: Callback) -> Result<Response> {
+    if let Some(e) = flow::same_site_refusal(headers) {
+        return Err(e);
+    }
+    let gh = pr::github(state)?;
     if let Some(why) = q.error_description {
         return Err(Error::Unauthorized(format!(
             "GitHub sign-in was not completed: {why}"
@@ -114,32 +135,33 @@ async fn callback(
     // GitHub's redirect is another site's navigation: the (SameSite=Strict) sign-in cookie stays
     // behind. A link flow loads this page once more from here, which carries it.
     if q.again.is_none()
-        && !cookies::SESSION.present(&state, &headers)
-        && flow::peek(&state, &headers, FLOW_KIND, &st)
+        && !cookies::SESSION.present(state, headers)
+        && flow::peek(state, headers, FLOW_KIND, &st)
             .await?
             .is_some_and(|f| f.started_by.is_some())
     {
         return Ok(reload(&code, &st));
     }
-    let taken = flow::take(&state, &headers, FLOW_KIND, &st).await?;
+    let taken = flow::take(state, headers, FLOW_KIND, &st).await?;
     // Started signed out: whoever's cookie came along is not who GitHub gets linked to.
     let current = match taken.started_by {
-        Some(_) => flow::signed_in(&state, &headers).await,
+        Some(_) => flow::signed_in(state, headers).await,
         None => None,
     };
     let link_to = flow::same_person(taken.started_by, current)?;
-    let user = signin::complete(&state, gh, &code, link_to).await?;
+    let user = signin::complete(state, gh, &code, link_to).await?;
     let mut res = (StatusCode::FOUND, [(LOCATION, "/".to_string())]).into_response();
     res.headers_mut().append(
         SET_COOKIE,
-        super::auth::session_cookie(&state, &user)?
+        super::auth::session_cookie(state, &user)?
             .parse()
             .map_err(|_| Error::Internal("cookie".into()))?,
     );
     Ok(res)
 }
 
-/// A page that loads the callback once more from Tandem's own origin.
+/// A page that loads the callback once more from Tandem's own origin: neither kept by a cache
+/// nor named in a referrer (its URL holds GitHub's code and the flow's state).
 fn reload(code: &str, state: &str) -> Response {
     let url = format!(
         "{}?{}",
@@ -156,6 +178,7 @@ fn reload(code: &str, state: &str) -> Response {
         [
             (CONTENT_TYPE, "text/html; charset=utf-8"),
             (REFERRER_POLICY, "no-referrer"),
+            (CACHE_CONTROL, "no-store"),
         ],
         format!(
             "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url={url}\"><title>Linking GitHub · Tandem</title></head>\

@@ -22,11 +22,14 @@ pub fn router() -> Router<AppState> {
 
 async fn start(
     // Per-address limit first (429 page past it): `http/rate.rs`.
-    _limit: super::rate::Limited<super::rate::OidcStarts>,
+    _limit: super::rate::Limited<super::rate::SignInStarts>,
     State(state): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
+    if let Some(e) = crate::auth::flow::same_site_refusal(&headers) {
+        return page(&e);
+    }
     let p = match oidc::provider(&state, &id) {
         Ok(p) => p,
         Err(e) => return page(&e),
@@ -56,6 +59,9 @@ async fn callback(
     Query(q): Query<Callback>,
 ) -> Response {
     let via = format!("oidc:{id}");
+    if let Some(e) = crate::auth::flow::same_site_refusal(&headers) {
+        return page(&e);
+    }
     let outcome = signed_in(&state, &id, &headers, q).await;
     match outcome {
         Ok(user) => {
@@ -110,10 +116,13 @@ async fn signed_in(
     oidc::complete(state, p, headers, &code, &st).await
 }
 
-/// A page that says what failed and what to do.
-fn page(e: &Error) -> Response {
+/// A page that says what failed and what to do (GitHub's sign-in shows it too).
+pub(crate) fn page(e: &Error) -> Response {
     let status = match e {
         Error::Forbidden(_) => StatusCode::FORBIDDEN,
+        Error::Conflict(_) | Error::Refused { .. } => StatusCode::CONFLICT,
+        Error::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
+        Error::BadGateway(_) => StatusCode::BAD_GATEWAY,
         Error::NotFound(_) => StatusCode::NOT_FOUND,
         Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         Error::BadRequest(_) | Error::Invalid(_) => StatusCode::BAD_REQUEST,

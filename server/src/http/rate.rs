@@ -33,11 +33,11 @@ impl Kind for Pairings {
     const PAGE: bool = false;
 }
 
-/// `GET /api/auth/oidc/{id}`.
-pub struct OidcStarts;
-impl Kind for OidcStarts {
+/// `GET /api/auth/oidc/{id}` and `GET /api/auth/github`: one bucket per address for both.
+pub struct SignInStarts;
+impl Kind for SignInStarts {
     fn limiter(l: &Limits) -> &Limiter {
-        &l.oidc_starts
+        &l.sign_in_starts
     }
     const PAGE: bool = true;
 }

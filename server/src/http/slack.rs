@@ -5,7 +5,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::header::{CONTENT_TYPE, SET_COOKIE};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, REFERRER_POLICY, SET_COOKIE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -28,6 +28,7 @@ pub fn router() -> Router<AppState> {
         .route("/slack/interactivity", post(interactivity))
         .route("/slack/commands", post(commands))
         .route("/slack/link", get(link_page).post(link))
+        .route("/slack/link.js", get(link_script))
         .route("/slack/settings", get(settings).put(put_rules))
         .route(
             "/slack/channels/{channel}",
@@ -63,14 +64,40 @@ async fn commands(
     Ok(Json(deliveries::command(&state, &body).await?))
 }
 
-fn page(status: StatusCode, title: &str, body: &str) -> Response {
+/// A page of the one-time link: never cached, never named in a referrer (its URL holds the
+/// link's code), framed only by Tandem (the CSP's `frame-ancestors`). `head` goes in `<head>`.
+fn page_with(status: StatusCode, title: &str, head: &str, body: &str) -> Response {
     let html = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t} · Tandem</title>\
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t} · Tandem</title>{head}\
          <link rel=\"stylesheet\" href=\"/style.css\"></head>\
          <body><main class=\"narrow\"><h1>{t}</h1>{body}</main></body></html>",
         t = html_escape(title)
     );
-    (status, [(CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
+    (
+        status,
+        [
+            (CONTENT_TYPE, "text/html; charset=utf-8"),
+            (CACHE_CONTROL, "no-store"),
+            (REFERRER_POLICY, "no-referrer"),
+        ],
+        html,
+    )
+        .into_response()
+}
+
+fn page(status: StatusCode, title: &str, body: &str) -> Response {
+    page_with(status, title, "", body)
+}
+
+/// The refusal of a link page or form that another site of Tandem's own domain sent.
+fn same_site(headers: &HeaderMap) -> Option<Response> {
+    flow::same_site_refusal(headers).map(|e| {
+        page(
+            StatusCode::FORBIDDEN,
+            "Not linked",
+            &format!("<p id=\"why\">{}</p>", html_escape(&e.to_string())),
+        )
+    })
 }
 
 #[derive(Deserialize)]
@@ -84,6 +111,26 @@ struct LinkQuery {
 /// The kind of a Slack link flow ([`crate::auth::flow`]).
 const FLOW_KIND: &str = "slack-link";
 
+/// The link page's script (`/api/slack/link.js`; the CSP allows Tandem's own scripts, no inline
+/// one): the button stays disabled until the page has been shown, and the window focused, for
+/// [`ARM_MS`] — so a click meant for another window (a double-click whose second half lands on
+/// this page as it appears: double-clickjacking) cannot press it.
+const LINK_SCRIPT: &str = include_str!("slack_link.js");
+
+/// How long the link button waits after the page is shown or focused (the script's constant).
+pub const ARM_MS: u32 = 1000;
+
+async fn link_script() -> Response {
+    (
+        [
+            (CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (CACHE_CONTROL, "no-cache"),
+        ],
+        LINK_SCRIPT,
+    )
+        .into_response()
+}
+
 /// The page a one-time link opens: it says which Slack account it is for, as Slack's API vouches
 /// (handle, email, workspace; never the display name anyone may set), and asks before linking
 /// (a link someone else sent must not tie their Slack account to yours unseen). Its form
@@ -94,17 +141,26 @@ async fn link_page(
     user: Result<CurrentUser>,
     Query(q): Query<LinkQuery>,
 ) -> Response {
+    if let Some(refused) = same_site(&headers) {
+        return refused;
+    }
     let Ok(user) = user else {
         // A click from Slack is a cross-site navigation, which leaves the (SameSite=Strict)
-        // sign-in cookie behind: the page loads itself once from here, which carries it.
+        // sign-in cookie behind: the page loads itself once from here (a same-origin
+        // navigation, which carries it). The second load never reloads again.
         if q.again.is_none() {
-            let url = format!("/api/slack/link?code={}&again=1", html_escape(&q.code));
-            return page(
+            let url = html_escape(&format!(
+                "/api/slack/link?{}",
+                url::form_urlencoded::Serializer::new(String::new())
+                    .append_pair("code", &q.code)
+                    .append_pair("again", "1")
+                    .finish()
+            ));
+            return page_with(
                 StatusCode::OK,
                 "Linking your Slack account",
-                &format!(
-                    "<meta http-equiv=\"refresh\" content=\"0;url={url}\"><p><a href=\"{url}\">Continue</a></p>"
-                ),
+                &format!("<meta http-equiv=\"refresh\" content=\"0;url={url}\">"),
+                &format!("<p><a id=\"continue\" href=\"{url}\">Continue</a></p>"),
             );
         }
         return page(
@@ -131,8 +187,9 @@ async fn link_page(
     {
         Ok(s) => s,
         Err(e) => {
+            let (status, _) = e.status_and_code();
             return page(
-                StatusCode::INTERNAL_SERVER_ERROR,
+                status,
                 "Not linked",
                 &format!("<p id=\"why\">{}</p>", html_escape(&e.to_string())),
             );
@@ -142,14 +199,16 @@ async fn link_page(
         Some(e) => format!("<code id=\"slack-email\">{}</code>", html_escape(e)),
         None => "<i id=\"slack-email\">no email Slack vouches for</i>".into(),
     };
-    let mut res = page(
+    let mut res = page_with(
         StatusCode::OK,
         "Link your Slack account",
+        "<script src=\"/api/slack/link.js\" defer></script>",
         &format!(
             "<p>This links the Slack account <b id=\"slack-handle\">@{}</b> (email {email}, user <code>{}</code> in the Slack workspace <b id=\"slack-team\">{}</b>) to your Tandem account <b>{}</b>: its messages to the app will act as you (never with admin rights).</p>\
              <p>Only continue if that Slack account is yours and you asked for this link.</p>\
              <form method=\"post\" action=\"/api/slack/link\"><input type=\"hidden\" name=\"state\" value=\"{}\">\
-             <button id=\"link\" type=\"submit\">Link this Slack account</button></form>",
+             <button id=\"link\" type=\"submit\" disabled data-arm-ms=\"{ARM_MS}\">Link this Slack account</button></form>\
+             <noscript><p id=\"noscript\">This page needs JavaScript to link (its button waits a moment after the page is shown, so a click meant for another window cannot press it).</p></noscript>",
             html_escape(&who.slack_name),
             html_escape(&who.slack_user_id),
             html_escape(&who.team_label),
@@ -171,6 +230,9 @@ async fn link(
     user: CurrentUser,
     body: Bytes,
 ) -> Response {
+    if let Some(refused) = same_site(&headers) {
+        return refused;
+    }
     let st = url::form_urlencoded::parse(&body)
         .find(|(k, _)| k == "state")
         .map(|(_, v)| v.into_owned())

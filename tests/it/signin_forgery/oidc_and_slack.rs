@@ -164,7 +164,11 @@ const CHANNEL: &str = "C0WEB";
 
 /// The link page as a browser holding `cookies` sees it: its HTML, the form's state and the
 /// binding cookie it set.
-async fn link_page(s: &TestServer, path: &str, cookies: &str) -> (String, String, String) {
+pub(super) async fn link_page(
+    s: &TestServer,
+    path: &str,
+    cookies: &str,
+) -> (String, String, String) {
     let res = browser()
         .get(format!("{}{path}", s.url))
         .header("cookie", cookies)
@@ -183,7 +187,7 @@ async fn link_page(s: &TestServer, path: &str, cookies: &str) -> (String, String
     (html, state, format!("tandem_flow={binding}"))
 }
 
-async fn post_link(s: &TestServer, cookies: &str, body: String) -> (u16, String) {
+pub(super) async fn post_link(s: &TestServer, cookies: &str, body: String) -> (u16, String) {
     let res = browser()
         .post(format!("{}/api/slack/link", s.url))
         .header("cookie", cookies)
@@ -195,12 +199,10 @@ async fn post_link(s: &TestServer, cookies: &str, body: String) -> (u16, String)
     (res.status().as_u16(), res.text().await.unwrap())
 }
 
-/// An attacker's Slack account tied to the victim's Tandem account would act as the victim
-/// from Slack. The attacker's link code posted with the victim's cookie (and a state cookie of
-/// the attacker's making), or the attacker's own link page planted in the victim's browser,
-/// link nothing. The page names the Slack account as Slack vouches for it, not by the display
-/// name its owner chose; linked to an admin, it still never acts as one from Slack.
-pub(super) async fn a_forged_slack_link_links_nothing(backend: Backend) {
+/// A server with the Slack app against the stand-in, and the path of the one-time link Slack
+/// user `U2MAL` (handle `mallory`, display name "Admin (IT desk)") was sent in channel
+/// [`CHANNEL`] (whose repo is `acme/web`).
+pub(super) async fn slack_link_server(backend: Backend) -> Option<(FakeSlack, TestServer, String)> {
     let fake = FakeSlack::start(SIGNING_SECRET, BOT_TOKEN).await;
     let config = tandem_server::config::SlackConfig {
         api_url: fake.api_url(),
@@ -209,11 +211,8 @@ pub(super) async fn a_forged_slack_link_links_nothing(backend: Backend) {
         bot_token: "slack_bot_token".into(),
         allowed_teams: Vec::new(),
     };
-    let Some(s) =
-        TestServer::start_with(backend, Transport::Socket, move |c| c.slack = Some(config)).await
-    else {
-        return;
-    };
+    let s =
+        TestServer::start_with(backend, Transport::Socket, move |c| c.slack = Some(config)).await?;
     for (name, value) in [
         ("slack_signing_secret", SIGNING_SECRET),
         ("slack_bot_token", BOT_TOKEN),
@@ -231,11 +230,6 @@ pub(super) async fn a_forged_slack_link_links_nothing(backend: Backend) {
     fake.set_display_name("U2MAL", "Admin (IT desk)");
     fake.add_channel(CHANNEL, "web");
     let events = format!("{}/api/slack/events", s.url);
-    let linked = async || {
-        tandem_server::db::slack::person(&s.state.db, TEAM_ID, "U2MAL")
-            .await
-            .unwrap()
-    };
     let ask = fake.post_as("U2MAL", CHANNEL, None, &format!("<@{BOT_USER_ID}> hello"));
     fake.send_event(&events, &fake.event_for(CHANNEL, &ask, true))
         .await;
@@ -255,6 +249,24 @@ pub(super) async fn a_forged_slack_link_links_nothing(backend: Backend) {
         .next()
         .unwrap();
     let path = url.strip_prefix(&s.url).unwrap().to_string();
+    Some((fake, s, path))
+}
+
+/// An attacker's Slack account tied to the victim's Tandem account would act as the victim
+/// from Slack. The attacker's link code posted with the victim's cookie (and a state cookie of
+/// the attacker's making), or the attacker's own link page planted in the victim's browser,
+/// link nothing. The page names the Slack account as Slack vouches for it, not by the display
+/// name its owner chose; linked to an admin, it still never acts as one from Slack.
+pub(super) async fn a_forged_slack_link_links_nothing(backend: Backend) {
+    let Some((fake, s, path)) = slack_link_server(backend).await else {
+        return;
+    };
+    let events = format!("{}/api/slack/events", s.url);
+    let linked = async || {
+        tandem_server::db::slack::person(&s.state.db, TEAM_ID, "U2MAL")
+            .await
+            .unwrap()
+    };
     let code = path.split_once("code=").unwrap().1.to_string();
 
     let victim = sign_in_admin(&s).await;

@@ -44,6 +44,7 @@ pub async fn doctor(config: &Config, json: bool) -> Result<()> {
         .take()
         .or_else(|| tandem_server::config::code_origin::CodeOrigin::beside(&public_url));
     let warnings = tandem_server::availability::warnings(&resolved);
+    let refused = tandem_server::availability::code_url_refusal(&resolved);
     if json {
         let out = serde_json::json!({
             "checks": checks,
@@ -52,6 +53,7 @@ pub async fn doctor(config: &Config, json: bool) -> Result<()> {
                 problems,
             },
             "warnings": warnings,
+            "refused": refused,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -73,14 +75,15 @@ pub async fn doctor(config: &Config, json: bool) -> Result<()> {
             "workspaces", p.message, "", p.fix
         );
     }
-    for p in &warnings {
-        let refused = if resolved.unsafe_same_site_code_url {
-            ""
-        } else {
-            " (`tandem serve` refuses to start so)"
-        };
+    if let Some(why) = &refused {
         println!(
-            "! {:<16} {}{refused}\n  {:<16} fix: {}",
+            "✗ {:<16} `tandem serve` refuses to start so: {why}",
+            "code_url"
+        );
+    }
+    for p in &warnings {
+        println!(
+            "! {:<16} {}\n  {:<16} fix: {}",
             "code_url", p.message, "", p.fix
         );
     }
