@@ -62,8 +62,9 @@ async fn the_session_page_reconnects_after_the_server_restarts() {
     let Some(images) = crate::fixtures::test_images().await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::harness::test_dir();
     let data = dir.path().join("data");
+    let _clean = crate::harness::RemoveWorkspaces(data.clone());
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

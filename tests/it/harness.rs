@@ -126,59 +126,175 @@ impl Drop for TestServer {
         }
         // Workspaces outlive a server on purpose (sessions survive restarts); a test's must not
         // outlive the test.
-        let data = self.dir.path().join("data");
-        for kind in ["runc", "crun"] {
-            let state = data.join("runtime").join(kind);
-            if !state.is_dir() {
-                continue;
-            }
-            // The same private-mount-namespace wrapper the driver uses for crun on hybrid cgroups.
-            let runtime = |args: &[&str]| {
-                let mut c = std::process::Command::new("unshare");
-                c.args([
-                    "--mount",
-                    "sh",
-                    "-c",
-                    "umount /sys/fs/cgroup/unified 2>/dev/null; exec \"$0\" \"$@\"",
-                    kind,
-                ]);
-                c.arg("--root").arg(&state).args(args);
-                c
-            };
-            let list = runtime(&["list", "-q"]).output();
-            for id in list
-                .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        remove_workspaces(&self.dir.path().join("data"));
+    }
+}
+
+/// Where test data dirs are made: `<temp dir>/tandem-test-…`, the prefix `cargo xtask leaks`
+/// looks for (so a developer's own server is never taken for a test's leftover).
+pub const TEST_DIR_PREFIX: &str = "tandem-test-";
+
+/// A fresh temp dir for a test's data dir, named with [`TEST_DIR_PREFIX`].
+pub fn test_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(TEST_DIR_PREFIX)
+        .tempdir()
+        .expect("temp dir")
+}
+
+/// Removes, when dropped, every workspace a data dir's server left (for tests that run
+/// `tandem serve` as a process of its own); hold it next to the dir, declared after it.
+pub struct RemoveWorkspaces(pub std::path::PathBuf);
+
+impl Drop for RemoveWorkspaces {
+    fn drop(&mut self) {
+        remove_workspaces(&self.0);
+    }
+}
+
+/// Stops every workspace of data dir `data`: its containers, mounts, disks and networks.
+pub fn remove_workspaces(data: &std::path::Path) {
+    let state_root = data.join("runtime");
+    // A start still in flight (a boot, a warm pool's refill) would add a container or attach
+    // a disk after the sweep below: its tools finish first (no task of the test runs meanwhile,
+    // and none goes on once they have: the test's runtime drops its tasks).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !makers_of(data).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for kind in ["runc", "crun"] {
+        let state = state_root.join(kind);
+        if !state.is_dir() {
+            continue;
+        }
+        // The same private-mount-namespace wrapper the driver uses for crun on hybrid cgroups.
+        let runtime = |args: &[&str]| {
+            let mut c = std::process::Command::new("unshare");
+            c.args([
+                "--mount",
+                "sh",
+                "-c",
+                "umount /sys/fs/cgroup/unified 2>/dev/null; exec \"$0\" \"$@\"",
+                kind,
+            ]);
+            c.arg("--root").arg(&state).args(args);
+            c
+        };
+        let list = runtime(&["list", "-q"]).output();
+        for id in list
+            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+            .unwrap_or_default()
+            .lines()
+        {
+            let _ = runtime(&["delete", "--force", id.trim()]).status();
+        }
+    }
+    // Whatever of them the runtime no longer knows still goes.
+    for pid in workspace_processes_of(data) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let dirs: Vec<_> = std::fs::read_dir(data.join("workspaces"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    for dir in &dirs {
+        let _ = nix::mount::umount2(&dir.join("rootfs"), nix::mount::MntFlags::MNT_DETACH);
+        // Its own disk next: the loop device (set to clear itself) goes with the last
+        // unmount, not with the image file, which the test's temp dir takes away.
+        let _ = nix::mount::umount2(&dir.join("disk"), nix::mount::MntFlags::MNT_DETACH);
+    }
+    // A disk attached by a start that never got to mount it is not set to clear itself.
+    for d in std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let file = std::fs::read_to_string(d.path().join("loop/backing_file")).unwrap_or_default();
+        if std::path::Path::new(file.trim().trim_end_matches(" (deleted)")).starts_with(data) {
+            let _ = std::process::Command::new("losetup")
+                .arg("-d")
+                .arg(std::path::Path::new("/dev").join(d.file_name()))
+                .status();
+        }
+    }
+    // Egress networks (namespaces, veths, firewall rules) go too; on a thread of its own,
+    // since this may run inside the test's runtime.
+    let _ = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for dir in dirs {
+            let _ = rt.block_on(tandem_host::runtime::network::teardown(&dir));
+        }
+    })
+    .join();
+}
+
+/// Processes making something of data dir `data`: a container (`runc … run`), a disk
+/// (`losetup`, `mkfs.ext4`), a layer copy (`cp`).
+fn makers_of(data: &std::path::Path) -> Vec<i32> {
+    let dir = data.as_os_str().as_encoded_bytes();
+    all_pids()
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let names = args.iter().any(|a| a.starts_with(dir));
+            let tool = args.first().is_some_and(|a| {
+                [&b"losetup"[..], b"mkfs.ext4", b"cp"]
+                    .iter()
+                    .any(|t| a.ends_with(t))
+            });
+            names && (tool || args.contains(&&b"run"[..]))
+        })
+        .collect()
+}
+
+fn all_pids() -> impl Iterator<Item = i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+}
+
+/// Processes in Tandem's workspace cgroups whose root is an overlay with its writable layer
+/// under `data`: that data dir's workspaces, known to its runtime or not. (A process that is
+/// joining a workspace, still in a copy of the host's mounts, is not one.)
+pub fn workspace_processes_of(data: &std::path::Path) -> Vec<i32> {
+    let upper = format!("upperdir={}/", data.display());
+    let mut found = Vec::new();
+    for root in [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/pids",
+        "/sys/fs/cgroup/unified",
+    ] {
+        let groups = std::fs::read_dir(std::path::Path::new(root).join("tandem"));
+        for group in groups.into_iter().flatten().flatten() {
+            let procs = std::fs::read_to_string(group.path().join("cgroup.procs"));
+            for pid in procs
                 .unwrap_or_default()
                 .lines()
+                .filter_map(|l| l.parse().ok())
             {
-                let _ = runtime(&["delete", "--force", id.trim()]).status();
+                let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo"));
+                let ours = mounts.unwrap_or_default().lines().any(|l| {
+                    l.split(' ').nth(4) == Some("/")
+                        && l.split_once(" - ")
+                            .is_some_and(|(_, t)| t.starts_with("overlay ") && t.contains(&upper))
+                });
+                if ours && !found.contains(&pid) {
+                    found.push(pid);
+                }
             }
         }
-        let dirs: Vec<_> = std::fs::read_dir(data.join("workspaces"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        for dir in &dirs {
-            let _ = nix::mount::umount2(&dir.join("rootfs"), nix::mount::MntFlags::MNT_DETACH);
-            // Its own disk next: the loop device (set to clear itself) goes with the last
-            // unmount, not with the image file, which the test's temp dir takes away.
-            let _ = nix::mount::umount2(&dir.join("disk"), nix::mount::MntFlags::MNT_DETACH);
-        }
-        // Egress networks (namespaces, veths, firewall rules) go too; on a thread of its own,
-        // since this may run inside the test's runtime.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            for dir in dirs {
-                let _ = rt.block_on(tandem_host::runtime::network::teardown(&dir));
-            }
-        })
-        .join();
     }
+    found
 }
 
 impl TestServer {
@@ -202,7 +318,7 @@ impl TestServer {
         transport: Transport,
         tweak: impl FnOnce(&mut Config),
     ) -> Option<Self> {
-        let dir = tempfile::tempdir().expect("temp dir");
+        let dir = test_dir();
         let database_url = fresh_database(backend, dir.path()).await?;
         let mut config = Config {
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -230,6 +346,7 @@ impl TestServer {
             file_sets: Default::default(),
             local_repo_dirs: vec![std::env::temp_dir()],
             unsafe_code_on_tandem_origin: false,
+            unsafe_same_site_code_url: false,
             extension: Default::default(),
             automations: Default::default(),
             slack: None,
@@ -273,7 +390,7 @@ impl TestServer {
     /// A second server process on this one's database (its own data dir, so its own runner
     /// id), as a second node would be; the same admin token works on it.
     pub async fn beside(&self) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
+        let dir = test_dir();
         let mut config = (*self.state.config).clone();
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.data_dir = dir.path().join("data");
@@ -322,7 +439,6 @@ impl TestServer {
 
 /// One request about to be sent.
 pub struct Req<'a> {
-            unsafe_same_site_code_url: false,
     server: &'a TestServer,
     method: Method,
     path: String,

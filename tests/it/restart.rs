@@ -206,8 +206,9 @@ async fn a_session_workspace_survives_a_server_crash_and_is_supervised_again() {
         return;
     };
     let images = image.parent().unwrap().parent().unwrap().to_path_buf();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::harness::test_dir();
     let data = dir.path().join("data");
+    let _clean = crate::harness::RemoveWorkspaces(data.clone());
     let (mut server, url) = serve_with_workspaces(&data, &images).await;
     let token = local_token(&data).await;
     let src = tempfile::tempdir().unwrap();

@@ -80,6 +80,13 @@ struct Env {
     dir: tempfile::TempDir,
 }
 
+/// A test's workspaces go with it, even when it fails half-way.
+impl Drop for Env {
+    fn drop(&mut self) {
+        crate::harness::remove_workspaces(&self.dir.path().join("data"));
+    }
+}
+
 async fn env(kind: Kind) -> Option<Env> {
     let image = image().await?;
     if kind == Kind::Crun && !tandem_host::runtime::doctor::crun_works() {
@@ -96,7 +103,7 @@ async fn env(kind: Kind) -> Option<Env> {
         eprintln!("SKIP (runsc): gVisor's runsc is not installed on this host");
         return None;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::harness::test_dir();
     let rt = OciRuntime::new(kind, &dir.path().join("data")).unwrap();
     Some(Env {
         kind,

@@ -7,6 +7,8 @@
 //!   headless Chromium), then smoke-test `up`.
 //! - `cargo xtask tidy [--graph]`: the structure rules (file size, `//!` lines, layers and
 //!   forbidden imports); `--graph` prints the server's module graph and its import circles.
+//! - `cargo xtask leaks [--clean]`: what the tests left on this host (workspace processes,
+//!   mounts, loop devices, networks under test data dirs) and how to clean it; `test` runs it last.
 //! - `cargo xtask site [--release]`: build the web app into `target/site`.
 //! - `cargo xtask deps [--test]`: only install prerequisites.
 //! - `cargo xtask extension [--server URL] [--page PATTERN]… [--all-sites]`: the Chrome
@@ -20,6 +22,7 @@
 use anyhow::{Result, bail};
 
 mod deps;
+mod leaks;
 mod postgres;
 mod run;
 mod site;
@@ -37,6 +40,7 @@ fn main() -> Result<()> {
         "up" => up::run(up::Options::parse(rest)?),
         "test" => test::run(test::Options::parse(rest)?),
         "tidy" => tidy::run(rest),
+        "leaks" => leaks::run(rest),
         "site" => {
             deps::ensure(deps::Needs { test: false })?;
             site::build(if rest.iter().any(|a| a == "--release") {

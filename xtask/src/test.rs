@@ -111,6 +111,8 @@ pub fn run(o: Options) -> Result<()> {
     if o.filter.is_empty() {
         smoke::up()?;
     }
+    // Every test stops what it started: anything of theirs still here fails the suite.
+    crate::leaks::check()?;
     let smoke = usize::from(o.filter.is_empty());
     eprintln!("all tests passed in {:.0}s", start.elapsed().as_secs_f64());
     // One closing line for CI: the cargo test total plus the `up` smoke test.

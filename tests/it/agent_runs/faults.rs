@@ -118,8 +118,9 @@ async fn a_server_killed_mid_turn_requeues_the_prompt_on_restart_without_losing_
         Reply::text("Done after the restart.").at_step(0),
     ])
     .await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::harness::test_dir();
     let data = dir.path().join("data");
+    let _clean = crate::harness::RemoveWorkspaces(data.clone());
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(
         data.join("tandem.toml"),

@@ -310,3 +310,86 @@ async fn a_snapshot_sessions_keep_failing_to_start_from_is_set_aside_for_the_goo
         assert_eq!(now.state, SnapshotState::Ready);
     }
 }
+
+/// A test that ends while its server is starting a workspace leaves nothing of it: the harness
+/// lets the runtime's start (or the disk's attach) finish before it removes the data dir's
+/// workspaces, then detaches what never got mounted (a container made after that sweep ran on,
+/// as the shifted root, over a deleted disk image).
+#[test]
+fn a_server_dropped_while_a_workspace_starts_leaves_nothing_behind() {
+    // The test's own runtime, dropped as a test's is when it ends (its tasks go with it).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some((data, wid)) = rt.block_on(abandon_a_starting_workspace()) else {
+        return;
+    };
+    drop(rt);
+    let data = data.to_str().unwrap();
+    // Nothing of it runs or is mounted, no runtime client of it is left, and its disk's loop
+    // device goes (in the background, once its last user has exited; one that was attached
+    // and never mounted would stay for good).
+    let left = || {
+        let mut left: Vec<String> = crate::harness::workspace_processes_of(Path::new(data))
+            .iter()
+            .map(|p| format!("process {p}"))
+            .collect();
+        for p in std::fs::read_dir("/proc").unwrap().flatten() {
+            let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&wid) {
+                left.push(format!("process {:?}", p.file_name()));
+            }
+        }
+        for d in std::fs::read_dir("/sys/block").unwrap().flatten() {
+            let file = std::fs::read_to_string(d.path().join("loop/backing_file"));
+            if file.as_deref().is_ok_and(|f| f.starts_with(data)) {
+                left.push(format!("loop device {:?}", d.file_name()));
+            }
+        }
+        if std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .contains(data)
+        {
+            left.push("a mount".into());
+        }
+        left
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !left().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(left(), Vec::<String>::new(), "left behind");
+}
+
+/// Starts a session and drops its server as soon as the workspace's start is under way;
+/// returns the data dir and the workspace id.
+async fn abandon_a_starting_workspace() -> Option<(std::path::PathBuf, String)> {
+    let s = server().await?;
+    let src = source_repo("[workspace]\n");
+    let repo = add_repo(&s, "acme/abandoned", src.path()).await;
+    build_snapshot(&s, &repo).await;
+    let created: SessionDetail = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "agent": { "kind": "none" } }),
+        )
+        .send()
+        .await
+        .parse();
+    let data = s.dir.path().join("data");
+    let wid = tandem_server::sessions::workspace::workspace_id(created.session.id);
+    // A tool works on the session's workspace (its disk, its container): its command line
+    // names both.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+        let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        cmdline.contains(data.to_str().unwrap()) && cmdline.contains(&wid)
+    }) {
+        assert!(Instant::now() < deadline, "the workspace never started");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    drop(s);
+    Some((data, wid))
+}
