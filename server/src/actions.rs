@@ -51,7 +51,8 @@ pub async fn start_work(state: &AppState, prompt: &Prompt) {
     }
 }
 
-/// Spawns children of `parent` (each booted and, with a prompt, worked on).
+/// Spawns children of `parent` (each booted and, with a prompt, worked on). Forks start from
+/// the parent's copied workspace; new children are booted here (sessions know no boot loop).
 pub async fn spawn_children(
     state: &AppState,
     parent: SessionId,
@@ -59,7 +60,14 @@ pub async fn spawn_children(
     req: CreateChildren,
     asker: Asker,
 ) -> Result<Vec<Session>> {
-    sessions::children::spawn(state, parent, author, req, asker).await
+    let fork = req.fork;
+    let children = sessions::children::spawn(state, parent, author, req, asker).await?;
+    if !fork {
+        for child in &children {
+            crate::scheduler::spawn_boot(state, child.id);
+        }
+    }
+    Ok(children)
 }
 
 /// Stops a session's workspace (its diff kept) and says who did.

@@ -6,7 +6,7 @@ use tandem_protocol::*;
 
 use crate::db;
 use crate::state::AppState;
-use crate::{Error, Result, now_ms, scheduler, turns};
+use crate::{Error, Result, now_ms, turns};
 
 /// One spawn at a time per tree of child sessions (keyed by its root).
 static TREE_LOCKS: std::sync::LazyLock<
@@ -136,7 +136,6 @@ pub async fn spawn(
             )
             .await?
             .session;
-            scheduler::spawn_boot(state, child.id);
             out.push(child);
         }
         out

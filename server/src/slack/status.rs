@@ -174,12 +174,9 @@ impl Status {
                 }
                 News::TurnEnded { ok, reply, error } => {
                     if let Some(reply) = reply {
-                        // No image markup reaches Slack either (`links`, as every sink).
-                        let plain = tandem_protocol::links::without_remote_images(
-                            reply,
-                            &app.public_url(),
-                        );
-                        let mut text = escape_cut(&plain, MAX_POST_CHARS);
+                        // Slack's mrkdwn has no image syntax and unfurls are off: a remote
+                        // image's URL stays text Slack fetches nothing for, once escaped.
+                        let mut text = escape_cut(reply, MAX_POST_CHARS);
                         if quiet {
                             text = format!(
                                 ":speech_balloon: The agent replied. <{}|Read it in the session.>",

@@ -1,0 +1,262 @@
+//! tidy on the repository, and tidy's self-test: each rule broken on purpose, in every way a
+//! text scan could be fooled (grouped, nested and relative imports, paths in expressions and
+//! macros, a `#[cfg(test)]` declaration early in a long file, a new import circle).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::*;
+
+fn src(path: &str, text: &str) -> Source {
+    Source {
+        path: path.into(),
+        text: text.into(),
+    }
+}
+
+/// The repository follows every rule (this is what `cargo xtask test` runs).
+#[test]
+fn tidy() {
+    let files = sources(&crate::run::root()).unwrap();
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let findings = check(&files);
+    assert!(
+        findings.is_empty(),
+        "tidy rules broken:\n{}",
+        findings
+            .iter()
+            .map(|f| format!("  {f}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+fn findings(files: &[Source]) -> Vec<String> {
+    check(files).iter().map(|f| f.to_string()).collect()
+}
+
+fn has(found: &[String], file: &str, what: &str) {
+    assert!(
+        found
+            .iter()
+            .any(|f| f.starts_with(file) && f.contains(what)),
+        "no finding for {file} containing {what:?} in {found:#?}"
+    )
+}
+
+fn clean(found: &[String], file: &str) {
+    assert!(
+        !found.iter().any(|f| f.starts_with(file)),
+        "{file} follows the rules but was flagged: {found:#?}"
+    );
+}
+
+/// Each rule fails on a file that breaks it.
+#[test]
+fn each_rule_catches_what_breaks_it() {
+    let long = format!("//! Long.\n{}", "fn f() {}\n".repeat(MAX_LINES));
+    let long_but_tests = format!(
+        "//! Fine.\nfn f() {{}}\n#[cfg(test)]\nmod tests {{\n{}}}\n",
+        "fn t() {}\n".repeat(MAX_LINES)
+    );
+    // A test module declared at the top does not end the count: 601 lines follow it.
+    let long_after_a_test_declaration = format!(
+        "//! Long.\n#[cfg(test)]\nmod fuzz_tests;\n{}",
+        "fn f() {}\n".repeat(MAX_LINES)
+    );
+    let files = [
+        src("server/src/a.rs", "use std::io;\n"),
+        src("server/src/b.rs", &long),
+        src("server/src/c.rs", &long_but_tests),
+        src("server/src/turns/mod.rs", &long_after_a_test_declaration),
+        src("tests/it/d.rs", &long),
+        src(
+            "server/src/sessions/e.rs",
+            "//! E.\nuse axum::Json;\nfn f() { crate::github::x(); }\n// crate::live in a comment\n",
+        ),
+        // Grouped, nested, multi-line and relative imports, and paths in macros.
+        src(
+            "server/src/sessions/g.rs",
+            "//! G.\nuse crate::{\n    error::Error,\n    scheduler,\n};\nuse crate::{db, live::{hub::{Hub}}};\nuse super::super::desktop as d;\nfn f() {\n    tokio::spawn(async { crate::code::open().await });\n    let _ = format!(\"{}\", crate::github::name());\n}\n",
+        ),
+        src(
+            "server/src/turns/h.rs",
+            "//! H.\nmod inner {\n    use super::super::super::scheduler::spawn_boot;\n}\nfn f() -> ::hyper::Uri { todo!() }\n",
+        ),
+        src(
+            "server/src/config/f.rs",
+            "//! F.\nuse crate::sessions::X;\n",
+        ),
+        src(
+            "server/src/config.rs",
+            "//! F.\nuse crate::{Error, Result};\n",
+        ),
+        src(
+            "server/src/error.rs",
+            "//! G.\nuse crate::{Error, sessions::Session};\n",
+        ),
+        src(
+            "server/src/config/reexport.rs",
+            "//! Through the crate root's re-export.\nfn f(_: crate::AppState) {}\n",
+        ),
+        src("server/src/sessions/h.rs", "//! H.\nuse crate::db::Db;\n"),
+        src(
+            "server/src/repos.rs",
+            "//! R.\nfn f(db: &Db, c: &mut Client) {\n    let _ = db.raw_pool();\n    c.raw(frame);\n}\n",
+        ),
+        src(
+            "server/src/lib.rs",
+            "//! Root.\npub mod sessions;\npub use state::AppState;\npub use tandem_store as db;\n",
+        ),
+        src("server/src/state.rs", "//! State.\n"),
+        src("server/src/broken.rs", "//! Broken.\nfn f( {\n"),
+        src(
+            "tests/it/t.rs",
+            "//! T.\nuse tandem_server::{client::Client, sessions};\nfn f() { tandem_server::turns::x(); tandem_server::now_ms(); }\n",
+        ),
+        src(
+            "e2e/u.rs",
+            "//! U.\nuse tandem_server::client::Client;\nuse tandem_server::serve::Server;\n",
+        ),
+    ];
+    let found = findings(&files);
+    has(&found, "server/src/a.rs", "`//!` line");
+    has(&found, "server/src/b.rs", "601 lines");
+    has(&found, "server/src/turns/mod.rs", "601 lines");
+    has(&found, "server/src/sessions/e.rs", "line 2 uses `axum`");
+    has(
+        &found,
+        "server/src/sessions/e.rs",
+        "line 3 uses `crate::github`",
+    );
+    has(
+        &found,
+        "server/src/sessions/g.rs",
+        "line 4 uses `crate::scheduler`",
+    );
+    has(
+        &found,
+        "server/src/sessions/g.rs",
+        "line 6 uses `crate::live`",
+    );
+    has(
+        &found,
+        "server/src/sessions/g.rs",
+        "line 7 uses `crate::desktop`",
+    );
+    has(
+        &found,
+        "server/src/sessions/g.rs",
+        "line 9 uses `crate::code`",
+    );
+    has(
+        &found,
+        "server/src/sessions/g.rs",
+        "line 10 uses `crate::github`",
+    );
+    has(
+        &found,
+        "server/src/turns/h.rs",
+        "line 3 uses `crate::scheduler`",
+    );
+    has(&found, "server/src/turns/h.rs", "line 5 uses `hyper`");
+    has(
+        &found,
+        "server/src/config/f.rs",
+        "imports `crate::sessions`",
+    );
+    has(&found, "server/src/error.rs", "imports `crate::sessions`");
+    has(
+        &found,
+        "server/src/config/reexport.rs",
+        "imports `crate::state`",
+    );
+    has(&found, "server/src/repos.rs", "line 3 calls `.raw_pool()`");
+    assert!(
+        !found.iter().any(|f| f.contains("line 4 calls")),
+        "a method of another name's arity counted: {found:#?}"
+    );
+    has(&found, "server/src/broken.rs", "does not parse");
+    has(
+        &found,
+        "tests/it/t.rs",
+        "line 2 uses `tandem_server::sessions`",
+    );
+    has(
+        &found,
+        "tests/it/t.rs",
+        "line 3 uses `tandem_server::turns`",
+    );
+    assert!(
+        !found
+            .iter()
+            .any(|f| f.contains("tandem_server::client") || f.contains("tandem_server::now_ms")),
+        "the boundary counted: {found:#?}"
+    );
+    for c in [
+        "server/src/c.rs",
+        "tests/it/d.rs",
+        "server/src/config.rs",
+        "server/src/sessions/h.rs",
+        "e2e/u.rs",
+    ] {
+        clean(&found, c);
+    }
+    assert!(
+        !found.iter().any(|f| f.contains("crate::live in")),
+        "a comment counted: {found:#?}"
+    );
+}
+
+/// A circle between server modules fails unless it is on the allow-list, whichever way its
+/// imports are written; a tree without one passes.
+#[test]
+fn an_import_circle_fails() {
+    let circle = [
+        src(
+            "server/src/alpha.rs",
+            "//! A.\nuse crate::{beta::{self}};\n",
+        ),
+        src("server/src/beta/mod.rs", "//! B.\nmod x;\n"),
+        src(
+            "server/src/beta/x.rs",
+            "//! B's part.\nfn f() { super::super::alpha::go(); }\n",
+        ),
+    ];
+    let found = findings(&circle);
+    has(
+        &found,
+        "server/src",
+        "import circle of 2 modules not on tidy's ALLOWED_CIRCLES: alpha beta",
+    );
+    let no_circle = [
+        src(
+            "server/src/alpha.rs",
+            "//! A.\nuse crate::{beta::{self}};\n",
+        ),
+        src("server/src/beta/mod.rs", "//! B.\nmod x;\n"),
+        src("server/src/beta/x.rs", "//! B's part.\nfn f() {}\n"),
+    ];
+    let found = findings(&no_circle);
+    assert!(!found.iter().any(|f| f.contains("circle")), "{found:#?}");
+    // A test module's imports are not the module's dependencies.
+    let in_tests = [
+        src("server/src/alpha.rs", "//! A.\nuse crate::beta;\n"),
+        src(
+            "server/src/beta.rs",
+            "//! B.\n#[cfg(test)]\nmod tests {\n    use crate::alpha;\n}\n",
+        ),
+    ];
+    assert!(!findings(&in_tests).iter().any(|f| f.contains("circle")));
+}
+
+#[test]
+fn circles_are_found() {
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (a, b) in [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "e")] {
+        g.entry(a.into()).or_default().insert(b.into());
+    }
+    assert_eq!(
+        circles(&g),
+        vec![vec!["a".to_string(), "b".into(), "c".into()]]
+    );
+}
