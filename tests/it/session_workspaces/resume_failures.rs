@@ -204,3 +204,63 @@ async fn a_resume_that_cannot_start_keeps_the_layer_and_diff_and_a_later_resume_
     );
     assert_has_work(&diff(&s, id).await, "stopped after a suspend");
 }
+
+/// A fork whose workspace does not start keeps its copy of the parent's layer: suspended, with
+/// the reason in its timeline and the work in its diff, and resumable once the cause is gone.
+#[tokio::test]
+async fn a_fork_that_cannot_start_keeps_its_copy_and_resumes_later() {
+    let bin = tempfile::tempdir().unwrap();
+    let real_agent =
+        Path::new(env!("CARGO_BIN_EXE_tandem")).with_file_name("tandem-workspace-agent");
+    let agent = bin.path().join("tandem-workspace-agent");
+    std::fs::copy(&real_agent, &agent).unwrap();
+    let a = agent.clone();
+    let Some(s) = crate::workspaces::server(move |c| c.agent_bin = Some(a)).await else {
+        return;
+    };
+    let parent = ready_session(&s, "acme/forked").await;
+    let out = exec(&s, parent, "echo \"the person's work\" > work.txt").await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let scene = Scene {
+        agent,
+        real_agent,
+        dir: PathBuf::new(),
+        runtime_state: PathBuf::new(),
+    };
+    scene.cause(Cause::SilentAgent);
+    let res = s
+        .post(
+            &format!("/api/sessions/{parent}/fork"),
+            json!({ "count": 1 }),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        res.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    let child = res.parse::<Vec<Session>>()[0].clone();
+    assert_eq!(child.state, SessionState::Suspended, "the copy is kept");
+    assert!(
+        events(&s, child.id).await.iter().any(|e| matches!(
+            &e.kind,
+            EventKind::Error { message } if message.contains("agent did not come up")
+        )),
+        "the timeline says why"
+    );
+    assert_has_work(&diff(&s, child.id).await, "a fork that did not start");
+    scene.mend(Cause::SilentAgent);
+    let res = post(&s, child.id, "resume").await;
+    assert_eq!(
+        res.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    assert_eq!(
+        exec(&s, child.id, "cat work.txt").await.stdout,
+        "the person's work\n"
+    );
+}
