@@ -166,21 +166,8 @@ async fn start_host(state: &AppState, host: Arc<Host>) -> Result<()> {
         if state.boots.is_booting(id) {
             continue;
         }
-        let mut tx = db.begin().await?;
-        db::sessions::transition(
-            &mut tx,
-            id,
-            SessionState::Failed,
-            Some(
-                "the server restarted while the workspace was starting; start a new session".into(),
-            ),
-            now_ms(),
-        )
-        .await?;
-        tx.commit().await?;
-        if let Some(wid) = row.workspace_id {
-            let _ = host.runtime.stop(&wid, crate::runtime::Keep::Upper).await;
-        }
+        crate::sessions::workspace::start_interrupted(&db, &host, id, row.workspace_id.as_deref())
+            .await?;
     }
     for row in db::sessions::in_states(&db, &[SessionState::Queued]).await? {
         if let Ok(id) = row.id.parse() {

@@ -61,6 +61,9 @@ impl Scene {
 impl Drop for Scene {
     fn drop(&mut self) {
         // An immutable file would outlive the test's temp dir.
+        if !self.dir.join("disk.img").is_file() {
+            return;
+        }
         let _ = std::process::Command::new("chattr")
             .arg("-i")
             .arg(self.dir.join("disk.img"))
@@ -263,4 +266,96 @@ async fn a_fork_that_cannot_start_keeps_its_copy_and_resumes_later() {
         exec(&s, child.id, "cat work.txt").await.stdout,
         "the person's work\n"
     );
+}
+
+/// A resume the server's restart cuts short keeps the session resumable: suspended again with
+/// its layer and diff, and resumed once the server is back.
+#[tokio::test]
+async fn a_resume_cut_short_by_a_restart_is_suspended_again_and_resumes() {
+    use tandem_protocol::ExecRequest;
+    let Some(image) = crate::workspaces::image().await else {
+        return;
+    };
+    let images = image.parent().unwrap().parent().unwrap().to_path_buf();
+    let dir = crate::harness::test_dir();
+    let data = dir.path().join("data");
+    let _clean = crate::harness::RemoveWorkspaces(data.clone());
+    let real_agent =
+        Path::new(env!("CARGO_BIN_EXE_tandem")).with_file_name("tandem-workspace-agent");
+    let agent = dir.path().join("tandem-workspace-agent");
+    std::fs::copy(&real_agent, &agent).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        data.join("tandem.toml"),
+        format!("agent_bin = {:?}\n", agent.display().to_string()),
+    )
+    .unwrap();
+    let scene = Scene {
+        agent,
+        real_agent,
+        dir: PathBuf::new(),
+        runtime_state: PathBuf::new(),
+    };
+    let (mut server, url) = crate::restart::serve_with_workspaces(&data, &images).await;
+    let token = crate::restart::local_token(&data).await;
+    let c = tandem_server::client::Client::new(&url, Some(token.clone())).unwrap();
+    let src = source_repo("[workspace]\n");
+    let repo = c
+        .create_repo(&CreateRepo {
+            name: "acme/interrupted".into(),
+            url: src.path().to_string_lossy().into(),
+            default_branch: None,
+            warm_pool: None,
+        })
+        .await
+        .unwrap();
+    let id = c
+        .create_session(&CreateSession {
+            repo_id: repo.id,
+            prompt: String::new(),
+            branch: None,
+            agent: Some(AgentSpec::None),
+            context: None,
+        })
+        .await
+        .unwrap()
+        .session
+        .id;
+    crate::restart::wait_for_state(&c, id, SessionState::Ready).await;
+    let write = ExecRequest {
+        command: "echo \"the person's work\" > work.txt".into(),
+        cwd: None,
+        timeout_secs: None,
+    };
+    assert_eq!(c.exec(id, &write).await.unwrap().exit_code, Some(0));
+    c.session_action(id, "suspend").await.unwrap();
+
+    // The resume waits for an agent that never answers; the server dies meanwhile.
+    scene.cause(Cause::SilentAgent);
+    let resuming = tokio::spawn({
+        let c = c.clone();
+        async move { c.session_action(id, "resume").await }
+    });
+    crate::restart::wait_for_state(&c, id, SessionState::Starting).await;
+    server.kill().await.unwrap();
+    let _ = resuming.await;
+    scene.mend(Cause::SilentAgent);
+
+    let (mut server, url) = crate::restart::serve_with_workspaces(&data, &images).await;
+    let c = tandem_server::client::Client::new(&url, Some(token)).unwrap();
+    crate::restart::wait_for_state(&c, id, SessionState::Suspended).await;
+    assert_has_work(&c.diff(id).await.unwrap(), "after the restart");
+    let resumed = c.session_action(id, "resume").await.unwrap();
+    assert_eq!(resumed.session.state, SessionState::Ready);
+    let read = ExecRequest {
+        command: "cat work.txt".into(),
+        cwd: None,
+        timeout_secs: None,
+    };
+    assert_eq!(
+        c.exec(id, &read).await.unwrap().stdout,
+        "the person's work\n"
+    );
+    c.session_action(id, "stop").await.unwrap();
+    server.kill().await.unwrap();
 }

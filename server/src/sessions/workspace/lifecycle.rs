@@ -95,6 +95,54 @@ pub async fn workspace_died(db: &Db, host: &Host, id: SessionId, wid: &str) -> R
     Ok(())
 }
 
+/// A start this server's restart cut short (`wid`: its workspace, if it had one). A resume
+/// (the diff kept when it was suspended is still there) is suspended again with its layer, so
+/// the person can resume it once more; any other start fails.
+pub async fn start_interrupted(
+    db: &Db,
+    host: &Host,
+    id: SessionId,
+    wid: Option<&str>,
+) -> Result<()> {
+    if let Some(wid) = wid {
+        let _ = host.runtime.stop(wid, Keep::Upper).await;
+    }
+    let row = db::sessions::workspace(db, id).await?;
+    let snapshot = row
+        .as_ref()
+        .and_then(|r| r.snapshot_id.as_deref())
+        .and_then(|s| s.parse().ok());
+    if let (Some(wid), Some(snapshot), true) = (wid, snapshot, diff_file(host, id).exists()) {
+        let base = row.and_then(|r| r.base_commit);
+        db::sessions::set_workspace(
+            db,
+            id,
+            &host.host_id,
+            Some(wid),
+            Some(snapshot),
+            base.as_deref(),
+            None,
+        )
+        .await?;
+        transition(
+            db,
+            id,
+            SessionState::Suspended,
+            Some("the server restarted while the session was resuming; its files are kept: resume it again".into()),
+        )
+        .await?;
+        return Ok(());
+    }
+    transition(
+        db,
+        id,
+        SessionState::Failed,
+        Some("the server restarted while the workspace was starting; start a new session".into()),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Suspends a live session: its processes end, its writable layer stays for [`resume`], and its
 /// diff is kept (computed in the workspace, as at a stop) so a suspended session shows its work.
 pub async fn suspend(db: &Db, host: &Host, id: SessionId) -> Result<()> {
