@@ -1,6 +1,7 @@
 //! Slack on the settings page in Chromium: an admin sets a channel's repo and a keyword rule,
 //! and the page shows what the server kept (and its refusal of a keyword too short to mean
-//! anything).
+//! anything); and a one-time link clicked on another site, which loads itself once and links
+//! only after its button waits a second.
 
 use fantoccini::Locator;
 use tandem_protocol::CreateRepo;
@@ -89,4 +90,101 @@ async fn an_admin_sets_slack_channel_repos_and_keywords_on_the_settings_page() {
         .unwrap();
     b.screenshot("slack-settings").await;
     b.close().await;
+}
+
+/// A Slack one-time link clicked on another site (Slack's web client; here a page on
+/// `localhost`, another site than `127.0.0.1`): Chromium leaves the SameSite=Strict sign-in
+/// cookie behind, the page loads itself once from Tandem, and the confirmation shows. Its button
+/// is disabled whenever the window has just been shown or focused (double-clickjacking: a click
+/// meant for another window cannot press it), enabled a second later, and then links.
+#[tokio::test]
+async fn a_slack_link_clicked_on_another_site_links_after_a_pause() {
+    let Some(web) = web_dir() else { return };
+    let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, move |c| {
+        c.web_dir = Some(web);
+    })
+    .await
+    .unwrap();
+    let code = tandem_server::auth::new_secret("tsl_");
+    tandem_server::db::slack::insert_link_code(
+        &s.state.db,
+        &tandem_server::auth::hash_secret(&code),
+        &tandem_server::db::slack::LinkFor {
+            team_id: "T0E2E".into(),
+            slack_user_id: "U2MAL".into(),
+            slack_name: "mallory".into(),
+            slack_email: None,
+            team_label: "E2E team".into(),
+        },
+        tandem_server::now_ms() + 600_000,
+    )
+    .await
+    .unwrap();
+    // "Slack": a page on another site with the link.
+    let link = format!("{}/api/slack/link?code={code}", s.url);
+    let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    let page = format!(
+        "<!doctype html><title>Slack</title><a id=\"open\" href=\"{link}\">this one-time link</a>"
+    );
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || async move { axum::response::Html(page) }),
+    );
+    let served = tokio::spawn(async move { axum::serve(other, app).await });
+
+    let b = Browser::start("slack_link").await;
+    b.sign_in(&s.url, &s.first_login_code).await;
+    b.client
+        .goto(&format!("http://localhost:{other_port}/"))
+        .await
+        .unwrap();
+    b.click("#open").await;
+    b.wait_text("#slack-handle", "@mallory").await;
+    let url = b.client.current_url().await.unwrap();
+    assert!(
+        url.query().is_some_and(|q| q.contains("again=1")),
+        "the cross-site click came without the cookie and the page loaded itself once: {url}"
+    );
+    let states = b
+        .client
+        .execute(
+            "const b = document.getElementById('link');\
+             window.dispatchEvent(new Event('blur')); const blurred = b.disabled;\
+             window.dispatchEvent(new Event('focus')); return [blurred, b.disabled];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        states,
+        serde_json::json!([true, true]),
+        "disabled when the window leaves and just after it comes back"
+    );
+    // Enabled by the page's own timer: wait for that change of its attribute.
+    let enabled = b
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];\
+             const b = document.getElementById('link');\
+             if (!b.disabled) { done(true); return; }\
+             new MutationObserver((_, o) => { if (!b.disabled) { o.disconnect(); done(true); } })\
+               .observe(b, { attributes: true });",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(enabled, serde_json::json!(true));
+    b.screenshot("slack-link").await;
+    b.click("#link").await;
+    b.wait_text("#done", "Done").await;
+    let admin = tandem_server::auth::local_admin(&s.state.db).await.unwrap();
+    assert_eq!(
+        tandem_server::db::slack::person(&s.state.db, "T0E2E", "U2MAL")
+            .await
+            .unwrap(),
+        Some(admin.id)
+    );
+    b.close().await;
+    served.abort();
 }

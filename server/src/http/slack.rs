@@ -6,7 +6,7 @@
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, REFERRER_POLICY, SET_COOKIE};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -219,6 +219,11 @@ async fn link_page(
     if let Ok(v) = started.cookie.parse() {
         res.headers_mut().append(SET_COOKIE, v);
     }
+    // Its form's POST must carry its origin (under `no-referrer` Chromium sends `Origin: null`,
+    // which the CSRF check rightly refuses); the referrer goes to Tandem only, and the page
+    // loads nothing from elsewhere (the CSP), so the code still never leaves.
+    res.headers_mut()
+        .insert(REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     res
 }
 
