@@ -33,9 +33,18 @@ pub fn run(args: &[String]) -> Result<()> {
         _ => bail!("usage: cargo xtask leaks [--clean]"),
     };
     if clean {
-        for l in scan(&prefix()) {
-            eprintln!("cleaning: {}", l.what);
-            let _ = Command::new("sh").arg("-c").arg(&l.clean).status();
+        // A few rounds: a cgroup empties, and a loop device clears, once the processes killed
+        // in the round before have exited.
+        for _ in 0..3 {
+            let found = scan(&prefix());
+            if found.is_empty() {
+                break;
+            }
+            for l in found {
+                eprintln!("cleaning: {}", l.what);
+                let _ = Command::new("sh").arg("-c").arg(&l.clean).status();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
         }
     }
     check()
