@@ -154,13 +154,25 @@ pub fn without_remote_images(md: &str, public_url: &str) -> String {
     text.replace('!', "&#33;").replace('<', "&lt;")
 }
 
-/// [`without_remote_images`] of `md` cut to fit in `max_chars` (with `…` where it was cut):
-/// the rewrite runs after the cut, since a cut can open an image (a code span that loses its
-/// closing backtick).
+/// [`without_remote_images`] for text another markdown parser renders (GitHub's cmark-gfm
+/// reads some text otherwise than pulldown-cmark: `[^a b]: url` is a footnote to one and a link
+/// reference to the other, so `![^a b]` is an image there only). The rewrite vets what *this*
+/// parser sees; then, whatever parser reads the result: each of Tandem's own images is written
+/// out anew as a plain inline image, and every other `![` becomes `!\[` (an escaped bracket
+/// opens neither an image nor a link in any CommonMark parser), as does every `<` opening a tag
+/// that loads something (`<img`, `<picture`, …: `&lt;`). The cost: those two spellings show
+/// with their escape inside code on GitHub.
+pub fn without_remote_images_elsewhere(md: &str, public_url: &str) -> String {
+    seal(&without_remote_images(md, public_url), public_url)
+}
+
+/// [`without_remote_images_elsewhere`] of `md` cut to fit in `max_chars` (with `…` where it
+/// was cut): the rewrite runs after the cut, since a cut can open an image (a code span that
+/// loses its closing backtick).
 pub fn without_remote_images_within(md: &str, public_url: &str, max_chars: usize) -> String {
     let mut limit = max_chars;
     loop {
-        let out = without_remote_images(&cut(md, limit), public_url);
+        let out = without_remote_images_elsewhere(&cut(md, limit), public_url);
         if out.chars().count() <= max_chars || limit == 0 {
             return out;
         }
@@ -246,18 +258,103 @@ fn rewrite_once(md: &str, public_url: &str) -> Option<String> {
     Some(out)
 }
 
+/// Tags whose opening `<` [`seal`] escapes wherever it is: each can load something.
+const LOADING_TAGS: &[&str] = &[
+    "img", "image", "picture", "source", "video", "audio", "track", "svg", "input", "iframe",
+    "frame", "object", "embed", "link", "meta", "style", "body", "table", "td", "th", "math",
+];
+
+/// `md`, already rewritten, made safe for any parser: its own images (every image this parser
+/// still sees) written anew as `![alt](url)`, and outside them every `![` → `!\[` and every
+/// `<` opening a [`LOADING_TAGS`] tag → `&lt;`.
+fn seal(md: &str, public_url: &str) -> String {
+    let mut kept: Vec<(Range<usize>, String)> = Vec::new();
+    let mut open: Option<OpenImage> = None;
+    for (event, range) in Parser::new_ext(md, markdown_options()).into_offset_iter() {
+        if let Some(img) = open.as_mut() {
+            match event {
+                Event::Start(Tag::Image { .. }) => img.depth += 1,
+                Event::End(TagEnd::Image) if img.depth > 0 => img.depth -= 1,
+                Event::End(TagEnd::Image) => {
+                    let img = open.take().unwrap_or_else(|| unreachable!("open"));
+                    let with = if img.keep {
+                        own_image_markup(&img.alt, &img.url)
+                    } else {
+                        as_link(&img.alt, &img.url)
+                    };
+                    kept.push((img.range, with));
+                }
+                Event::Text(t) | Event::Code(t) | Event::InlineMath(t) => img.alt.push_str(&t),
+                Event::SoftBreak | Event::HardBreak => img.alt.push(' '),
+                _ => {}
+            }
+            continue;
+        }
+        if let Event::Start(Tag::Image { dest_url, .. }) = event {
+            open = Some(OpenImage {
+                keep: own_image(&dest_url, public_url),
+                range,
+                url: dest_url.to_string(),
+                alt: String::new(),
+                depth: 0,
+            });
+        }
+    }
+    let mut out = String::with_capacity(md.len() + 64);
+    let mut at = 0;
+    for (r, with) in kept {
+        if r.start < at {
+            continue;
+        }
+        out.push_str(&escape_openers(&md[at..r.start]));
+        out.push_str(&with);
+        at = r.end;
+    }
+    out.push_str(&escape_openers(&md[at..]));
+    out
+}
+
+/// `text` with every `![` → `!\[` and every `<` opening a [`LOADING_TAGS`] tag → `&lt;`.
+fn escape_openers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' if text[..i].ends_with('!') => out.push_str("\\["),
+            '<' if loading_tag_at(&text[i + 1..]) => out.push_str("&lt;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether `rest` (what follows a `<`) starts with a [`LOADING_TAGS`] name (or `/` and one)
+/// that ends there.
+fn loading_tag_at(rest: &str) -> bool {
+    let rest = rest.strip_prefix('/').unwrap_or(rest);
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    LOADING_TAGS.contains(&name.as_str())
+}
+
+/// One of Tandem's own images (its URL vetted by [`own_image`]) as a plain inline image, its
+/// alt text literal: what any parser reads as that image and nothing else.
+fn own_image_markup(alt: &str, url: &str) -> String {
+    let plain = !url
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '(' | ')' | '<' | '>' | '\\'));
+    if plain {
+        format!("![{}]({url})", literal_text(alt))
+    } else {
+        format!("!{}", as_link(alt, url))
+    }
+}
+
 /// A markdown link showing `alt` (or "image") and going to `url`, every character literal.
 fn as_link(alt: &str, url: &str) -> String {
-    let alt = alt.trim();
-    let alt = if alt.is_empty() { "image" } else { alt };
-    let mut out = String::from("[");
-    for c in alt.chars() {
-        if c.is_ascii_punctuation() {
-            out.push('\\');
-        }
-        out.push(if c.is_control() { ' ' } else { c });
-    }
-    out.push_str("](<");
+    let mut out = format!("[{}](<", literal_text(alt));
     for c in url.chars() {
         match c {
             '<' | '>' | '\\' | '&' => {
@@ -274,6 +371,20 @@ fn as_link(alt: &str, url: &str) -> String {
         }
     }
     out.push_str(">)");
+    out
+}
+
+/// `alt` (or "image") as markdown text whose every character is literal.
+fn literal_text(alt: &str) -> String {
+    let alt = alt.trim();
+    let alt = if alt.is_empty() { "image" } else { alt };
+    let mut out = String::with_capacity(alt.len() + 8);
+    for c in alt.chars() {
+        if c.is_ascii_punctuation() {
+            out.push('\\');
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
     out
 }
 
@@ -531,6 +642,73 @@ mod tests {
         let out = without_remote_images_within(&md, "", 120);
         assert!(out.chars().count() <= 120, "{}", out.chars().count());
         assert!(html(&out).is_empty());
+    }
+
+    /// The image URLs and raw HTML a GFM parser (comrak, as GitHub's cmark-gfm; with and
+    /// without footnotes) finds in `md`.
+    fn gfm_images_and_html(md: &str) -> Vec<String> {
+        use comrak::nodes::NodeValue;
+        let mut found = Vec::new();
+        for footnotes in [true, false] {
+            let arena = comrak::Arena::new();
+            let mut options = comrak::Options::default();
+            options.extension.table = true;
+            options.extension.strikethrough = true;
+            options.extension.tasklist = true;
+            options.extension.autolink = true;
+            options.extension.footnotes = footnotes;
+            for node in comrak::parse_document(&arena, md, &options).descendants() {
+                match &node.data.borrow().value {
+                    NodeValue::Image(l) => found.push(l.url.clone()),
+                    NodeValue::HtmlInline(h) => found.push(h.clone()),
+                    NodeValue::HtmlBlock(h) => found.push(h.literal.clone()),
+                    _ => {}
+                }
+            }
+        }
+        found
+            .into_iter()
+            .filter(|h| !only_plain_tags(h) || !h.trim_start().starts_with('<'))
+            .collect()
+    }
+
+    #[test]
+    fn text_for_github_holds_no_image_that_github_would_show() {
+        let sid = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+        let own = format!("{PUBLIC}/api/artifacts/{sid}/1700000000.ab12");
+        for md in [
+            // Footnote to pulldown-cmark, link reference to cmark-gfm.
+            format!("![^a b]\n\n[^a b]: {EVIL}"),
+            format!("![^a\tb]\n\n[^a\tb]: {EVIL}"),
+            format!("![x][^a b]\n\n[^a b]: {EVIL}"),
+            format!("![x][^a b]\n\n[^a b]: {own}\n[^A  B]: {EVIL}"),
+            format!("text ![^a b] more\n\n[^a b]: <{EVIL}> \"t\""),
+            format!("[^a b]: x\n\n    ![a]({EVIL})\n    <img src={EVIL}>"),
+            format!("![x][ref]\n\n[ref]: {EVIL}"),
+            format!("!\n[x]({EVIL})"),
+            format!("\\![x]({EVIL}) \\\\![y]({EVIL})"),
+            format!("`![a]({EVIL})` ```\n<img src={EVIL}>\n```"),
+            format!("![own]({own}) ![x][^a b]\n\n[^a b]: {EVIL}"),
+        ] {
+            let out = without_remote_images_elsewhere(&md, PUBLIC);
+            let found = gfm_images_and_html(&out);
+            assert!(
+                found.iter().all(|u| u == &own),
+                "{md:?} → {out:?}: GFM sees {found:?}"
+            );
+            assert!(images(&out).iter().all(|u| u == &own), "{md:?} → {out:?}");
+        }
+        // Tandem's own images still show, on GitHub too.
+        let md = format!("![after.png]({own}) and ![r][r]\n\n[r]: {own}");
+        let out = without_remote_images_elsewhere(&md, PUBLIC);
+        assert_eq!(
+            gfm_images_and_html(&out),
+            [own.clone(), own.clone(), own.clone(), own.clone()]
+        );
+        assert!(
+            out.starts_with(&format!("![after\\.png]({own})")),
+            "{out:?}"
+        );
     }
 
     #[test]
