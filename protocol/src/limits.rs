@@ -40,6 +40,10 @@ pub const OIDC_FLOW_TTL_SECS: i64 = 10 * 60;
 pub const GITHUB_PERMISSION_TTL_SECS: i64 = 60;
 /// Most command output kept inside one event (the full output is in the exec answer).
 pub const MAX_EVENT_OUTPUT_BYTES: usize = 16 * 1024;
+/// Most bytes of a short string a workspace's agent sends in a turn's frame (a changed file's
+/// path, a tool's name, a tool call's id): longer ones are cut to it before they are recorded,
+/// in the event and in the audit log.
+pub const MAX_FRAME_FIELD_BYTES: usize = 4096;
 /// Largest diff `GET /api/sessions/{id}/diff` returns.
 pub const MAX_DIFF_BYTES: usize = 8 * 1024 * 1024;
 /// Largest warm pool of one repo.

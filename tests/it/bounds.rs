@@ -383,3 +383,162 @@ async fn stored_bounds(backend: Backend) {
     assert!(said[0].contains("this session's tree"), "{said:?}");
     assert!(bytes(child).await - before < 1024, "only the one event");
 }
+
+#[tokio::test]
+async fn a_frames_long_path_name_and_call_id_are_cut_and_counted_as_stored_sqlite() {
+    long_fields(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_frames_long_path_name_and_call_id_are_cut_and_counted_as_stored_postgres() {
+    long_fields(Backend::Postgres).await;
+}
+
+/// Workspace → store: an agent's frame line may be 16 MiB, and a changed file's path, a tool's
+/// name and a call's id were recorded whole (in the event and again in the audit log) while the
+/// frame was counted as at most ~96 KiB. Frames with 1 MiB of each are stored cut to
+/// `MAX_FRAME_FIELD_BYTES`, the session's stored-bytes counter grows by exactly what is stored,
+/// the audit rows stay small, and events whose JSON is larger than their text (escaped control
+/// characters) are counted as stored, so a session stops at its bound.
+async fn long_fields(backend: Backend) {
+    let Some(s) = TestServer::start(backend, Transport::Oneshot).await else {
+        return;
+    };
+    let repo = crate::harness::make_repo(&s, "bounds/fields").await;
+    let start = |prompt: &'static str| {
+        let (s, repo) = (&s, &repo);
+        async move {
+            let d: SessionDetail = s
+                .post(
+                    "/api/sessions",
+                    json!({ "repo_id": repo, "prompt": prompt }),
+                )
+                .send()
+                .await
+                .parse();
+            d.session.id
+        }
+    };
+    let (id, tight) = (start("long fields").await, start("escaped").await);
+    let stored = |id| {
+        let s = &s;
+        async move { count(s, "SELECT event_bytes FROM sessions WHERE id = $1", id).await }
+    };
+    let payloads = |id: SessionId| {
+        let s = &s;
+        async move {
+            let rows: Vec<(String, String)> =
+                sqlx::query_as("SELECT type, payload FROM events WHERE session_id = $1")
+                    .bind(id.to_string())
+                    .fetch_all(s.state.db.raw_pool())
+                    .await
+                    .unwrap();
+            rows
+        }
+    };
+    let before: usize = payloads(id).await.iter().map(|(_, p)| p.len()).sum();
+    let bytes_before = stored(id).await;
+
+    let long = "p".repeat(1024 * 1024);
+    let mut rec = recorder(&s, id).await;
+    for i in 0..10 {
+        rec.frame(TurnFrame::FileChanged {
+            path: format!("{i}{long}"),
+            change: tandem_protocol::FileChange::Modified,
+        })
+        .await
+        .unwrap();
+        rec.frame(TurnFrame::ToolCall {
+            call_id: format!("{i}{long}"),
+            name: long.clone(),
+            arguments: json!({}),
+        })
+        .await
+        .unwrap();
+        rec.frame(TurnFrame::ToolResult {
+            call_id: long.clone(),
+            name: long.clone(),
+            output: "ok".into(),
+            is_error: false,
+            exit_code: Some(0),
+            duration_ms: 1,
+        })
+        .await
+        .unwrap();
+    }
+    let rows = payloads(id).await;
+    let kinds = |t: &str| rows.iter().filter(|(k, _)| k == t).count();
+    assert_eq!(
+        (
+            kinds("file_changed"),
+            kinds("tool_call"),
+            kinds("tool_result")
+        ),
+        (10, 10, 10),
+        "every frame is recorded, cut"
+    );
+    for (kind, payload) in &rows {
+        let v: Value = serde_json::from_str(payload).unwrap();
+        for field in ["path", "name", "call_id"] {
+            if let Some(f) = v.get(field).and_then(Value::as_str) {
+                assert!(
+                    f.len() <= MAX_FRAME_FIELD_BYTES,
+                    "{kind}.{field} stored with {} bytes",
+                    f.len()
+                );
+            }
+        }
+    }
+    // The counter grows by what is stored, and that is a few KiB a frame, not a MiB.
+    let after: usize = rows.iter().map(|(_, p)| p.len()).sum();
+    let grown = stored(id).await - bytes_before;
+    assert_eq!(grown, (after - before) as i64, "counted as stored");
+    assert!(
+        grown < 30 * (3 * MAX_FRAME_FIELD_BYTES as i64 + 1024),
+        "{grown} bytes stored for 30 frames"
+    );
+    // The audit rows copy the cut strings only.
+    let audit: Vec<(String,)> = sqlx::query_as("SELECT detail FROM audit WHERE target = $1")
+        .bind(id.to_string())
+        .fetch_all(s.state.db.raw_pool())
+        .await
+        .unwrap();
+    assert!(audit.len() >= 20, "{} audit rows", audit.len());
+    for (detail,) in &audit {
+        assert!(
+            detail.len() <= MAX_FRAME_FIELD_BYTES + 1024,
+            "an audit row of {} bytes",
+            detail.len()
+        );
+    }
+
+    // A message of control characters is six times larger as JSON: with 1 MiB of room, two
+    // such events fit, not the ten a count of ~96 KiB a frame let in.
+    set_stored(
+        &s,
+        tight,
+        "event_bytes",
+        MAX_EVENT_BYTES_PER_SESSION - 1024 * 1024,
+    )
+    .await;
+    let mut rec = recorder(&s, tight).await;
+    for _ in 0..10 {
+        rec.frame(TurnFrame::Message {
+            text: "\u{1}".repeat(60 * 1024),
+        })
+        .await
+        .unwrap();
+    }
+    let bytes = stored(tight).await;
+    assert!(
+        bytes <= MAX_EVENT_BYTES_PER_SESSION + 1024,
+        "{} bytes past the bound (the one event that says so is ~600)",
+        bytes - MAX_EVENT_BYTES_PER_SESSION
+    );
+    assert_eq!(
+        errors_saying(&s, tight, "stored all the events")
+            .await
+            .len(),
+        1
+    );
+}

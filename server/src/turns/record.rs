@@ -3,7 +3,7 @@
 //! its usage and the agent's state to keep. Tool calls and file changes are audited too.
 
 use tandem_protocol::agent::TurnFrame;
-use tandem_protocol::limits::MAX_EVENT_OUTPUT_BYTES;
+use tandem_protocol::limits::{MAX_EVENT_OUTPUT_BYTES, MAX_FRAME_FIELD_BYTES};
 use tandem_protocol::*;
 
 use crate::db::{self, Db};
@@ -20,8 +20,8 @@ pub const MAX_ARTIFACT_BYTES_PER_TURN: usize = 64 * 1024 * 1024;
 
 /// Longest agent message kept in an event (the rest is in an artifact).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024;
-/// The most one frame's event is counted as (its outputs are cut to their bounds in the event).
-const MAX_FRAME_EVENT_BYTES: usize = MAX_MESSAGE_BYTES + 32 * 1024;
+/// An artifact id as long as any: an event is measured with it before its artifact is made.
+const NO_ARTIFACT: ArtifactId = ArtifactId(uuid::Uuid::nil());
 /// Frames recorded on the room read from the store (counted down locally) before it is read
 /// again: the session's other writers (its tree's other turns, people) are seen within this many.
 const ROOM_REFRESH_FRAMES: u32 = 100;
@@ -93,14 +93,14 @@ impl Recorder {
         Ok(room)
     }
 
-    /// Room in the session's and its tree's stored events for one more of about `bytes` (and
-    /// takes it). Past the bound the timeline says so once and the frame is left out.
-    async fn event_room(&mut self, bytes: usize) -> Result<bool> {
+    /// Room in the session's and its tree's stored events for `kind` (and takes it): counted
+    /// as the bytes the store keeps and counts for it, its JSON. Past the bound the timeline
+    /// says so once and the frame is left out.
+    async fn event_room(&mut self, kind: &EventKind) -> Result<bool> {
         if self.events_full {
             return Ok(false);
         }
-        // The event is the frame with its prompt's id (and outputs cut to their bounds).
-        let bytes = (bytes.min(MAX_FRAME_EVENT_BYTES) + 256) as i64;
+        let bytes = serde_json::to_string(kind).map_or(i64::MAX, |j| j.len() as i64);
         let room = match self.room {
             Some(r) if self.room_age < ROOM_REFRESH_FRAMES && r.fits_events(1, bytes) => r,
             _ => self.read_room().await?,
@@ -214,78 +214,97 @@ impl Recorder {
             }
             return Ok(());
         }
-        let json = serde_json::to_string(&frame).ok();
-        // Within what the session and its tree may store (a `state` frame replaces a row).
-        if !matches!(frame, TurnFrame::State { .. } | TurnFrame::End { .. })
-            && !self
-                .event_room(json.as_ref().map_or(MAX_FRAME_EVENT_BYTES, String::len))
-                .await?
-        {
+        if self.events_full && !matches!(frame, TurnFrame::State { .. }) {
             return Ok(());
         }
         // A tool that printed the session's GitHub token does not get it recorded.
-        let frame = match json {
-            Some(json) => match self.credentials.redact(self.session, &json) {
+        let frame = match serde_json::to_string(&frame) {
+            Ok(json) => match self.credentials.redact(self.session, &json) {
                 Some(clean) => serde_json::from_str(&clean).unwrap_or(frame),
                 None => frame,
             },
-            None => frame,
+            Err(_) => frame,
         };
-        match frame {
+        // Each event is measured (its JSON, as stored) against the room before it is written,
+        // and before any artifact of its frame is made.
+        match cut_fields(frame) {
             TurnFrame::Delta { mut text } => {
                 // The whole reply follows as a message; a delta only needs to show progress.
                 crate::sessions::workspace::truncate(&mut text, MAX_EVENT_OUTPUT_BYTES);
-                self.append(EventKind::AgentDelta { prompt_id, text }).await
+                let kind = EventKind::AgentDelta { prompt_id, text };
+                if self.event_room(&kind).await? {
+                    self.append(kind).await?;
+                }
+                Ok(())
             }
             TurnFrame::Message { text } => {
                 let mut cut = text.clone();
-                if crate::sessions::workspace::truncate(&mut cut, MAX_MESSAGE_BYTES) {
-                    match self.artifact("agent message", &text).await? {
-                        Some(id) => {
-                            cut.push_str(&format!("\n\n[cut: the whole message is artifact {id}]"))
-                        }
-                        None => cut.push_str("\n\n[cut: this turn kept all the artifacts it may]"),
-                    }
-                }
-                self.append(EventKind::AgentMessage {
+                let long = crate::sessions::workspace::truncate(&mut cut, MAX_MESSAGE_BYTES);
+                let event = |cut: &str, artifact: Option<ArtifactId>| EventKind::AgentMessage {
                     prompt_id,
-                    text: cut,
-                })
-                .await
+                    text: match (long, artifact) {
+                        (false, _) => cut.to_string(),
+                        (true, Some(id)) => {
+                            format!("{cut}\n\n[cut: the whole message is artifact {id}]")
+                        }
+                        (true, None) => {
+                            format!("{cut}\n\n[cut: this turn kept all the artifacts it may]")
+                        }
+                    },
+                };
+                // Measured with the longer note (an artifact's id).
+                if !self.event_room(&event(&cut, Some(NO_ARTIFACT))).await? {
+                    return Ok(());
+                }
+                let kept = match long {
+                    true => self.artifact("agent message", &text).await?,
+                    false => None,
+                };
+                self.append(event(&cut, kept)).await
             }
             TurnFrame::ToolCall {
                 call_id,
                 name,
-                mut arguments,
+                arguments,
             } => {
                 let json = arguments.to_string();
-                if json.len() > MAX_EVENT_OUTPUT_BYTES {
-                    let kept = self
-                        .artifact(&format!("{name} arguments ({call_id})"), &json)
-                        .await?;
-                    arguments = match kept {
-                        Some(id) => {
+                let long = json.len() > MAX_EVENT_OUTPUT_BYTES;
+                let event = |artifact: Option<ArtifactId>| EventKind::ToolCall {
+                    prompt_id,
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    arguments: match (long, artifact) {
+                        (false, _) => arguments.clone(),
+                        (true, Some(id)) => {
                             serde_json::json!({ "_cut": format!("{} bytes of arguments; whole in artifact {id}", json.len()) })
                         }
-                        None => {
+                        (true, None) => {
                             serde_json::json!({ "_cut": format!("{} bytes of arguments; not kept (the turn's artifact bound)", json.len()) })
                         }
-                    };
+                    },
+                };
+                if !self.event_room(&event(Some(NO_ARTIFACT))).await? {
+                    return Ok(());
                 }
-                let mut args = arguments.to_string();
+                let kept = match long {
+                    true => {
+                        self.artifact(&format!("{name} arguments ({call_id})"), &json)
+                            .await?
+                    }
+                    false => None,
+                };
+                let kind = event(kept);
+                let mut args = match &kind {
+                    EventKind::ToolCall { arguments, .. } => arguments.to_string(),
+                    _ => String::new(),
+                };
                 crate::sessions::workspace::truncate(&mut args, MAX_AUDIT_ARGS_BYTES);
                 self.audit(
                     "agent.tool",
                     serde_json::json!({ "tool": name, "arguments": args }),
                 )
                 .await?;
-                self.append(EventKind::ToolCall {
-                    prompt_id,
-                    call_id,
-                    name,
-                    arguments,
-                })
-                .await
+                self.append(kind).await
             }
             TurnFrame::ToolResult {
                 call_id,
@@ -298,6 +317,20 @@ impl Recorder {
                 let mut cut = output.clone();
                 let truncated =
                     crate::sessions::workspace::truncate(&mut cut, MAX_EVENT_OUTPUT_BYTES);
+                let event = |artifact: Option<ArtifactId>| EventKind::ToolResult {
+                    prompt_id,
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    output: cut.clone(),
+                    is_error,
+                    exit_code,
+                    duration_ms,
+                    truncated,
+                    artifact,
+                };
+                if !self.event_room(&event(Some(NO_ARTIFACT))).await? {
+                    return Ok(());
+                }
                 let now = now_ms();
                 // Asked before the transaction: saying the bound is reached writes too.
                 let keep = truncated && self.artifact_room(output.len()).await?;
@@ -316,38 +349,25 @@ impl Recorder {
                 } else {
                     None
                 };
-                db::events::append(
-                    &mut tx,
-                    self.session,
-                    now,
-                    EventKind::ToolResult {
-                        prompt_id,
-                        call_id,
-                        name,
-                        output: cut,
-                        is_error,
-                        exit_code,
-                        duration_ms,
-                        truncated,
-                        artifact,
-                    },
-                )
-                .await?;
+                db::events::append(&mut tx, self.session, now, event(artifact)).await?;
                 tx.commit().await?;
                 Ok(())
             }
             TurnFrame::FileChanged { path, change } => {
+                let kind = EventKind::FileChanged {
+                    prompt_id,
+                    path: path.clone(),
+                    change,
+                };
+                if !self.event_room(&kind).await? {
+                    return Ok(());
+                }
                 self.audit(
                     "agent.file_change",
                     serde_json::json!({ "path": path, "change": change }),
                 )
                 .await?;
-                self.append(EventKind::FileChanged {
-                    prompt_id,
-                    path,
-                    change,
-                })
-                .await
+                self.append(kind).await
             }
             TurnFrame::Steered { prompt_id: steer } => {
                 // The agent is untrusted: only a prompt sent to this very turn as steering can
@@ -367,6 +387,14 @@ impl Recorder {
                 else {
                     return Ok(());
                 };
+                let kind = EventKind::SteerDelivered {
+                    prompt_id: steer,
+                    turn: prompt_id,
+                    author: p.author,
+                };
+                if !self.event_room(&kind).await? {
+                    return Ok(());
+                }
                 let mut tx = self.db.begin().await?;
                 if db::prompts::set_state(
                     &mut tx,
@@ -376,17 +404,7 @@ impl Recorder {
                 )
                 .await?
                 {
-                    db::events::append(
-                        &mut tx,
-                        self.session,
-                        now_ms(),
-                        EventKind::SteerDelivered {
-                            prompt_id: steer,
-                            turn: prompt_id,
-                            author: p.author,
-                        },
-                    )
-                    .await?;
+                    db::events::append(&mut tx, self.session, now_ms(), kind).await?;
                 }
                 tx.commit().await?;
                 Ok(())
@@ -409,6 +427,11 @@ impl Recorder {
         duration_ms: i64,
     ) -> Result<()> {
         let now = now_ms();
+        // The agent's reason is its own (untrusted) text: kept to an output's bound.
+        let error = error.map(|mut e| {
+            cut(&mut e, MAX_EVENT_OUTPUT_BYTES);
+            e
+        });
         let to = match outcome {
             TurnOutcome::Completed => PromptState::Done,
             TurnOutcome::Stopped => PromptState::Stopped,
@@ -438,4 +461,31 @@ impl Recorder {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// Cuts `s` to at most `max` bytes (at a character boundary), ending it with `…` if it was cut.
+fn cut(s: &mut String, max: usize) {
+    if crate::sessions::workspace::truncate(s, max) {
+        crate::sessions::workspace::truncate(s, max - '…'.len_utf8());
+        s.push('…');
+    }
+}
+
+/// The frame with its short strings (a path, a tool's name, a call's id) cut to
+/// [`MAX_FRAME_FIELD_BYTES`]: an agent's frame line may be megabytes, and each of these is kept
+/// whole in its event and again in the audit log.
+fn cut_fields(mut frame: TurnFrame) -> TurnFrame {
+    match &mut frame {
+        TurnFrame::ToolCall { call_id, name, .. } | TurnFrame::ToolResult { call_id, name, .. } => {
+            cut(call_id, MAX_FRAME_FIELD_BYTES);
+            cut(name, MAX_FRAME_FIELD_BYTES);
+        }
+        TurnFrame::FileChanged { path, .. } => cut(path, MAX_FRAME_FIELD_BYTES),
+        TurnFrame::Delta { .. }
+        | TurnFrame::Message { .. }
+        | TurnFrame::Steered { .. }
+        | TurnFrame::State { .. }
+        | TurnFrame::End { .. } => {}
+    }
+    frame
 }
