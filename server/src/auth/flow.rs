@@ -194,16 +194,34 @@ pub fn same_person(
 }
 
 /// Why a flow's start or callback that `Sec-Fetch-Site` says another site of Tandem's own
-/// domain sent is refused, if it is one. Tandem never gets such a request honestly: its own
-/// pages are same-origin, sign-in providers and Slack are other sites (cross-site), and a typed
-/// or bookmarked address has none. Only a page on a sibling origin — a workspace's, when
-/// `code_url` shares Tandem's site — sends it, to ride along cookies it may have planted.
-pub fn same_site_refusal(headers: &HeaderMap) -> Option<Error> {
+/// domain sent is refused, if it is one. Tandem's own pages are same-origin and Slack and public
+/// providers are other sites (cross-site), so such a request comes from a page on a sibling
+/// origin — a workspace's, when `code_url` shares Tandem's site — unless the flow's `provider`
+/// (its issuer or web URL) lives on Tandem's own site too (a company's own identity provider
+/// or GitHub Enterprise beside Tandem): the header cannot tell that one from a sibling page, so
+/// it is let through, and the flow's binding cookie is all that holds.
+pub fn same_site_refusal(
+    app: &AppState,
+    headers: &HeaderMap,
+    provider: Option<&str>,
+) -> Option<Error> {
     let site = headers.get("sec-fetch-site")?.to_str().ok()?;
-    site.eq_ignore_ascii_case("same-site").then(|| {
-        Error::Forbidden(
-            "this sign-in or link was opened from another site of Tandem's own domain (a page a workspace serves, say), not from Tandem or your sign-in provider, so it was refused; open Tandem's address yourself and start again"
-                .into(),
-        )
-    })
+    if !site.eq_ignore_ascii_case("same-site") || provider.is_some_and(|p| same_site(app, p)) {
+        return None;
+    }
+    Some(Error::Forbidden(
+        "this sign-in or link was opened from another site of Tandem's own domain (a page a workspace serves, say), not from Tandem or your sign-in provider, so it was refused; open Tandem's address yourself and start again"
+            .into(),
+    ))
+}
+
+/// Whether `url` is on the same site (registrable domain) as Tandem's public URL.
+fn same_site(app: &AppState, url: &str) -> bool {
+    let site = |u: &str| {
+        url::Url::parse(u)
+            .ok()
+            .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()))
+            .map(|h| crate::config::code_origin::site(&h))
+    };
+    site(url).is_some_and(|s| Some(s) == site(&app.public_url()))
 }

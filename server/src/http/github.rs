@@ -68,10 +68,10 @@ async fn sign_in(
     headers: HeaderMap,
 ) -> Response {
     let started = async {
-        if let Some(e) = flow::same_site_refusal(&headers) {
+        let gh = pr::github(&state)?;
+        if let Some(e) = flow::same_site_refusal(&state, &headers, Some(&gh.config.web_url)) {
             return Err(e);
         }
-        let gh = pr::github(&state)?;
         let started_by = match flow::signed_in(&state, &headers).await {
             Some(Ok(u)) => Some(u.id),
             _ => None,
@@ -118,10 +118,10 @@ async fn callback(
 }
 
 async fn completed(state: &AppState, headers: &HeaderMap, q: Callback) -> Result<Response> {
-    if let Some(e) = flow::same_site_refusal(headers) {
+    let gh = pr::github(state)?;
+    if let Some(e) = flow::same_site_refusal(state, headers, Some(&gh.config.web_url)) {
         return Err(e);
     }
-    let gh = pr::github(state)?;
     if let Some(why) = q.error_description {
         return Err(Error::Unauthorized(format!(
             "GitHub sign-in was not completed: {why}"

@@ -27,7 +27,7 @@ async fn start(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(e) = crate::auth::flow::same_site_refusal(&headers) {
+    if let Some(e) = same_site(&state, &id, &headers) {
         return page(&e);
     }
     let p = match oidc::provider(&state, &id) {
@@ -59,7 +59,7 @@ async fn callback(
     Query(q): Query<Callback>,
 ) -> Response {
     let via = format!("oidc:{id}");
-    if let Some(e) = crate::auth::flow::same_site_refusal(&headers) {
+    if let Some(e) = same_site(&state, &id, &headers) {
         return page(&e);
     }
     let outcome = signed_in(&state, &id, &headers, q).await;
@@ -114,6 +114,13 @@ async fn signed_in(
         ));
     };
     oidc::complete(state, p, headers, &code, &st).await
+}
+
+/// The refusal of a start or callback another site of Tandem's domain sent, unless provider
+/// `id` itself lives on Tandem's site ([`crate::auth::flow::same_site_refusal`]).
+fn same_site(state: &AppState, id: &str, headers: &HeaderMap) -> Option<Error> {
+    let issuer = oidc::provider(state, id).ok().map(|p| p.issuer.as_str());
+    crate::auth::flow::same_site_refusal(state, headers, issuer)
 }
 
 /// A page that says what failed and what to do (GitHub's sign-in shows it too).

@@ -89,9 +89,10 @@ fn page(status: StatusCode, title: &str, body: &str) -> Response {
     page_with(status, title, "", body)
 }
 
-/// The refusal of a link page or form that another site of Tandem's own domain sent.
-fn same_site(headers: &HeaderMap) -> Option<Response> {
-    flow::same_site_refusal(headers).map(|e| {
+/// The refusal of a link page or form that another site of Tandem's own domain sent (Slack is
+/// always another site).
+fn same_site(app: &AppState, headers: &HeaderMap) -> Option<Response> {
+    flow::same_site_refusal(app, headers, None).map(|e| {
         page(
             StatusCode::FORBIDDEN,
             "Not linked",
@@ -141,7 +142,7 @@ async fn link_page(
     user: Result<CurrentUser>,
     Query(q): Query<LinkQuery>,
 ) -> Response {
-    if let Some(refused) = same_site(&headers) {
+    if let Some(refused) = same_site(&state, &headers) {
         return refused;
     }
     let Ok(user) = user else {
@@ -235,7 +236,7 @@ async fn link(
     user: CurrentUser,
     body: Bytes,
 ) -> Response {
-    if let Some(refused) = same_site(&headers) {
+    if let Some(refused) = same_site(&state, &headers) {
         return refused;
     }
     let st = url::form_urlencoded::parse(&body)
