@@ -461,3 +461,61 @@ pub(super) async fn vs_code_origins_refused_or_warned(backend: Backend) {
     config.listen = "127.0.0.1:0".parse().unwrap();
     assert_eq!(health(&s, config).await["warnings"], json!([]));
 }
+
+/// `tandem doctor --json` with `<data dir>/tandem.toml` holding `toml`.
+async fn doctor(toml: &str) -> serde_json::Value {
+    let dir = crate::harness::test_dir();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("tandem.toml"), toml).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
+    for var in [
+        "TANDEM_TOKEN",
+        "TANDEM_URL",
+        "TANDEM_DATA_DIR",
+        "TANDEM_DATABASE_URL",
+        "TANDEM_PUBLIC_URL",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .args(["doctor", "--json", "--data-dir"])
+        .arg(&data)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `tandem doctor` says what `/api/health` warns about (VS Code on Tandem's own origin) and why
+/// `tandem serve` would refuse (a same-site `code_url` on http, allowed or not).
+#[tokio::test]
+async fn doctor_warns_of_vs_code_on_tandem_and_says_what_serve_refuses() {
+    let v = doctor(
+        "public_url = \"http://tandem.internal.test:8080\"\nunsafe_code_on_tandem_origin = true\n",
+    )
+    .await;
+    assert!(
+        v["warnings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("VS Code runs on Tandem's own origin"),
+        "{v}"
+    );
+    assert_eq!(v["refused"], serde_json::Value::Null, "{v}");
+    let v = doctor(
+        "public_url = \"http://tandem.example.com\"\ncode_url = \"http://{session}.code.example.com\"\nunsafe_same_site_code_url = true\n",
+    )
+    .await;
+    assert!(
+        v["refused"]
+            .as_str()
+            .is_some_and(|r| r.contains("cannot be __Host-")),
+        "{v}"
+    );
+}
