@@ -25,6 +25,38 @@ pub fn code_server_dir() -> Option<std::path::PathBuf> {
     }
 }
 
+/// The answer carries one policy, Tandem's, whose every fetch directive names only the page's
+/// own origin (`host`, and its WebSockets), `data:` and `blob:`: no `*`, no scheme, no other host.
+fn fetches_stay_on(headers: &axum::http::HeaderMap, host: &str) {
+    assert!(headers.get("content-security-policy-report-only").is_none());
+    let all: Vec<_> = headers.get_all("content-security-policy").iter().collect();
+    assert_eq!(all.len(), 1, "{all:?}");
+    let csp = all[0].to_str().unwrap();
+    let allowed = [
+        "'self'".to_string(),
+        "data:".into(),
+        "blob:".into(),
+        "'none'".into(),
+        "'unsafe-eval'".into(),
+        "'unsafe-inline'".into(),
+        format!("ws://{host}"),
+        format!("wss://{host}"),
+    ];
+    for directive in csp.split(';').map(str::trim).filter(|d| !d.is_empty()) {
+        let mut words = directive.split_whitespace();
+        let name = words.next().unwrap();
+        for source in words {
+            assert!(
+                allowed.contains(&source.to_string()),
+                "{name}: {source} in {csp}"
+            );
+        }
+    }
+    for needed in ["default-src 'self'", "img-src 'self' data: blob:"] {
+        assert!(csp.contains(needed), "{csp}");
+    }
+}
+
 fn excerpt(body: &[u8]) -> String {
     String::from_utf8_lossy(body).chars().take(500).collect()
 }
@@ -73,6 +105,10 @@ async fn vs_code_has_an_origin_of_its_own_per_session_for_drivers_only() {
     // pages never send their URL (the ticket) to another origin.
     let page = browser.get(&link.url).send().await.unwrap();
     assert_eq!(page.headers()["referrer-policy"], "same-origin");
+    // code-server sends its own policy (`img-src 'self' https: …`, `connect-src … https:`):
+    // the workspace's, which would let its page fetch anywhere from the viewer's browser.
+    // Tandem's replaces it.
+    fetches_stay_on(page.headers(), &format!("{id}.localhost:{port}"));
     let (status, body) = get(link.url.clone()).await;
     assert_eq!(status, StatusCode::OK, "{}", excerpt(&body));
     let html = String::from_utf8_lossy(&body);
@@ -289,6 +325,7 @@ async fn without_an_origin_of_its_own_vs_code_stays_under_tandems_where_the_oper
     );
     let page = s.get(&link.url).send().await;
     assert_eq!(page.status, StatusCode::OK, "{}", excerpt(&page.body));
+    fetches_stay_on(&page.headers, s.url.trim_start_matches("http://"));
     assert!(String::from_utf8_lossy(&page.body).contains("workbench"));
     let (_, viewer) = crate::agent_runs::another_user(&s, "vera").await;
     let refused = s

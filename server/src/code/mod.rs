@@ -199,6 +199,7 @@ async fn forward(
     req: Request,
     until: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Response> {
+    let policy = policy(req.headers().get(header::HOST));
     let host = app.workspaces()?;
     let agent = crate::sessions::workspace::workspace_agent(&app.db, &host, id).await?;
     let io = tunnel(&app, &agent).await?;
@@ -224,5 +225,37 @@ async fn forward(
     // A workspace sets no cookie on any origin of Tandem's (a same-site cookie could shadow
     // or fixate Tandem's own).
     res.headers_mut().remove(header::SET_COOKIE);
+    // Nor its own policy: a page it serves could allow fetches anywhere from the viewer's
+    // browser, a channel out past egress. Tandem's replaces whatever it sent.
+    res.headers_mut().remove(header::CONTENT_SECURITY_POLICY);
+    res.headers_mut()
+        .remove(header::CONTENT_SECURITY_POLICY_REPORT_ONLY);
+    if let Ok(v) = header::HeaderValue::from_str(&policy) {
+        res.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);
+    }
     Ok(res)
+}
+
+/// The `Content-Security-Policy` of everything VS Code's proxy answers: code-server's own
+/// (script with eval and inline, its webviews and workers from its origin) with every fetch
+/// kept on the origin the page was asked on (`host`): images, media, fonts, frames, scripts,
+/// styles, forms, and connections (plus its WebSockets there), none to another host. Costs:
+/// extension icons and the marketplace, fetched from the browser, do not load.
+fn policy(host: Option<&header::HeaderValue>) -> String {
+    let sockets = host
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| {
+            !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
+        })
+        .map(|h| format!(" ws://{h} wss://{h}"))
+        .unwrap_or_default();
+    format!(
+        "default-src 'self'; script-src 'self' 'unsafe-eval' 'unsafe-inline' blob:; \
+         style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; media-src 'self' blob:; \
+         font-src 'self' data: blob:; connect-src 'self'{sockets}; worker-src 'self' data: blob:; \
+         child-src 'self' blob:; frame-src 'self' data: blob:; manifest-src 'self'; \
+         object-src 'none'; base-uri 'self'; form-action 'self'"
+    )
 }
