@@ -290,3 +290,124 @@ async fn a_session_workspace_survives_a_server_crash_and_is_supervised_again() {
         "no mount of the data dir is left"
     );
 }
+
+/// The warm pool's workspaces a session claimed keep their `w-` id: a restart removes only
+/// the unclaimed ones a previous server left, never a live or suspended session's (it deleted
+/// their layers, and the person's work with them).
+#[tokio::test]
+async fn sessions_that_claimed_warm_pool_workspaces_keep_them_across_a_restart() {
+    use tandem_protocol::{ExecRequest, SessionState};
+    let Some(image) = crate::workspaces::image().await else {
+        return;
+    };
+    let images = image.parent().unwrap().parent().unwrap().to_path_buf();
+    let dir = crate::harness::test_dir();
+    let data = dir.path().join("data");
+    let _clean = crate::harness::RemoveWorkspaces(data.clone());
+    let (mut server, url) = serve_with_workspaces(&data, &images).await;
+    let token = local_token(&data).await;
+    let src = tempfile::tempdir().unwrap();
+    crate::snapshots::git(src.path(), &["init", "-q"]);
+    crate::snapshots::commit_recipe(src.path(), &["true"]);
+    let c = Client::new(&url, Some(token.clone())).unwrap();
+    let repo = c
+        .create_repo(&CreateRepo {
+            name: "acme/pooled".into(),
+            url: src.path().to_string_lossy().into(),
+            default_branch: None,
+            warm_pool: Some(1),
+        })
+        .await
+        .unwrap();
+    let snap = c.build_snapshot(repo.id).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let warm = |c: &Client| {
+        let c = c.clone();
+        async move {
+            loop {
+                let built = c.snapshot(snap.id).await.unwrap();
+                assert_ne!(built.state, tandem_protocol::SnapshotState::Failed);
+                if c.repo(repo.id).await.unwrap().warm_ready == 1 {
+                    return;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the pool never filled"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let exec = |c: &Client, id, cmd: &str| {
+        let (c, req) = (
+            c.clone(),
+            ExecRequest {
+                command: cmd.into(),
+                cwd: None,
+                timeout_secs: None,
+            },
+        );
+        async move { c.exec(id, &req).await.unwrap() }
+    };
+    let db = || async {
+        tandem_store::Db::connect(&tandem_server::config::sqlite_url(&data.join("tandem.db")))
+            .await
+            .unwrap()
+    };
+    // Two sessions, each from the pool: one stays live, one is suspended.
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        warm(&c).await;
+        let id = c
+            .create_session(&CreateSession {
+                repo_id: repo.id,
+                prompt: String::new(),
+                branch: None,
+                agent: Some(tandem_protocol::AgentSpec::None),
+                context: None,
+            })
+            .await
+            .unwrap()
+            .session
+            .id;
+        wait_for_state(&c, id, SessionState::Ready).await;
+        let row = tandem_store::sessions::workspace(&db().await, id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            row.workspace_id.as_deref().unwrap().starts_with("w-"),
+            "{row:?} is from the warm pool"
+        );
+        let wrote = exec(&c, id, "echo \"the person's work\" > /workspace/work.txt").await;
+        assert_eq!(wrote.exit_code, Some(0));
+        ids.push(id);
+    }
+    let (live, suspended) = (ids[0], ids[1]);
+    c.session_action(suspended, "suspend").await.unwrap();
+    warm(&c).await;
+
+    server.kill().await.unwrap();
+    let (mut server, url) = serve_with_workspaces(&data, &images).await;
+    let c = Client::new(&url, Some(token)).unwrap();
+    assert_eq!(
+        c.session(live).await.unwrap().session.state,
+        SessionState::Ready
+    );
+    assert_eq!(
+        exec(&c, live, "cat /workspace/work.txt").await.stdout,
+        "the person's work\n",
+        "the live session's workspace kept running"
+    );
+    let resumed = c.session_action(suspended, "resume").await.unwrap();
+    assert_eq!(resumed.session.state, SessionState::Ready);
+    assert_eq!(
+        exec(&c, suspended, "cat /workspace/work.txt").await.stdout,
+        "the person's work\n",
+        "the suspended session's layer is still there"
+    );
+    for id in [live, suspended] {
+        c.session_action(id, "stop").await.unwrap();
+    }
+    server.kill().await.unwrap();
+}

@@ -152,7 +152,7 @@ async fn start_host(state: &AppState, host: Arc<Host>) -> Result<()> {
     record_blocked_egress(state);
     // Where the other servers forward requests about this host's sessions.
     crate::cluster::register(state, host.host_id.clone());
-    crate::sessions::pool::remove_orphans(&host).await?;
+    crate::sessions::pool::remove_orphans(&db, &host).await?;
     for row in db::sessions::in_states(&db, &[SessionState::Starting]).await? {
         // Another server's host is starting that one.
         if !row.hosted_by(&host.host_id) {

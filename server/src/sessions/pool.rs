@@ -1,8 +1,8 @@
 //! The warm pool: per repo, a configured number of workspaces already started on the newest
 //! snapshot, so claiming one for a new session skips the container start.
 //!
-//! The pool lives in memory; pool workspaces left by a previous server process are removed at
-//! start (their ids start with `w-`).
+//! The pool lives in memory; unclaimed pool workspaces left by a previous server process are
+//! removed at start (their ids start with `w-`; a claimed one is its session's).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -147,10 +147,20 @@ impl WarmPool {
     }
 }
 
-/// Removes pool workspaces a previous server process left behind.
-pub async fn remove_orphans(host: &Host) -> Result<()> {
+/// Removes pool workspaces a previous server process left behind: unclaimed ones only. A
+/// session that claimed a pool workspace keeps its `w-` id, so a workspace recorded for a
+/// session that has not ended (live, starting, suspended: its layer is the person's work) is
+/// never one of them.
+pub async fn remove_orphans(db: &Db, host: &Host) -> Result<()> {
+    use tandem_protocol::SessionState::*;
+    let claimed: std::collections::HashSet<String> =
+        db::sessions::in_states(db, &[Queued, Starting, Ready, Running, Idle, Suspended])
+            .await?
+            .into_iter()
+            .filter_map(|row| row.workspace_id)
+            .collect();
     for id in host.runtime.list().await? {
-        if id.starts_with(PREFIX) {
+        if id.starts_with(PREFIX) && !claimed.contains(&id) {
             let _ = host.runtime.stop(&id, Keep::Nothing).await;
         }
     }
