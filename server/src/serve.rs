@@ -44,6 +44,11 @@ impl Server {
         })?;
         let db = Db::connect(&config.database_url).await?;
         db.migrate().await?;
+        // Sessions an older server made during a rolling upgrade join their tree's budget.
+        let repaired = crate::db::trees::repair_roots(&db).await?;
+        if repaired > 0 {
+            tracing::info!(repaired, "sessions without their tree's root got it");
+        }
         let jwt = JwtKeys::load_or_create(&config.data_dir)?;
         let listener = TcpListener::bind(config.listen)
             .await

@@ -37,6 +37,7 @@ pub mod settings;
 pub mod slack;
 pub mod snapshots;
 pub mod tokens;
+pub mod trees;
 pub mod usage;
 pub mod users;
 

@@ -3,7 +3,7 @@
 use sqlx::FromRow;
 use tandem_protocol::*;
 
-use crate::{Conn, Db, Tx};
+use crate::{Conn, Tx};
 use crate::{Error, Result};
 
 #[derive(FromRow)]
@@ -89,11 +89,14 @@ const SELECT: &str =
 
 /// Inserts a session row (with `last_seq = 0`).
 pub async fn insert(conn: &mut Tx, s: &Session) -> Result<()> {
+    // A child or fork belongs to its parent's tree (and so shares its root's model budget).
+    let root = match s.parent_id {
+        Some(parent) => crate::trees::root_of(&mut *conn, parent).await?,
+        None => None,
+    };
     sqlx::query(
-        // A child or fork belongs to its parent's tree (and so shares its root's model budget).
         "INSERT INTO sessions (id, repo_id, state, title, branch, author_kind, author_user_id, author_name,
-         created_at, updated_at, last_seq, parent_id, agent, private, root_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13,
-         (SELECT COALESCE(p.root_id, p.id) FROM sessions p WHERE p.id = $11))",
+         created_at, updated_at, last_seq, parent_id, agent, private, root_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14)",
     )
     .bind(s.id.to_string())
     .bind(s.repo_id.to_string())
@@ -108,6 +111,7 @@ pub async fn insert(conn: &mut Tx, s: &Session) -> Result<()> {
     .bind(s.parent_id.map(|p| p.to_string()))
     .bind(agent_json(&s.agent))
     .bind(i64::from(s.private))
+    .bind(root.map(|r| r.to_string()))
     .execute(&mut *conn.tx)
     .await?;
     Ok(())
@@ -155,62 +159,6 @@ pub async fn get(mut ex: impl Conn, id: SessionId) -> Result<Option<Session>> {
         .fetch_optional(ex.ex())
         .await?;
     row.map(SessionRow::into_session).transpose()
-}
-
-/// Counts one more model request of session `id` against its tree's budget: the tree's root
-/// counts the requests of every session in it (children, forks), below `cap` and below the
-/// root's own budget. Returns how many the tree has made, this one included, or `None` past
-/// its budget. The root's count is taken by one conditional statement (a row lock on
-/// PostgreSQL, the one writer on SQLite): concurrent requests of a tree, from any server,
-/// never pass the budget together.
-pub async fn count_model_request(db: &Db, id: SessionId, cap: i64) -> Result<Option<i64>> {
-    let mut tx = db.begin().await?;
-    let n: Option<(i64,)> = sqlx::query_as(
-        "UPDATE sessions SET tree_model_requests = tree_model_requests + 1
-         WHERE id = (SELECT COALESCE(s.root_id, s.id) FROM sessions s WHERE s.id = $1)
-           AND tree_model_requests < $2
-           AND (model_budget IS NULL OR tree_model_requests < model_budget)
-         RETURNING tree_model_requests",
-    )
-    .bind(id.to_string())
-    .bind(cap)
-    .fetch_optional(&mut *tx.tx)
-    .await?;
-    if n.is_some() {
-        sqlx::query("UPDATE sessions SET model_requests = model_requests + 1 WHERE id = $1")
-            .bind(id.to_string())
-            .execute(&mut *tx.tx)
-            .await?;
-    }
-    tx.commit().await?;
-    Ok(n.map(|(n,)| n))
-}
-
-/// The model budget session `id` draws on: its tree's root, with the requests the whole tree
-/// made and the root's own budget (an automation's run), if any.
-pub struct TreeBudget {
-    pub root: SessionId,
-    pub used: i64,
-    pub budget: Option<i64>,
-}
-
-/// Session `id`'s [`TreeBudget`], or `None` if there is no such session.
-pub async fn tree_budget(mut ex: impl Conn, id: SessionId) -> Result<Option<TreeBudget>> {
-    let row: Option<(String, i64, Option<i64>)> = sqlx::query_as(
-        "SELECT r.id, r.tree_model_requests, r.model_budget FROM sessions s
-         JOIN sessions r ON r.id = COALESCE(s.root_id, s.id) WHERE s.id = $1",
-    )
-    .bind(id.to_string())
-    .fetch_optional(ex.ex())
-    .await?;
-    row.map(|(root, used, budget)| {
-        Ok(TreeBudget {
-            root: SessionId(super::uuid(&root)?),
-            used,
-            budget,
-        })
-    })
-    .transpose()
 }
 
 /// Gives session `id` a budget of `n` model requests (below the server's own limit), shared by

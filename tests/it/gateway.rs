@@ -12,6 +12,8 @@ use tandem_server::sessions::budget::{self, Whose};
 use crate::harness::TestServer;
 use crate::matrix;
 
+mod trees;
+
 /// A server whose workspaces' model is `model` (`scripted-1`), with `tweak` applied.
 async fn server(
     model: &ScriptedModel,

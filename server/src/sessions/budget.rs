@@ -32,7 +32,7 @@ pub struct ModelBudget {
 }
 
 impl ModelBudget {
-    fn new(tree: db::sessions::TreeBudget, cap: u32) -> Self {
+    fn new(tree: db::trees::TreeBudget, cap: u32) -> Self {
         let cap = i64::from(cap);
         let (limit, whose) = match tree.budget.filter(|n| *n < cap) {
             Some(n) => (n, Whose::Automation),
@@ -46,22 +46,30 @@ impl ModelBudget {
         }
     }
 
-    /// What the agent is told when its tree's budget refuses a request.
+    /// What the agent is told when its tree's budget refuses a request: whose budget it was,
+    /// and what lifts it.
     pub fn refusal(&self) -> String {
-        let whose = match self.whose {
-            Whose::Automation => "its automation's budget",
-            Whose::Server => "the server's limit, max_model_requests_per_session under [agents]",
+        let (whose, fix) = match self.whose {
+            Whose::Automation => (
+                "its automation's budget",
+                "raise the automation's Max model requests, or start a new run",
+            ),
+            Whose::Server => (
+                "the server's limit",
+                "an admin raises max_model_requests_per_session under [agents] in tandem.toml, or start a new session",
+            ),
         };
+        let n = self.limit;
+        let requests = if n == 1 { "request" } else { "requests" };
         format!(
-            "this session's model budget is used up ({} requests, {whose}; shared by every session of its tree: the run or session it started from, its child sessions and forks)",
-            self.limit
+            "this session's model budget is used up: {n} model {requests}, {whose}, shared by every session of its tree (the run or session it started from, its child sessions and forks). To go on, {fix}."
         )
     }
 }
 
 /// The model budget session `id` draws on; `cap` is the server's limit.
 pub async fn model_budget(db: &Db, cap: u32, id: SessionId) -> Result<ModelBudget> {
-    let tree = db::sessions::tree_budget(db, id)
+    let tree = db::trees::tree_budget(db, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     Ok(ModelBudget::new(tree, cap))
@@ -71,11 +79,46 @@ pub async fn model_budget(db: &Db, cap: u32, id: SessionId) -> Result<ModelBudge
 /// refused (429) with whose budget it was; two sessions of a tree racing for its last request
 /// never both get it.
 pub async fn take_model_request(db: &Db, cap: u32, id: SessionId) -> Result<()> {
-    if db::sessions::count_model_request(db, id, cap.into())
+    if db::trees::count_model_request(db, id, cap.into())
         .await?
         .is_some()
     {
         return Ok(());
     }
     Err(Error::TooMany(model_budget(db, cap, id).await?.refusal()))
+}
+
+/// Gives back a model request of session `id` that never reached the model (its endpoint could
+/// not be connected to). One the provider answered, even with an error (429, 5xx), counts.
+pub async fn give_back_model_request(db: &Db, id: SessionId) -> Result<()> {
+    Ok(db::trees::give_back_model_request(db, id).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use tandem_protocol::SessionId;
+
+    use super::{ModelBudget, Whose};
+
+    #[test]
+    fn the_refusal_says_whose_budget_and_what_lifts_it() {
+        let budget = |limit, whose| ModelBudget {
+            root: SessionId(uuid::Uuid::nil()),
+            used: limit,
+            limit,
+            whose,
+        };
+        let one = budget(1, Whose::Automation).refusal();
+        assert!(one.contains("1 model request,"), "{one}");
+        assert!(
+            one.contains("raise the automation's Max model requests, or start a new run"),
+            "{one}"
+        );
+        let many = budget(2000, Whose::Server).refusal();
+        assert!(many.contains("2000 model requests,"), "{many}");
+        assert!(
+            many.contains("an admin raises max_model_requests_per_session under [agents]"),
+            "{many}"
+        );
+    }
 }
