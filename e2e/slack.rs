@@ -100,28 +100,63 @@ async fn an_admin_sets_slack_channel_repos_and_keywords_on_the_settings_page() {
 #[tokio::test]
 async fn a_slack_link_clicked_on_another_site_links_after_a_pause() {
     let Some(web) = web_dir() else { return };
+    let fake = fake_slack::FakeSlack::start("e2e-signing", "xoxb-e2e").await;
+    let slack = tandem_server::config::SlackConfig {
+        api_url: fake.api_url(),
+        files_url: fake.url(),
+        signing_secret: "slack_signing_secret".into(),
+        bot_token: "slack_bot_token".into(),
+        allowed_teams: Vec::new(),
+    };
     let s = TestServer::start_with(Backend::Sqlite, Transport::Socket, move |c| {
         c.web_dir = Some(web);
+        c.slack = Some(slack);
     })
     .await
     .unwrap();
-    let code = tandem_server::auth::new_secret("tsl_");
-    tandem_server::db::slack::insert_link_code(
-        &s.state.db,
-        &tandem_server::auth::hash_secret(&code),
-        &tandem_server::db::slack::LinkFor {
-            team_id: "T0E2E".into(),
-            slack_user_id: "U2MAL".into(),
-            slack_name: "mallory".into(),
-            slack_email: None,
-            team_label: "E2E team".into(),
-        },
-        tandem_server::now_ms() + 600_000,
+    for (name, value) in [
+        ("slack_signing_secret", "e2e-signing"),
+        ("slack_bot_token", "xoxb-e2e"),
+    ] {
+        let res = s
+            .req(axum::http::Method::PUT, &format!("/api/secrets/{name}"))
+            .bearer(&s.admin_token)
+            .json(&serde_json::json!({ "value": value }))
+            .send()
+            .await;
+        assert_eq!(res.status, 204);
+    }
+    // Mallory, unknown to Tandem, mentions the app and is sent a one-time link.
+    fake.add_user("U2MAL", "mallory", None);
+    fake.add_channel("C0E2E", "e2e");
+    let ask = fake.post_as(
+        "U2MAL",
+        "C0E2E",
+        None,
+        &format!("<@{}> hello", fake_slack::BOT_USER_ID),
+    );
+    fake.send_event(
+        &format!("{}/api/slack/events", s.url),
+        &fake.event_for("C0E2E", &ask, true),
     )
-    .await
-    .unwrap();
+    .await;
+    let told = fake
+        .wait_for("the one-time link", |f| {
+            f.messages().into_iter().find(|m| {
+                m.ephemeral_to.as_deref() == Some("U2MAL") && m.text.contains("one-time link")
+            })
+        })
+        .await;
+    let link = told
+        .text
+        .split('<')
+        .nth(1)
+        .unwrap()
+        .split('|')
+        .next()
+        .unwrap()
+        .to_string();
     // "Slack": a page on another site with the link.
-    let link = format!("{}/api/slack/link?code={code}", s.url);
     let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let other_port = other.local_addr().unwrap().port();
     let page = format!(
@@ -178,13 +213,9 @@ async fn a_slack_link_clicked_on_another_site_links_after_a_pause() {
     b.screenshot("slack-link").await;
     b.click("#link").await;
     b.wait_text("#done", "Done").await;
-    let admin = tandem_server::auth::local_admin(&s.state.db).await.unwrap();
-    assert_eq!(
-        tandem_server::db::slack::person(&s.state.db, "T0E2E", "U2MAL")
-            .await
-            .unwrap(),
-        Some(admin.id)
-    );
+    // Linked: the link is used up, and mallory's next mention is heard as the admin's.
+    b.client.goto(&link).await.unwrap();
+    b.wait_text("#why", "used already").await;
     b.close().await;
     served.abort();
 }
