@@ -81,13 +81,6 @@ pub const MAX_MODEL_MESSAGES: usize = 4096;
 pub const MAX_MODEL_CONTENT_PARTS: usize = 256;
 pub const MAX_MODEL_TOOLS: usize = 256;
 
-/// Most messages in one model request a workspace sends through its gateway (a long
-/// conversation has hundreds), most content parts in one of its messages, and most tools it
-/// offers: the gateway parses each request whole, so its shape is bounded as well as its bytes.
-pub const MAX_MODEL_MESSAGES: usize = 4096;
-pub const MAX_MODEL_CONTENT_PARTS: usize = 256;
-pub const MAX_MODEL_TOOLS: usize = 256;
-
 /// Most sessions one fork request makes.
 pub const MAX_FORKS: i64 = 8;
 /// How deep child sessions nest (a child of a child of a child), so an agent cannot spawn
