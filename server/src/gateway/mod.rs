@@ -37,6 +37,8 @@ pub struct Gateways {
     listening: Mutex<HashMap<String, (std::time::Instant, tokio::task::JoinHandle<()>)>>,
     /// Attachments (count, bytes) each session stored so far.
     attachments: Mutex<HashMap<SessionId, (u32, usize)>>,
+    /// Bytes of model requests being read and parsed now, server-wide ([`MAX_PARSING_BYTES`]).
+    parsing: Arc<tokio::sync::Semaphore>,
 }
 
 /// Most attachments, and attachment bytes, one session's workspace may store.
@@ -47,6 +49,20 @@ pub const MAX_ATTACHMENT_BYTES_PER_SESSION: usize = 256 * 1024 * 1024;
 /// Most requests one workspace's gateway serves at once (a workspace cannot tie up the
 /// server's connections or the model endpoint).
 pub const MAX_CONCURRENT_REQUESTS: usize = 16;
+
+/// Most bytes of model requests the whole server reads and parses at once, every workspace
+/// together: a request parsed into JSON values takes many times its bytes, so this bounds the
+/// relay's memory however many workspaces ask. A request waits for its share of it (the bytes
+/// its `Content-Length` declares, else the most a request may be); none is refused for want of
+/// one.
+pub const MAX_PARSING_BYTES: usize = 64 * 1024 * 1024;
+
+/// Most of [`MAX_PARSING_BYTES`] one workspace holds at once: one workspace cannot take it all.
+pub const MAX_PARSING_BYTES_PER_WORKSPACE: usize = MAX_REQUEST_BYTES;
+
+/// How long a model request's body has to arrive once its share of [`MAX_PARSING_BYTES`] is
+/// held (an agent writes its request at once; a trickle cannot keep the share).
+pub const MODEL_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Default for Gateways {
     fn default() -> Self {
@@ -65,6 +81,7 @@ impl Default for Gateways {
             git_http,
             listening: Mutex::new(HashMap::new()),
             attachments: Default::default(),
+            parsing: Arc::new(tokio::sync::Semaphore::new(MAX_PARSING_BYTES)),
         }
     }
 }
@@ -76,6 +93,9 @@ pub(super) struct Gw {
     /// Held by every request until its answer's body ends (a streamed answer too): at most
     /// [`MAX_CONCURRENT_REQUESTS`] at once per workspace.
     slots: Arc<tokio::sync::Semaphore>,
+    /// This workspace's bytes of model requests being read and parsed now
+    /// ([`MAX_PARSING_BYTES_PER_WORKSPACE`]).
+    parsing: Arc<tokio::sync::Semaphore>,
 }
 
 impl Gateways {
@@ -108,6 +128,7 @@ impl Gateways {
             app: app.clone(),
             wid: wid.to_string(),
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
+            parsing: Arc::new(tokio::sync::Semaphore::new(MAX_PARSING_BYTES_PER_WORKSPACE)),
         });
         let wid_owned = wid.to_string();
         let task = tokio::spawn(async move {
@@ -193,39 +214,149 @@ impl Gw {
     }
 }
 
-pub(super) async fn upstream(g: &Gw, path: &str, body: Option<Bytes>) -> Result<Response> {
-    g.session().await?;
-    // Taken before the model is asked, given back when its answer's body ends.
-    let slot = g.slot().await?;
-    let model = g.app.settings.model();
-    let base = model.base_url.as_deref().ok_or_else(|| {
-        Error::Unavailable(
-            "no model is configured: an admin sets it on the Settings page (or model_base_url under [agents] in tandem.toml)"
-                .into(),
-        )
-    })?;
-    let key = g.app.secrets.get(&g.app.db, &model.api_key_secret).await?;
-    let url = format!("{}/{path}", base.trim_end_matches('/'));
-    let mut req = match body {
-        Some(b) => g
+/// The configured model endpoint and its key: checked before a request is counted.
+struct Endpoint {
+    base: String,
+    key: Option<String>,
+}
+
+impl Gw {
+    async fn endpoint(&self) -> Result<Endpoint> {
+        let model = self.app.settings.model();
+        let base = model.base_url.clone().ok_or_else(|| {
+            Error::Unavailable(
+                "no model is configured: an admin sets it on the Settings page (or model_base_url under [agents] in tandem.toml)"
+                    .into(),
+            )
+        })?;
+        let key = self
             .app
-            .gateways
-            .http
-            .post(&url)
-            .header("content-type", "application/json")
-            .body(b),
-        None => g.app.gateways.http.get(&url),
-    };
-    if let Some(k) = key {
-        req = req.bearer_auth(k);
+            .secrets
+            .get(&self.app.db, &model.api_key_secret)
+            .await?;
+        Ok(Endpoint { base, key })
     }
-    // The error names the endpoint, never the request (which carries the key).
-    let res = req.send().await.map_err(|e| {
+
+    /// Waits for this request's share of the bytes being parsed (the workspace's, then the
+    /// server's), then reads its body. The shares are held until they are dropped: once the
+    /// request is parsed and written again.
+    async fn read_model_request(
+        &self,
+        headers: &axum::http::HeaderMap,
+        body: Body,
+    ) -> Result<(Bytes, Shares)> {
+        let limit = model_request_limit(headers)?;
+        let shares = Shares::take(&self.parsing, &self.app.gateways.parsing, limit).await?;
+        let body = read_body(body, limit, MODEL_BODY_TIMEOUT).await?;
+        Ok((body, shares))
+    }
+}
+
+/// The most a model request's body may be: its `Content-Length`, else the most any may be (a
+/// 413 at once for a declared length past it).
+fn model_request_limit(headers: &axum::http::HeaderMap) -> Result<usize> {
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    match declared {
+        Some(n) if n > model_relay::MAX_MODEL_REQUEST_BYTES => Err(Error::TooLarge(format!(
+            "a model request is at most {} MiB of JSON; this one declares {n} bytes",
+            model_relay::MAX_MODEL_REQUEST_BYTES >> 20
+        ))),
+        Some(n) => Ok(n),
+        None => Ok(model_relay::MAX_MODEL_REQUEST_BYTES),
+    }
+}
+
+/// A request's share of the bytes being parsed: of its workspace's, and of the server's, given
+/// back when dropped.
+struct Shares {
+    _mine: tokio::sync::OwnedSemaphorePermit,
+    _all: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Shares {
+    /// Waits until `bytes` of `mine`, then of `all`, are free (never fails for want of them).
+    async fn take(
+        mine: &Arc<tokio::sync::Semaphore>,
+        all: &Arc<tokio::sync::Semaphore>,
+        bytes: usize,
+    ) -> Result<Self> {
+        let n = u32::try_from(bytes.clamp(1, MAX_PARSING_BYTES_PER_WORKSPACE))
+            .expect("a share fits in u32");
+        let closing = |_| Error::Internal("the gateway is closing".into());
+        let mine = mine.clone().acquire_many_owned(n).await.map_err(closing)?;
+        let all = all.clone().acquire_many_owned(n).await.map_err(closing)?;
+        Ok(Self {
+            _mine: mine,
+            _all: all,
+        })
+    }
+}
+
+/// Reads a body of at most `limit` bytes within `timeout`: past the limit a 413, any other
+/// failure to read it a 400 that says what happened.
+async fn read_body(body: Body, limit: usize, timeout: std::time::Duration) -> Result<Bytes> {
+    let read = http_body_util::BodyExt::collect(http_body_util::Limited::new(body, limit));
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(Error::TooLarge(format!(
+            "a model request is at most {limit} bytes of JSON (its Content-Length, at most {} MiB)",
+            model_relay::MAX_MODEL_REQUEST_BYTES >> 20
+        ))),
+        Ok(Err(e)) => Err(Error::BadRequest(format!(
+            "the model request's body could not be read ({e}); send it whole, with a Content-Length that matches it"
+        ))),
+        Err(_) => Err(Error::BadRequest(format!(
+            "the model request's body did not arrive within {timeout:?}; send it whole at once"
+        ))),
+    }
+}
+
+impl Endpoint {
+    async fn send(
+        &self,
+        g: &Gw,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let url = format!("{}/{path}", self.base.trim_end_matches('/'));
+        let http = &g.app.gateways.http;
+        let mut req = match body {
+            Some(b) => http
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(b),
+            None => http.get(&url),
+        };
+        if let Some(k) = &self.key {
+            req = req.bearer_auth(k);
+        }
+        req.send().await
+    }
+
+    /// The 503 a workspace gets when the endpoint cannot be reached. It names the endpoint by
+    /// its scheme, host and port only: a key in the configured URL (user info, a query) never
+    /// reaches the workspace, nor does the request (which carries the key).
+    fn unreachable(&self, e: reqwest::Error) -> Error {
         Error::Unavailable(format!(
-            "the model endpoint {base} is not reachable: {}",
+            "the model endpoint {} is not reachable: {}",
+            origin(&self.base),
             e.without_url()
         ))
-    })?;
+    }
+}
+
+/// `url`'s scheme, host and port, and nothing else of it.
+fn origin(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) if u.has_host() => u.origin().ascii_serialization(),
+        _ => "(as configured)".into(),
+    }
+}
+
+/// The model's answer, streamed to the workspace; `slot` is held until its body ends.
+fn answer(res: reqwest::Response, slot: tokio::sync::OwnedSemaphorePermit) -> Response {
     let status = StatusCode::from_u16(res.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let content_type = res
         .headers()
@@ -237,51 +368,174 @@ pub(super) async fn upstream(g: &Gw, path: &str, body: Option<Bytes>) -> Result<
         let _held = &slot;
         r.map_err(std::io::Error::other)
     });
-    Ok((
+    (
         status,
         [("content-type", content_type)],
         Body::from_stream(stream),
     )
-        .into_response())
+        .into_response()
 }
 
-/// A model request: checked against the admin's policy (the model pinned, one answer, bounded
-/// length, no provider-side tools), then counted against the session tree's budget, then
-/// relayed. A refused one costs no budget.
-pub(super) async fn chat(State(g): State<Gw>, body: Body) -> Result<Response> {
+/// A request relayed as it is (the model list).
+pub(super) async fn upstream(g: &Gw, path: &str) -> Result<Response> {
+    g.session().await?;
+    let endpoint = g.endpoint().await?;
+    // Taken before the model is asked, given back when its answer's body ends.
+    let slot = g.slot().await?;
+    let res = endpoint
+        .send(g, path, None)
+        .await
+        .map_err(|e| endpoint.unreachable(e))?;
+    Ok(answer(res, slot))
+}
+
+/// A model request: read within the server's bound on bytes being parsed, checked against the
+/// admin's policy (the model pinned, one answer, bounded length, content inline, no
+/// provider-side tools, the tree's identity), then — with the endpoint configured — counted
+/// against the session tree's budget, then relayed. A refused request costs no budget, nor one
+/// that never reached the endpoint (it could not be connected to); one the provider answered,
+/// even with an error, counts.
+pub(super) async fn chat(
+    State(g): State<Gw>,
+    headers: axum::http::HeaderMap,
+    body: Body,
+) -> Result<Response> {
     let session = g.session().await?;
-    let body = http_body_util::BodyExt::collect(http_body_util::Limited::new(
-        body,
-        model_relay::MAX_MODEL_REQUEST_BYTES,
-    ))
-    .await
-    .map_err(|_| {
-        Error::TooLarge(format!(
-            "a model request is at most {} MiB of JSON",
-            model_relay::MAX_MODEL_REQUEST_BYTES >> 20
-        ))
-    })?
-    .to_bytes();
+    let root = db::trees::root_of(&g.app.db, session)
+        .await?
+        .unwrap_or(session);
     let agents = &g.app.config.agents;
-    let model = g.app.settings.model();
-    let body = model_relay::relayable(
-        &body,
-        &model_relay::Policy {
-            model: &model.model,
-            allowed_models: &agents.allowed_models,
-            max_output_tokens: agents.max_output_tokens,
-            provider_tools: &agents.provider_tools,
-        },
-    )?;
-    sessions::budget::take_model_request(
-        &g.app.db,
-        agents.max_model_requests_per_session,
-        session,
-    )
-    .await?;
-    upstream(&g, "chat/completions", Some(body.into())).await
+    let body = {
+        // The shares are held until the parsed request is dropped.
+        let (body, _shares) = g.read_model_request(&headers, body).await?;
+        let model = g.app.settings.model();
+        model_relay::relayable(
+            &body,
+            &model_relay::Policy {
+                model: &model.model,
+                allowed_models: &agents.allowed_models,
+                max_output_tokens: agents.max_output_tokens,
+                provider_tools: &agents.provider_tools,
+                identity: &model_relay::identity(root),
+            },
+        )?
+    };
+    let endpoint = g.endpoint().await?;
+    let slot = g.slot().await?;
+    sessions::budget::take_model_request(&g.app.db, agents.max_model_requests_per_session, session)
+        .await?;
+    match endpoint
+        .send(&g, "chat/completions", Some(body.into()))
+        .await
+    {
+        Ok(res) => Ok(answer(res, slot)),
+        Err(e) => {
+            // Never sent: the provider did not see it, so the tree did not spend it.
+            if e.is_connect()
+                && let Err(back) =
+                    sessions::budget::give_back_model_request(&g.app.db, session).await
+            {
+                tracing::warn!(%session, error = %back, "a model request not sent was not given back");
+            }
+            Err(endpoint.unreachable(e))
+        }
+    }
 }
 
 pub(super) async fn models(State(g): State<Gw>) -> Result<Response> {
-    upstream(&g, "models", None).await
+    upstream(&g, "models").await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use axum::body::{Body, Bytes};
+    use futures::FutureExt;
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    fn body_of(chunks: Vec<std::io::Result<&'static str>>) -> Body {
+        Body::from_stream(futures::stream::iter(
+            chunks.into_iter().map(|c| c.map(Bytes::from)),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_body_that_breaks_is_a_400_and_only_one_past_its_limit_a_413() {
+        let broken = body_of(vec![
+            Ok("{\"messages\""),
+            Err(std::io::Error::other("reset")),
+        ]);
+        let err = read_body(broken, 1000, MODEL_BODY_TIMEOUT)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::BadRequest(_)), "{err}");
+        assert!(err.to_string().contains("could not be read"), "{err}");
+        let long = body_of(vec![Ok("0123456789"), Ok("0123456789")]);
+        let err = read_body(long, 15, MODEL_BODY_TIMEOUT).await.unwrap_err();
+        assert!(matches!(err, Error::TooLarge(_)), "{err}");
+        let trickle = Body::from_stream(futures::stream::pending::<std::io::Result<Bytes>>());
+        let err = read_body(trickle, 15, Duration::from_millis(50))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("did not arrive within 50ms"),
+            "{err}"
+        );
+        let fine = body_of(vec![Ok("{}")]);
+        assert_eq!(read_body(fine, 2, MODEL_BODY_TIMEOUT).await.unwrap(), "{}");
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert("content-length", (64u64 << 20).into());
+        let err = model_request_limit(&headers).unwrap_err();
+        assert!(matches!(err, Error::TooLarge(_)), "{err}");
+    }
+
+    #[test]
+    fn an_unreachable_endpoint_is_named_by_its_origin_only() {
+        assert_eq!(
+            origin("https://user:sk-secret@models.example:8443/v1?key=sk-other#k"),
+            "https://models.example:8443"
+        );
+        assert_eq!(origin("http://127.0.0.1:9/v1"), "http://127.0.0.1:9");
+        assert_eq!(origin("not a url sk-secret"), "(as configured)");
+    }
+
+    /// The bytes being parsed are bounded server-wide and per workspace: past the bound a
+    /// request waits (it is not refused) until a share is given back.
+    #[tokio::test]
+    async fn requests_wait_for_a_share_of_the_bytes_being_parsed() {
+        let all = Arc::new(Semaphore::new(MAX_PARSING_BYTES));
+        let big = MAX_PARSING_BYTES_PER_WORKSPACE;
+        let workspaces: Vec<_> = (0..5)
+            .map(|_| Arc::new(Semaphore::new(MAX_PARSING_BYTES_PER_WORKSPACE)))
+            .collect();
+        let mut held = Vec::new();
+        for mine in &workspaces[..MAX_PARSING_BYTES / big] {
+            held.push(Shares::take(mine, &all, big).await.unwrap());
+        }
+        let fifth = Shares::take(&workspaces[4], &all, big);
+        tokio::pin!(fifth);
+        assert!(
+            (&mut fifth).now_or_never().is_none(),
+            "the server's bound holds"
+        );
+        held.pop();
+        let fifth = fifth.await.unwrap();
+        // One workspace holds at most its own bound, whatever the server has free.
+        drop((held, fifth));
+        let _one = Shares::take(&workspaces[0], &all, big).await.unwrap();
+        let again = Shares::take(&workspaces[0], &all, 1);
+        assert!(
+            again.now_or_never().is_none(),
+            "the workspace's bound holds"
+        );
+        assert!(
+            Shares::take(&workspaces[1], &all, 1)
+                .now_or_never()
+                .is_some()
+        );
+    }
 }
