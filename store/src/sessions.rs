@@ -89,15 +89,14 @@ const SELECT: &str =
 
 /// Inserts a session row (with `last_seq = 0`).
 pub async fn insert(conn: &mut Tx, s: &Session) -> Result<()> {
-    // A child or fork belongs to its parent's tree (and so shares its root's model budget).
-    let root = match s.parent_id {
-        Some(parent) => crate::trees::root_of(&mut *conn, parent).await?,
-        None => None,
-    };
-    sqlx::query(
-        "INSERT INTO sessions (id, repo_id, state, title, branch, author_kind, author_user_id, author_name,
-         created_at, updated_at, last_seq, parent_id, agent, private, root_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14)",
-    )
+    // A child or fork belongs to its parent's tree (and so shares its root's model budget),
+    // found in the same statement.
+    sqlx::query(&format!(
+        "{} INSERT INTO sessions (id, repo_id, state, title, branch, author_kind, author_user_id, author_name,
+         created_at, updated_at, last_seq, parent_id, agent, private, root_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, {})",
+        crate::trees::up("$11", "$14"),
+        crate::trees::ROOT
+    ))
     .bind(s.id.to_string())
     .bind(s.repo_id.to_string())
     .bind(s.state.as_str())
@@ -111,7 +110,7 @@ pub async fn insert(conn: &mut Tx, s: &Session) -> Result<()> {
     .bind(s.parent_id.map(|p| p.to_string()))
     .bind(agent_json(&s.agent))
     .bind(i64::from(s.private))
-    .bind(root.map(|r| r.to_string()))
+    .bind(crate::trees::MAX_ROOT_WALK)
     .execute(&mut *conn.tx)
     .await?;
     Ok(())

@@ -14,26 +14,35 @@ use crate::{Conn, Db, Result};
 /// reached stands for the root, so a corrupt chain can neither loop nor run long.
 pub const MAX_ROOT_WALK: i64 = 64;
 
-/// Session `$1`'s chain up to its root: itself, then its parents while `root_id` is missing
-/// (at most `$2` steps); [`ROOT`] picks the root from it.
-const UP: &str = "WITH RECURSIVE up(id, parent_id, root_id, depth) AS (
-        SELECT id, parent_id, root_id, 0 FROM sessions WHERE id = $1
-        UNION ALL
-        SELECT p.id, p.parent_id, p.root_id, up.depth + 1 FROM up JOIN sessions p ON p.id = up.parent_id
-        WHERE up.root_id IS NULL AND up.depth < $2
-    )";
+/// The chain from the session whose id is parameter `id` up to its root: itself, then its
+/// parents while `root_id` is missing (at most parameter `steps` steps); [`ROOT`] picks the
+/// root from it. A common table expression, so that a write can find its root in the same
+/// statement (on SQLite a transaction that reads before it writes may fail to write).
+pub(crate) fn up(id: &str, steps: &str) -> String {
+    format!(
+        "WITH RECURSIVE up(id, parent_id, root_id, depth) AS (
+            SELECT id, parent_id, root_id, 0 FROM sessions WHERE id = {id}
+            UNION ALL
+            SELECT p.id, p.parent_id, p.root_id, up.depth + 1 FROM up JOIN sessions p ON p.id = up.parent_id
+            WHERE up.root_id IS NULL AND up.depth < {steps}
+        )"
+    )
+}
 
-/// The root, from [`UP`]: the last session reached names it (its `root_id`, or itself when it
+/// The root, from [`up`]: the last session reached names it (its `root_id`, or itself when it
 /// has no parent).
-const ROOT: &str = "(SELECT COALESCE(root_id, id) FROM up ORDER BY depth DESC LIMIT 1)";
+pub(crate) const ROOT: &str = "(SELECT COALESCE(root_id, id) FROM up ORDER BY depth DESC LIMIT 1)";
 
 /// The root of session `id`'s tree (itself for a root), or `None` if there is no such session.
 pub async fn root_of(mut ex: impl Conn, id: SessionId) -> Result<Option<SessionId>> {
-    let row: Option<(String,)> = sqlx::query_as(&format!("{UP} SELECT r.id FROM sessions r WHERE r.id = {ROOT}"))
-        .bind(id.to_string())
-        .bind(MAX_ROOT_WALK)
-        .fetch_optional(ex.ex())
-        .await?;
+    let row: Option<(String,)> = sqlx::query_as(&format!(
+        "{} SELECT r.id FROM sessions r WHERE r.id = {ROOT}",
+        up("$1", "$2")
+    ))
+    .bind(id.to_string())
+    .bind(MAX_ROOT_WALK)
+    .fetch_optional(ex.ex())
+    .await?;
     row.map(|(r,)| Ok(SessionId(crate::uuid(&r)?))).transpose()
 }
 
@@ -44,10 +53,12 @@ pub async fn root_of(mut ex: impl Conn, id: SessionId) -> Result<Option<SessionI
 /// PostgreSQL, the one writer on SQLite): concurrent requests of a tree, from any server,
 /// never pass the budget together.
 pub async fn count_model_request(db: &Db, id: SessionId, cap: i64) -> Result<Option<i64>> {
-    let mut tx = db.begin().await?;
-    let Some(root) = root_of(&mut tx, id).await? else {
+    // Found before the transaction (a tree's root never changes), so that the transaction
+    // begins with its write.
+    let Some(root) = root_of(db, id).await? else {
         return Ok(None);
     };
+    let mut tx = db.begin().await?;
     let n: Option<(i64,)> = sqlx::query_as(
         "UPDATE sessions SET tree_model_requests = tree_model_requests + 1
          WHERE id = $1
@@ -72,10 +83,10 @@ pub async fn count_model_request(db: &Db, id: SessionId, cap: i64) -> Result<Opt
 /// Gives back one model request of session `id` that never reached the model (its endpoint
 /// could not be connected to): its tree's count and its own, together.
 pub async fn give_back_model_request(db: &Db, id: SessionId) -> Result<()> {
-    let mut tx = db.begin().await?;
-    let Some(root) = root_of(&mut tx, id).await? else {
+    let Some(root) = root_of(db, id).await? else {
         return Ok(());
     };
+    let mut tx = db.begin().await?;
     sqlx::query(
         "UPDATE sessions SET tree_model_requests = tree_model_requests - 1
          WHERE id = $1 AND tree_model_requests > 0",
@@ -103,7 +114,8 @@ pub struct TreeBudget {
 /// Session `id`'s [`TreeBudget`], or `None` if there is no such session.
 pub async fn tree_budget(mut ex: impl Conn, id: SessionId) -> Result<Option<TreeBudget>> {
     let row: Option<(String, i64, Option<i64>)> = sqlx::query_as(&format!(
-        "{UP} SELECT r.id, r.tree_model_requests, r.model_budget FROM sessions r WHERE r.id = {ROOT}"
+        "{} SELECT r.id, r.tree_model_requests, r.model_budget FROM sessions r WHERE r.id = {ROOT}",
+        up("$1", "$2")
     ))
     .bind(id.to_string())
     .bind(MAX_ROOT_WALK)
