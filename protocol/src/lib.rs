@@ -21,8 +21,8 @@ pub mod snapshot;
 pub mod turn;
 
 pub use api::*;
-pub use settings::*;
 pub use event::{BootPhase, Event, EventKind, EventsPage};
 pub use ids::*;
+pub use settings::*;
 pub use snapshot::{Snapshot, SnapshotState};
 pub use turn::*;

@@ -330,8 +330,9 @@ impl Default for AgentsConfig {
     }
 }
 
-/// Default of [`AgentsConfig::max_output_tokens`].
-pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 32_768;
+/// Default of [`AgentsConfig::max_output_tokens`]: every relayed request carries it (or less),
+/// so it is the most the common chat models accept (gpt-4o's 16,384), not the largest any does.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 16_384;
 
 /// [`AgentsConfig::on_interrupt`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]

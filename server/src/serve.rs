@@ -143,8 +143,8 @@ impl Server {
             let _ = tcp.set_nodelay(true);
         });
         // The peer's address reaches handlers (the per-address rate limits).
-        let app = crate::app(self.state)
-            .into_make_service_with_connect_info::<std::net::SocketAddr>();
+        let app =
+            crate::app(self.state).into_make_service_with_connect_info::<std::net::SocketAddr>();
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await?;

@@ -748,7 +748,11 @@ async fn a_session_becomes_a_pull_request_by_its_prompting_person_kept_up_to_dat
     // Nor does the event header, which is not signed either: a signed check, replayed as a
     // `status` delivery (which would read its `state` as a failing commit status), is the same
     // signed body, handled once.
-    let head: PullRequest = w.s.get(&format!("/api/sessions/{id}/pr")).send().await.parse();
+    let head: PullRequest =
+        w.s.get(&format!("/api/sessions/{id}/pr"))
+            .send()
+            .await
+            .parse();
     let both = json!({
         "action": "completed",
         "check_run": { "name": "ci / lint", "status": "completed", "conclusion": "success", "head_sha": head.head_sha, "pull_requests": [{ "number": pr.number }] },

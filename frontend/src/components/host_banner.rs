@@ -50,11 +50,13 @@ pub fn HostBanner(tick: ReadSignal<u32>) -> impl IntoView {
                 <Problems problems=h.workspaces.problems.clone() />
             </section>
         });
-        let unsafe_setup = (!h.warnings.is_empty()).then(|| view! {
-            <section class="banner warn host-banner" id="host-warnings" role="alert">
-                <p><strong>"This server is set up unsafely."</strong></p>
-                <Problems problems=h.warnings.clone() />
-            </section>
+        let unsafe_setup = (!h.warnings.is_empty()).then(|| {
+            view! {
+                <section class="banner warn host-banner" id="host-warnings" role="alert">
+                    <p><strong>"This server is set up unsafely."</strong></p>
+                    <Problems problems=h.warnings.clone() />
+                </section>
+            }
         });
         Some(view! { {not_ready} {unsafe_setup} })
     }

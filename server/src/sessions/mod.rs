@@ -210,9 +210,7 @@ pub async fn get(db: &Db, id: SessionId) -> Result<SessionDetail> {
         .ok_or_else(|| Error::NotFound(format!("no session {id}")))?;
     let prompts = db::sessions::prompts(db, id).await?;
     // The budget's use: what the session's whole tree made (children and forks share it).
-    let model_requests = db::trees::tree_budget(db, id)
-        .await?
-        .map_or(0, |t| t.used);
+    let model_requests = db::trees::tree_budget(db, id).await?.map_or(0, |t| t.used);
     Ok(SessionDetail {
         session,
         prompts,
