@@ -10,6 +10,8 @@
 //! - `cargo xtask leaks [--clean]`: what the tests left on this host (workspace processes,
 //!   mounts, loop devices, networks under test data dirs) and how to clean it; `test` runs it last.
 //! - `cargo xtask site [--release]`: build the web app into `target/site`.
+//! - `cargo xtask docs`: install mdBook if missing, build the book (`docs/book`) into
+//!   `target/book`, and fail on a broken relative link or anchor in the documentation.
 //! - `cargo xtask deps [--test]`: only install prerequisites.
 //! - `cargo xtask extension [--server URL] [--page PATTERN]… [--all-sites]`: the Chrome
 //!   extension for a server, unpacked in `target/extension/tandem` and as `target/extension/tandem.zip`.
@@ -22,6 +24,7 @@
 use anyhow::{Result, bail};
 
 mod deps;
+mod docs;
 mod leaks;
 mod postgres;
 mod run;
@@ -41,6 +44,7 @@ fn main() -> Result<()> {
         "test" => test::run(test::Options::parse(rest)?),
         "tidy" => tidy::run(rest),
         "leaks" => leaks::run(rest),
+        "docs" => docs::run(true),
         "site" => {
             deps::ensure(deps::Needs { test: false })?;
             site::build(if rest.iter().any(|a| a == "--release") {

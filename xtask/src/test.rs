@@ -1,5 +1,5 @@
 //! `cargo xtask test`: everything, the way CI runs it: formatting, clippy and the tidy rules
-//! first, then every test.
+//! first, then the book and the documentation's links, then every test.
 
 use anyhow::{Result, bail};
 
@@ -64,6 +64,9 @@ pub fn run(o: Options) -> Result<()> {
         deps::ensure(deps::Needs { test: true })?;
     }
     lint()?;
+    // The book is built and every link checked before the long runs (under a second once
+    // mdBook is installed).
+    crate::docs::run(o.install)?;
     let site = site::build(site::Profile::Debug)?;
     // Workspaces run the agent binary from next to `tandem`.
     run::cmd(
