@@ -68,7 +68,7 @@ async fn bench(db: Db, backend: &'static str, a: &Args) -> Result<Report> {
     };
     let repo = tandem_server::repos::create(
         &db,
-        &tandem_server::auth::CurrentUser(admin.clone()),
+        &admin,
         CreateRepo {
             name: "bench/queue".into(),
             url: "https://example.invalid/bench-queue.git".into(),

@@ -277,7 +277,7 @@ async fn follow_up(
         agent: a.agent.clone(),
         context: None,
     };
-    crate::actions::submit_prompt(app, session, author, req).await?;
+    crate::commands::submit_prompt(app, session, author, req).await?;
     Ok(())
 }
 
@@ -387,7 +387,10 @@ pub async fn get(app: &AppState, user: &User, id: AutomationId) -> Result<Automa
     let a = db::automations::get(&app.db, id)
         .await?
         .ok_or_else(missing)?;
-    match crate::permissions::repo(app, user, a.repo_id).await {
+    match crate::permissions::repo(app, user, a.repo_id)
+        .await
+        .map_err(Error::from)
+    {
         Ok(_) => Ok(a),
         Err(Error::NotFound(_)) => Err(missing()),
         Err(e) => Err(e),

@@ -166,11 +166,51 @@ impl From<tandem_store::Error> for Error {
     }
 }
 
-/// Maps a unique-constraint violation to 409 with `what` in the message; other errors pass through.
-pub fn conflict_on_unique(err: tandem_store::Error, what: &str) -> Error {
-    if err.is_unique_violation() {
-        Error::Conflict(format!("{what} already exists"))
-    } else {
-        err.into()
+pub use tandem_core::error::conflict_on_unique;
+
+impl From<tandem_core::Error> for Error {
+    fn from(e: tandem_core::Error) -> Self {
+        use tandem_core::Error as C;
+        match e {
+            C::BadRequest(m) => Self::BadRequest(m),
+            C::Invalid(m) => Self::Invalid(m),
+            C::Unauthorized(m) => Self::Unauthorized(m),
+            C::Forbidden(m) => Self::Forbidden(m),
+            C::NotFound(m) => Self::NotFound(m),
+            C::TooLarge(m) => Self::TooLarge(m),
+            C::TooMany(m) => Self::TooMany(m),
+            C::Conflict(m) => Self::Conflict(m),
+            C::Refused { code, message } => Self::Refused { code, message },
+            C::BadGateway(m) => Self::BadGateway(m),
+            C::Unavailable(m) => Self::Unavailable(m),
+            C::Config(m) => Self::Config(m),
+            C::Store(e) => Self::Store(e),
+            C::Io(e) => Self::Io(e),
+            C::Internal(m) => Self::Internal(m),
+        }
+    }
+}
+
+/// What a surface hands back to the core (a hook of its failed): the same kind.
+impl From<Error> for tandem_core::Error {
+    fn from(e: Error) -> Self {
+        use tandem_core::Error as C;
+        match e {
+            Error::BadRequest(m) => C::BadRequest(m),
+            Error::Invalid(m) => C::Invalid(m),
+            Error::Unauthorized(m) => C::Unauthorized(m),
+            Error::Forbidden(m) => C::Forbidden(m),
+            Error::NotFound(m) => C::NotFound(m),
+            Error::TooLarge(m) => C::TooLarge(m),
+            Error::TooMany(m) => C::TooMany(m),
+            Error::Conflict(m) => C::Conflict(m),
+            Error::Refused { code, message } => C::Refused { code, message },
+            Error::BadGateway(m) => C::BadGateway(m),
+            Error::Unavailable(m) => C::Unavailable(m),
+            Error::Config(m) => C::Config(m),
+            Error::Store(e) => C::Store(e),
+            Error::Io(e) => C::Io(e),
+            Error::Internal(m) => C::Internal(m),
+        }
     }
 }

@@ -292,7 +292,7 @@ async fn stop_their_prompts(app: &AppState, by: &User, person: UserId) -> Result
     };
     for (session, prompt, running) in db::prompts::pending_by(&app.db, person).await? {
         if running {
-            crate::actions::stop_turn(app, session, &admin).await?;
+            crate::commands::stop_turn(app, session, &admin).await?;
             continue;
         }
         let mut tx = app.db.begin().await?;

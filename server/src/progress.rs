@@ -281,7 +281,10 @@ async fn run(app: &AppState, session: SessionId, kind: Kind) -> Result<()> {
     let Some(mut seq) = claim().await? else {
         return Ok(());
     };
-    let detail = match crate::sessions::get(&app.db, session).await {
+    let detail = match crate::sessions::get(&app.db, session)
+        .await
+        .map_err(crate::Error::from)
+    {
         Ok(d) => d,
         Err(crate::Error::NotFound(_)) => {
             // The session is gone: nothing will ever be reported.

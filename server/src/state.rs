@@ -1,33 +1,18 @@
-//! What every request handler shares.
+//! What every request handler shares: the core's [`Engine`] and the surfaces' own handles.
 
-use std::sync::Arc;
+use std::ops::Deref;
+use std::sync::{Arc, Weak};
 
-use crate::Host;
-use crate::auth::JwtKeys;
-use crate::config::Config;
-use crate::db::Db;
+use crate::Engine;
 
-/// Cheap to clone: everything inside is shared.
+/// Cheap to clone. Reads through to [`App`], and through it to the [`Engine`], so a handler
+/// writes `state.db` and passes `&state` where the core takes `&Engine`.
 #[derive(Clone)]
-pub struct AppState {
-    pub db: Db,
-    pub jwt: Arc<JwtKeys>,
-    pub config: Arc<Config>,
-    /// The workspace runtime, or why this server cannot run workspaces (probed again while
-    /// missing).
-    pub workspaces: Arc<crate::availability::Slot>,
-    /// What the settings page changes, layered under `tandem.toml`.
-    pub settings: Arc<crate::settings::Settings>,
-    /// Sessions whose boot is under way or waiting for a cause to go away.
-    pub boots: Arc<crate::sessions::boots::Boots>,
-    /// Limits how many workspaces boot at once.
-    pub boot_slots: Arc<tokio::sync::Semaphore>,
-    /// Started, unclaimed workspaces per repo.
-    pub pool: Arc<crate::sessions::pool::WarmPool>,
-    /// The secret store (model API keys).
-    pub secrets: Arc<crate::secrets::Secrets>,
-    /// The prompt queues this process is working through.
-    pub turns: Arc<crate::turns::Turns>,
+pub struct AppState(Arc<App>);
+
+/// The surfaces' handles beside the core's.
+pub struct App {
+    pub engine: Engine,
     /// Each workspace's gateway listener.
     pub gateways: Arc<crate::gateway::Gateways>,
     /// Live sessions (someone connected).
@@ -38,8 +23,6 @@ pub struct AppState {
     pub desktops: Arc<crate::desktop::Desktops>,
     /// The GitHub App, when configured.
     pub github: Option<Arc<crate::github::GitHub>>,
-    /// People's GitHub permissions, looked up lately.
-    pub permissions: Arc<crate::permissions::Permissions>,
     /// OpenID Connect providers' discovery documents and keys.
     pub oidc: Arc<crate::oidc::Providers>,
     /// The progress reports this process runs (Slack threads, GitHub issues).
@@ -53,21 +36,38 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The workspaces, or a 503 that says why there are none.
-    pub fn workspaces(&self) -> crate::Result<Arc<Host>> {
-        self.workspaces.get().map_err(|p| {
-            crate::Error::Unavailable(format!(
-                "this server cannot run workspaces: {}",
-                crate::availability::sentence(&p)
-            ))
-        })
+    pub fn new(app: App) -> Self {
+        Self(Arc::new(app))
     }
 
-    /// The URL people open (used in login links).
-    pub fn public_url(&self) -> String {
-        self.config
-            .public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{}", self.config.listen))
+    /// A handle that does not keep the state alive (for the core's hooks, which the state
+    /// itself holds).
+    pub fn downgrade(&self) -> WeakState {
+        WeakState(Arc::downgrade(&self.0))
+    }
+}
+
+impl Deref for AppState {
+    type Target = App;
+    fn deref(&self) -> &App {
+        &self.0
+    }
+}
+
+impl Deref for App {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+/// [`AppState::downgrade`]'s handle.
+#[derive(Clone, Default)]
+pub struct WeakState(Weak<App>);
+
+impl WeakState {
+    /// The state, while the server runs.
+    pub fn upgrade(&self) -> Option<AppState> {
+        self.0.upgrade().map(AppState)
     }
 }

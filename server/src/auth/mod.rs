@@ -5,7 +5,7 @@
 pub mod cookies;
 mod extract;
 pub mod flow;
-pub mod jwt;
+pub use tandem_core::jwt;
 mod secrets;
 mod share;
 

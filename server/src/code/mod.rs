@@ -93,7 +93,7 @@ async fn require_driver(app: &AppState, id: SessionId, user: &tandem_protocol::U
     crate::permissions::require(app, id, user, Role::Driver)
         .await
         .map(|_| ())
-        .map_err(|e| match e {
+        .map_err(|e| match Error::from(e) {
             Error::Forbidden(_) => not_for_viewers(),
             other => other,
         })

@@ -12,7 +12,7 @@ pub(super) async fn spawn_children(
     Ok((
         StatusCode::CREATED,
         Json(
-            crate::actions::spawn_children(
+            crate::commands::spawn_children(
                 &g.app,
                 session,
                 author,
@@ -52,7 +52,7 @@ pub(super) async fn child_prompt(
     }
     let author = g.author(session).await?;
     // Bounded: a workspace must not fill the store with prompts no one can delete.
-    let prompt = crate::actions::submit_child_prompt(&g.app, session, id, author, req).await?;
+    let prompt = crate::commands::submit_child_prompt(&g.app, session, id, author, req).await?;
     Ok((StatusCode::CREATED, Json(prompt)))
 }
 
@@ -63,7 +63,7 @@ pub(super) async fn child_cancel(
     let session = g.session().await?;
     sessions::children::child_of(&g.app, session, id).await?;
     let author = g.author(session).await?;
-    crate::actions::stop_session(
+    crate::commands::stop_session(
         &g.app,
         id,
         format!("cancelled by its parent's {}", author.name),

@@ -125,7 +125,7 @@ pub async fn received(app: &AppState, gh: &GitHub, event: &str, p: &Value) -> Re
             agent: None,
             context: None,
         };
-        crate::actions::submit_prompt(app, session, author, req).await?;
+        crate::commands::submit_prompt(app, session, author, req).await?;
         return Ok(Outcome::Recorded);
     }
     match start(app, &issues, &linked, repo_id, number, author, &task).await {
@@ -219,7 +219,7 @@ async fn start(
         crate::progress::follow(app, session, crate::progress::Kind::GithubIssue).await
     };
     if let Err(e) = linked_up.await {
-        let _ = crate::actions::stop_session(
+        let _ = crate::commands::stop_session(
             app,
             session,
             format!("its issue could not be linked: {e}"),

@@ -429,11 +429,11 @@ pub async fn import(
         default_branch: repo.default_branch,
         warm_pool: None,
     };
-    crate::repos::create_with(
+    Ok(crate::repos::create_with(
         &app.db,
-        user,
+        &user.0,
         req,
         Some((owner.to_string(), name.to_string(), installation)),
     )
-    .await
+    .await?)
 }

@@ -317,7 +317,7 @@ async fn comment(
         },
     )
     .await?;
-    crate::actions::start_work(app, &prompt).await;
+    crate::commands::start_work(app, &prompt).await;
     Ok(Outcome::Recorded)
 }
 

@@ -34,7 +34,7 @@ async fn create(
     Json(req): Json<CreateLink>,
 ) -> Result<(StatusCode, Json<ShareLink>)> {
     crate::permissions::require(&state, id, &user.0, Role::Owner).await?;
-    let link = crate::actions::create_link(&state, id, &user.0, &req).await?;
+    let link = crate::commands::create_link(&state, id, &user.0, &req).await?;
     Ok((StatusCode::CREATED, Json(link)))
 }
 
@@ -54,7 +54,7 @@ async fn revoke(
     Path((id, jti)): Path<(SessionId, String)>,
 ) -> Result<StatusCode> {
     crate::permissions::require(&state, id, &user.0, Role::Owner).await?;
-    crate::actions::revoke_link(&state, id, &jti, &user.0).await?;
+    crate::commands::revoke_link(&state, id, &jti, &user.0).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

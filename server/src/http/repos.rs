@@ -46,7 +46,7 @@ async fn create(
     super::admin::require_admin(&user)?;
     Ok((
         StatusCode::CREATED,
-        Json(repos::create(&state.db, &user, req, &state.settings.local_repo_dirs()).await?),
+        Json(repos::create(&state.db, &user.0, req, &state.settings.local_repo_dirs()).await?),
     ))
 }
 

@@ -61,7 +61,10 @@ async fn create(
     Json(req): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<SessionDetail>)> {
     // A repo the person may not see is as unknown as one that does not exist.
-    match crate::permissions::repo_for_work(&state, &user.0, req.repo_id).await {
+    match crate::permissions::repo_for_work(&state, &user.0, req.repo_id)
+        .await
+        .map_err(Error::from)
+    {
         Err(Error::NotFound(_)) => {
             return Err(Error::Invalid(format!("unknown repo {}", req.repo_id)));
         }
@@ -80,7 +83,10 @@ async fn create(
 
 /// Only the session's author (its owner) or an admin may run commands in its workspace.
 async fn require_owner(state: &AppState, user: &CurrentUser, id: SessionId) -> Result<()> {
-    match crate::permissions::require(state, id, &user.0, Role::Owner).await {
+    match crate::permissions::require(state, id, &user.0, Role::Owner)
+        .await
+        .map_err(Error::from)
+    {
         Ok(_) => Ok(()),
         Err(Error::Forbidden(_)) => Err(Error::Forbidden(
             "only the session's owner may do this".into(),
@@ -94,6 +100,7 @@ async fn require_viewer(state: &AppState, user: &CurrentUser, id: SessionId) -> 
     crate::permissions::require(state, id, &user.0, Role::Viewer)
         .await
         .map(|_| ())
+        .map_err(Error::from)
 }
 
 async fn exec(
@@ -125,7 +132,7 @@ async fn stop(
     Path(id): Path<SessionId>,
 ) -> Result<Json<SessionDetail>> {
     require_owner(&state, &user, id).await?;
-    crate::actions::stop_session(&state, id, format!("stopped by {}", user.0.name)).await?;
+    crate::commands::stop_session(&state, id, format!("stopped by {}", user.0.name)).await?;
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
@@ -297,7 +304,7 @@ async fn submit_prompt(
             // Its rejection (malformed, unknown fields, too large) as the JSON error layer words it.
             Err(rejection) => return Ok(rejection.into_response()),
         };
-    let prompt = crate::actions::submit_prompt(&state, id, user.author(), req).await?;
+    let prompt = crate::commands::submit_prompt(&state, id, user.author(), req).await?;
     Ok((StatusCode::CREATED, Json(prompt)).into_response())
 }
 
@@ -330,7 +337,7 @@ async fn stop_turn(
     Path(id): Path<SessionId>,
 ) -> Result<StatusCode> {
     crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
-    if crate::actions::stop_turn(&state, id, &user.author()).await? {
+    if crate::commands::stop_turn(&state, id, &user.author()).await? {
         Ok(StatusCode::ACCEPTED)
     } else {
         Err(Error::Conflict("no turn of this session is running".into()))
@@ -367,7 +374,10 @@ async fn spawn_children(
     let need = if req.fork { Role::Owner } else { Role::Driver };
     crate::permissions::require(&state, id, &user.0, need).await?;
     if let Some(repo) = req.repo_id {
-        match crate::permissions::repo_for_work(&state, &user.0, repo).await {
+        match crate::permissions::repo_for_work(&state, &user.0, repo)
+            .await
+            .map_err(Error::from)
+        {
             Err(Error::NotFound(_)) => {
                 return Err(Error::Invalid(format!("unknown repo {repo}")));
             }
@@ -377,7 +387,7 @@ async fn spawn_children(
     Ok((
         StatusCode::CREATED,
         Json(
-            crate::actions::spawn_children(
+            crate::commands::spawn_children(
                 &state,
                 id,
                 user.author(),

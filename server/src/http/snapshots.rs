@@ -49,7 +49,10 @@ async fn show(
         .await?
         .ok_or_else(missing)?;
     // A snapshot of a repo the person may not see does not exist for them.
-    match crate::permissions::repo(&state, &user.0, snapshot.repo_id).await {
+    match crate::permissions::repo(&state, &user.0, snapshot.repo_id)
+        .await
+        .map_err(Error::from)
+    {
         Ok(_) => Ok(Json(snapshot)),
         Err(Error::NotFound(_)) => Err(missing()),
         Err(e) => Err(e),

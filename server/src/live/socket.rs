@@ -65,7 +65,7 @@ async fn run(
     user: Option<tandem_protocol::User>,
     socket: WebSocket,
 ) {
-    let session = match sessions::get(&state.db, id).await {
+    let session = match sessions::get(&state.db, id).await.map_err(Error::from) {
         Ok(d) => d.session,
         Err(e) => return close_with(socket, close_code(&e), &e.to_string()).await,
     };
@@ -77,6 +77,7 @@ async fn run(
         q.name.as_deref(),
     )
     .await
+    .map_err(Error::from)
     {
         Ok(a) => a,
         Err(e) => return close_with(socket, close_code(&e), &e.to_string()).await,
@@ -206,11 +207,13 @@ async fn recheck(state: AppState, session: tandem_protocol::Session, access: Acc
         let still = match (&access.jti, &person) {
             (Some(jti), _) => sessions::access::link_by_id(&state.db, session.id, jti)
                 .await
-                .map(|_| ()),
+                .map(|_| ())
+                .map_err(Error::from),
             // Read again: it may have been made private since.
             (None, Some(u)) => crate::permissions::require(&state, session.id, u, Role::Viewer)
                 .await
-                .map(|_| ()),
+                .map(|_| ())
+                .map_err(Error::from),
             (None, None) => Err(Error::Unauthorized("nobody".into())),
         };
         match still {
@@ -522,7 +525,7 @@ impl Member {
             name: self.access.name.clone(),
         };
         let session = self.live.session;
-        crate::actions::submit_prompt(
+        crate::commands::submit_prompt(
             &self.state,
             session,
             author,

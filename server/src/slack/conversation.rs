@@ -182,7 +182,7 @@ pub(super) async fn start(
     if let Err(e) = make_thread(app, slack, m, &thread, &detail.session, &repo.name).await {
         // A session nobody can follow is no use: it is stopped, and the asker told.
         let why = format!("its Slack thread could not be made: {e}");
-        let _ = crate::actions::stop_session(app, session, why).await;
+        let _ = crate::commands::stop_session(app, session, why).await;
         return Err(Error::BadGateway(format!(
             "the session could not be set up in this thread ({e}), so it was stopped; mention me again"
         )));
@@ -407,7 +407,7 @@ async fn follow_up(
     let prompt =
         crate::sessions::prompts::submit_with_images(&app.db, session, author, req, Some(&images))
             .await?;
-    crate::actions::start_work(app, &prompt).await;
+    crate::commands::start_work(app, &prompt).await;
     if let Err(e) = db::slack::set_trigger_ts(&app.db, session, &m.ts).await {
         tracing::warn!(%session, error = %e, "cannot move a Slack thread's reactions");
     }
@@ -438,12 +438,12 @@ pub async fn action(
                 crate::permissions::require(app, session, &user, Role::Owner)
                     .await
                     .map_err(|_| Error::Forbidden("only the session's owner may stop it".into()))?;
-                crate::actions::stop_session(
+                Ok(crate::commands::stop_session(
                     app,
                     session,
                     format!("stopped by {} from Slack", user.name),
                 )
-                .await
+                .await?)
             }
             CHOOSE_REPO => {
                 let pending_id = a.block_id.as_ref().map(|b| b.0.clone()).unwrap_or_default();

@@ -105,9 +105,9 @@ pub(super) async fn choose_repo(
         return repo_named(app, user, name).await.map(Some);
     }
     if let Some(id) = db::slack::channel_repo(&app.db, team, channel).await? {
-        return crate::permissions::repo_for_work(app, user, id)
-            .await
-            .map(Some);
+        return Ok(Some(
+            crate::permissions::repo_for_work(app, user, id).await?,
+        ));
     }
     let lower = task.to_lowercase();
     for (keyword, id) in db::slack::rules(&app.db).await? {

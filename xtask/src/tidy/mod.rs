@@ -31,47 +31,68 @@ pub use graph::{ALLOWED_CIRCLES, circles};
 pub const MAX_LINES: usize = 600;
 
 /// The server's layers, lowest first; a module may import from its own layer and lower ones.
-/// A module not listed is a feature (the top layer).
-/// (The store, host and media layers are crates of their own: the crate graph keeps them.)
+/// A module not listed is a surface (the top layer).
+/// (The core, store, host and media layers are crates of their own: the crate graph keeps them,
+/// and [`CORE_DEPENDENCIES`] keeps the core's.)
 pub const LAYERS: &[(&str, &[&str])] = &[
-    ("base", &["error", "fuzz_support"]),
-    ("config", &["config"]),
+    ("base", &["error"]),
+    (
+        "tools",
+        &["client", "proxy", "rate_limit", "extension_package"],
+    ),
+];
+
+/// The workspace crates `tandem-core` may depend on; any other `tandem-*` crate is a surface
+/// or a layer above it.
+pub const CORE_MAY_USE: &[&str] = &["tandem-protocol", "tandem-store", "tandem-host"];
+
+/// Crates that make a surface (an HTTP server, WebSockets, a code host, a chat app, WebRTC, a
+/// browser UI): `tandem-core` depends on none of them.
+pub const CORE_MUST_NOT_USE: &[&str] = &[
+    "axum",
+    "hyper",
+    "hyper-util",
+    "tower",
+    "tower-http",
+    "tokio-tungstenite",
+    "octocrab",
+    "slack-morphism",
+    "openidconnect",
+    "webrtc",
+    "leptos",
 ];
 
 /// `(module path prefix, what it must not name, why)`: a crate (`axum`), a module of the server
-/// (`crate::github`, however it is reached: grouped, nested, `super::`, in a macro) or a method
+/// (`crate::auth`, however it is reached: grouped, nested, `super::`, in a macro) or a method
 /// called without arguments (`.raw_pool()`).
 pub const FORBIDDEN: &[(&str, &[&str], &str)] = &[
     (
-        "server/src/sessions",
+        "server/src/gateway",
         &[
-            "axum",
-            "hyper",
-            "crate::github",
+            "crate::auth",
+            "crate::people",
+            "crate::oidc",
+            "crate::live",
             "crate::desktop",
             "crate::code",
-            "crate::live",
-            "crate::scheduler",
+            "crate::slack",
         ],
-        "sessions are the domain: transports and features call them, not the other way",
+        "the gateway answers a workspace, whose requests are hostile: it reaches no person's credentials and no other surface",
     ),
     (
-        "server/src/turns",
-        &[
-            "axum",
-            "hyper",
-            "crate::github",
-            "crate::desktop",
-            "crate::code",
-            "crate::live",
-            "crate::scheduler",
-        ],
-        "turns run the agent; what happens after a turn is a hook set in serve.rs",
+        "server/src/live",
+        &["crate::github", "crate::slack", "crate::gateway", "hyper"],
+        "the live channel forwards what the core records; code hosts and chat apps report through `progress`",
     ),
     (
         "server/src",
         &[".raw_pool()", ".raw()"],
         "the server reaches the store through its query functions (`&Db`, `&mut Tx`), never sqlx",
+    ),
+    (
+        "core/src",
+        &[".raw_pool()", ".raw()"],
+        "the core reaches the store through its query functions (`&Db`, `&mut Tx`), never sqlx",
     ),
 ];
 
@@ -185,6 +206,7 @@ pub const WHITE_BOX: &[(&str, &str, &str)] = &[
 /// Source roots the rules look at.
 const ROOTS: &[&str] = &[
     "protocol",
+    "core",
     "server",
     "store",
     "host",
@@ -215,7 +237,9 @@ pub fn run(args: &[String]) -> Result<()> {
     if args.iter().any(|a| a == "--graph") {
         graph::print(&files);
     }
-    let findings = check(&files);
+    let mut findings = check(&files);
+    let manifest = std::fs::read_to_string(root.join("core/Cargo.toml"))?;
+    findings.extend(core_dependencies("core/Cargo.toml", &manifest));
     for f in &findings {
         eprintln!("tidy: {f}");
     }
@@ -387,6 +411,50 @@ pub fn check(files: &[Source]) -> Vec<Finding> {
     out.sort();
     out.dedup();
     out
+}
+
+/// What `manifest` (the core's `Cargo.toml`) depends on that the core must not: a workspace
+/// crate not on [`CORE_MAY_USE`], or a surface's crate ([`CORE_MUST_NOT_USE`]). Dev-dependencies
+/// do not count (tests may use anything).
+pub fn core_dependencies(file: &str, manifest: &str) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut in_deps = false;
+    for (i, line) in manifest.lines().enumerate() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let header = header.trim_end_matches(']').trim();
+            in_deps = header == "dependencies";
+            // `[dependencies.axum]`
+            if let Some(name) = header.strip_prefix("dependencies.") {
+                out.extend(core_dependency(file, i + 1, name.trim_matches('"')));
+            }
+            continue;
+        }
+        if !in_deps || line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        if let Some((name, _)) = line.split_once('=') {
+            out.extend(core_dependency(file, i + 1, name.trim().trim_matches('"')));
+        }
+    }
+    out
+}
+
+fn core_dependency(file: &str, line: usize, name: &str) -> Option<Finding> {
+    let why = if name.starts_with("tandem-") && !CORE_MAY_USE.contains(&name) {
+        format!(
+            "the core depends on {} only among Tandem's crates",
+            CORE_MAY_USE.join(", ")
+        )
+    } else if CORE_MUST_NOT_USE.contains(&name) {
+        "it is a surface's crate; the core asks a surface through `hooks::Hooks`".to_string()
+    } else {
+        return None;
+    };
+    Some(Finding {
+        file: file.into(),
+        rule: format!("line {line} depends on `{name}`: {why}"),
+    })
 }
 
 /// Whether `path` begins with the segments `want`.

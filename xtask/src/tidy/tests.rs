@@ -70,24 +70,21 @@ fn each_rule_catches_what_breaks_it() {
         src("server/src/turns/mod.rs", &long_after_a_test_declaration),
         src("tests/it/d.rs", &long),
         src(
-            "server/src/sessions/e.rs",
-            "//! E.\nuse axum::Json;\nfn f() { crate::github::x(); }\n// crate::live in a comment\n",
+            "server/src/gateway/e.rs",
+            "//! E.\nuse crate::oidc::Providers;\nfn f() { crate::auth::x(); }\n// crate::live in a comment\n",
         ),
         // Grouped, nested, multi-line and relative imports, and paths in macros.
         src(
-            "server/src/sessions/g.rs",
-            "//! G.\nuse crate::{\n    error::Error,\n    scheduler,\n};\nuse crate::{db, live::{hub::{Hub}}};\nuse super::super::desktop as d;\nfn f() {\n    tokio::spawn(async { crate::code::open().await });\n    let _ = format!(\"{}\", crate::github::name());\n}\n",
+            "server/src/gateway/g.rs",
+            "//! G.\nuse crate::{\n    error::Error,\n    people,\n};\nuse crate::{db, live::{hub::{Hub}}};\nuse super::super::desktop as d;\nfn f() {\n    tokio::spawn(async { crate::code::open().await });\n    let _ = format!(\"{}\", crate::slack::name());\n}\n",
         ),
         src(
-            "server/src/turns/h.rs",
-            "//! H.\nmod inner {\n    use super::super::super::scheduler::spawn_boot;\n}\nfn f() -> ::hyper::Uri { todo!() }\n",
+            "server/src/live/h.rs",
+            "//! H.\nmod inner {\n    use super::super::super::github::person;\n}\nfn f() -> ::hyper::Uri { todo!() }\n",
         ),
+        src("server/src/proxy/f.rs", "//! F.\nuse crate::sessions::X;\n"),
         src(
-            "server/src/config/f.rs",
-            "//! F.\nuse crate::sessions::X;\n",
-        ),
-        src(
-            "server/src/config.rs",
+            "server/src/proxy.rs",
             "//! F.\nuse crate::{Error, Result};\n",
         ),
         src(
@@ -95,12 +92,12 @@ fn each_rule_catches_what_breaks_it() {
             "//! G.\nuse crate::{Error, sessions::Session};\n",
         ),
         src(
-            "server/src/config/reexport.rs",
+            "server/src/proxy/reexport.rs",
             "//! Through the crate root's re-export.\nfn f(_: crate::AppState) {}\n",
         ),
-        src("server/src/sessions/h.rs", "//! H.\nuse crate::db::Db;\n"),
+        src("server/src/gateway/h.rs", "//! H.\nuse crate::db::Db;\n"),
         src(
-            "server/src/repos.rs",
+            "core/src/repos.rs",
             "//! R.\nfn f(db: &Db, c: &mut Client) {\n    let _ = db.raw_pool();\n    c.raw(frame);\n}\n",
         ),
         src(
@@ -108,6 +105,7 @@ fn each_rule_catches_what_breaks_it() {
             "//! Root.\npub mod sessions;\npub use state::AppState;\npub use tandem_store as db;\n",
         ),
         src("server/src/state.rs", "//! State.\n"),
+        src("server/src/sessions.rs", "//! Sessions.\n"),
         src("server/src/broken.rs", "//! Broken.\nfn f( {\n"),
         src(
             "tests/it/t.rs",
@@ -122,55 +120,55 @@ fn each_rule_catches_what_breaks_it() {
     has(&found, "server/src/a.rs", "`//!` line");
     has(&found, "server/src/b.rs", "601 lines");
     has(&found, "server/src/turns/mod.rs", "601 lines");
-    has(&found, "server/src/sessions/e.rs", "line 2 uses `axum`");
     has(
         &found,
-        "server/src/sessions/e.rs",
-        "line 3 uses `crate::github`",
+        "server/src/gateway/e.rs",
+        "line 2 uses `crate::oidc`",
     );
     has(
         &found,
-        "server/src/sessions/g.rs",
-        "line 4 uses `crate::scheduler`",
+        "server/src/gateway/e.rs",
+        "line 3 uses `crate::auth`",
     );
     has(
         &found,
-        "server/src/sessions/g.rs",
+        "server/src/gateway/g.rs",
+        "line 4 uses `crate::people`",
+    );
+    has(
+        &found,
+        "server/src/gateway/g.rs",
         "line 6 uses `crate::live`",
     );
     has(
         &found,
-        "server/src/sessions/g.rs",
+        "server/src/gateway/g.rs",
         "line 7 uses `crate::desktop`",
     );
     has(
         &found,
-        "server/src/sessions/g.rs",
+        "server/src/gateway/g.rs",
         "line 9 uses `crate::code`",
     );
     has(
         &found,
-        "server/src/sessions/g.rs",
-        "line 10 uses `crate::github`",
+        "server/src/gateway/g.rs",
+        "line 10 uses `crate::slack`",
     );
     has(
         &found,
-        "server/src/turns/h.rs",
-        "line 3 uses `crate::scheduler`",
+        "server/src/live/h.rs",
+        "line 3 uses `crate::github`",
     );
-    has(&found, "server/src/turns/h.rs", "line 5 uses `hyper`");
-    has(
-        &found,
-        "server/src/config/f.rs",
-        "imports `crate::sessions`",
-    );
+    has(&found, "server/src/live/h.rs", "line 5 uses `hyper`");
+    has(&found, "server/src/proxy/f.rs", "imports `crate::sessions`");
     has(&found, "server/src/error.rs", "imports `crate::sessions`");
     has(
         &found,
-        "server/src/config/reexport.rs",
+        "server/src/proxy/reexport.rs",
         "imports `crate::state`",
     );
-    has(&found, "server/src/repos.rs", "line 3 calls `.raw_pool()`");
+    has(&found, "core/src/repos.rs", "line 3 calls `.raw_pool()`");
     assert!(
         !found.iter().any(|f| f.contains("line 4 calls")),
         "a method of another name's arity counted: {found:#?}"
@@ -195,8 +193,8 @@ fn each_rule_catches_what_breaks_it() {
     for c in [
         "server/src/c.rs",
         "tests/it/d.rs",
-        "server/src/config.rs",
-        "server/src/sessions/h.rs",
+        "server/src/proxy.rs",
+        "server/src/gateway/h.rs",
         "e2e/u.rs",
     ] {
         clean(&found, c);
@@ -204,6 +202,30 @@ fn each_rule_catches_what_breaks_it() {
     assert!(
         !found.iter().any(|f| f.contains("crate::live in")),
         "a comment counted: {found:#?}"
+    );
+}
+
+/// The core's manifest may name the store, host and protocol crates and general crates; a
+/// surface's crate or another Tandem crate fails, however the dependency is written.
+#[test]
+fn the_core_depends_on_no_surface() {
+    let manifest = "[package]\nname = \"tandem-core\"\n\n[dependencies]\ntandem-protocol = { workspace = true }\ntandem-store = { workspace = true }\naxum = { workspace = true }\n# tandem-server in a comment\ntandem-media = { workspace = true }\nserde = \"1\"\n\n[dependencies.octocrab]\nversion = \"0.44\"\n\n[dev-dependencies]\naxum = \"0.8\"\n";
+    let found: Vec<String> = core_dependencies("core/Cargo.toml", manifest)
+        .iter()
+        .map(|f| f.to_string())
+        .collect();
+    has(&found, "core/Cargo.toml", "line 7 depends on `axum`");
+    has(
+        &found,
+        "core/Cargo.toml",
+        "line 9 depends on `tandem-media`",
+    );
+    has(&found, "core/Cargo.toml", "line 12 depends on `octocrab`");
+    assert_eq!(found.len(), 3, "{found:#?}");
+    let real = std::fs::read_to_string(crate::run::root().join("core/Cargo.toml")).unwrap();
+    assert!(
+        core_dependencies("core/Cargo.toml", &real).is_empty(),
+        "the core's own manifest"
     );
 }
 

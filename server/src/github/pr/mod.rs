@@ -70,27 +70,6 @@ pub async fn session_branch(app: &AppState, session: SessionId) -> Result<String
 
 /// Prepares the workspace's git for GitHub once per workspace, when the session's repo is a
 /// GitHub one (the agent's own `git push` then works like the server's).
-/// The turn hooks of a server: GitHub repos get their workspace's git prepared before a turn
-/// and the turn's changes committed and pushed after it; other repos nothing.
-pub struct PullRequests;
-
-#[async_trait::async_trait]
-impl crate::turns::hooks::TurnHooks for PullRequests {
-    async fn before_turn(&self, state: &AppState, session: SessionId, wid: &str) -> Result<()> {
-        // The workspace's own git reaches GitHub through the gateway (once per workspace).
-        prepare_session(state, session, wid).await
-    }
-
-    async fn after_turn(
-        &self,
-        state: &AppState,
-        session: SessionId,
-        prompt: &Prompt,
-    ) -> Result<()> {
-        after_turn(state, session, prompt).await
-    }
-}
-
 pub async fn prepare_session(app: &AppState, session: SessionId, wid: &str) -> Result<()> {
     let Some(gh) = app.github.as_ref() else {
         return Ok(());

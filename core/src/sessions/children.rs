@@ -4,8 +4,8 @@
 use tandem_protocol::limits::{MAX_CHILD_DEPTH, MAX_CHILDREN, MAX_FORKS, MAX_TREE_SESSIONS};
 use tandem_protocol::*;
 
+use crate::Engine;
 use crate::db;
-use crate::state::AppState;
 use crate::{Error, Result, now_ms, turns};
 
 /// One spawn at a time per tree of child sessions (keyed by its root).
@@ -25,7 +25,7 @@ pub enum Asker {
 /// children stay on the parent's repo and agent: a workspace must not reach another repo (and
 /// its write token) or run a command template of its choosing.
 pub async fn spawn(
-    state: &AppState,
+    state: &Engine,
     parent: SessionId,
     author: Author,
     req: CreateChildren,
@@ -171,7 +171,7 @@ pub async fn spawn(
 }
 
 /// The children of `parent` with their first prompt's state and how many files they changed.
-pub async fn list(state: &AppState, parent: SessionId) -> Result<Vec<ChildSession>> {
+pub async fn list(state: &Engine, parent: SessionId) -> Result<Vec<ChildSession>> {
     super::get(&state.db, parent).await?;
     let mut out = Vec::new();
     for session in db::sessions::children(&state.db, parent).await? {
@@ -193,7 +193,7 @@ pub async fn list(state: &AppState, parent: SessionId) -> Result<Vec<ChildSessio
 }
 
 /// A child of `parent`, or 404.
-pub async fn child_of(state: &AppState, parent: SessionId, child: SessionId) -> Result<Session> {
+pub async fn child_of(state: &Engine, parent: SessionId, child: SessionId) -> Result<Session> {
     // The row alone: a workspace calls this on every prompt it posts (not its queue each time).
     let s = db::sessions::get(&state.db, child)
         .await?

@@ -5,10 +5,10 @@ use std::collections::{HashMap, HashSet};
 
 use tandem_protocol::{EventKind, Problem, SessionId};
 
+use crate::Engine;
 use crate::Result;
 use crate::db;
 use crate::sessions::workspace;
-use crate::state::AppState;
 
 /// Sessions this process is booting, and what each waiting one was last told.
 #[derive(Default)]
@@ -73,7 +73,7 @@ impl Boots {
 
 /// Appends a `waiting` event saying why `id` cannot go on, unless the session was already told
 /// that.
-pub async fn tell_waiting(state: &AppState, id: SessionId, problem: &Problem) -> Result<()> {
+pub async fn tell_waiting(state: &Engine, id: SessionId, problem: &Problem) -> Result<()> {
     if !state.boots.tell(id, &problem.message) {
         return Ok(());
     }

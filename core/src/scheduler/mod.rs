@@ -7,10 +7,10 @@ use std::time::Duration;
 use tandem_protocol::{EventKind, SessionId, SessionState};
 use tokio::sync::Semaphore;
 
+use crate::Engine;
 use crate::Host;
 use crate::db::{self, Db};
 use crate::sessions::workspace;
-use crate::state::AppState;
 use crate::{Result, now_ms};
 
 use crate::sessions::boots::tell_waiting;
@@ -32,7 +32,7 @@ pub const RETRY_INTERVAL: Duration = Duration::from_secs(2);
 /// Boots `id` in the background when this server can start workspaces; otherwise the session
 /// stays queued with a `waiting` event saying why, and [`retry_waiting`] boots it once the
 /// cause is gone.
-pub fn spawn_boot(state: &AppState, id: SessionId) {
+pub fn spawn_boot(state: &Engine, id: SessionId) {
     if !state.boots.begin(id) {
         return;
     }
@@ -42,12 +42,8 @@ pub fn spawn_boot(state: &AppState, id: SessionId) {
             if let Some(p) = crate::availability::start_problem(&state.workspaces) {
                 // Another server sharing the database runs workspaces and boots it: this one's
                 // trouble is not the session's.
-                let others = !state.workspaces.is_ok()
-                    && db::servers::any_since(
-                        &state.db,
-                        now_ms() - 3 * crate::cluster::REFRESH.as_millis() as i64,
-                    )
-                    .await?;
+                let others =
+                    !state.workspaces.is_ok() && state.hooks.others_run_workspaces(&state).await?;
                 if others {
                     return Ok(());
                 }
@@ -75,7 +71,7 @@ pub fn spawn_boot(state: &AppState, id: SessionId) {
 /// Every [`RETRY_INTERVAL`]: probes the host again while it cannot run workspaces (and starts
 /// the host's side of the scheduler once it can), boots queued sessions whose cause went away,
 /// and restarts turns that waited for a model once one is configured.
-async fn retry_waiting(state: AppState) {
+async fn retry_waiting(state: Engine) {
     let mut tick = tokio::time::interval(RETRY_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -85,8 +81,9 @@ async fn retry_waiting(state: AppState) {
             tracing::warn!(error = %e, "re-reading the settings failed");
         }
         if !state.workspaces.is_ok() {
-            match crate::serve::workspaces(&state.config, state.github.clone()) {
-                Ok(host) => {
+            match state.hooks.probe_host(&state) {
+                None => {}
+                Some(Ok(host)) => {
                     if let Some(host) = state.workspaces.fill(host) {
                         tracing::info!("workspaces are available now");
                         if let Err(e) = start_host(&state, host).await {
@@ -94,7 +91,7 @@ async fn retry_waiting(state: AppState) {
                         }
                     }
                 }
-                Err(p) => state.workspaces.still_missing(p),
+                Some(Err(p)) => state.workspaces.still_missing(p),
             }
         }
         match db::sessions::in_states(&state.db, &[SessionState::Queued]).await {
@@ -112,7 +109,7 @@ async fn retry_waiting(state: AppState) {
 }
 
 /// Kicks the turns that waited for a model, if one is configured now.
-pub fn wake_model_waiters(state: &AppState) {
+pub fn wake_model_waiters(state: &Engine) {
     if state.settings.model().base_url.is_none() {
         return;
     }
@@ -124,7 +121,7 @@ pub fn wake_model_waiters(state: &AppState) {
 /// After a start: sessions caught mid-boot fail (their boot cannot resume), live sessions whose
 /// workspace survived keep running, queued sessions boot (or say why they wait). Then
 /// supervision starts.
-pub async fn start(state: &AppState) -> Result<()> {
+pub async fn start(state: &Engine) -> Result<()> {
     // Other processes' stop and steer requests for the turns that run here.
     crate::turns::listen_control(state);
     // The host's recovery (sessions caught mid-boot fail) runs before anything boots here.
@@ -140,18 +137,16 @@ pub async fn start(state: &AppState) -> Result<()> {
         }
     };
     tokio::spawn(retry_waiting(state.clone()));
-    tokio::spawn(crate::automations::run(state.clone()));
-    tokio::spawn(crate::progress::sweep(state.clone()));
     started
 }
 
 /// The part of [`start`] that needs workspaces: at start-up, or when a later probe finds the
 /// host able.
-async fn start_host(state: &AppState, host: Arc<Host>) -> Result<()> {
+async fn start_host(state: &Engine, host: Arc<Host>) -> Result<()> {
     let db = state.db.clone();
     record_blocked_egress(state);
     // Where the other servers forward requests about this host's sessions.
-    crate::cluster::register(state, host.host_id.clone());
+    state.hooks.host_ready(state, &host);
     crate::sessions::pool::remove_orphans(&db, &host).await?;
     for row in db::sessions::in_states(&db, &[SessionState::Starting]).await? {
         // Another server's host is starting that one.
@@ -206,7 +201,7 @@ async fn start_host(state: &AppState, host: Arc<Host>) -> Result<()> {
 
 /// Records the refused lookups a workspace's egress name server reports (summed up, at most one
 /// report a period per workspace) as events of its session, within what the session may store.
-fn record_blocked_egress(state: &AppState) {
+fn record_blocked_egress(state: &Engine) {
     let mut rx = crate::runtime::dns::blocked();
     let db = state.db.clone();
     tokio::spawn(async move {
@@ -257,7 +252,7 @@ fn init_alive(init_pid: i64) -> bool {
 }
 
 async fn supervise(
-    state: AppState,
+    state: Engine,
     db: Db,
     host: Arc<Host>,
     pool: Arc<crate::sessions::pool::WarmPool>,
@@ -270,11 +265,6 @@ async fn supervise(
         if let Err(e) = crate::turns::sweep(&state, None).await {
             tracing::warn!(error = %e, "checking for abandoned turns failed");
         }
-        if let Some(gh) = &state.github
-            && let Err(e) = crate::github::credentials::revoke_ended(gh).await
-        {
-            tracing::warn!(error = %e, "revoking ended sessions' GitHub tokens failed");
-        }
         let rows = match db::sessions::in_states(&db, &SessionState::LIVE).await {
             Ok(r) => r,
             Err(e) => {
@@ -284,10 +274,7 @@ async fn supervise(
         };
         let live: std::collections::HashSet<String> =
             rows.iter().filter_map(|r| r.workspace_id.clone()).collect();
-        state.gateways.retain(&live);
-        if let Some(gh) = &state.github {
-            gh.retain_prepared(&live);
-        }
+        state.hooks.supervised(&state, &live).await;
         for row in rows {
             // Another server's host runs that workspace; its pid means nothing here.
             if !row.hosted_by(&host.host_id) {

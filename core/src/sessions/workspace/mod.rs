@@ -27,6 +27,7 @@ mod start;
 pub use boot::*;
 pub use checkout::*;
 pub(crate) use events::*;
+pub use events::{audit, event, truncate};
 pub use fork::*;
 pub use lifecycle::*;
 pub use start::*;

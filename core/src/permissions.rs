@@ -14,8 +14,8 @@ use tandem_protocol::live::Role;
 use tandem_protocol::people::{RepoAccess, RepoRole};
 use tandem_protocol::{Repo, RepoId, Session, SessionId, User, UserId};
 
+use crate::Engine;
 use crate::sessions::access::{self, Access};
-use crate::state::AppState;
 use crate::{Error, Result, db};
 
 /// The GitHub permissions looked up lately, per person and repo.
@@ -51,7 +51,7 @@ impl Permissions {
 }
 
 /// What `user` may do with `repo`; `None`: they may not see it.
-pub async fn repo_role(app: &AppState, user: &User, repo: &Repo) -> Result<Option<RepoRole>> {
+pub async fn repo_role(app: &Engine, user: &User, repo: &Repo) -> Result<Option<RepoRole>> {
     if user.deactivated_at.is_some() {
         return Ok(None);
     }
@@ -72,28 +72,26 @@ pub async fn repo_role(app: &AppState, user: &User, repo: &Repo) -> Result<Optio
     Ok(granted.max(by_mode))
 }
 
-async fn github_role(app: &AppState, user: &User, repo: &Repo) -> Result<Option<RepoRole>> {
+async fn github_role(app: &Engine, user: &User, repo: &Repo) -> Result<Option<RepoRole>> {
     let key = (user.id, repo.id);
     if let Some(role) = app.permissions.cached(key) {
         return Ok(role);
     }
-    let role = match (
-        &app.github,
-        db::github::linked_repo(&app.db, repo.id).await?,
-    ) {
-        (Some(gh), Some(linked)) => {
-            crate::github::permission::of_person(app, gh, user.id, &linked.owner, &linked.name)
+    let role = match db::github::linked_repo(&app.db, repo.id).await? {
+        Some(linked) => {
+            app.hooks
+                .code_host_role(app, user.id, &linked.owner, &linked.name)
                 .await?
         }
         // Not (or no longer) a GitHub repo here: only its grants count.
-        _ => None,
+        None => None,
     };
     app.permissions.remember(key, role);
     Ok(role)
 }
 
 /// Every repo `user` may see, with their role, by name.
-pub async fn visible_repos(app: &AppState, user: &User) -> Result<Vec<(Repo, RepoRole)>> {
+pub async fn visible_repos(app: &Engine, user: &User) -> Result<Vec<(Repo, RepoRole)>> {
     let mut out = Vec::new();
     for repo in crate::repos::list(&app.db).await? {
         if let Some(role) = repo_role(app, user, &repo).await? {
@@ -104,7 +102,7 @@ pub async fn visible_repos(app: &AppState, user: &User) -> Result<Vec<(Repo, Rep
 }
 
 /// Repo `id` if `user` may see it (else the same 404 as a repo that does not exist).
-pub async fn repo(app: &AppState, user: &User, id: RepoId) -> Result<(Repo, RepoRole)> {
+pub async fn repo(app: &Engine, user: &User, id: RepoId) -> Result<(Repo, RepoRole)> {
     let repo = crate::repos::get(&app.db, id).await?;
     match repo_role(app, user, &repo).await? {
         Some(role) => Ok((repo, role)),
@@ -114,7 +112,7 @@ pub async fn repo(app: &AppState, user: &User, id: RepoId) -> Result<(Repo, Repo
 
 /// Repo `id` if `user` may start sessions on it: 404 when they may not see it, 403 (saying whom
 /// to ask) when they may only read it.
-pub async fn repo_for_work(app: &AppState, user: &User, id: RepoId) -> Result<Repo> {
+pub async fn repo_for_work(app: &Engine, user: &User, id: RepoId) -> Result<Repo> {
     let (repo, role) = repo(app, user, id).await?;
     if role < RepoRole::Write {
         return Err(Error::Forbidden(format!(
@@ -127,7 +125,7 @@ pub async fn repo_for_work(app: &AppState, user: &User, id: RepoId) -> Result<Re
 }
 
 /// The admins to ask for access, by name.
-pub async fn whom_to_ask(app: &AppState) -> Result<String> {
+pub async fn whom_to_ask(app: &Engine) -> Result<String> {
     let names: Vec<String> = db::users::admins(&app.db)
         .await?
         .into_iter()
@@ -150,7 +148,7 @@ fn no_session(id: SessionId) -> Error {
 }
 
 /// Whether `user` sees `session`, and their role in it; `None`: they do not (answer 404).
-pub async fn in_session(app: &AppState, session: &Session, user: &User) -> Result<Option<Access>> {
+pub async fn in_session(app: &Engine, session: &Session, user: &User) -> Result<Option<Access>> {
     if user.deactivated_at.is_some() {
         return Ok(None);
     }
@@ -179,14 +177,14 @@ pub async fn in_session(app: &AppState, session: &Session, user: &User) -> Resul
 
 /// Session `id` for `user` with at least `need`: 404 when they do not see it, 403 when they see
 /// it with a lower role.
-pub async fn require(app: &AppState, id: SessionId, user: &User, need: Role) -> Result<Access> {
+pub async fn require(app: &Engine, id: SessionId, user: &User, need: Role) -> Result<Access> {
     let session = crate::sessions::get(&app.db, id).await?.session;
     require_in(app, &session, user, need).await
 }
 
 /// [`require`] for a session already read.
 pub async fn require_in(
-    app: &AppState,
+    app: &Engine,
     session: &Session,
     user: &User,
     need: Role,
@@ -208,7 +206,7 @@ pub async fn require_in(
 /// a signed-in person with the better of the link's role and their own), else a signed-in
 /// person who sees the session.
 pub async fn resolve(
-    app: &AppState,
+    app: &Engine,
     session: &Session,
     user: Option<&User>,
     share: Option<&str>,
@@ -226,7 +224,7 @@ pub async fn resolve(
 }
 
 /// Whom a session list is for.
-pub async fn scope(app: &AppState, user: &User) -> Result<Option<db::sessions::Scope>> {
+pub async fn scope(app: &Engine, user: &User) -> Result<Option<db::sessions::Scope>> {
     if user.is_admin {
         return Ok(None);
     }

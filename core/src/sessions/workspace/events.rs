@@ -3,7 +3,7 @@
 
 use super::*;
 
-pub(crate) async fn event(db: &Db, id: SessionId, kind: EventKind) -> Result<Event> {
+pub async fn event(db: &Db, id: SessionId, kind: EventKind) -> Result<Event> {
     let mut tx = db.begin().await?;
     let e = db::events::append(&mut tx, id, now_ms(), kind).await?;
     tx.commit().await?;
@@ -64,7 +64,7 @@ pub(super) async fn became_ready(db: &Db, id: SessionId, t0: Instant) -> Result<
 }
 
 /// Cuts `s` to at most `max` bytes on a character boundary; true if it cut.
-pub(crate) fn truncate(s: &mut String, max: usize) -> bool {
+pub fn truncate(s: &mut String, max: usize) -> bool {
     if s.len() <= max {
         return false;
     }
@@ -77,7 +77,7 @@ pub(crate) fn truncate(s: &mut String, max: usize) -> bool {
 }
 
 /// Records what `author` did to session `id` in the audit log.
-pub(crate) async fn audit(
+pub async fn audit(
     db: &Db,
     author: &Author,
     action: &str,

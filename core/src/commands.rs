@@ -6,9 +6,9 @@
 use tandem_protocol::live::{CreateLink, MAX_LINK_TTL_SECS, Role, ShareLink};
 use tandem_protocol::*;
 
-use crate::auth::jwt::ShareClaims;
+use crate::Engine;
+use crate::jwt::ShareClaims;
 use crate::sessions::children::Asker;
-use crate::state::AppState;
 use crate::{Error, Result, db, now_ms, sessions, turns};
 
 /// Default share-link lifetime: one day.
@@ -17,7 +17,7 @@ pub const DEFAULT_LINK_TTL_SECS: i64 = 24 * 3600;
 /// Stores a prompt and sets it working: a `steer` prompt goes to the running turn (wherever it
 /// runs), a `queue` prompt wakes the session's driver.
 pub async fn submit_prompt(
-    state: &AppState,
+    state: &Engine,
     session: SessionId,
     author: Author,
     req: CreatePrompt,
@@ -30,7 +30,7 @@ pub async fn submit_prompt(
 /// [`submit_prompt`] for a prompt the workspace of session `asker` puts in its child `child`'s
 /// queue: bounded per session and per tree (`sessions::prompts::submit_from_workspace`).
 pub async fn submit_child_prompt(
-    state: &AppState,
+    state: &Engine,
     asker: SessionId,
     child: SessionId,
     author: Author,
@@ -44,7 +44,7 @@ pub async fn submit_child_prompt(
 
 /// Sets a stored prompt working ([`submit_prompt`] after storing it; for a caller that records
 /// something of its own between the two).
-pub async fn start_work(state: &AppState, prompt: &Prompt) {
+pub async fn start_work(state: &Engine, prompt: &Prompt) {
     match prompt.mode {
         PromptMode::Steer => turns::steer(state, prompt).await,
         PromptMode::Queue => turns::kick(state, prompt.session_id),
@@ -54,7 +54,7 @@ pub async fn start_work(state: &AppState, prompt: &Prompt) {
 /// Spawns children of `parent` (each booted and, with a prompt, worked on). Forks start from
 /// the parent's copied workspace; new children are booted here (sessions know no boot loop).
 pub async fn spawn_children(
-    state: &AppState,
+    state: &Engine,
     parent: SessionId,
     author: Author,
     req: CreateChildren,
@@ -71,20 +71,20 @@ pub async fn spawn_children(
 }
 
 /// Stops a session's workspace (its diff kept) and says who did.
-pub async fn stop_session(state: &AppState, session: SessionId, reason: String) -> Result<()> {
+pub async fn stop_session(state: &Engine, session: SessionId, reason: String) -> Result<()> {
     let host = state.workspaces()?;
     sessions::workspace::stop(&state.db, &host, session, Some(reason)).await
 }
 
 /// Stops the running turn; false when none runs.
-pub async fn stop_turn(state: &AppState, session: SessionId, by: &Author) -> Result<bool> {
+pub async fn stop_turn(state: &Engine, session: SessionId, by: &Author) -> Result<bool> {
     turns::stop(state, session, by).await
 }
 
 /// Makes a share link of `session` for `by` (the link and its audit entry in one transaction);
 /// the link comes back with its token and URL, which are never stored.
 pub async fn create_link(
-    state: &AppState,
+    state: &Engine,
     session: SessionId,
     by: &User,
     req: &CreateLink,
@@ -142,7 +142,7 @@ pub async fn create_link(
 
 /// Revokes link `jti` of `session` (with its audit entry, in one transaction) and disconnects
 /// everyone who came through it.
-pub async fn revoke_link(state: &AppState, session: SessionId, jti: &str, by: &User) -> Result<()> {
+pub async fn revoke_link(state: &Engine, session: SessionId, jti: &str, by: &User) -> Result<()> {
     let now = now_ms();
     let mut tx = state.db.begin().await?;
     if !db::links::revoke(&mut tx, session, jti, now).await? {
@@ -159,6 +159,6 @@ pub async fn revoke_link(state: &AppState, session: SessionId, jti: &str, by: &U
     };
     db::audit::record(&mut tx, now, entry).await?;
     tx.commit().await?;
-    state.hubs.revoke(session, jti);
+    state.hooks.link_revoked(session, jti);
     Ok(())
 }

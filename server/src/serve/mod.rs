@@ -1,11 +1,14 @@
 //! Starting the server: data dir, database and migrations, keys, first-start admin, listener.
 
+mod hooks;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use crate::Engine;
 use crate::Host;
 use crate::auth::{self, JwtKeys};
 use crate::config::Config;
@@ -15,7 +18,7 @@ use crate::runtime::{
     self,
     oci::{Kind, OciRuntime},
 };
-use crate::state::AppState;
+use crate::state::{App, AppState};
 use crate::{Error, Result};
 
 /// A server that is bound and migrated, ready to run.
@@ -80,16 +83,14 @@ impl Server {
                 crate::availability::sentence(p)
             );
         }
-        let turns = Arc::new(crate::turns::Turns::load(
-            &config.data_dir,
-            Arc::new(crate::github::pr::PullRequests),
-        )?);
+        let turns = Arc::new(crate::turns::Turns::load(&config.data_dir)?);
         let slack = config
             .slack
             .clone()
             .map(crate::slack::Slack::new)
             .transpose()?;
-        let state = AppState {
+        let hooks = Arc::new(hooks::ServerHooks::default());
+        let engine = Engine {
             db,
             jwt: Arc::new(jwt),
             config: Arc::new(config),
@@ -100,18 +101,23 @@ impl Server {
             pool: Default::default(),
             secrets,
             turns,
+            permissions: Default::default(),
+            hooks: hooks.clone(),
+        };
+        let state = AppState::new(App {
+            engine,
             gateways: Default::default(),
             hubs: Default::default(),
             desktops: Default::default(),
             code: Default::default(),
             github,
-            permissions: Default::default(),
             oidc: Default::default(),
             followers: Default::default(),
             slack: slack.map(Arc::new),
             rate_limits: Default::default(),
             extension_crx: Default::default(),
-        };
+        });
+        hooks.bind(&state);
         let first_login_url = auth::bootstrap_admin(&state.db)
             .await?
             .map(|code| auth::login_url(&state.public_url(), &code));
@@ -138,6 +144,8 @@ impl Server {
         let db = self.state.db.clone();
         let me = crate::data_dir::server_id(&self.state.config.data_dir).ok();
         crate::scheduler::start(&self.state).await?;
+        tokio::spawn(crate::automations::run(self.state.clone()));
+        tokio::spawn(crate::progress::sweep(self.state.clone()));
         // No Nagle: terminal echo and live frames go out as soon as they are written.
         let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
             let _ = tcp.set_nodelay(true);

@@ -15,14 +15,13 @@ use std::time::Duration;
 use tandem_protocol::*;
 use tokio::sync::Notify;
 
+use crate::Engine;
 use crate::db::{self, Db};
-use crate::state::AppState;
 use crate::{Result, now_ms};
 
 mod control;
 #[cfg(test)]
 mod fuzz_tests;
-pub mod hooks;
 pub mod record;
 mod run;
 
@@ -44,8 +43,6 @@ pub struct Turns {
     /// This server's id as a runner (kept in the data dir, so it survives restarts).
     runner: String,
     active: Mutex<HashMap<SessionId, Active>>,
-    /// What runs before and after each turn ([`hooks`]).
-    hooks: Arc<dyn hooks::TurnHooks>,
 }
 
 #[derive(Default)]
@@ -68,13 +65,11 @@ struct Running {
 }
 
 impl Turns {
-    /// Loads (or makes) this server's runner id from `<data dir>/server-id`; `hooks` run
-    /// around each turn.
-    pub fn load(data_dir: &std::path::Path, hooks: Arc<dyn hooks::TurnHooks>) -> Result<Self> {
+    /// Loads (or makes) this server's runner id from `<data dir>/server-id`.
+    pub fn load(data_dir: &std::path::Path) -> Result<Self> {
         Ok(Self {
             runner: crate::data_dir::server_id(data_dir)?,
             active: Mutex::new(HashMap::new()),
-            hooks,
         })
     }
 
@@ -100,7 +95,7 @@ impl Turns {
 
 /// Makes sure the session's queue is being worked on (call after anything is queued or the
 /// session became live). Cheap when a driver is already running.
-pub fn kick(state: &AppState, session: SessionId) {
+pub fn kick(state: &Engine, session: SessionId) {
     if !state.workspaces.is_ok() {
         return;
     }
@@ -115,7 +110,7 @@ pub fn kick(state: &AppState, session: SessionId) {
     tokio::spawn(drive(state.clone(), session));
 }
 
-async fn drive(state: AppState, session: SessionId) {
+async fn drive(state: Engine, session: SessionId) {
     loop {
         let ran = match next(&state, session).await {
             Ok(ran) => ran,
@@ -139,7 +134,7 @@ async fn drive(state: AppState, session: SessionId) {
 }
 
 /// Claims and runs the next prompt; false when there is none (or the session is not live).
-async fn next(state: &AppState, session: SessionId) -> Result<bool> {
+async fn next(state: &Engine, session: SessionId) -> Result<bool> {
     let db = &state.db;
     let Some(row) = db::sessions::workspace(db, session).await? else {
         return Ok(false);

@@ -3,7 +3,7 @@
 
 use super::*;
 
-pub(crate) async fn run(
+pub async fn run(
     host: &Host,
     wid: &str,
     script: &str,

@@ -6,15 +6,15 @@ use tandem_protocol::*;
 
 use super::run::interrupt;
 use super::{LEASE, kick};
+use crate::Engine;
 use crate::db;
 use crate::page_context;
-use crate::state::AppState;
 use crate::workspace_agent::WorkspaceAgent;
 use crate::{Result, now_ms};
 
 /// After a restart: this runner's turns (and any whose runner went quiet) are interrupted and
 /// their prompts queued again; then every live session with a queue is kicked.
-pub async fn recover(state: &AppState) -> Result<()> {
+pub async fn recover(state: &Engine) -> Result<()> {
     sweep(state, Some(state.turns.runner.clone())).await?;
     let live = [
         SessionState::Ready.as_str(),
@@ -28,7 +28,7 @@ pub async fn recover(state: &AppState) -> Result<()> {
 }
 
 /// Interrupts running prompts whose runner is `mine` (at startup) or whose heartbeat is stale.
-pub async fn sweep(state: &AppState, mine: Option<String>) -> Result<()> {
+pub async fn sweep(state: &Engine, mine: Option<String>) -> Result<()> {
     let stale = now_ms() - LEASE.as_millis() as i64;
     for prompt in db::prompts::orphaned(&state.db, mine.as_deref(), stale).await? {
         let reason = "the server running it stopped mid-turn".to_string();
@@ -59,7 +59,7 @@ pub(super) enum Control {
 
 /// Stops the session's running turn, wherever it runs (this process, or on PostgreSQL any
 /// other sharing the database). False when none runs.
-pub async fn stop(state: &AppState, session: SessionId, by: &Author) -> Result<bool> {
+pub async fn stop(state: &Engine, session: SessionId, by: &Author) -> Result<bool> {
     let prompt = match stop_here(state, session, &by.name).await? {
         Some(p) => p,
         None if state.db.backend() == db::Backend::Postgres => {
@@ -98,7 +98,7 @@ pub async fn stop(state: &AppState, session: SessionId, by: &Author) -> Result<b
 
 /// Stops the session's turn if it runs in this process; its prompt if so.
 pub(super) async fn stop_here(
-    state: &AppState,
+    state: &Engine,
     session: SessionId,
     by: &str,
 ) -> Result<Option<PromptId>> {
@@ -119,7 +119,7 @@ pub(super) async fn stop_here(
 
 /// Hands a steering prompt to the running turn, wherever it runs; when there is none (or its
 /// agent cannot be steered) the prompt simply waits in the queue.
-pub async fn steer(state: &AppState, prompt: &Prompt) {
+pub async fn steer(state: &Engine, prompt: &Prompt) {
     if state.turns.running(prompt.session_id).is_some() {
         steer_here(state, prompt).await;
     } else if state.db.backend() == db::Backend::Postgres {
@@ -138,7 +138,7 @@ pub async fn steer(state: &AppState, prompt: &Prompt) {
     kick(state, prompt.session_id);
 }
 
-async fn steer_here(state: &AppState, prompt: &Prompt) {
+async fn steer_here(state: &Engine, prompt: &Prompt) {
     let Some(turn) = state.turns.running(prompt.session_id) else {
         return;
     };
@@ -180,7 +180,7 @@ async fn steer_here(state: &AppState, prompt: &Prompt) {
 
 /// Acts on other processes' control messages for the turns running here, for as long as the
 /// server runs.
-pub fn listen_control(state: &AppState) {
+pub fn listen_control(state: &Engine) {
     let mut rx = state.db.control();
     let state = state.clone();
     tokio::spawn(async move {

@@ -2,9 +2,8 @@
 
 use tandem_protocol::limits::{MAX_LIST, MAX_NAME_BYTES, MAX_URL_BYTES};
 use tandem_protocol::people::RepoAccess;
-use tandem_protocol::{CreateRepo, Repo, RepoId, Timestamp};
+use tandem_protocol::{CreateRepo, Repo, RepoId, Timestamp, User};
 
-use crate::auth::CurrentUser;
 use crate::db::{self, Db};
 use crate::error::conflict_on_unique;
 use crate::{Error, Result, now_ms};
@@ -13,11 +12,11 @@ use crate::{Error, Result, now_ms};
 /// local path or `file://` URL only under one of `local_dirs`.
 pub async fn create(
     db: &Db,
-    user: &CurrentUser,
+    user: &User,
     req: CreateRepo,
     local_dirs: &[std::path::PathBuf],
 ) -> Result<Repo> {
-    if !user.0.is_admin {
+    if !user.is_admin {
         return Err(Error::Forbidden(
             "only admins add repos by URL (members import them from GitHub)".into(),
         ));
@@ -61,7 +60,7 @@ pub fn check_local(url: &str, local_dirs: &[std::path::PathBuf]) -> Result<()> {
 /// in the same transaction.
 pub async fn create_with(
     db: &Db,
-    user: &CurrentUser,
+    user: &User,
     req: CreateRepo,
     github: Option<(String, String, i64)>,
 ) -> Result<Repo> {
@@ -82,7 +81,7 @@ pub async fn create_with(
         name,
         url,
         default_branch,
-        created_by: user.0.id,
+        created_by: user.id,
         created_at: Timestamp(now),
         warm_pool,
         warm_ready: 0,
@@ -110,8 +109,8 @@ pub async fn create_with(
         &mut tx,
         now,
         db::audit::Entry {
-            actor_user_id: Some(user.0.id),
-            actor_name: &user.0.name,
+            actor_user_id: Some(user.id),
+            actor_name: &user.name,
             action: "repo.create",
             target: &repo.id.to_string(),
             detail: serde_json::json!({ "name": repo.name, "url": repo.url }),

@@ -69,7 +69,7 @@ pub fn start_problem(slot: &Slot) -> Option<Problem> {
 }
 
 /// Everything that stops sessions or the default agent here, most basic first.
-pub fn health(state: &crate::AppState) -> WorkspacesHealth {
+pub fn health(state: &crate::Engine) -> WorkspacesHealth {
     let mut problems: Vec<Problem> = start_problem(&state.workspaces).into_iter().collect();
     problems.extend(
         state

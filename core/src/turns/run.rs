@@ -10,16 +10,16 @@ use tokio::sync::Notify;
 
 use super::control::stop_here;
 use super::{BUSY_BACKOFF, HEARTBEAT, Running, STOP_GRACE, record};
+use crate::Engine;
 use crate::config::OnInterrupt;
 use crate::db::{self, Db};
 use crate::page_context;
-use crate::state::AppState;
 use crate::workspace_agent::WorkspaceAgent;
 use crate::{Error, Result, now_ms};
 
 /// Runs the claimed `prompt` in the session's workspace to its end, and records it.
 pub(super) async fn run(
-    state: &AppState,
+    state: &Engine,
     session: SessionId,
     prompt: Prompt,
     agent: AgentSpec,
@@ -78,8 +78,8 @@ pub(super) async fn run(
         running.steered.clone(),
     );
     let result = async {
-        state.gateways.ensure(state, &wid).await?;
-        if let Err(e) = state.turns.hooks.before_turn(state, session, &wid).await {
+        state.hooks.ensure_gateway(state, &wid).await?;
+        if let Err(e) = state.hooks.before_turn(state, session, &wid).await {
             tracing::warn!(session = %session, error = %e, "preparing the workspace's git failed");
         }
         let mut frames = WorkspaceAgent::new(&host, wid.as_str(), init_pid).start_turn(&start).await?;
@@ -186,11 +186,11 @@ pub(super) async fn run(
     }
 }
 
-/// What follows a finished turn before the next one starts ([`hooks::TurnHooks::after_turn`]:
+/// What follows a finished turn before the next one starts ([`crate::hooks::Hooks::after_turn`]:
 /// on a GitHub repo, its changes are committed as the prompt's author and pushed to the
 /// session's open pull request). A failure is an event on the session, never the turn's.
-async fn after_turn(state: &AppState, session: SessionId, prompt: &Prompt) {
-    if let Err(e) = state.turns.hooks.after_turn(state, session, prompt).await {
+async fn after_turn(state: &Engine, session: SessionId, prompt: &Prompt) {
+    if let Err(e) = state.hooks.after_turn(state, session, prompt).await {
         tracing::warn!(session = %session, error = %e, "committing or pushing after a turn failed");
         let message =
             format!("the turn's changes could not be committed or pushed to the pull request: {e}");
@@ -219,7 +219,7 @@ enum Ending {
 
 /// Renews the turn's lease every [`HEARTBEAT`]; tells `lost` when the database says the prompt
 /// is no longer this runner's, and stops the turn when a stop was asked through another process.
-async fn beat(state: AppState, session: SessionId, prompt: PromptId, lost: Arc<Notify>) {
+async fn beat(state: Engine, session: SessionId, prompt: PromptId, lost: Arc<Notify>) {
     let mut tick = tokio::time::interval(HEARTBEAT);
     let mut stopping = false;
     loop {

@@ -5,8 +5,8 @@
 use tandem_protocol::live::{MAX_DISPLAY_NAME, Role, ShareLink};
 use tandem_protocol::{Session, SessionId, User, UserId};
 
-use crate::auth::JwtKeys;
 use crate::db::{self, Db};
+use crate::jwt::JwtKeys;
 use crate::{Error, Result, now_ms};
 
 /// A participant's identity and role in one session.
