@@ -1,7 +1,8 @@
 //! The commands people, agents and integrations give a session, each done one way whichever
-//! transport asked: REST, the live channel, the workspace's gateway, GitHub webhooks (and the
-//! Slack app and the extension as they come). A transport checks who asks and what they may do,
-//! then calls one of these; none re-implements one.
+//! surface asked: REST (the web app, the CLI, the extension), the live channel, the workspace's
+//! gateway, GitHub issues and comments, Slack, automations. A surface authenticates its caller,
+//! resolves the acting person with [`active_person`], then calls one of these; none
+//! re-implements one.
 
 use tandem_protocol::live::{CreateLink, MAX_LINK_TTL_SECS, Role, ShareLink};
 use tandem_protocol::*;
@@ -10,6 +11,87 @@ use crate::Engine;
 use crate::jwt::ShareClaims;
 use crate::sessions::children::Asker;
 use crate::{Error, Result, db, now_ms, sessions, turns};
+
+/// The person a surface acts for, read now: `None` when there is no such person or an admin
+/// deactivated them. Every surface that acts for a stored person (Slack, GitHub, an automation's
+/// creator, a live member) asks here.
+pub async fn active_person(db: &db::Db, id: UserId) -> Result<Option<User>> {
+    Ok(db::users::get(db, id)
+        .await?
+        .filter(|u| u.deactivated_at.is_none()))
+}
+
+/// A session a surface asks for, beyond the request itself.
+pub struct NewSession {
+    pub request: CreateSession,
+    /// Who it is written as: `User` from the web app, the CLI and GitHub, `Extension`, `Slack`,
+    /// `Automation`.
+    pub kind: AuthorKind,
+    /// The name it is written under when not the person's own (an automation's).
+    pub name: Option<String>,
+    /// The first prompt's images, checked.
+    pub images: Option<crate::prompt_images::Checked>,
+    /// A tighter model budget for its tree than the server's.
+    pub max_model_requests: Option<u32>,
+}
+
+impl NewSession {
+    /// `request`, written as `kind`, with nothing else.
+    pub fn new(request: CreateSession, kind: AuthorKind) -> Self {
+        Self {
+            request,
+            kind,
+            name: None,
+            images: None,
+            max_model_requests: None,
+        }
+    }
+}
+
+/// Starts a session for `person`: the one way every surface does. In this order: the person
+/// is active; they may work on the repo (one they may not see is as unknown as one that does
+/// not exist); the session is stored with its opening events, first prompt, images and budget
+/// in one transaction; its boot starts. A surface that ties something of its own to the
+/// session (a Slack thread, an issue) does so after, and stops the session if it cannot.
+pub async fn create_session(
+    engine: &Engine,
+    person: &User,
+    new: NewSession,
+) -> Result<SessionDetail> {
+    if person.deactivated_at.is_some() {
+        return Err(Error::Forbidden(format!(
+            "{} was deactivated by an admin; ask an admin to reactivate them",
+            person.name
+        )));
+    }
+    let repo = new.request.repo_id;
+    match crate::permissions::repo_for_work(engine, person, repo).await {
+        Err(Error::NotFound(_)) => {
+            return Err(Error::Invalid(format!("unknown repo {repo}")));
+        }
+        other => other?,
+    };
+    let author = Author {
+        kind: new.kind,
+        user_id: Some(person.id),
+        name: new.name.unwrap_or_else(|| person.name.clone()),
+    };
+    let opening = sessions::Opening {
+        images: new.images.as_ref(),
+        model_budget: new.max_model_requests,
+        ..Default::default()
+    };
+    let detail = sessions::create_opening(
+        &engine.db,
+        author,
+        new.request,
+        &engine.settings.default_agent(),
+        opening,
+    )
+    .await?;
+    crate::scheduler::spawn_boot(engine, detail.session.id);
+    Ok(detail)
+}
 
 /// Default share-link lifetime: one day.
 pub const DEFAULT_LINK_TTL_SECS: i64 = 24 * 3600;

@@ -242,9 +242,8 @@ async fn follow_up(
     check: &str,
     conclusion: &str,
 ) -> Result<()> {
-    let creator = db::users::get(&app.db, a.created_by)
+    let creator = crate::commands::active_person(&app.db, a.created_by)
         .await?
-        .filter(|u| u.deactivated_at.is_none())
         .ok_or_else(|| {
             Error::Forbidden(format!(
                 "{} (who made it) is no longer active here",
@@ -465,38 +464,27 @@ pub async fn tick(app: &AppState) -> Result<()> {
 /// A run's session, as the automation on behalf of its creator (who must still be active and
 /// still may work on the repo).
 async fn start_run(app: &AppState, a: &Automation, prompt: String) -> Result<SessionId> {
-    let creator = db::users::get(&app.db, a.created_by)
+    let creator = crate::commands::active_person(&app.db, a.created_by)
         .await?
-        .filter(|u| u.deactivated_at.is_none())
         .ok_or_else(|| {
             Error::Forbidden(format!(
                 "{} (who made it) is no longer active here",
                 a.created_by_name
             ))
         })?;
-    crate::permissions::repo_for_work(app, &creator, a.repo_id).await?;
-    let author = Author {
-        kind: AuthorKind::Automation,
-        user_id: Some(creator.id),
-        name: format!("{} (automation)", a.name),
+    let request = CreateSession {
+        repo_id: a.repo_id,
+        prompt,
+        agent: a.agent.clone(),
+        branch: None,
+        context: None,
     };
-    let detail = crate::sessions::create(
-        &app.db,
-        author,
-        CreateSession {
-            repo_id: a.repo_id,
-            prompt,
-            agent: a.agent.clone(),
-            branch: None,
-            context: None,
-        },
-        &app.settings.default_agent(),
-    )
-    .await?;
-    if let Some(n) = a.max_model_requests {
-        db::sessions::set_model_budget(&app.db, detail.session.id, i64::from(n)).await?;
-    }
-    crate::scheduler::spawn_boot(app, detail.session.id);
+    let new = crate::commands::NewSession {
+        name: Some(format!("{} (automation)", a.name)),
+        max_model_requests: a.max_model_requests,
+        ..crate::commands::NewSession::new(request, AuthorKind::Automation)
+    };
+    let detail = crate::commands::create_session(app, &creator, new).await?;
     Ok(detail.session.id)
 }
 

@@ -38,18 +38,36 @@ pub async fn create_with_parent(
     parent: Option<SessionId>,
     title: Option<String>,
 ) -> Result<SessionDetail> {
-    create_full(db, author, req, default_agent, parent, title, None).await
+    let opening = Opening {
+        parent,
+        title,
+        ..Opening::default()
+    };
+    create_full(db, author, req, default_agent, opening).await
 }
 
-/// [`create`], the first prompt with `images` (stored in the same transaction).
-pub async fn create_with_images(
+/// What a new session starts with besides its request (each stored in the same transaction).
+#[derive(Default)]
+pub struct Opening<'a> {
+    /// The session it comes from (a fork or a child).
+    pub parent: Option<SessionId>,
+    /// Its title when it has no prompt to take one from.
+    pub title: Option<String>,
+    /// The first prompt's images.
+    pub images: Option<&'a crate::prompt_images::Checked>,
+    /// A tighter model budget for its tree than the server's (an automation's).
+    pub model_budget: Option<u32>,
+}
+
+/// [`create`] with an [`Opening`].
+pub async fn create_opening(
     db: &Db,
     author: Author,
     req: CreateSession,
     default_agent: &AgentSpec,
-    images: &crate::prompt_images::Checked,
+    opening: Opening<'_>,
 ) -> Result<SessionDetail> {
-    create_full(db, author, req, default_agent, None, None, Some(images)).await
+    create_full(db, author, req, default_agent, opening).await
 }
 
 async fn create_full(
@@ -57,10 +75,14 @@ async fn create_full(
     author: Author,
     req: CreateSession,
     default_agent: &AgentSpec,
-    parent: Option<SessionId>,
-    title: Option<String>,
-    images: Option<&crate::prompt_images::Checked>,
+    opening: Opening<'_>,
 ) -> Result<SessionDetail> {
+    let Opening {
+        parent,
+        title,
+        images,
+        model_budget,
+    } = opening;
     let prompt = req.prompt.trim().to_string();
     let agent = req.agent.clone().unwrap_or_else(|| default_agent.clone());
     prompts::validate_agent(&agent)?;
@@ -146,6 +168,9 @@ async fn create_full(
     });
     let mut tx = db.begin().await?;
     db::sessions::insert(&mut tx, &session).await?;
+    if let Some(n) = model_budget {
+        db::sessions::set_model_budget(&mut tx, session.id, i64::from(n)).await?;
+    }
     let mut last = db::events::append(
         &mut tx,
         session.id,

@@ -15,7 +15,7 @@ use tandem_protocol::agent::{FileQuery, FileView, GitCommitted, GitStatus, Write
 use crate::auth::CurrentUser;
 use crate::sessions::workspace;
 use crate::state::AppState;
-use crate::{Error, Result, scheduler, sessions};
+use crate::{Error, Result, sessions};
 use tandem_protocol::live::Role;
 
 /// What the database answers, wherever the session's workspace runs.
@@ -60,24 +60,8 @@ async fn create(
     user: CurrentUser,
     Json(req): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<SessionDetail>)> {
-    // A repo the person may not see is as unknown as one that does not exist.
-    match crate::permissions::repo_for_work(&state, &user.0, req.repo_id)
-        .await
-        .map_err(Error::from)
-    {
-        Err(Error::NotFound(_)) => {
-            return Err(Error::Invalid(format!("unknown repo {}", req.repo_id)));
-        }
-        other => other?,
-    };
-    let detail = sessions::create(
-        &state.db,
-        user.author(),
-        req,
-        &state.settings.default_agent(),
-    )
-    .await?;
-    scheduler::spawn_boot(&state, detail.session.id);
+    let new = crate::commands::NewSession::new(req, user.author().kind);
+    let detail = crate::commands::create_session(&state, &user.0, new).await?;
     Ok((StatusCode::CREATED, Json(detail)))
 }
 

@@ -194,8 +194,8 @@ async fn recheck(state: AppState, session: tandem_protocol::Session, access: Acc
     loop {
         tick.tick().await;
         let person = match access.user_id {
-            Some(id) => match db::users::get(&state.db, id).await {
-                Ok(Some(u)) if u.deactivated_at.is_none() => Some(u),
+            Some(id) => match crate::commands::active_person(&state.db, id).await {
+                Ok(Some(u)) => Some(u),
                 Ok(_) => {
                     out.close(close::FORBIDDEN);
                     return;

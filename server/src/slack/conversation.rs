@@ -158,27 +158,19 @@ pub(super) async fn start(
     }
     let images = images(app, slack, &files).await;
     tell_left_out(app, m, &images).await;
-    let author = Author {
-        kind: AuthorKind::Slack,
-        user_id: Some(user.id),
-        name: user.name.clone(),
+    let request = CreateSession {
+        repo_id: repo.id,
+        prompt,
+        agent: None,
+        branch: None,
+        context: None,
     };
-    let detail = crate::sessions::create_with_images(
-        &app.db,
-        author,
-        CreateSession {
-            repo_id: repo.id,
-            prompt,
-            agent: None,
-            branch: None,
-            context: None,
-        },
-        &app.settings.default_agent(),
-        &images,
-    )
-    .await?;
+    let new = crate::commands::NewSession {
+        images: Some(images),
+        ..crate::commands::NewSession::new(request, AuthorKind::Slack)
+    };
+    let detail = crate::commands::create_session(app, user, new).await?;
     let session = detail.session.id;
-    crate::scheduler::spawn_boot(app, session);
     if let Err(e) = make_thread(app, slack, m, &thread, &detail.session, &repo.name).await {
         // A session nobody can follow is no use: it is stopped, and the asker told.
         let why = format!("its Slack thread could not be made: {e}");

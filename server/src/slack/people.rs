@@ -45,9 +45,9 @@ pub(super) async fn person_or(
     answer: bool,
 ) -> Result<Option<User>> {
     if let Some(id) = db::slack::person(&app.db, team, slack_user).await? {
-        return match db::users::get(&app.db, id).await? {
-            Some(u) if u.deactivated_at.is_none() => Ok(Some(from_slack(u))),
-            _ => Err(Error::Forbidden(
+        return match crate::commands::active_person(&app.db, id).await? {
+            Some(u) => Ok(Some(from_slack(u))),
+            None => Err(Error::Forbidden(
                 "your Tandem account is deactivated; ask an admin".into(),
             )),
         };
