@@ -33,6 +33,9 @@ pub struct NewSession {
     pub images: Option<crate::prompt_images::Checked>,
     /// A tighter model budget for its tree than the server's.
     pub max_model_requests: Option<u32>,
+    /// Whether its boot starts now (true), or the surface ties something of its own to it first
+    /// (a GitHub issue's row and report) and then calls `scheduler::spawn_boot`.
+    pub boot: bool,
 }
 
 impl NewSession {
@@ -44,6 +47,7 @@ impl NewSession {
             name: None,
             images: None,
             max_model_requests: None,
+            boot: true,
         }
     }
 }
@@ -51,8 +55,8 @@ impl NewSession {
 /// Starts a session for `person`: the one way every surface does. In this order: the person
 /// is active; they may work on the repo (one they may not see is as unknown as one that does
 /// not exist); the session is stored with its opening events, first prompt, images and budget
-/// in one transaction; its boot starts. A surface that ties something of its own to the
-/// session (a Slack thread, an issue) does so after, and stops the session if it cannot.
+/// in one transaction; its boot starts (unless [`NewSession::boot`] says the surface starts it
+/// once it has tied something of its own to the session).
 pub async fn create_session(
     engine: &Engine,
     person: &User,
@@ -71,6 +75,7 @@ pub async fn create_session(
         }
         other => other?,
     };
+    let new_boot = new.boot;
     let author = Author {
         kind: new.kind,
         user_id: Some(person.id),
@@ -89,7 +94,9 @@ pub async fn create_session(
         opening,
     )
     .await?;
-    crate::scheduler::spawn_boot(engine, detail.session.id);
+    if new_boot {
+        crate::scheduler::spawn_boot(engine, detail.session.id);
+    }
     Ok(detail)
 }
 

@@ -485,8 +485,8 @@ pub struct CodeLink {
     /// The URL to load (in a frame): on VS Code's own origin for this session, with a ticket
     /// for this person and session only in its path.
     pub url: String,
-    /// False where the server has no origin for VS Code (it then shares Tandem's; see the
-    /// README's caveat).
+    /// False where the server has no origin for VS Code (it then shares Tandem's; the book's
+    /// VS Code chapter says what that costs).
     pub isolated: bool,
 }
 

@@ -38,4 +38,5 @@ mod signin_forgery;
 mod slack;
 mod snapshots;
 mod store;
+mod surfaces;
 mod workspaces;

@@ -157,7 +157,7 @@ pub fn SlackSettingsCard(repos: Signal<Vec<Repo>>) -> impl IntoView {
             {move || current.get().map(|c| if c.configured {
                 view! { <p class="muted">"Mention the app with a task; a message without "<code>"repo="</code>" uses its channel's repo, else the first keyword it holds, else the app asks."</p> }.into_any()
             } else {
-                view! { <p class="muted" id="slack-off">"Slack is not configured on this server: see “Slack” in the README for the app manifest and "<code>"[slack]"</code>"."</p> }.into_any()
+                view! { <p class="muted" id="slack-off">"Slack is not configured on this server: see the Slack chapter of the book (docs/book/src/slack.md) for the app manifest and "<code>"[slack]"</code>"."</p> }.into_any()
             })}
             <p class="slack-heading"><strong>"Channels"</strong></p>
             {move || current.get().map(|c| if c.channels.is_empty() {

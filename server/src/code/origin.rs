@@ -10,8 +10,9 @@
 //! which code-server's relative URLs keep, so the code origin needs no cookie of its own. Every
 //! request checks the ticket, the host's session against it, and that the person may still
 //! drive the session: a revoked link or a demoted driver is cut off at the next request.
-//! Without an origin (Tandem reached by a non-loopback address and no `code_url`), VS Code
-//! stays under Tandem's own origin at `/sessions/{id}/code/`, with the README's caveat.
+//! Without an origin (Tandem reached by a non-loopback address and no `code_url`), VS Code is
+//! refused ([`NO_ORIGIN`]) unless `unsafe_code_on_tandem_origin` lets it run under Tandem's own
+//! origin at `/sessions/{id}/code/` (the book's VS Code chapter says what that costs).
 
 use std::borrow::Cow;
 
@@ -41,7 +42,7 @@ pub enum Holder {
 const LINK_SUBJECT: &str = "link:";
 
 /// Why VS Code is refused where it has no origin of its own.
-pub const NO_ORIGIN: &str = "VS Code needs an origin of its own on this server, or the pages a workspace serves would run on Tandem's: set `code_url` in tandem.toml (a wildcard name for this server, see the README's VS Code section)";
+pub const NO_ORIGIN: &str = "VS Code needs an origin of its own on this server, or the pages a workspace serves would run on Tandem's: set `code_url` in tandem.toml (a wildcard name for this server, see the VS Code chapter of the book, docs/book/src/vs-code.md)";
 
 /// The URL of session `id`'s VS Code for `holder`, and whether it has an origin of its own.
 pub fn link(app: &AppState, id: SessionId, holder: &Holder) -> Result<(String, bool)> {

@@ -207,7 +207,11 @@ async fn start(
         branch: None,
         context: None,
     };
-    let new = crate::commands::NewSession::new(request, AuthorKind::User);
+    // Its issue row and report first: a session that boots is one the issue must know of.
+    let new = crate::commands::NewSession {
+        boot: false,
+        ..crate::commands::NewSession::new(request, AuthorKind::User)
+    };
     let detail = crate::commands::create_session(app, user, new).await?;
     let session = detail.session.id;
     let linked_up = async {
@@ -223,6 +227,7 @@ async fn start(
         .await;
         return Err(e);
     }
+    crate::scheduler::spawn_boot(app, session);
     Ok(session)
 }
 

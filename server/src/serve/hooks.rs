@@ -27,6 +27,13 @@ impl ServerHooks {
     fn app(&self) -> Option<AppState> {
         self.app.get().and_then(WeakState::upgrade)
     }
+
+    /// The state, or an error a turn reports: a server that is stopping runs no gateway, pushes
+    /// nothing, and looks up no permission (which would be cached as none).
+    fn serving(&self) -> CoreResult<AppState> {
+        self.app()
+            .ok_or_else(|| tandem_core::Error::Unavailable("the server is stopping".into()))
+    }
 }
 
 #[async_trait::async_trait]
@@ -38,9 +45,7 @@ impl Hooks for ServerHooks {
         owner: &str,
         name: &str,
     ) -> CoreResult<Option<RepoRole>> {
-        let Some(app) = self.app() else {
-            return Ok(None);
-        };
+        let app = self.serving()?;
         let Some(gh) = app.github.clone() else {
             return Ok(None);
         };
@@ -48,24 +53,18 @@ impl Hooks for ServerHooks {
     }
 
     async fn ensure_gateway(&self, _: &Engine, wid: &str) -> CoreResult<()> {
-        let Some(app) = self.app() else {
-            return Ok(());
-        };
+        let app = self.serving()?;
         Ok(app.gateways.ensure(&app, wid).await?)
     }
 
     async fn before_turn(&self, _: &Engine, session: SessionId, wid: &str) -> CoreResult<()> {
-        let Some(app) = self.app() else {
-            return Ok(());
-        };
+        let app = self.serving()?;
         // The workspace's own git reaches GitHub through the gateway (once per workspace).
         Ok(crate::github::pr::prepare_session(&app, session, wid).await?)
     }
 
     async fn after_turn(&self, _: &Engine, session: SessionId, prompt: &Prompt) -> CoreResult<()> {
-        let Some(app) = self.app() else {
-            return Ok(());
-        };
+        let app = self.serving()?;
         Ok(crate::github::pr::after_turn(&app, session, prompt).await?)
     }
 
