@@ -34,7 +34,7 @@ pub struct NewSession {
     /// A tighter model budget for its tree than the server's.
     pub max_model_requests: Option<u32>,
     /// Whether its boot starts now (true), or the surface ties something of its own to it first
-    /// (a GitHub issue's row and report) and then calls `scheduler::spawn_boot`.
+    /// (a GitHub issue's row and report) and then calls `supervisor::start_boot`.
     pub boot: bool,
 }
 
@@ -95,7 +95,7 @@ pub async fn create_session(
     )
     .await?;
     if new_boot {
-        crate::scheduler::spawn_boot(engine, detail.session.id);
+        crate::supervisor::start_boot(engine, detail.session.id);
     }
     Ok(detail)
 }
@@ -111,7 +111,20 @@ pub async fn submit_prompt(
     author: Author,
     req: CreatePrompt,
 ) -> Result<Prompt> {
-    let prompt = sessions::prompts::submit(&state.db, session, author, req).await?;
+    submit_prompt_with_images(state, session, author, req, None).await
+}
+
+/// [`submit_prompt`] with the prompt's checked `images` (stored in the same transaction, so its
+/// turn never starts without them): Slack's messages with files.
+pub async fn submit_prompt_with_images(
+    state: &Engine,
+    session: SessionId,
+    author: Author,
+    req: CreatePrompt,
+    images: Option<&crate::prompt_images::Checked>,
+) -> Result<Prompt> {
+    let prompt =
+        sessions::prompts::submit_with_images(&state.db, session, author, req, images).await?;
     start_work(state, &prompt).await;
     Ok(prompt)
 }
@@ -153,7 +166,7 @@ pub async fn spawn_children(
     let children = sessions::children::spawn(state, parent, author, req, asker).await?;
     if !fork {
         for child in &children {
-            crate::scheduler::spawn_boot(state, child.id);
+            crate::supervisor::start_boot(state, child.id);
         }
     }
     Ok(children)
@@ -163,6 +176,31 @@ pub async fn spawn_children(
 pub async fn stop_session(state: &Engine, session: SessionId, reason: String) -> Result<()> {
     let host = state.workspaces()?;
     sessions::workspace::stop(&state.db, &host, session, Some(reason)).await
+}
+
+/// Suspends a session: its workspace stops, its writable layer is kept for [`resume_session`].
+pub async fn suspend_session(state: &Engine, session: SessionId) -> Result<()> {
+    let host = state.workspaces()?;
+    sessions::workspace::suspend(&state.db, &host, session).await
+}
+
+/// Resumes a suspended session on its kept layer, and its queue goes on where it stopped.
+pub async fn resume_session(state: &Engine, session: SessionId) -> Result<()> {
+    let host = state.workspaces()?;
+    sessions::workspace::resume(&state.db, &host, session).await?;
+    turns::kick(state, session);
+    Ok(())
+}
+
+/// Forks a session `count` times from a copy of its workspace, each fork `by`'s.
+pub async fn fork_session(
+    state: &Engine,
+    session: SessionId,
+    by: &Author,
+    count: i64,
+) -> Result<Vec<Session>> {
+    let host = state.workspaces()?;
+    sessions::workspace::fork(&state.db, &host, session, by, count, None).await
 }
 
 /// Stops the running turn; false when none runs.

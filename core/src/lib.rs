@@ -18,11 +18,11 @@ pub mod page_context;
 pub mod permissions;
 pub mod prompt_images;
 pub mod repos;
-pub mod scheduler;
 pub mod secrets;
 pub mod sessions;
 pub mod settings;
 pub mod snapshots;
+pub mod supervisor;
 pub mod turns;
 
 #[cfg(any(test, feature = "testing"))]

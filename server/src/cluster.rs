@@ -5,7 +5,7 @@
 //! credentials travel with the request and are checked there (the database and the JWT key are
 //! shared). Which requests those are is the router's knowledge: [`forward`] is a route layer on
 //! the routers of such routes (`http::app`), and a VS Code origin's requests go through
-//! [`elsewhere`] from `code::origin::dispatch`. Reads the database can answer (the session, its
+//! [`elsewhere`] from `vscode::origin::dispatch`. Reads the database can answer (the session, its
 //! events) stay where they arrive.
 use std::time::Duration;
 

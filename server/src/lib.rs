@@ -8,7 +8,6 @@ pub mod auth;
 pub mod automations;
 pub mod client;
 pub mod cluster;
-pub mod code;
 pub mod desktop;
 pub mod error;
 pub mod extension_crx;
@@ -25,6 +24,7 @@ pub mod rate_limit;
 pub mod serve;
 pub mod slack;
 pub mod state;
+pub mod vscode;
 
 #[cfg(test)]
 use tandem_core::fuzz_support;
@@ -33,7 +33,7 @@ pub use error::{Error, Result};
 // The core (its own crate): the server's modules reach its parts by these names.
 pub use tandem_core::{
     Engine, availability, commands, config, now_ms, page_context, permissions, prompt_images,
-    repos, scheduler, secrets, sessions, settings, snapshots, turns,
+    repos, secrets, sessions, settings, snapshots, supervisor, turns,
 };
 // The host layer (its own crate): the server's modules reach it by these names.
 pub use http::app;

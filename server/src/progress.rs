@@ -190,12 +190,12 @@ pub async fn follow(app: &AppState, session: SessionId, kind: Kind) -> Result<()
     Ok(())
 }
 
-/// The followers this process runs.
+/// The progress reports (followers) this process runs.
 #[derive(Default)]
-pub struct Running(Mutex<HashSet<(SessionId, Kind)>>);
+pub struct Reporters(Mutex<HashSet<(SessionId, Kind)>>);
 
-fn running(app: &AppState) -> Arc<Running> {
-    app.followers.clone()
+fn running(app: &AppState) -> Arc<Reporters> {
+    app.reporters.clone()
 }
 
 fn spawn(app: &AppState, session: SessionId, kind: Kind) {

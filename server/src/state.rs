@@ -18,7 +18,7 @@ pub struct App {
     /// Live sessions (someone connected).
     pub hubs: Arc<crate::live::Hubs>,
     /// Workspaces whose VS Code is up.
-    pub code: Arc<crate::code::CodeServers>,
+    pub vscode: Arc<crate::vscode::CodeServers>,
     /// The sessions' desktop streams.
     pub desktops: Arc<crate::desktop::Desktops>,
     /// The GitHub App, when configured.
@@ -26,7 +26,7 @@ pub struct App {
     /// OpenID Connect providers' discovery documents and keys.
     pub oidc: Arc<crate::oidc::Providers>,
     /// The progress reports this process runs (Slack threads, GitHub issues).
-    pub followers: Arc<crate::progress::Running>,
+    pub reporters: Arc<crate::progress::Reporters>,
     /// The Slack app, when configured.
     pub slack: Option<Arc<crate::slack::Slack>>,
     /// Per-address limits on unauthenticated starts (pairings, OpenID sign-ins).

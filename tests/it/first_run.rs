@@ -82,7 +82,7 @@ async fn a_session_waits_with_the_reason_while_the_agent_binary_is_missing_and_s
     let waited = Instant::now();
     let d = wait_state(&s, id, &[SessionState::Ready, SessionState::Failed]).await;
     assert_eq!(d.session.state, SessionState::Ready);
-    // Told once, however many times the scheduler tried again meanwhile.
+    // Told once, however many times the supervisor tried again meanwhile.
     let evs = crate::session_workspaces::events(&s, id).await;
     let told = evs
         .iter()

@@ -100,7 +100,7 @@ async fn an_issue_mention_becomes_a_session_reported_in_one_comment_and_a_pull_r
     let first = &detail.prompts[0];
     assert_eq!(first.author.name, "alice-gh", "the session is the asker's");
     let asker = serde_json::json!(first.author.user_id);
-    crate::surfaces::assert_opens_as_rest_does(&w.s, &id.to_string(), &asker).await;
+    crate::surfaces::assert_opens_as_rest_does(&w.s, &id.to_string(), &asker, 0).await;
     for part in [
         &format!("Resolve GitHub issue #{n} of acme/calc. alice-gh asked: please fix this"),
         "\"title\": \"The sum is wrong\"",

@@ -191,7 +191,7 @@ async fn conversation(backend: Backend) {
     let list = sessions(&w.s).await;
     assert_eq!(list.len(), 1, "one session for one message");
     let id = list[0].id;
-    crate::surfaces::assert_opens_as_rest_does(&w.s, &id.to_string(), &json!(alice.id)).await;
+    crate::surfaces::assert_opens_as_rest_does(&w.s, &id.to_string(), &json!(alice.id), 1).await;
     let detail: SessionDetail = w.s.get(&format!("/api/sessions/{id}")).send().await.parse();
     let first = &detail.prompts[0];
     assert_eq!(

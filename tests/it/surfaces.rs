@@ -217,9 +217,18 @@ async fn every_surface_refuses_whom_rest_refuses(s: TestServer) {
 /// `session` opened exactly as the REST path opens one for the same person (what
 /// [`an_automation_starts_a_session_as_rest_does`] shows REST records): its creation and first
 /// prompt, both by `person`, the session theirs, the server's model budget, its repo's default
-/// branch. For the surfaces whose tests run a whole conversation (Slack, GitHub issues).
-pub async fn assert_opens_as_rest_does(s: &TestServer, session: &str, person: &Value) {
-    let o = opening(s, session).await;
+/// branch. For the surfaces whose tests run a whole conversation (Slack, GitHub issues); the
+/// first prompt's `images` each add an `attachment` event, as they would on any surface.
+pub async fn assert_opens_as_rest_does(
+    s: &TestServer,
+    session: &str,
+    person: &Value,
+    images: usize,
+) {
+    let mut o = opening(s, session).await;
+    let attachments = o.events.iter().filter(|e| e.0 == "attachment").count();
+    assert_eq!(attachments, images, "{o:?}");
+    o.events.retain(|e| e.0 != "attachment");
     assert_eq!(
         o.events,
         [

@@ -1,6 +1,6 @@
 //! Where VS Code is served: `<scheme>://<session><suffix>`, parsed once from `code_url`
 //! (`https://{session}.code.example.com`) or, where Tandem is on loopback, `*.localhost` beside
-//! it. Used by the code proxy, the CSP and cluster forwarding (the server's `code::origin`).
+//! it. Used by the code proxy, the CSP and cluster forwarding (the server's `vscode::origin`).
 
 use tandem_protocol::SessionId;
 

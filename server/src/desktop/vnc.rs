@@ -46,7 +46,7 @@ pub async fn socket(
         .on_upgrade(move |socket| {
             // Watching too ends once the person may no longer see the session.
             let (check, person) = (app.clone(), user.0.clone());
-            let until = crate::code::origin::while_allowed(move || {
+            let until = crate::vscode::origin::while_allowed(move || {
                 let (app, person) = (check.clone(), person.clone());
                 async move {
                     let Ok(Some(person)) = crate::db::users::get(&app.db, person.id).await else {

@@ -227,7 +227,7 @@ async fn start(
         .await;
         return Err(e);
     }
-    crate::scheduler::spawn_boot(app, session);
+    crate::supervisor::start_boot(app, session);
     Ok(session)
 }
 

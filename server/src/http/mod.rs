@@ -60,7 +60,7 @@ pub fn app(state: AppState) -> Router {
                 .merge(sessions::hosted_router())
                 .merge(links::hosted_router())
                 .merge(github::hosted_router())
-                .merge(crate::code::api_router())
+                .merge(crate::vscode::api_router())
                 .route_layer(forward.clone()),
         )
         .fallback(json_errors::no_such_route)
@@ -86,7 +86,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(own)
         // VS Code, proxied (outside /api: it is a web app of its own, under its base path).
-        .merge(crate::code::router().route_layer(forward))
+        .merge(crate::vscode::router().route_layer(forward))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             csrf::layer,
@@ -94,14 +94,14 @@ pub fn app(state: AppState) -> Router {
         // A session's VS Code origin is VS Code's, whatever the path.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            crate::code::origin::dispatch,
+            crate::vscode::origin::dispatch,
         ))
         .layer(CompressionLayer::new())
         // Spans name the method and path only (a query can carry a share token, `?share=`),
         // with a VS Code ticket cut out of the path.
         .layer(TraceLayer::new_for_http().make_span_with(
             |req: &axum::http::Request<axum::body::Body>| {
-                let path = crate::code::origin::loggable_path(req.uri().path());
+                let path = crate::vscode::origin::loggable_path(req.uri().path());
                 tracing::debug_span!("request", method = %req.method(), path = %path)
             },
         ))

@@ -22,7 +22,7 @@ fn with_pool(state: &AppState, mut repo: Repo) -> Repo {
     repo
 }
 
-/// Sets how many started workspaces to keep ready; the scheduler fills or drains within a second.
+/// Sets how many started workspaces to keep ready; the supervisor fills or drains within a second.
 async fn set_warm_pool(
     State(state): State<AppState>,
     user: CurrentUser,

@@ -167,7 +167,7 @@ async fn suspend(
     Path(id): Path<SessionId>,
 ) -> Result<Json<SessionDetail>> {
     require_owner(&state, &user, id).await?;
-    workspace::suspend(&state.db, &*state.workspaces()?, id).await?;
+    crate::commands::suspend_session(&state, id).await?;
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
@@ -177,8 +177,7 @@ async fn resume(
     Path(id): Path<SessionId>,
 ) -> Result<Json<SessionDetail>> {
     require_owner(&state, &user, id).await?;
-    workspace::resume(&state.db, &*state.workspaces()?, id).await?;
-    crate::turns::kick(&state, id);
+    crate::commands::resume_session(&state, id).await?;
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
@@ -191,15 +190,7 @@ async fn fork(
     Json(req): Json<ForkRequest>,
 ) -> Result<(StatusCode, Json<Vec<Session>>)> {
     require_owner(&state, &user, id).await?;
-    let forks = workspace::fork(
-        &state.db,
-        &*state.workspaces()?,
-        id,
-        &user.author(),
-        req.count,
-        None,
-    )
-    .await?;
+    let forks = crate::commands::fork_session(&state, id, &user.author(), req.count).await?;
     Ok((StatusCode::CREATED, Json(forks)))
 }
 

@@ -62,7 +62,7 @@ async fn update(
         detail: serde_json::json!({ "changed": changed }),
     };
     db::audit::record(&state.db, now_ms(), entry).await?;
-    crate::scheduler::wake_model_waiters(&state);
+    crate::supervisor::wake_model_waiters(&state);
     view(&state).await
 }
 

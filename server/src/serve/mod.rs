@@ -97,7 +97,7 @@ impl Server {
             workspaces: Arc::new(crate::availability::Slot::new(workspaces)),
             settings,
             boots: Default::default(),
-            boot_slots: crate::scheduler::boot_slots(),
+            boot_slots: crate::supervisor::boot_slots(),
             pool: Default::default(),
             secrets,
             turns,
@@ -109,10 +109,10 @@ impl Server {
             gateways: Default::default(),
             hubs: Default::default(),
             desktops: Default::default(),
-            code: Default::default(),
+            vscode: Default::default(),
             github,
             oidc: Default::default(),
-            followers: Default::default(),
+            reporters: Default::default(),
             slack: slack.map(Arc::new),
             rate_limits: Default::default(),
             extension_crx: Default::default(),
@@ -143,7 +143,7 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         let db = self.state.db.clone();
         let me = crate::data_dir::server_id(&self.state.config.data_dir).ok();
-        crate::scheduler::start(&self.state).await?;
+        crate::supervisor::start(&self.state).await?;
         tokio::spawn(crate::automations::run(self.state.clone()));
         tokio::spawn(crate::progress::sweep(self.state.clone()));
         // No Nagle: terminal echo and live frames go out as soon as they are written.

@@ -396,10 +396,7 @@ async fn follow_up(
         )
         .await;
     }
-    let prompt =
-        crate::sessions::prompts::submit_with_images(&app.db, session, author, req, Some(&images))
-            .await?;
-    crate::commands::start_work(app, &prompt).await;
+    crate::commands::submit_prompt_with_images(app, session, author, req, Some(&images)).await?;
     if let Err(e) = db::slack::set_trigger_ts(&app.db, session, &m.ts).await {
         tracing::warn!(%session, error = %e, "cannot move a Slack thread's reactions");
     }

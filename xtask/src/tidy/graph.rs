@@ -14,7 +14,6 @@ pub const ALLOWED_CIRCLES: &[(&[&str], &str)] = &[(
         "auth",
         "automations",
         "cluster",
-        "code",
         "desktop",
         "gateway",
         "github",
@@ -24,6 +23,7 @@ pub const ALLOWED_CIRCLES: &[(&[&str], &str)] = &[(
         "progress",
         "slack",
         "state",
+        "vscode",
     ],
     // The core, which the surfaces used to tangle with, is a crate of its own; what is left is
     // the composition root's state and the surfaces it holds.

@@ -74,7 +74,7 @@ pub const FORBIDDEN: &[(&str, &[&str], &str)] = &[
             "crate::oidc",
             "crate::live",
             "crate::desktop",
-            "crate::code",
+            "crate::vscode",
             "crate::slack",
         ],
         "the gateway answers a workspace, whose requests are hostile: it reaches no person's credentials and no other surface",

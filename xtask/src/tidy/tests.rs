@@ -76,7 +76,7 @@ fn each_rule_catches_what_breaks_it() {
         // Grouped, nested, multi-line and relative imports, and paths in macros.
         src(
             "server/src/gateway/g.rs",
-            "//! G.\nuse crate::{\n    error::Error,\n    people,\n};\nuse crate::{db, live::{hub::{Hub}}};\nuse super::super::desktop as d;\nfn f() {\n    tokio::spawn(async { crate::code::open().await });\n    let _ = format!(\"{}\", crate::slack::name());\n}\n",
+            "//! G.\nuse crate::{\n    error::Error,\n    people,\n};\nuse crate::{db, live::{hub::{Hub}}};\nuse super::super::desktop as d;\nfn f() {\n    tokio::spawn(async { crate::vscode::open().await });\n    let _ = format!(\"{}\", crate::slack::name());\n}\n",
         ),
         src(
             "server/src/live/h.rs",
@@ -148,7 +148,7 @@ fn each_rule_catches_what_breaks_it() {
     has(
         &found,
         "server/src/gateway/g.rs",
-        "line 9 uses `crate::code`",
+        "line 9 uses `crate::vscode`",
     );
     has(
         &found,

@@ -163,14 +163,14 @@ async fn same_origin(
 async fn tunnel(app: &AppState, agent: &WorkspaceAgent<'_>) -> Result<hyper::upgrade::Upgraded> {
     let wid = agent.workspace.as_str();
     let known = app
-        .code
+        .vscode
         .up
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .contains(wid);
     if !known {
         agent.start_code().await?;
-        app.code
+        app.vscode
             .up
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -180,7 +180,7 @@ async fn tunnel(app: &AppState, agent: &WorkspaceAgent<'_>) -> Result<hyper::upg
         Ok(t) => Ok(t),
         Err(e) => {
             // It was running once and is not now: start it again next time.
-            app.code
+            app.vscode
                 .up
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

@@ -1,4 +1,4 @@
-//! The scheduler: boots queued sessions (a bounded number at a time), recovers after a restart,
+//! The supervisor: boots queued sessions (a bounded number at a time), recovers after a restart,
 //! and supervises live workspaces so a session whose workspace dies is marked `failed`.
 
 use std::sync::Arc;
@@ -32,7 +32,7 @@ pub const RETRY_INTERVAL: Duration = Duration::from_secs(2);
 /// Boots `id` in the background when this server can start workspaces; otherwise the session
 /// stays queued with a `waiting` event saying why, and [`retry_waiting`] boots it once the
 /// cause is gone.
-pub fn spawn_boot(state: &Engine, id: SessionId) {
+pub fn start_boot(state: &Engine, id: SessionId) {
     if !state.boots.begin(id) {
         return;
     }
@@ -69,7 +69,7 @@ pub fn spawn_boot(state: &Engine, id: SessionId) {
 }
 
 /// Every [`RETRY_INTERVAL`]: probes the host again while it cannot run workspaces (and starts
-/// the host's side of the scheduler once it can), boots queued sessions whose cause went away,
+/// the host's side of the supervisor once it can), boots queued sessions whose cause went away,
 /// and restarts turns that waited for a model once one is configured.
 async fn retry_waiting(state: Engine) {
     let mut tick = tokio::time::interval(RETRY_INTERVAL);
@@ -87,7 +87,7 @@ async fn retry_waiting(state: Engine) {
                     if let Some(host) = state.workspaces.fill(host) {
                         tracing::info!("workspaces are available now");
                         if let Err(e) = start_host(&state, host).await {
-                            tracing::error!(error = %e, "starting the workspace scheduler failed");
+                            tracing::error!(error = %e, "starting the workspace supervisor failed");
                         }
                     }
                 }
@@ -98,7 +98,7 @@ async fn retry_waiting(state: Engine) {
             Ok(rows) => {
                 for row in rows {
                     if let Ok(id) = row.id.parse() {
-                        spawn_boot(&state, id);
+                        start_boot(&state, id);
                     }
                 }
             }
@@ -130,7 +130,7 @@ pub async fn start(state: &Engine) -> Result<()> {
         Err(_) => {
             for row in db::sessions::in_states(&state.db, &[SessionState::Queued]).await? {
                 if let Ok(id) = row.id.parse() {
-                    spawn_boot(state, id);
+                    start_boot(state, id);
                 }
             }
             Ok(())
@@ -166,7 +166,7 @@ async fn start_host(state: &Engine, host: Arc<Host>) -> Result<()> {
     }
     for row in db::sessions::in_states(&db, &[SessionState::Queued]).await? {
         if let Ok(id) = row.id.parse() {
-            spawn_boot(state, id);
+            start_boot(state, id);
         }
     }
     // Live workspaces this host runs get their egress name servers back.
