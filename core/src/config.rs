@@ -20,6 +20,43 @@ pub const CONFIG_FILE: &str = "tandem.toml";
 /// Name of the SQLite database file inside the data dir (the embedded default).
 pub const SQLITE_FILE: &str = "tandem.db";
 
+/// Wraps a workspace runtime in another (see [`Config::runtime_layer`]); none leaves it as is.
+#[derive(Clone, Default)]
+pub struct RuntimeLayer(
+    pub  Option<
+        std::sync::Arc<
+            dyn Fn(
+                    std::sync::Arc<dyn crate::runtime::Runtime>,
+                ) -> std::sync::Arc<dyn crate::runtime::Runtime>
+                + Send
+                + Sync,
+        >,
+    >,
+);
+
+impl RuntimeLayer {
+    /// `runtime`, wrapped when a layer is set.
+    pub fn wrap(
+        &self,
+        runtime: std::sync::Arc<dyn crate::runtime::Runtime>,
+    ) -> std::sync::Arc<dyn crate::runtime::Runtime> {
+        match &self.0 {
+            Some(layer) => layer(runtime),
+            None => runtime,
+        }
+    }
+}
+
+impl std::fmt::Debug for RuntimeLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "RuntimeLayer(set)"
+        } else {
+            "RuntimeLayer(none)"
+        })
+    }
+}
+
 /// Everything `tandem serve` needs to run, fully resolved.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -44,6 +81,9 @@ pub struct Config {
     /// Static name → addresses entries for egress allow-lists, used before the host's resolver
     /// (internal services without DNS).
     pub egress_hosts: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
+    /// What the workspace runtime this server builds is wrapped in (never from a file: a
+    /// program embedding the server, e.g. a test running workspaces behind a network hop).
+    pub runtime_layer: RuntimeLayer,
     /// How often every repo's snapshot is checked and rebuilt if stale (seconds; 0 = never).
     pub snapshot_interval_secs: u64,
     /// Good snapshots kept per repo (besides those in use).
@@ -468,6 +508,7 @@ impl Config {
             runtime: over.runtime.or(file.runtime),
             agent_bin: over.agent_bin.or(file.agent_bin),
             egress_hosts: file.egress_hosts,
+            runtime_layer: RuntimeLayer::default(),
             snapshot_interval_secs: file
                 .snapshot_interval_secs
                 .unwrap_or(DEFAULT_SNAPSHOT_INTERVAL_SECS),

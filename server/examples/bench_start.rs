@@ -259,6 +259,7 @@ async fn main() -> Result<()> {
         runtime: None,
         agent_bin: Some(target.join("release/tandem-workspace-agent")),
         egress_hosts: Default::default(),
+        runtime_layer: Default::default(),
         snapshot_interval_secs: 0,
         agents: Default::default(),
         github: None,

@@ -335,6 +335,7 @@ impl TestServer {
                     .with_file_name("tandem-workspace-agent"),
             ),
             egress_hosts: Default::default(),
+            runtime_layer: Default::default(),
             snapshot_interval_secs: 0,
             agents: Default::default(),
             snapshot_keep: 3,

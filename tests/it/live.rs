@@ -14,10 +14,10 @@ use crate::harness::TestServer;
 use crate::session_workspaces::{add_repo, source_repo, wait_state};
 
 /// One connected participant, folding what arrives into what it has seen.
-struct Peer {
-    c: LiveClient,
+pub struct Peer {
+    pub c: LiveClient,
     me: Option<Participant>,
-    terminals: Vec<Terminal>,
+    pub terminals: Vec<Terminal>,
     screen: Vec<u8>,
     participants: Vec<Participant>,
     controller: Option<u32>,
@@ -27,7 +27,7 @@ struct Peer {
 }
 
 impl Peer {
-    async fn connect(s: &TestServer, id: SessionId, creds: Credentials) -> Peer {
+    pub async fn connect(s: &TestServer, id: SessionId, creds: Credentials) -> Peer {
         let c = LiveClient::connect(&s.url, id, &creds)
             .await
             .expect("connects");
@@ -89,7 +89,7 @@ impl Peer {
     }
 
     /// Reads until `done` holds (30 s at most).
-    async fn until(&mut self, what: &str, done: impl Fn(&Peer) -> bool) {
+    pub async fn until(&mut self, what: &str, done: impl Fn(&Peer) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !done(self) {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -123,7 +123,7 @@ impl Peer {
     }
 
     /// Whether the recent screen holds `text` (searched as bytes: it runs after every frame).
-    fn sees(&self, text: &str) -> bool {
+    pub fn sees(&self, text: &str) -> bool {
         memchr::memmem::find(&self.screen, text.as_bytes()).is_some()
     }
 
@@ -192,7 +192,7 @@ async fn link(s: &TestServer, id: SessionId, body: serde_json::Value) -> ShareLi
     res.parse()
 }
 
-fn token(t: &str) -> Credentials {
+pub fn token(t: &str) -> Credentials {
     Credentials {
         token: Some(t.into()),
         ..Default::default()

@@ -456,10 +456,11 @@ async fn fifty_start_stop_cycles_leave_nothing_behind(env: Env) {
         let left = env.rt.leftovers(&ws.id);
         assert!(left.is_empty(), "cycle {i} left {left:?}");
         // Dead means gone or a zombie waiting for the host's init to reap it.
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", ws.pid)).unwrap_or_default();
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", ws.instance)).unwrap_or_default();
         let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
         let pid_alive = stat.contains("(tini)") && state != Some('Z');
-        assert!(!pid_alive, "cycle {i}: init {} still running", ws.pid);
+        assert!(!pid_alive, "cycle {i}: init {} still running", ws.instance);
     }
     let after = std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
@@ -506,7 +507,7 @@ async fn workspace_root_is_an_unprivileged_host_user(env: Env) {
     assert_ne!(dropped.uid(), 0);
     if env.kind != Kind::Runsc {
         // gVisor's processes are the Sentry's own; runc's and crun's are host processes.
-        let status = std::fs::read_to_string(format!("/proc/{}/status", ws.pid)).unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", ws.instance)).unwrap();
         let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
         let uids: Vec<u32> = uid_line
             .split_whitespace()

@@ -240,17 +240,6 @@ async fn record_blocked(db: &Db, b: crate::runtime::dns::Blocked) -> Result<()> 
     Ok(())
 }
 
-/// True while `pid` is the live (not zombie) init of a workspace.
-fn init_alive(init_pid: i64) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{init_pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit_once(") ")
-        .and_then(|(_, rest)| rest.chars().next());
-    stat.contains("(tini)") && state != Some('Z')
-}
-
 async fn supervise(
     state: Engine,
     db: Db,
@@ -276,18 +265,18 @@ async fn supervise(
             rows.iter().filter_map(|r| r.workspace_id.clone()).collect();
         state.hooks.supervised(&state, &live).await;
         for row in rows {
-            // Another server's host runs that workspace; its pid means nothing here.
+            // Another server's host runs that workspace; its instance means nothing here.
             if !row.hosted_by(&host.host_id) {
                 continue;
             }
-            let (Some(init_pid), Some(wid), Ok(id)) = (
+            let (Some(instance), Some(wid), Ok(id)) = (
                 row.workspace_pid,
                 row.workspace_id.clone(),
                 row.id.parse::<SessionId>(),
             ) else {
                 continue;
             };
-            if !init_alive(init_pid) {
+            if !host.runtime.alive(&wid, instance as i32).await {
                 tracing::warn!(session = %id, "workspace died");
                 if let Err(e) = workspace::workspace_died(&db, &host, id, &wid).await {
                     tracing::error!(session = %id, error = %e, "recording a dead workspace failed");

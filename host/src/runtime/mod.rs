@@ -20,6 +20,7 @@ pub mod doctor;
 mod inroot;
 pub mod kind;
 pub mod limits;
+mod local_agent;
 pub mod network;
 pub mod oci;
 mod overlay;
@@ -139,9 +140,19 @@ pub struct Workspace {
     pub rootfs: PathBuf,
     /// The workspace's own writable layer.
     pub upper: PathBuf,
-    /// Host PID of the container's init.
-    pub pid: i32,
+    /// Which start of the workspace this is, as the runtime knows it: callers store it and
+    /// hand it back ([`Runtime::connect_agent`], [`Runtime::alive`]) and read nothing into it.
+    /// (This machine's runtimes use the init's host pid.)
+    pub instance: i32,
 }
+
+/// A byte stream to a workspace's agent: HTTP/1.1 and WebSocket upgrades run over it.
+pub trait AgentIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> AgentIo for T {}
+
+/// [`Runtime::connect_agent`]'s connection.
+pub type AgentStream = Box<dyn AgentIo>;
 
 /// How a stop treats the writable layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,6 +204,23 @@ pub trait Runtime: Send + Sync {
     /// Kills every process, removes the container, its cgroup and its mount; keeps the writable
     /// layer if asked. Stopping a workspace that is already gone is not an error.
     fn stop<'a>(&'a self, id: &'a str, keep: Keep) -> BoxFuture<'a, Result<()>>;
+    /// A connection to workspace `id`'s agent, checked to lead into that workspace; `instance`
+    /// is what [`Workspace::instance`] said at its start. Here: the agent's unix socket, whose
+    /// peer must be inside the workspace. A runtime whose workspaces run elsewhere gives an
+    /// authenticated network connection instead; the agent also checks the workspace's token on
+    /// every request.
+    fn connect_agent<'a>(
+        &'a self,
+        id: &'a str,
+        instance: i32,
+    ) -> BoxFuture<'a, Result<AgentStream>> {
+        Box::pin(async move { local_agent::connect(id, &self.upper_dir(id), instance).await })
+    }
+    /// Whether workspace `id`'s start `instance` still runs (the supervisor asks every second;
+    /// a dead one fails its session).
+    fn alive<'a>(&'a self, _id: &'a str, instance: i32) -> BoxFuture<'a, bool> {
+        Box::pin(async move { local_agent::alive(instance) })
+    }
     /// Takes a running workspace back after this server restarted (its egress name server).
     fn reattach<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async { Ok(()) })

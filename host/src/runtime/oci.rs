@@ -261,7 +261,7 @@ impl OciRuntime {
             id: want.id.clone(),
             rootfs,
             upper,
-            pid,
+            instance: pid,
         })
     }
 

@@ -178,7 +178,7 @@ impl WorkspaceAgent<'_> {
     pub async fn attach_pty(
         &self,
         pty: u32,
-    ) -> Result<tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>> {
+    ) -> Result<tokio_tungstenite::WebSocketStream<crate::runtime::AgentStream>> {
         self.websocket(
             &routes::with(routes::PTY_ATTACH, pty),
             &format!("terminal {pty}"),

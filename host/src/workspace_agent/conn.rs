@@ -1,12 +1,7 @@
-//! Connections to a workspace's agent: the socket (checked to lead into the workspace), one
-//! request, and the one mapping of the agent's error answers to ours.
-//!
-//! The agent runs inside the workspace, so everything it says is untrusted input. The socket
-//! lives in a directory the workspace can write, so a workspace could swap it for a symlink to
-//! some host socket: every connection is therefore checked to lead to a process in the
-//! workspace's own PID namespace before a request is sent.
-
-use std::path::{Path, PathBuf};
+//! Connections to a workspace's agent: the connection its runtime provides (checked to lead
+//! into the workspace; `runtime/local_agent.rs` here), one request, and the one mapping of the
+//! agent's error answers to ours. The agent runs inside the workspace, so everything it says is
+//! untrusted input.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -15,14 +10,11 @@ use tandem_protocol::ApiError;
 use tandem_protocol::agent;
 
 use super::{CALL_TIMEOUT, MAX_ANSWER_BYTES, WorkspaceAgent};
+use crate::runtime::AgentStream;
 use crate::{Error, Result};
 
 /// The most of an agent's error answer quoted in ours.
 const QUOTED_CHARS: usize = 300;
-
-fn pid_namespace(pid: i32) -> Option<PathBuf> {
-    std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
-}
 
 pub(super) fn unreachable(e: &dyn std::fmt::Display) -> Error {
     Error::Unavailable(format!("the workspace agent is not reachable: {e}"))
@@ -60,32 +52,13 @@ pub(super) fn refused(what: &str, status: StatusCode, body: &[u8]) -> Error {
 }
 
 impl WorkspaceAgent<'_> {
-    /// A connection to the agent, checked to lead into its workspace.
-    pub async fn connect(&self) -> Result<tokio::net::UnixStream> {
-        let socket = self
-            .host
-            .dirs(&self.workspace)
-            .agent
-            .join(Path::new(agent::SOCKET).file_name().unwrap_or_default());
-        let stream = tokio::net::UnixStream::connect(&socket)
+    /// A connection to the agent, as its runtime provides it (checked to lead into the
+    /// workspace).
+    pub async fn connect(&self) -> Result<AgentStream> {
+        self.host
+            .runtime
+            .connect_agent(&self.workspace, self.instance)
             .await
-            .map_err(|e| unreachable(&e))?;
-        // The peer must live in this workspace's PID namespace (see the module comment).
-        let peer = stream
-            .peer_cred()
-            .map_err(|e| unreachable(&e))?
-            .pid()
-            .unwrap_or(0);
-        let (Some(theirs), Some(ours)) = (pid_namespace(peer), pid_namespace(self.init_pid)) else {
-            return Err(unreachable(&"cannot identify the agent process"));
-        };
-        if theirs != ours {
-            return Err(Error::Forbidden(format!(
-                "the agent socket of {} does not lead into the workspace",
-                self.workspace
-            )));
-        }
-        Ok(stream)
     }
 
     /// Sends one request; the answer's body is left to the caller.
@@ -187,7 +160,7 @@ impl WorkspaceAgent<'_> {
         &self,
         path: &str,
         what: &str,
-    ) -> Result<tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>> {
+    ) -> Result<tokio_tungstenite::WebSocketStream<AgentStream>> {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
         let stream = self.connect().await?;
         let mut req = format!("ws://agent{path}")

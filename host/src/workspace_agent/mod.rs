@@ -130,21 +130,21 @@ pub fn spec_parts(host: &Host, wid: &str) -> Result<SpecParts> {
     Ok((init, env, binds))
 }
 
-/// The agent of one running workspace: `workspace` is its id, `init_pid` its init's host PID
-/// (every connection is checked to lead into that process's PID namespace).
+/// The agent of one running workspace: `workspace` is its id, `instance` the start of it the
+/// runtime reported ([`crate::runtime::Workspace::instance`]); the runtime connects to it.
 #[derive(Clone)]
 pub struct WorkspaceAgent<'a> {
     pub host: &'a Host,
     pub workspace: String,
-    pub init_pid: i32,
+    pub instance: i32,
 }
 
 impl<'a> WorkspaceAgent<'a> {
-    pub fn new(host: &'a Host, workspace: impl Into<String>, init_pid: i32) -> Self {
+    pub fn new(host: &'a Host, workspace: impl Into<String>, instance: i32) -> Self {
         Self {
             host,
             workspace: workspace.into(),
-            init_pid,
+            instance,
         }
     }
 

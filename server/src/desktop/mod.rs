@@ -82,7 +82,9 @@ impl Desktops {
         let host = app.workspaces()?;
         let agent = crate::sessions::workspace::workspace_agent(&app.db, &host, session).await?;
         let info: DesktopInfo = agent.start_desktop().await?;
-        let (wid, init_pid) = (agent.workspace.clone(), agent.init_pid);
+        // The encoder joins the workspace's IPC namespace: the desktop runs only where the
+        // workspace's runtime is this machine's, whose instance is its init's pid.
+        let (wid, init_pid) = (agent.workspace.clone(), agent.instance);
         let dir = host.dirs(&wid).x11;
         // The workspace's answer is untrusted: a display number, or nothing.
         let display = encode::Display::parse(&info.display)?;

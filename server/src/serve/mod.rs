@@ -245,7 +245,7 @@ pub fn workspaces(
         .filter(|p| p.file_name().is_some_and(|n| n == "tandem"))
         .unwrap_or_else(|| agent_bin.with_file_name("tandem"));
     Ok(Host {
-        runtime: Arc::new(rt),
+        runtime: config.runtime_layer.wrap(Arc::new(rt)),
         images_dir: config.images_dir.clone(),
         image_recipe: recipe,
         data_dir: config.data_dir.clone(),

@@ -18,6 +18,7 @@ mod agents;
 mod faults;
 mod page;
 mod queue;
+mod remote;
 
 /// The model's API key: it must reach the model and nothing else.
 pub const KEY: &str = "sk-test-7f3a9c1e-never-leaks";

@@ -161,7 +161,7 @@ async fn the_agent_serves_shared_terminals() {
 
     // A terminal two clients share.
     async fn read_until(
-        sock: &mut tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>,
+        sock: &mut tokio_tungstenite::WebSocketStream<tandem_host::runtime::AgentStream>,
         needle: &str,
     ) -> String {
         let mut seen = String::new();

@@ -99,10 +99,10 @@ pub async fn start_on(
             host.runtime.start(spec),
         )
         .await?;
-        WorkspaceAgent::new(host, wid, started.pid)
+        WorkspaceAgent::new(host, wid, started.instance)
             .wait_ready(DEADLINE_AGENT)
             .await?;
-        Ok::<_, Error>(started.pid)
+        Ok::<_, Error>(started.instance)
     }
     .await;
     if started.is_err() && on_failure == Keep::Nothing {
