@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use tandem_protocol::agent;
 
-use super::AgentStream;
+use super::{AgentStream, GatewayListener};
 use crate::{Error, Result};
 
 fn pid_namespace(pid: i32) -> Option<PathBuf> {
@@ -58,4 +58,36 @@ pub fn alive(init_pid: i32) -> bool {
         .rsplit_once(") ")
         .and_then(|(_, rest)| rest.chars().next());
     stat.contains("(tini)") && state != Some('Z')
+}
+
+/// The gateway's socket in directory `dir` (bound read-only at the gateway's socket directory).
+pub fn gateway_socket(dir: &Path) -> PathBuf {
+    dir.join(
+        Path::new(agent::GATEWAY_SOCKET)
+            .file_name()
+            .unwrap_or_default(),
+    )
+}
+
+/// A fresh gateway socket in `dir`, which only the workspace's root (`root`, the host uid it
+/// maps to) may open: no other host user, and no other workspace, reaches this gateway.
+pub fn listen_gateway(dir: &Path, root: u32) -> Result<Box<dyn GatewayListener>> {
+    let path = gateway_socket(dir);
+    std::fs::create_dir_all(dir)?;
+    let _ = std::fs::remove_file(&path);
+    let listener = tokio::net::UnixListener::bind(&path)?;
+    std::os::unix::fs::lchown(&path, Some(root), Some(root))?;
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    Ok(Box::new(Unix(listener)))
+}
+
+struct Unix(tokio::net::UnixListener);
+
+impl GatewayListener for Unix {
+    fn accept(&mut self) -> futures::future::BoxFuture<'_, std::io::Result<AgentStream>> {
+        Box::pin(async move {
+            let (stream, _) = self.0.accept().await?;
+            Ok(Box::new(stream) as AgentStream)
+        })
+    }
 }

@@ -154,6 +154,12 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> AgentIo for
 /// [`Runtime::connect_agent`]'s connection.
 pub type AgentStream = Box<dyn AgentIo>;
 
+/// Where a workspace's connections to its gateway arrive ([`Runtime::listen_gateway`]).
+pub trait GatewayListener: Send + 'static {
+    /// The next connection from the workspace.
+    fn accept(&mut self) -> BoxFuture<'_, std::io::Result<AgentStream>>;
+}
+
 /// How a stop treats the writable layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Keep {
@@ -215,6 +221,24 @@ pub trait Runtime: Send + Sync {
         instance: i32,
     ) -> BoxFuture<'a, Result<AgentStream>> {
         Box::pin(async move { local_agent::connect(id, &self.upper_dir(id), instance).await })
+    }
+    /// A listener for workspace `id`'s connections to its gateway (the model relay, the git
+    /// relay, its tools): here a unix socket only the workspace's root may open, in a directory
+    /// bound read-only into the workspace. Made again for a restarted workspace (see
+    /// [`Runtime::gateway_listening`]).
+    fn listen_gateway<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Box<dyn GatewayListener>>> {
+        Box::pin(async move {
+            let dir = self.workspace_dir(id).join("gateway");
+            local_agent::listen_gateway(&dir, self.root_uid())
+        })
+    }
+    /// Whether the listener [`Runtime::listen_gateway`] made for workspace `id` still reaches
+    /// it (a resumed workspace gets a fresh directory, without the old socket).
+    fn gateway_listening(&self, id: &str) -> bool {
+        local_agent::gateway_socket(&self.workspace_dir(id).join("gateway")).exists()
     }
     /// Whether workspace `id`'s start `instance` still runs (the supervisor asks every second;
     /// a dead one fails its session).

@@ -20,6 +20,26 @@ use crate::auth::CurrentUser;
 use crate::state::AppState;
 
 /// `GET /api/sessions/{id}/vnc`.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/vnc",
+    tag = "sessions",
+    operation_id = "desktop_vnc",
+    description = "The desktop over VNC: a WebSocket (subprotocol `binary`) to the workspace's \
+        x11vnc, taking input when the person may control, view-only otherwise.",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 101, description = "Switched to the WebSocket protocol"),
+        crate::http::openapi::BadRequest,
+        crate::http::openapi::Unauthorized,
+        crate::http::openapi::Forbidden,
+        crate::http::openapi::NotFound,
+        crate::http::openapi::Conflict,
+        crate::http::openapi::BadGateway,
+        crate::http::openapi::Unavailable,
+        (status = 426, description = "The connection cannot be upgraded", body = tandem_protocol::ApiError),
+    ),
+)]
 pub async fn socket(
     State(app): State<AppState>,
     user: CurrentUser,

@@ -35,6 +35,8 @@ pub struct Gateways {
     git_http: reqwest::Client,
     /// Each workspace's listener, and when it was started.
     listening: Mutex<HashMap<String, (std::time::Instant, tokio::task::JoinHandle<()>)>>,
+    /// One [`Gateways::ensure`] at a time: two must not both make a workspace's listener.
+    ensuring: tokio::sync::Mutex<()>,
     /// Attachments (count, bytes) each session stored so far.
     attachments: Mutex<HashMap<SessionId, (u32, usize)>>,
     /// Bytes of model requests being read and parsed now, server-wide ([`MAX_PARSING_BYTES`]).
@@ -79,6 +81,7 @@ impl Default for Gateways {
         Self {
             http,
             git_http,
+            ensuring: tokio::sync::Mutex::new(()),
             listening: Mutex::new(HashMap::new()),
             attachments: Default::default(),
             parsing: Arc::new(tokio::sync::Semaphore::new(MAX_PARSING_BYTES)),
@@ -102,28 +105,23 @@ impl Gateways {
     /// Makes sure workspace `wid`'s gateway is listening.
     pub async fn ensure(&self, app: &AppState, wid: &str) -> Result<()> {
         let host = app.workspaces()?;
-        let dir = host.dirs(wid).gateway;
-        let path = dir.join(
-            std::path::Path::new(agent::GATEWAY_SOCKET)
-                .file_name()
-                .unwrap_or_default(),
-        );
+        let _one = self.ensuring.lock().await;
+        {
+            let mut listening = self.listening.lock().unwrap_or_else(|e| e.into_inner());
+            // A restarted workspace (resume) needs a fresh listener: the old one is gone.
+            if listening.get(wid).is_some_and(|(_, h)| !h.is_finished())
+                && host.runtime.gateway_listening(wid)
+            {
+                return Ok(());
+            }
+            if let Some((_, old)) = listening.remove(wid) {
+                old.abort();
+            }
+        }
+        // Where the workspace's connections arrive is the runtime's to say (the workspace's
+        // root only, locally).
+        let listener = Accepting(host.runtime.listen_gateway(wid).await?);
         let mut listening = self.listening.lock().unwrap_or_else(|e| e.into_inner());
-        // A restarted workspace (resume) gets a fresh directory: the old socket is gone.
-        if listening.get(wid).is_some_and(|(_, h)| !h.is_finished()) && path.exists() {
-            return Ok(());
-        }
-        if let Some((_, old)) = listening.remove(wid) {
-            old.abort();
-        }
-        std::fs::create_dir_all(&dir)?;
-        let _ = std::fs::remove_file(&path);
-        let listener = tokio::net::UnixListener::bind(&path)?;
-        // The workspace's root only (not the host's under a user namespace): no other host
-        // user, and no other workspace, reaches this workspace's gateway.
-        let root = host.runtime.root_uid();
-        std::os::unix::fs::lchown(&path, Some(root), Some(root))?;
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         let router = router().with_state(Gw {
             app: app.clone(),
             wid: wid.to_string(),
@@ -537,5 +535,30 @@ mod tests {
                 .now_or_never()
                 .is_some()
         );
+    }
+}
+
+/// A runtime's gateway listener, as axum serves it.
+struct Accepting(Box<dyn tandem_host::runtime::GatewayListener>);
+
+impl axum::serve::Listener for Accepting {
+    type Io = tandem_host::runtime::AgentStream;
+    type Addr = ();
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.0.accept().await {
+                Ok(io) => return (io, ()),
+                Err(e) => {
+                    // Out of descriptors and the like: back off rather than spin.
+                    tracing::warn!(error = %e, "a gateway could not accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(())
     }
 }

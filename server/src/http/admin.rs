@@ -1,21 +1,22 @@
 //! `/api/secrets` and `/api/audit`: admins only.
 
+use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::{get, put};
-use axum::{Json, Router};
 use tandem_protocol::limits::MAX_LIST;
 use tandem_protocol::{AuditEntry, AuditQuery, SecretInfo, SetSecret};
+use utoipa_axum::routes;
 
+use super::openapi::{ApiRouter, BadRequest, Forbidden, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::auth::CurrentUser;
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms, secrets};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/secrets", get(list_secrets))
-        .route("/secrets/{name}", put(set_secret).delete(delete_secret))
-        .route("/audit", get(audit))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(list_secrets))
+        .routes(routes!(set_secret, delete_secret))
+        .routes(routes!(audit))
 }
 
 pub(super) fn require_admin(user: &CurrentUser) -> Result<()> {
@@ -26,6 +27,18 @@ pub(super) fn require_admin(user: &CurrentUser) -> Result<()> {
     }
 }
 
+/// The secrets' names and dates, never their values.
+#[utoipa::path(
+    get,
+    path = "/secrets",
+    tag = "admin",
+    operation_id = "list_secrets",
+    responses(
+        (status = 200, description = "The secrets", body = Vec<SecretInfo>),
+        Unauthorized,
+        Forbidden,
+    ),
+)]
 async fn list_secrets(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -35,6 +48,21 @@ async fn list_secrets(
 }
 
 /// Stores a secret; its value is never shown again.
+#[utoipa::path(
+    put,
+    path = "/secrets/{name}",
+    tag = "admin",
+    operation_id = "set_secret",
+    params(("name" = String, Path, description = "The secret's name")),
+    request_body = SetSecret,
+    responses(
+        (status = 204, description = "Stored"),
+        Unauthorized,
+        Forbidden,
+        JsonBody,
+        Invalid,
+    ),
+)]
 async fn set_secret(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -54,6 +82,19 @@ async fn set_secret(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(
+    delete,
+    path = "/secrets/{name}",
+    tag = "admin",
+    operation_id = "delete_secret",
+    params(("name" = String, Path, description = "The secret's name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        Unauthorized,
+        Forbidden,
+        NotFound,
+    ),
+)]
 async fn delete_secret(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -75,6 +116,19 @@ async fn delete_secret(
 }
 
 /// The audit log, newest first; `?session=` narrows it to one session.
+#[utoipa::path(
+    get,
+    path = "/audit",
+    tag = "admin",
+    operation_id = "audit",
+    params(AuditQuery),
+    responses(
+        (status = 200, description = "Audit entries, newest first", body = Vec<AuditEntry>),
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+    ),
+)]
 async fn audit(
     State(state): State<AppState>,
     user: CurrentUser,

@@ -2,26 +2,42 @@
 //! HttpOnly, SameSite=Strict cookie holding a short-lived JWT; `POST /api/auth/logout` clears it;
 //! `GET /api/me` says who is signed in.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::header::SET_COOKIE;
 use axum::response::{AppendHeaders, IntoResponse};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use tandem_protocol::limits::{API_TOKEN_PREFIX, BROWSER_LOGIN_TTL_SECS, LOGIN_CODE_PREFIX};
 use tandem_protocol::{LoginRequest, User};
+use utoipa_axum::routes;
 
+use super::openapi::{ApiRouter, Conflict, JsonBody, Unauthorized};
 use crate::auth::{self, CurrentUser, cookies};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/auth/login", post(login))
-        .route("/auth/logout", post(logout))
-        .route("/auth/invite", post(accept_invite))
-        .route("/me", get(me))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(login))
+        .routes(routes!(logout))
+        .routes(routes!(accept_invite))
+        .routes(routes!(me))
 }
 
+/// Exchanges a one-time login code or an API token for the browser's session cookie.
+#[utoipa::path(
+    post,
+    path = "/auth/login",
+    tag = "auth",
+    operation_id = "login",
+    security(()),
+    request_body = LoginRequest,
+    responses(
+        (status = 200, description = "Signed in: the cookie is set", body = User,
+            headers(("set-cookie" = String, description = "The session cookie"))),
+        JsonBody,
+        Unauthorized,
+    ),
+)]
 async fn login(
     State(state): State<AppState>,
     Json(req): Json<LoginRequest>,
@@ -48,6 +64,21 @@ async fn login(
 }
 
 /// `POST /api/auth/invite`: a person accepts their invite and is signed in.
+#[utoipa::path(
+    post,
+    path = "/auth/invite",
+    tag = "auth",
+    operation_id = "accept_invite",
+    security(()),
+    request_body = tandem_protocol::people::AcceptInvite,
+    responses(
+        (status = 200, description = "Signed in as the invited person: the cookie is set",
+            body = User, headers(("set-cookie" = String, description = "The session cookie"))),
+        JsonBody,
+        Unauthorized,
+        Conflict,
+    ),
+)]
 async fn accept_invite(
     State(state): State<AppState>,
     Json(req): Json<tandem_protocol::people::AcceptInvite>,
@@ -97,6 +128,17 @@ async fn sign_in_with(state: &AppState, credential: &str) -> Result<(User, &'sta
 
 /// Clears the cookie and ends the login on the server too: a copy of the token (another
 /// tab's, a stolen one) stops working at once, not at its expiry.
+#[utoipa::path(
+    post,
+    path = "/auth/logout",
+    tag = "auth",
+    operation_id = "logout",
+    security((), ("bearer_token" = []), ("session_cookie" = [])),
+    responses(
+        (status = 200, description = "Signed out (an empty object); the cookie is cleared",
+            body = Object, headers(("set-cookie" = String, description = "The cleared cookie"))),
+    ),
+)]
 async fn logout(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
@@ -120,6 +162,14 @@ async fn logout(
     ))
 }
 
+/// Who is signed in.
+#[utoipa::path(
+    get,
+    path = "/me",
+    tag = "auth",
+    operation_id = "me",
+    responses((status = 200, description = "The signed-in person", body = User), Unauthorized),
+)]
 async fn me(user: CurrentUser) -> Json<User> {
     Json(user.0)
 }

@@ -1,26 +1,45 @@
 //! `/api/automations`: prompts a repo runs on a schedule (`crate::automations`).
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
 use tandem_protocol::AutomationId;
 use tandem_protocol::automation::{Automation, AutomationRun, CreateAutomation, CreatedAutomation};
+use utoipa_axum::routes;
 
+use super::openapi::{
+    ApiRouter, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, TooMany, Unauthorized,
+};
 use crate::Result;
 use crate::auth::CurrentUser;
 use crate::automations;
 use crate::state::AppState;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/automations", get(list).post(create))
-        .route("/automations/{id}", get(show).delete(delete))
-        .route("/automations/{id}/runs", get(runs))
-        .route("/automations/hooks/{token}", axum::routing::post(hook))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(show, delete))
+        .routes(routes!(runs))
+        .routes(routes!(hook))
 }
 
 /// A webhook call (no sign-in: the URL's secret is the credential).
+#[utoipa::path(
+    post,
+    path = "/automations/hooks/{token}",
+    tag = "automations",
+    operation_id = "call_automation_webhook",
+    security(()),
+    params(("token" = String, Path, description = "The webhook URL's secret (`tah_…`)")),
+    request_body(content = Value, description = "Any JSON; the prompt's `{{body}}` placeholders take its values"),
+    responses(
+        (status = 202, description = "A run was started (or refused: its `error` says why)", body = AutomationRun),
+        JsonBody,
+        Unauthorized,
+        Conflict,
+        TooMany,
+    ),
+)]
 async fn hook(
     State(state): State<AppState>,
     Path(token): Path<String>,
@@ -32,10 +51,35 @@ async fn hook(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/automations",
+    tag = "automations",
+    operation_id = "list_automations",
+    responses(
+        (status = 200, description = "The automations of the repos the person sees", body = Vec<Automation>),
+        Unauthorized,
+    ),
+)]
 async fn list(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<Automation>>> {
     Ok(Json(automations::list(&state, &user.0).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/automations",
+    tag = "automations",
+    operation_id = "create_automation",
+    request_body = CreateAutomation,
+    responses(
+        (status = 201, description = "Created; a webhook's URL is shown this once", body = CreatedAutomation),
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Invalid,
+    ),
+)]
 async fn create(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -47,6 +91,19 @@ async fn create(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/automations/{id}",
+    tag = "automations",
+    operation_id = "get_automation",
+    params(("id" = AutomationId, Path)),
+    responses(
+        (status = 200, description = "The automation", body = Automation),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+    ),
+)]
 async fn show(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -55,6 +112,20 @@ async fn show(
     Ok(Json(automations::get(&state, &user.0, id).await?))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/automations/{id}",
+    tag = "automations",
+    operation_id = "delete_automation",
+    params(("id" = AutomationId, Path)),
+    responses(
+        (status = 204, description = "Deleted"),
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+    ),
+)]
 async fn delete(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -64,6 +135,19 @@ async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(
+    get,
+    path = "/automations/{id}/runs",
+    tag = "automations",
+    operation_id = "list_automation_runs",
+    params(("id" = AutomationId, Path)),
+    responses(
+        (status = 200, description = "Its runs, newest first", body = Vec<AutomationRun>),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+    ),
+)]
 async fn runs(
     State(state): State<AppState>,
     user: CurrentUser,

@@ -8,16 +8,19 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Json, Router};
 use tandem_protocol::extension::{
-    ApprovePairing, Hello, PRODUCT, PageRule, Pairing, PairingPoll, PairingRequest, PollPairing,
-    SetPageRule, StartPairing,
+    ApprovePairing, ApprovedPairing, Hello, PRODUCT, PageRule, Pairing, PairingPoll,
+    PairingRequest, PollPairing, SetPageRule, StartPairing,
 };
 use tandem_protocol::limits::{
     EXTENSION_TOKEN_TTL_SECS, MAX_NAME_BYTES, MAX_PAGE_RULES, MAX_PAGE_URL_BYTES, PAIRING_TTL_SECS,
 };
 
+use utoipa_axum::routes;
+
+use super::openapi::{ApiRouter, Forbidden, Invalid, JsonBody, NotFound, TooMany, Unauthorized};
 use crate::auth::{CurrentUser, EXTENSION_SCOPE, hash_secret, new_secret};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
@@ -25,14 +28,14 @@ use crate::{Error, Result, db, now_ms};
 /// Seconds between the extension's polls.
 const POLL_INTERVAL_SECS: i64 = 2;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/extension/hello", get(hello))
-        .route("/extension/rules", get(rules).put(set_rules))
-        .route("/extension/pairings", post(start))
-        .route("/extension/pairings/approve", post(approve))
-        .route("/extension/pairings/poll", post(poll))
-        .route("/extension/pairings/{id}", get(show))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(hello))
+        .routes(routes!(rules, set_rules))
+        .routes(routes!(start))
+        .routes(routes!(approve))
+        .routes(routes!(poll))
+        .routes(routes!(show))
 }
 
 /// `ABCD-EFGH` from 8 letters of an alphabet without look-alikes (no 0/O, 1/I/L).
@@ -54,6 +57,21 @@ fn normalized(code: &str) -> String {
         .collect()
 }
 
+/// The extension starts a pairing (no credential; limited per address).
+#[utoipa::path(
+    post,
+    path = "/extension/pairings",
+    tag = "extension",
+    operation_id = "start_pairing",
+    security(()),
+    request_body = StartPairing,
+    responses(
+        (status = 201, description = "The pairing: the extension shows its code and polls", body = Pairing),
+        JsonBody,
+        Invalid,
+        TooMany,
+    ),
+)]
 async fn start(
     limited: super::rate::Limited<super::rate::Pairings>,
     State(state): State<AppState>,
@@ -100,6 +118,18 @@ async fn start(
 
 /// What asks to be paired, for the page a signed-in person approves it on (the pairing's id is
 /// random and unguessable; the code is not shown: the person types what the extension shows).
+#[utoipa::path(
+    get,
+    path = "/extension/pairings/{id}",
+    tag = "extension",
+    operation_id = "get_pairing",
+    params(("id" = String, Path, description = "The pairing's id, from its approve URL")),
+    responses(
+        (status = 200, description = "What asks to be paired", body = PairingRequest),
+        Unauthorized,
+        NotFound,
+    ),
+)]
 async fn show(
     State(state): State<AppState>,
     _user: CurrentUser,
@@ -123,11 +153,25 @@ async fn show(
 }
 
 /// A signed-in person (with a full credential: an extension token approves nothing) approves.
+#[utoipa::path(
+    post,
+    path = "/extension/pairings/approve",
+    tag = "extension",
+    operation_id = "approve_pairing",
+    request_body = ApprovePairing,
+    responses(
+        (status = 200, description = "Approved: the extension's next poll takes its token", body = ApprovedPairing),
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+    ),
+)]
 async fn approve(
     State(state): State<AppState>,
     user: CurrentUser,
     Json(req): Json<ApprovePairing>,
-) -> Result<Json<serde_json::Value>> {
+) -> Result<Json<ApprovedPairing>> {
     let label = db::pairings::approve(
         &state.db,
         &hash_secret(&normalized(&req.user_code)),
@@ -154,10 +198,23 @@ async fn approve(
         },
     )
     .await?;
-    Ok(Json(serde_json::json!({ "label": label })))
+    Ok(Json(ApprovedPairing { label }))
 }
 
 /// The extension polls: pending, or its token (once).
+#[utoipa::path(
+    post,
+    path = "/extension/pairings/poll",
+    tag = "extension",
+    operation_id = "poll_pairing",
+    security(()),
+    request_body = PollPairing,
+    responses(
+        (status = 200, description = "Pending, or approved with the extension's token (this once)", body = PairingPoll),
+        JsonBody,
+        Unauthorized,
+    ),
+)]
 async fn poll(
     State(state): State<AppState>,
     Json(req): Json<PollPairing>,
@@ -186,6 +243,14 @@ async fn poll(
 }
 
 /// What the extension checks before it pairs: that the address is a Tandem server.
+#[utoipa::path(
+    get,
+    path = "/extension/hello",
+    tag = "extension",
+    operation_id = "extension_hello",
+    security(()),
+    responses((status = 200, description = "This server", body = Hello)),
+)]
 async fn hello(State(state): State<AppState>) -> Json<Hello> {
     Json(Hello {
         product: PRODUCT.into(),
@@ -202,6 +267,13 @@ async fn hello(State(state): State<AppState>) -> Json<Hello> {
 }
 
 /// The URL-pattern → repo rules whose repo the person sees.
+#[utoipa::path(
+    get,
+    path = "/extension/rules",
+    tag = "extension",
+    operation_id = "list_page_rules",
+    responses((status = 200, description = "The rules", body = Vec<PageRule>), Unauthorized),
+)]
 async fn rules(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<PageRule>>> {
     let visible: std::collections::HashSet<_> = crate::permissions::visible_repos(&state, &user.0)
         .await?
@@ -217,6 +289,21 @@ async fn rules(State(state): State<AppState>, user: CurrentUser) -> Result<Json<
 }
 
 /// Replaces the rules (admins). A pattern is an http(s) URL with `*` for anything.
+#[utoipa::path(
+    put,
+    path = "/extension/rules",
+    tag = "extension",
+    operation_id = "set_page_rules",
+    request_body = Vec<SetPageRule>,
+    responses(
+        (status = 200, description = "The rules as now", body = Vec<PageRule>),
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Invalid,
+    ),
+)]
 async fn set_rules(
     State(state): State<AppState>,
     user: CurrentUser,

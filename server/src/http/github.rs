@@ -4,41 +4,56 @@
 //! (`/api/sessions/{id}/pr`), the webhook (`/api/github/webhook`) and signed artifact links
 //! (`/api/artifacts/{id}/{signature}`, what a pull request's screenshots point at).
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION, REFERRER_POLICY, SET_COOKIE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::Deserialize;
-use tandem_protocol::github::{CreatePr, GithubRepo, ImportRepo, PullRequest};
+use tandem_protocol::github::{
+    CreatePr, GithubAccount, GithubRepo, ImportRepo, PullRequest, WebhookOutcome,
+};
 use tandem_protocol::live::Role;
+use tandem_protocol::people::SignInProviders;
 use tandem_protocol::{ArtifactId, ArtifactInfo, Repo, SessionId};
+use utoipa_axum::routes;
 
+use super::openapi::{
+    ApiRouter, BadGateway, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound,
+    RefusalPage, Unauthorized, Unavailable,
+};
 use crate::auth::{CurrentUser, cookies, flow};
 use crate::github::{self, pr, signin, webhook};
 use crate::state::AppState;
 use crate::{Error, Result, db};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/auth/providers", get(providers))
-        .route("/auth/github", get(sign_in))
-        .route("/auth/github/callback", get(callback))
-        .route("/me/github", get(linked).delete(unlink))
-        .route("/github/repos", get(installable).post(import))
-        .route("/github/webhook", post(hook))
-        .route("/artifacts/{id}/{sig}", get(signed_artifact))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(providers))
+        .routes(routes!(sign_in))
+        .routes(routes!(callback))
+        .routes(routes!(linked, unlink))
+        .routes(routes!(installable, import))
+        .routes(routes!(hook))
+        .routes(routes!(signed_artifact))
 }
 
 /// A session's pull request: answered by the server hosting its workspace (`cluster::forward`).
-pub fn hosted_router() -> Router<AppState> {
-    Router::new().route("/sessions/{id}/pr", get(show_pr).post(open_pr))
+pub fn hosted_router() -> ApiRouter {
+    ApiRouter::new().routes(routes!(show_pr, open_pr))
 }
 
 /// Which sign-in methods this server offers (the sign-in page asks).
-async fn providers(State(state): State<AppState>) -> Json<serde_json::Value> {
+#[utoipa::path(
+    get,
+    path = "/auth/providers",
+    tag = "auth",
+    operation_id = "sign_in_providers",
+    security(()),
+    responses((status = 200, description = "The sign-in methods", body = SignInProviders)),
+)]
+async fn providers(State(state): State<AppState>) -> Json<SignInProviders> {
     let github = state
         .github
         .as_ref()
@@ -53,7 +68,7 @@ async fn providers(State(state): State<AppState>) -> Json<serde_json::Value> {
             url: format!("/api/auth/oidc/{}", p.id),
         })
         .collect();
-    Json(serde_json::json!({ "github": github, "oidc": oidc }))
+    Json(SignInProviders { github, oidc })
 }
 
 /// The kind of a GitHub sign-in or link flow ([`crate::auth::flow`]).
@@ -62,6 +77,18 @@ const FLOW_KIND: &str = "github";
 /// Starts "Sign in with GitHub": a flow bound to this browser; signed in (fully checked), it
 /// links GitHub to this person, else it only signs in. Limited per address with OpenID's starts;
 /// a refusal is a page (a browser lands here).
+#[utoipa::path(
+    get,
+    path = "/auth/github",
+    tag = "auth",
+    operation_id = "github_sign_in",
+    security(()),
+    responses(
+        (status = 302, description = "To GitHub; the flow's cookie is set",
+            headers(("location" = String), ("set-cookie" = String))),
+        RefusalPage,
+    ),
+)]
 async fn sign_in(
     _limit: super::rate::Limited<super::rate::SignInStarts>,
     State(state): State<AppState>,
@@ -95,7 +122,8 @@ async fn sign_in(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct Callback {
     code: Option<String>,
     state: Option<String>,
@@ -107,6 +135,21 @@ struct Callback {
 /// GitHub sends the browser back here. The flow must be this browser's own and is taken once;
 /// one started signed in links only to that same person, whose sign-in cookie (fully checked)
 /// must come along; one started signed out only signs in. A refusal is a page.
+#[utoipa::path(
+    get,
+    path = "/auth/github/callback",
+    tag = "auth",
+    operation_id = "github_callback",
+    security(()),
+    params(Callback),
+    responses(
+        (status = 302, description = "Signed in (or linked): to the web app, with the session cookie",
+            headers(("location" = String), ("set-cookie" = String))),
+        (status = 200, description = "A page that loads this URL once more from Tandem's own origin, so the sign-in cookie comes along",
+            content_type = "text/html", body = String),
+        RefusalPage,
+    ),
+)]
 async fn callback(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -189,6 +232,13 @@ fn reload(code: &str, state: &str) -> Response {
 }
 
 /// `DELETE /api/me/github`: the person unlinks their own GitHub account (its tokens go with it).
+#[utoipa::path(
+    delete,
+    path = "/me/github",
+    tag = "github",
+    operation_id = "unlink_github",
+    responses((status = 204, description = "Unlinked"), Unauthorized, NotFound),
+)]
 async fn unlink(State(state): State<AppState>, user: CurrentUser) -> Result<StatusCode> {
     let login = db::github::unlink(&state.db, user.0.id)
         .await?
@@ -210,17 +260,35 @@ async fn unlink(State(state): State<AppState>, user: CurrentUser) -> Result<Stat
 }
 
 /// `GET /api/me/github`: the GitHub login linked to the person, if any (nothing secret).
-async fn linked(
-    State(state): State<AppState>,
-    user: CurrentUser,
-) -> Result<Json<serde_json::Value>> {
+#[utoipa::path(
+    get,
+    path = "/me/github",
+    tag = "github",
+    operation_id = "linked_github",
+    responses((status = 200, description = "The linked account", body = GithubAccount), Unauthorized),
+)]
+async fn linked(State(state): State<AppState>, user: CurrentUser) -> Result<Json<GithubAccount>> {
     let account = db::github::account_of(&state.db, user.0.id).await?;
-    Ok(Json(serde_json::json!({
-        "login": account.as_ref().map(|a| a.login.clone()),
-        "github_id": account.map(|a| a.github_id),
-    })))
+    Ok(Json(GithubAccount {
+        login: account.as_ref().map(|a| a.login.clone()),
+        github_id: account.map(|a| a.github_id),
+    }))
 }
 
+/// The repositories the GitHub App is installed on, and what they were imported as (admins).
+#[utoipa::path(
+    get,
+    path = "/github/repos",
+    tag = "github",
+    operation_id = "installable_github_repos",
+    responses(
+        (status = 200, description = "The repositories", body = Vec<GithubRepo>),
+        Unauthorized,
+        Forbidden,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn installable(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -232,6 +300,25 @@ async fn installable(
     ))
 }
 
+/// Imports an installed repository as a Tandem repo (admins).
+#[utoipa::path(
+    post,
+    path = "/github/repos",
+    tag = "github",
+    operation_id = "import_github_repo",
+    request_body = ImportRepo,
+    responses(
+        (status = 201, description = "The repo", body = Repo),
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        Invalid,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn import(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -242,11 +329,33 @@ async fn import(
     Ok((StatusCode::CREATED, Json(repo)))
 }
 
+/// GitHub's webhook deliveries, signed with the App's webhook secret (`X-Hub-Signature-256`).
+/// Its body is read raw, to check the signature over the bytes sent.
+#[utoipa::path(
+    post,
+    path = "/github/webhook",
+    tag = "github",
+    operation_id = "github_webhook",
+    security(()),
+    params(
+        ("x-github-event" = Option<String>, Header),
+        ("x-github-delivery" = Option<String>, Header),
+        ("x-hub-signature-256" = Option<String>, Header),
+    ),
+    request_body(content = Value, description = "GitHub's event payload"),
+    responses(
+        (status = 200, description = "Recorded, or a duplicate delivery", body = WebhookOutcome),
+        (status = 202, description = "Ignored, and why", body = WebhookOutcome),
+        BadRequest,
+        Unauthorized,
+        Unavailable,
+    ),
+)]
 async fn hook(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<serde_json::Value>)> {
+) -> Result<(StatusCode, Json<WebhookOutcome>)> {
     let gh = pr::github(&state)?;
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let outcome = webhook::receive(
@@ -263,9 +372,25 @@ async fn hook(
         webhook::Outcome::Duplicate => (StatusCode::OK, "duplicate delivery".to_string()),
         webhook::Outcome::Ignored(why) => (StatusCode::ACCEPTED, format!("ignored: {why}")),
     };
-    Ok((status, Json(serde_json::json!({ "result": said }))))
+    Ok((status, Json(WebhookOutcome { result: said })))
 }
 
+/// The session's pull request.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/pr",
+    tag = "github",
+    operation_id = "get_pull_request",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 200, description = "The pull request", body = PullRequest),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+        Conflict,
+        Unavailable,
+    ),
+)]
 async fn show_pr(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -280,6 +405,27 @@ async fn show_pr(
         .ok_or_else(|| Error::NotFound("this session has no pull request".into()))
 }
 
+/// Opens the session's pull request, or pushes its new commits to the open one (drivers).
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/pr",
+    tag = "github",
+    operation_id = "open_pull_request",
+    params(("id" = SessionId, Path)),
+    request_body(content = Option<CreatePr>, description = "Optional; defaults to the session's title, not a draft"),
+    responses(
+        (status = 201, description = "Opened", body = PullRequest),
+        (status = 200, description = "It was open already: updated", body = PullRequest),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn open_pr(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -312,6 +458,20 @@ async fn open_pr(
 }
 
 /// An artifact through a signed link, no sign-in needed.
+#[utoipa::path(
+    get,
+    path = "/artifacts/{id}/{sig}",
+    tag = "sessions",
+    operation_id = "get_signed_artifact",
+    security(()),
+    params(("id" = ArtifactId, Path), ("sig" = String, Path, description = "The link's signature")),
+    responses(
+        (status = 200, description = "The artifact's bytes, with its own content type",
+            content_type = "*/*", body = Vec<u8>),
+        BadRequest,
+        NotFound,
+    ),
+)]
 async fn signed_artifact(
     State(state): State<AppState>,
     Path((id, sig)): Path<(ArtifactId, String)>,

@@ -1,18 +1,27 @@
 //! `GET /api/health`: unauthenticated liveness plus a database round trip.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use tandem_protocol::Health;
+use utoipa_axum::routes;
 
+use super::openapi::ApiRouter;
 use crate::state::AppState;
 use crate::{Result, VERSION};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/health", get(health))
+pub fn router() -> ApiRouter {
+    ApiRouter::new().routes(routes!(health))
 }
 
 /// Anyone may ask; only signed-in people get the problems' details (they name host paths).
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "meta",
+    operation_id = "health",
+    security((), ("bearer_token" = []), ("session_cookie" = [])),
+    responses((status = 200, description = "The server and its database answer", body = Health)),
+)]
 async fn health(
     State(state): State<AppState>,
     user: std::result::Result<crate::auth::CurrentUser, crate::Error>,

@@ -1,32 +1,50 @@
 //! Share links and the live channel: `/api/sessions/{id}/links…`, `/api/links/join`,
 //! `/api/sessions/{id}/live`.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
 use tandem_protocol::SessionId;
 use tandem_protocol::live::{CreateLink, JoinLink, Joined, Role, ShareLink};
+use utoipa_axum::routes;
 
+use super::openapi::{ApiRouter, BadRequest, Forbidden, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::auth::CurrentUser;
 use crate::sessions::access;
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms, sessions};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/links/join", post(join))
+pub fn router() -> ApiRouter {
+    ApiRouter::new().routes(routes!(join))
 }
 
 /// A session's links and live channel: answered by the server hosting the session, whose hub
 /// a revocation closes (`cluster::forward`).
-pub fn hosted_router() -> Router<AppState> {
-    Router::new()
-        .route("/sessions/{id}/links", get(list).post(create))
-        .route("/sessions/{id}/links/{jti}", delete(revoke))
-        .route("/sessions/{id}/live", get(crate::live::socket::upgrade))
+pub fn hosted_router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(revoke))
+        .routes(routes!(crate::live::socket::upgrade))
 }
 
 /// Makes a link (owner only): `{role, expires_in?, allow_guests?}` → the link with its token and URL.
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/links",
+    tag = "links",
+    operation_id = "create_link",
+    params(("id" = SessionId, Path)),
+    request_body = CreateLink,
+    responses(
+        (status = 201, description = "The link, with its token and URL (shown this once)", body = ShareLink),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Invalid,
+    ),
+)]
 async fn create(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -38,6 +56,21 @@ async fn create(
     Ok((StatusCode::CREATED, Json(link)))
 }
 
+/// The session's links (owner only), without their tokens.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/links",
+    tag = "links",
+    operation_id = "list_links",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 200, description = "The links", body = Vec<ShareLink>),
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+    ),
+)]
 async fn list(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -48,6 +81,20 @@ async fn list(
 }
 
 /// Revokes a link (owner only) and disconnects everyone who came through it.
+#[utoipa::path(
+    delete,
+    path = "/sessions/{id}/links/{jti}",
+    tag = "links",
+    operation_id = "revoke_link",
+    params(("id" = SessionId, Path), ("jti" = String, Path, description = "The link's id")),
+    responses(
+        (status = 204, description = "Revoked"),
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+    ),
+)]
 async fn revoke(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -59,6 +106,19 @@ async fn revoke(
 }
 
 /// A signed-in user joins a session with a link's role (kept until the link is revoked).
+#[utoipa::path(
+    post,
+    path = "/links/join",
+    tag = "links",
+    operation_id = "join_link",
+    request_body = JoinLink,
+    responses(
+        (status = 200, description = "The session and the role the person now has in it", body = Joined),
+        JsonBody,
+        Unauthorized,
+        NotFound,
+    ),
+)]
 async fn join(
     State(state): State<AppState>,
     user: CurrentUser,

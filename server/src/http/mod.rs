@@ -1,5 +1,6 @@
 //! The HTTP boundary: `app(state)` builds the whole router (REST API under `/api`, the web app
-//! everywhere else). Each submodule exposes its own `router()`.
+//! everywhere else). Each submodule exposes its own `router()`; the API's routes are registered
+//! from their OpenAPI annotations ([`openapi::ApiRouter`]), which `GET /api/openapi.json` serves.
 
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ mod health;
 mod json_errors;
 mod links;
 mod oidc;
+pub(crate) mod openapi;
 mod people;
 mod rate;
 mod repos;
@@ -39,7 +41,7 @@ mod web;
 pub fn app(state: AppState) -> Router {
     // A request about a session another server hosts is answered there (PostgreSQL only).
     let forward = axum::middleware::from_fn_with_state(state.clone(), crate::cluster::forward);
-    let api = Router::new()
+    let api = openapi::ApiRouter::new()
         .merge(health::router())
         .merge(admin::router())
         .merge(auth::router())
@@ -56,13 +58,15 @@ pub fn app(state: AppState) -> Router {
         .merge(slack::router())
         .merge(snapshots::router())
         .merge(
-            Router::new()
+            openapi::ApiRouter::new()
                 .merge(sessions::hosted_router())
                 .merge(links::hosted_router())
                 .merge(github::hosted_router())
                 .merge(crate::vscode::api_router())
                 .route_layer(forward.clone()),
         )
+        .finish();
+    let api = api
         .fallback(json_errors::no_such_route)
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

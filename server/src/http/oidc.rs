@@ -2,24 +2,38 @@
 //! A refused sign-in answers a page that says why and what to do, not JSON: a person's browser
 //! lands here.
 
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::header::{CONTENT_TYPE, LOCATION, SET_COOKIE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use serde::Deserialize;
+use utoipa_axum::routes;
 
+use super::openapi::{ApiRouter, RefusalPage};
 use crate::oidc;
 use crate::state::AppState;
 use crate::{Error, Result};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/auth/oidc/{id}", get(start))
-        .route("/auth/oidc/{id}/callback", get(callback))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(start))
+        .routes(routes!(callback))
 }
 
+/// Sends the browser to the OpenID provider, with a flow bound to this browser.
+#[utoipa::path(
+    get,
+    path = "/auth/oidc/{id}",
+    tag = "auth",
+    operation_id = "oidc_start",
+    security(()),
+    params(("id" = String, Path, description = "The provider's id in `tandem.toml`")),
+    responses(
+        (status = 303, description = "To the provider; the flow's cookie is set",
+            headers(("location" = String), ("set-cookie" = String))),
+        RefusalPage,
+    ),
+)]
 async fn start(
     // Per-address limit first (429 page past it): `http/rate.rs`.
     _limit: super::rate::Limited<super::rate::SignInStarts>,
@@ -44,7 +58,8 @@ async fn start(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct Callback {
     code: Option<String>,
     state: Option<String>,
@@ -52,6 +67,20 @@ struct Callback {
     error_description: Option<String>,
 }
 
+/// The provider sends the browser back here; signed in, it goes to the web app.
+#[utoipa::path(
+    get,
+    path = "/auth/oidc/{id}/callback",
+    tag = "auth",
+    operation_id = "oidc_callback",
+    security(()),
+    params(("id" = String, Path, description = "The provider's id in `tandem.toml`"), Callback),
+    responses(
+        (status = 303, description = "Signed in: to the web app, with the session cookie",
+            headers(("location" = String), ("set-cookie" = String))),
+        RefusalPage,
+    ),
+)]
 async fn callback(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -1,37 +1,59 @@
 //! `/api/people` (admins: invites, roles, deactivation), `/api/repos/{id}/access` (who may use a
 //! repo) and `/api/sessions/{id}/visibility` (private sessions).
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{delete, get, put};
-use axum::{Json, Router};
 use tandem_protocol::live::Role;
 use tandem_protocol::people::{
     CreateInvite, CreatedInvite, Grantee, Invite, Person, RepoAccessSettings, SessionVisibility,
     UpdatePerson,
 };
 use tandem_protocol::{RepoId, Session, SessionId, User, UserId};
+use utoipa_axum::routes;
 
+use super::openapi::{
+    ApiRouter, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, Unauthorized,
+};
 use crate::auth::CurrentUser;
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms, people};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/people", get(list))
-        .route("/people/admins", get(admins))
-        .route("/people/{id}", axum::routing::patch(update))
-        .route("/people/invites", get(invites).post(invite))
-        .route("/people/invites/{id}", delete(revoke_invite))
-        .route("/repos/{id}/access", get(repo_access).put(set_repo_access))
-        .route("/sessions/{id}/visibility", put(set_visibility))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(admins))
+        .routes(routes!(update))
+        .routes(routes!(invites, invite))
+        .routes(routes!(revoke_invite))
+        .routes(routes!(repo_access, set_repo_access))
+        .routes(routes!(set_visibility))
 }
 
+/// Everyone, with how they sign in (admins).
+#[utoipa::path(
+    get,
+    path = "/people",
+    tag = "people",
+    operation_id = "list_people",
+    responses(
+        (status = 200, description = "The people", body = Vec<Person>),
+        Unauthorized,
+        Forbidden,
+    ),
+)]
 async fn list(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<Person>>> {
     Ok(Json(people::list(&state, &user.0).await?))
 }
 
 /// Whom to ask for access (any signed-in person may know the admins' names).
+#[utoipa::path(
+    get,
+    path = "/people/admins",
+    tag = "people",
+    operation_id = "list_admins",
+    responses((status = 200, description = "The admins' names", body = Vec<String>), Unauthorized),
+)]
 async fn admins(State(state): State<AppState>, _user: CurrentUser) -> Result<Json<Vec<String>>> {
     Ok(Json(
         db::users::admins(&state.db)
@@ -42,6 +64,24 @@ async fn admins(State(state): State<AppState>, _user: CurrentUser) -> Result<Jso
     ))
 }
 
+/// Makes a person an admin or not, deactivates or reactivates them (admins; one admin stays).
+#[utoipa::path(
+    patch,
+    path = "/people/{id}",
+    tag = "people",
+    operation_id = "update_person",
+    params(("id" = UserId, Path)),
+    request_body = UpdatePerson,
+    responses(
+        (status = 200, description = "The person as now", body = User),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+    ),
+)]
 async fn update(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -51,10 +91,38 @@ async fn update(
     Ok(Json(people::update(&state, &user.0, id, req).await?))
 }
 
+/// Every invite, used or not (admins).
+#[utoipa::path(
+    get,
+    path = "/people/invites",
+    tag = "people",
+    operation_id = "list_invites",
+    responses(
+        (status = 200, description = "The invites", body = Vec<Invite>),
+        Unauthorized,
+        Forbidden,
+    ),
+)]
 async fn invites(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<Invite>>> {
     Ok(Json(people::invites(&state, &user.0).await?))
 }
 
+/// Invites a person (admins); the answer's link is shown this once.
+#[utoipa::path(
+    post,
+    path = "/people/invites",
+    tag = "people",
+    operation_id = "create_invite",
+    request_body = CreateInvite,
+    responses(
+        (status = 201, description = "The invite and its one-time link", body = CreatedInvite),
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        Conflict,
+        Invalid,
+    ),
+)]
 async fn invite(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -66,6 +134,20 @@ async fn invite(
     ))
 }
 
+/// Revokes an unused invite (admins).
+#[utoipa::path(
+    delete,
+    path = "/people/invites/{id}",
+    tag = "people",
+    operation_id = "revoke_invite",
+    params(("id" = String, Path, description = "The invite's id")),
+    responses(
+        (status = 204, description = "Revoked"),
+        Unauthorized,
+        Forbidden,
+        NotFound,
+    ),
+)]
 async fn revoke_invite(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -76,6 +158,20 @@ async fn revoke_invite(
 }
 
 /// A repo's access mode and grants: admins (others see the repo's 404 or a 403).
+#[utoipa::path(
+    get,
+    path = "/repos/{id}/access",
+    tag = "people",
+    operation_id = "get_repo_access",
+    params(("id" = RepoId, Path)),
+    responses(
+        (status = 200, description = "Who may use the repo", body = RepoAccessSettings),
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+    ),
+)]
 async fn repo_access(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -89,6 +185,24 @@ async fn repo_access(
     }))
 }
 
+/// Sets who may use a repo (admins); a group is `<provider>:<group>`.
+#[utoipa::path(
+    put,
+    path = "/repos/{id}/access",
+    tag = "people",
+    operation_id = "set_repo_access",
+    params(("id" = RepoId, Path)),
+    request_body = RepoAccessSettings,
+    responses(
+        (status = 200, description = "Who may use the repo now", body = RepoAccessSettings),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Invalid,
+    ),
+)]
 async fn set_repo_access(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -151,6 +265,22 @@ async fn set_repo_access(
 }
 
 /// Its owner makes a session private (owner and the people they shared it with) or not.
+#[utoipa::path(
+    put,
+    path = "/sessions/{id}/visibility",
+    tag = "sessions",
+    operation_id = "set_session_visibility",
+    params(("id" = SessionId, Path)),
+    request_body = SessionVisibility,
+    responses(
+        (status = 200, description = "The session", body = Session),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+    ),
+)]
 async fn set_visibility(
     State(state): State<AppState>,
     user: CurrentUser,

@@ -1,20 +1,23 @@
 //! `/api/repos`.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, put};
-use axum::{Json, Router};
 use tandem_protocol::{CreateRepo, Repo, RepoId, SetWarmPool};
+use utoipa_axum::routes;
 
+use super::openapi::{
+    ApiRouter, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, Unauthorized,
+};
 use crate::auth::CurrentUser;
 use crate::state::AppState;
 use crate::{Error, Result, db, repos};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/repos", get(list).post(create))
-        .route("/repos/{id}", get(show))
-        .route("/repos/{id}/warm-pool", put(set_warm_pool))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(show))
+        .routes(routes!(set_warm_pool))
 }
 
 fn with_pool(state: &AppState, mut repo: Repo) -> Repo {
@@ -23,6 +26,23 @@ fn with_pool(state: &AppState, mut repo: Repo) -> Repo {
 }
 
 /// Sets how many started workspaces to keep ready; the supervisor fills or drains within a second.
+#[utoipa::path(
+    put,
+    path = "/repos/{id}/warm-pool",
+    tag = "repos",
+    operation_id = "set_warm_pool",
+    params(("id" = RepoId, Path)),
+    request_body = SetWarmPool,
+    responses(
+        (status = 200, description = "The repo with its new pool size", body = Repo),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Invalid,
+    ),
+)]
 async fn set_warm_pool(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -38,6 +58,22 @@ async fn set_warm_pool(
     Ok(Json(with_pool(&state, repos::get(&state.db, id).await?)))
 }
 
+/// Adds a repo (admins).
+#[utoipa::path(
+    post,
+    path = "/repos",
+    tag = "repos",
+    operation_id = "create_repo",
+    request_body = CreateRepo,
+    responses(
+        (status = 201, description = "Created", body = Repo),
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        Conflict,
+        Invalid,
+    ),
+)]
 async fn create(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -51,6 +87,13 @@ async fn create(
 }
 
 /// The repos the person may see.
+#[utoipa::path(
+    get,
+    path = "/repos",
+    tag = "repos",
+    operation_id = "list_repos",
+    responses((status = 200, description = "The repos", body = Vec<Repo>), Unauthorized),
+)]
 async fn list(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<Repo>>> {
     Ok(Json(
         crate::permissions::visible_repos(&state, &user.0)
@@ -61,6 +104,19 @@ async fn list(State(state): State<AppState>, user: CurrentUser) -> Result<Json<V
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/repos/{id}",
+    tag = "repos",
+    operation_id = "get_repo",
+    params(("id" = RepoId, Path)),
+    responses(
+        (status = 200, description = "The repo", body = Repo),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+    ),
+)]
 async fn show(
     State(state): State<AppState>,
     user: CurrentUser,

@@ -1,9 +1,8 @@
 //! `/api/sessions`.
 
+use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use tandem_protocol::{
     ArtifactId, ChildSession, CreateChildren, CreatePrompt, CreateSession, Diff, EditPrompt,
     EventsPage, EventsQuery, ExecRequest, ExecResult, ForkRequest, Prompt, PromptId, Session,
@@ -11,7 +10,12 @@ use tandem_protocol::{
 };
 
 use tandem_protocol::agent::{FileQuery, FileView, GitCommitted, GitStatus, WriteFile};
+use utoipa_axum::routes;
 
+use super::openapi::{
+    ApiRouter, BadGateway, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, TooMany,
+    Unauthorized, Unavailable,
+};
 use crate::auth::CurrentUser;
 use crate::sessions::workspace;
 use crate::state::AppState;
@@ -19,42 +23,51 @@ use crate::{Error, Result, sessions};
 use tandem_protocol::live::Role;
 
 /// What the database answers, wherever the session's workspace runs.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/sessions", get(list).post(create))
-        .route("/sessions/{id}", get(show))
-        .route("/sessions/{id}/events", get(events))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(show))
+        .routes(routes!(events))
 }
 
 /// What acts on the session (its workspace, its live hub): answered by the server hosting it
 /// (`cluster::forward`).
-pub fn hosted_router() -> Router<AppState> {
-    Router::new()
-        .route("/sessions/{id}/exec", post(exec))
-        .route("/sessions/{id}/diff", get(diff))
-        .route("/sessions/{id}/stop", post(stop))
-        .route("/sessions/{id}/suspend", post(suspend))
-        .route("/sessions/{id}/resume", post(resume))
-        .route("/sessions/{id}/fork", post(fork))
-        .route("/sessions/{id}/files", get(read_file).put(write_file))
-        .route("/sessions/{id}/git/status", get(git_status))
-        .route("/sessions/{id}/git/commit", post(git_commit))
-        .route("/sessions/{id}/prompts", post(submit_prompt))
-        .route(
-            "/sessions/{id}/prompts/{prompt}",
-            axum::routing::patch(edit_prompt).delete(withdraw_prompt),
-        )
-        .route("/sessions/{id}/turn/stop", post(stop_turn))
-        .route(
-            "/sessions/{id}/children",
-            get(children).post(spawn_children),
-        )
-        .route("/sessions/{id}/artifacts/{artifact}", get(artifact))
-        .route("/sessions/{id}/desktop", get(desktop_page))
-        .route("/sessions/{id}/desktop/open", post(desktop_open))
-        .route("/sessions/{id}/vnc", get(crate::desktop::vnc::socket))
+pub fn hosted_router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(exec))
+        .routes(routes!(diff))
+        .routes(routes!(stop))
+        .routes(routes!(suspend))
+        .routes(routes!(resume))
+        .routes(routes!(fork))
+        .routes(routes!(read_file, write_file))
+        .routes(routes!(git_status))
+        .routes(routes!(git_commit))
+        .routes(routes!(submit_prompt))
+        .routes(routes!(edit_prompt, withdraw_prompt))
+        .routes(routes!(stop_turn))
+        .routes(routes!(children, spawn_children))
+        .routes(routes!(artifact))
+        .routes(routes!(desktop_page))
+        .routes(routes!(desktop_open))
+        .routes(routes!(crate::desktop::vnc::socket))
 }
 
+/// Starts a session on a repo with its first prompt.
+#[utoipa::path(
+    post,
+    path = "/sessions",
+    tag = "sessions",
+    operation_id = "create_session",
+    request_body = CreateSession,
+    responses(
+        (status = 201, description = "Created: it boots next", body = SessionDetail),
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        Invalid,
+    ),
+)]
 async fn create(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -87,6 +100,26 @@ async fn require_viewer(state: &AppState, user: &CurrentUser, id: SessionId) -> 
         .map_err(Error::from)
 }
 
+/// Runs a shell command in the session's workspace (owner only).
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/exec",
+    tag = "sessions",
+    operation_id = "exec",
+    params(("id" = SessionId, Path)),
+    request_body = ExecRequest,
+    responses(
+        (status = 200, description = "What the command did", body = ExecResult),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn exec(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -100,6 +133,23 @@ async fn exec(
     ))
 }
 
+/// The session's changes against the commit it started from.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/diff",
+    tag = "sessions",
+    operation_id = "diff",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 200, description = "The diff", body = Diff),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+        Conflict,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn diff(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -110,6 +160,22 @@ async fn diff(
     Ok(Json(workspace::diff(&state.db, &host, id).await?))
 }
 
+/// Stops the session: its workspace goes, its diff is kept (owner only).
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/stop",
+    tag = "sessions",
+    operation_id = "stop_session",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 200, description = "The session", body = SessionDetail),
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+    ),
+)]
 async fn stop(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -120,6 +186,20 @@ async fn stop(
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
+/// The sessions the person may see, newest first.
+#[utoipa::path(
+    get,
+    path = "/sessions",
+    tag = "sessions",
+    operation_id = "list_sessions",
+    params(SessionFilter),
+    responses(
+        (status = 200, description = "The sessions", body = Vec<Session>),
+        BadRequest,
+        Unauthorized,
+        Invalid,
+    ),
+)]
 async fn list(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -133,6 +213,20 @@ async fn list(
     Ok(Json(list))
 }
 
+/// The session with its prompts and its model budget.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}",
+    tag = "sessions",
+    operation_id = "get_session",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 200, description = "The session", body = SessionDetail),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+    ),
+)]
 async fn show(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -150,6 +244,21 @@ async fn show(
     Ok(Json(detail))
 }
 
+/// A page of the session's event log.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/events",
+    tag = "sessions",
+    operation_id = "list_events",
+    params(("id" = SessionId, Path), EventsQuery),
+    responses(
+        (status = 200, description = "Events after `after`, oldest first", body = EventsPage),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+        Invalid,
+    ),
+)]
 async fn events(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -161,6 +270,24 @@ async fn events(
     Ok(Json(sessions::events(&state.db, id, q).await?))
 }
 
+/// Keeps the workspace on disk with no processes (owner only).
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/suspend",
+    tag = "sessions",
+    operation_id = "suspend_session",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 200, description = "The session", body = SessionDetail),
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn suspend(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -171,6 +298,24 @@ async fn suspend(
     Ok(Json(sessions::get(&state.db, id).await?))
 }
 
+/// Starts a suspended workspace again (owner only).
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/resume",
+    tag = "sessions",
+    operation_id = "resume_session",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 200, description = "The session", body = SessionDetail),
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn resume(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -183,6 +328,26 @@ async fn resume(
 
 /// Only the owner (or an admin) may fork: a fork copies the whole writable layer — shell
 /// history, credentials outside `/workspace` — to the forker.
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/fork",
+    tag = "sessions",
+    operation_id = "fork_session",
+    params(("id" = SessionId, Path)),
+    request_body = ForkRequest,
+    responses(
+        (status = 201, description = "The new sessions", body = Vec<Session>),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        TooMany,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn fork(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -194,6 +359,24 @@ async fn fork(
     Ok((StatusCode::CREATED, Json(forks)))
 }
 
+/// A directory's entries or a file's content in the workspace.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/files",
+    tag = "sessions",
+    operation_id = "read_file",
+    params(("id" = SessionId, Path), FileQuery),
+    responses(
+        (status = 200, description = "The directory or file", body = FileView),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+        Conflict,
+        Invalid,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn read_file(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -206,6 +389,26 @@ async fn read_file(
     ))
 }
 
+/// Writes a file in the workspace (owner only).
+#[utoipa::path(
+    put,
+    path = "/sessions/{id}/files",
+    tag = "sessions",
+    operation_id = "write_file",
+    params(("id" = SessionId, Path), FileQuery),
+    request_body = WriteFile,
+    responses(
+        (status = 204, description = "Written"),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn write_file(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -226,6 +429,23 @@ async fn write_file(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The checkout's branch, head and changed paths.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/git/status",
+    tag = "sessions",
+    operation_id = "git_status",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 200, description = "The status", body = GitStatus),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+        Conflict,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn git_status(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -238,6 +458,25 @@ async fn git_status(
 }
 
 /// `{message}` → `{commit}`; owner only.
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/git/commit",
+    tag = "sessions",
+    operation_id = "git_commit",
+    params(("id" = SessionId, Path)),
+    request_body = tandem_protocol::GitCommitRequest,
+    responses(
+        (status = 201, description = "Committed", body = GitCommitted),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn git_commit(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -260,6 +499,24 @@ async fn git_commit(
 }
 
 /// Queues a prompt (`queue`) or hands it to the running turn (`steer`).
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/prompts",
+    tag = "sessions",
+    operation_id = "submit_prompt",
+    params(("id" = SessionId, Path)),
+    request_body = CreatePrompt,
+    responses(
+        (status = 201, description = "The prompt", body = Prompt),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        TooMany,
+    ),
+)]
 async fn submit_prompt(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -283,6 +540,24 @@ async fn submit_prompt(
     Ok((StatusCode::CREATED, Json(prompt)).into_response())
 }
 
+/// Changes a queued prompt's text (its author only).
+#[utoipa::path(
+    patch,
+    path = "/sessions/{id}/prompts/{prompt}",
+    tag = "sessions",
+    operation_id = "edit_prompt",
+    params(("id" = SessionId, Path), ("prompt" = PromptId, Path)),
+    request_body = EditPrompt,
+    responses(
+        (status = 200, description = "The prompt", body = Prompt),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+    ),
+)]
 async fn edit_prompt(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -295,6 +570,22 @@ async fn edit_prompt(
     ))
 }
 
+/// Takes back a queued prompt (its author only).
+#[utoipa::path(
+    delete,
+    path = "/sessions/{id}/prompts/{prompt}",
+    tag = "sessions",
+    operation_id = "withdraw_prompt",
+    params(("id" = SessionId, Path), ("prompt" = PromptId, Path)),
+    responses(
+        (status = 204, description = "Withdrawn"),
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+    ),
+)]
 async fn withdraw_prompt(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -306,6 +597,21 @@ async fn withdraw_prompt(
 }
 
 /// Stops the running turn: 202 while it ends, 409 when none runs.
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/turn/stop",
+    tag = "sessions",
+    operation_id = "stop_turn",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 202, description = "The turn is stopping"),
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+    ),
+)]
 async fn stop_turn(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -319,6 +625,20 @@ async fn stop_turn(
     }
 }
 
+/// The session's children the person may see.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/children",
+    tag = "sessions",
+    operation_id = "list_children",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 200, description = "The children", body = Vec<ChildSession>),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+    ),
+)]
 async fn children(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -338,6 +658,28 @@ async fn children(
     Ok(Json(out))
 }
 
+/// Starts child sessions with a prompt (drivers; a fork, the owner).
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/children",
+    tag = "sessions",
+    operation_id = "spawn_children",
+    params(("id" = SessionId, Path)),
+    request_body = CreateChildren,
+    responses(
+        (status = 201, description = "The children", body = Vec<Session>),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        Invalid,
+        TooMany,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn spawn_children(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -375,6 +717,20 @@ async fn spawn_children(
 }
 
 /// An artifact's whole content, with its content type.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/artifacts/{artifact}",
+    tag = "sessions",
+    operation_id = "get_artifact",
+    params(("id" = SessionId, Path), ("artifact" = ArtifactId, Path)),
+    responses(
+        (status = 200, description = "The artifact's bytes, with its own content type",
+            content_type = "*/*", body = Vec<u8>),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+    ),
+)]
 async fn artifact(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -388,6 +744,22 @@ async fn artifact(
 }
 
 /// The desktop: whether it runs and what its browser shows.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/desktop",
+    tag = "sessions",
+    operation_id = "get_desktop",
+    params(("id" = SessionId, Path)),
+    responses(
+        (status = 200, description = "The desktop", body = tandem_protocol::agent::DesktopPage),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+        Conflict,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn desktop_page(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -398,6 +770,25 @@ async fn desktop_page(
 }
 
 /// Shows a URL in the desktop's browser (drivers).
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/desktop/open",
+    tag = "sessions",
+    operation_id = "open_in_desktop",
+    params(("id" = SessionId, Path)),
+    request_body = tandem_protocol::agent::DesktopOpen,
+    responses(
+        (status = 200, description = "The desktop", body = tandem_protocol::agent::DesktopPage),
+        BadRequest,
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        BadGateway,
+        Unavailable,
+    ),
+)]
 async fn desktop_open(
     State(state): State<AppState>,
     user: CurrentUser,

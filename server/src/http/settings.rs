@@ -1,19 +1,20 @@
 //! `/api/settings`: the first-run / Settings page (admins only): the model, the default agent,
 //! the GitHub App, and a connection test against the model endpoint.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use tandem_protocol::{ModelTest, Settings, TestModel, UpdateSettings};
+use utoipa_axum::routes;
 
+use super::openapi::{ApiRouter, Conflict, Forbidden, Invalid, JsonBody, Unauthorized};
 use crate::auth::CurrentUser;
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/settings", get(show).put(update))
-        .route("/settings/model/test", post(test_model))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(show, update))
+        .routes(routes!(test_model))
 }
 
 fn require_admin(user: &CurrentUser) -> Result<()> {
@@ -37,12 +38,39 @@ async fn view(state: &AppState) -> Result<Json<Settings>> {
     ))
 }
 
+/// The settings the first-run page edits, each with where its value comes from (admins).
+#[utoipa::path(
+    get,
+    path = "/settings",
+    tag = "admin",
+    operation_id = "get_settings",
+    responses(
+        (status = 200, description = "The settings", body = Settings),
+        Unauthorized,
+        Forbidden,
+    ),
+)]
 async fn show(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Settings>> {
     require_admin(&user)?;
     view(&state).await
 }
 
 /// Changes the given settings; the model ones apply at once (turns waiting for a model start).
+#[utoipa::path(
+    put,
+    path = "/settings",
+    tag = "admin",
+    operation_id = "update_settings",
+    request_body = UpdateSettings,
+    responses(
+        (status = 200, description = "The settings as now", body = Settings),
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        Conflict,
+        Invalid,
+    ),
+)]
 async fn update(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -67,6 +95,20 @@ async fn update(
 }
 
 /// One real request to the model endpoint with the given (or saved) values.
+#[utoipa::path(
+    post,
+    path = "/settings/model/test",
+    tag = "admin",
+    operation_id = "test_model",
+    request_body = TestModel,
+    responses(
+        (status = 200, description = "How the endpoint answered (`ok` false when it failed)", body = ModelTest),
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        Invalid,
+    ),
+)]
 async fn test_model(
     State(state): State<AppState>,
     user: CurrentUser,

@@ -3,39 +3,59 @@
 //! anything is read), the one-time account link (`/api/slack/link`), and the channel defaults
 //! and keyword rules (`/api/slack/settings`).
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, REFERRER_POLICY, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::Deserialize;
 use tandem_protocol::slack::{
     SetSlackChannel, SetSlackRule, SlackChannel, SlackRule, SlackSettings,
 };
 use tandem_protocol::{RepoId, User};
+use utoipa_axum::routes;
 
 use super::oidc::html_escape;
+use super::openapi::{
+    ApiRouter, BadRequest, Forbidden, Invalid, JsonBody, NotFound, Unauthorized, Unavailable,
+};
 use crate::auth::{CurrentUser, flow};
 use crate::slack::{deliveries, people};
 use crate::state::AppState;
 use crate::{Error, Result, db};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/slack/events", post(events))
-        .route("/slack/interactivity", post(interactivity))
-        .route("/slack/commands", post(commands))
-        .route("/slack/link", get(link_page).post(link))
-        .route("/slack/link.js", get(link_script))
-        .route("/slack/settings", get(settings).put(put_rules))
-        .route(
-            "/slack/channels/{channel}",
-            axum::routing::put(put_channel).delete(delete_channel),
-        )
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(events))
+        .routes(routes!(interactivity))
+        .routes(routes!(commands))
+        .routes(routes!(link_page, link))
+        .routes(routes!(link_script))
+        .routes(routes!(settings, put_rules))
+        .routes(routes!(put_channel, delete_channel))
 }
 
+/// Slack's Events API request URL. Like the other two, its body is read raw: the signature
+/// (`X-Slack-Signature` over the bytes sent) is checked before anything is parsed.
+#[utoipa::path(
+    post,
+    path = "/slack/events",
+    tag = "slack",
+    operation_id = "slack_events",
+    security(()),
+    params(
+        ("x-slack-request-timestamp" = Option<String>, Header),
+        ("x-slack-signature" = Option<String>, Header),
+    ),
+    request_body(content = Value, description = "An Events API payload"),
+    responses(
+        (status = 200, description = "What Slack expects back (the URL challenge, or `{}`)", body = Value),
+        BadRequest,
+        Unauthorized,
+        Unavailable,
+    ),
+)]
 async fn events(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -45,6 +65,26 @@ async fn events(
     Ok(Json(deliveries::event(&state, &body).await?))
 }
 
+/// Slack's interactivity request URL (a button pressed in a message).
+#[utoipa::path(
+    post,
+    path = "/slack/interactivity",
+    tag = "slack",
+    operation_id = "slack_interactivity",
+    security(()),
+    params(
+        ("x-slack-request-timestamp" = Option<String>, Header),
+        ("x-slack-signature" = Option<String>, Header),
+    ),
+    request_body(content = Object, content_type = "application/x-www-form-urlencoded",
+        description = "`payload`: the interaction as JSON"),
+    responses(
+        (status = 200, description = "Handled"),
+        BadRequest,
+        Unauthorized,
+        Unavailable,
+    ),
+)]
 async fn interactivity(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -55,6 +95,26 @@ async fn interactivity(
     Ok(StatusCode::OK)
 }
 
+/// Slack's slash-command request URL.
+#[utoipa::path(
+    post,
+    path = "/slack/commands",
+    tag = "slack",
+    operation_id = "slack_commands",
+    security(()),
+    params(
+        ("x-slack-request-timestamp" = Option<String>, Header),
+        ("x-slack-signature" = Option<String>, Header),
+    ),
+    request_body(content = Object, content_type = "application/x-www-form-urlencoded",
+        description = "The command's fields, as Slack sends them"),
+    responses(
+        (status = 200, description = "The reply Slack shows", body = Value),
+        BadRequest,
+        Unauthorized,
+        Unavailable,
+    ),
+)]
 async fn commands(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -101,8 +161,10 @@ fn same_site(app: &AppState, headers: &HeaderMap) -> Option<Response> {
     })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct LinkQuery {
+    /// The one-time link's code (from the app's message in Slack).
     code: String,
     /// Set on the page's own second load (after one without the sign-in cookie).
     #[serde(default)]
@@ -121,6 +183,14 @@ const LINK_SCRIPT: &str = include_str!("slack_link.js");
 /// How long the link button waits after the page is shown or focused (the script's constant).
 pub const ARM_MS: u32 = 1000;
 
+#[utoipa::path(
+    get,
+    path = "/slack/link.js",
+    tag = "slack",
+    operation_id = "slack_link_script",
+    security(()),
+    responses((status = 200, description = "The link page's script", content_type = "text/javascript", body = String)),
+)]
 async fn link_script() -> Response {
     (
         [
@@ -136,6 +206,23 @@ async fn link_script() -> Response {
 /// (handle, email, workspace; never the display name anyone may set), and asks before linking
 /// (a link someone else sent must not tie their Slack account to yours unseen). Its form
 /// carries a flow bound to this browser and this person, not the code itself.
+#[utoipa::path(
+    get,
+    path = "/slack/link",
+    tag = "slack",
+    operation_id = "slack_link_page",
+    security((), ("bearer_token" = []), ("session_cookie" = [])),
+    params(LinkQuery),
+    responses(
+        (status = 200, description = "The page that asks before linking (or loads itself once more, to carry the sign-in cookie)",
+            content_type = "text/html", body = String),
+        (status = 400, description = "A malformed query (`bad_request`)", body = tandem_protocol::ApiError),
+        (status = 401, description = "Not signed in: a page that says so", content_type = "text/html", body = String),
+        (status = 403, description = "Another site sent the browser here: a page", content_type = "text/html", body = String),
+        (status = 404, description = "The link was used or expired: a page", content_type = "text/html", body = String),
+        (status = 409, description = "Refused (a cookie sent twice): a page", content_type = "text/html", body = String),
+    ),
+)]
 async fn link_page(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -230,6 +317,20 @@ async fn link_page(
 
 /// The link page's form: the flow must be this browser's, started by this same person (fully
 /// signed in), and is taken once; then the code it was for.
+#[utoipa::path(
+    post,
+    path = "/slack/link",
+    tag = "slack",
+    operation_id = "slack_link",
+    request_body(content = Object, content_type = "application/x-www-form-urlencoded",
+        description = "`state`: the flow the link page's form carries"),
+    responses(
+        (status = 200, description = "Linked: a page that says so", content_type = "text/html", body = String),
+        (status = 400, description = "Not linked: a page that says why", content_type = "text/html", body = String),
+        (status = 403, description = "Another site sent the form: a page", content_type = "text/html", body = String),
+        Unauthorized,
+    ),
+)]
 async fn link(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -305,6 +406,14 @@ async fn current(state: &AppState, user: &User) -> Result<SlackSettings> {
     })
 }
 
+/// The channels' default repos and the keyword rules, for the repos the person sees.
+#[utoipa::path(
+    get,
+    path = "/slack/settings",
+    tag = "slack",
+    operation_id = "get_slack_settings",
+    responses((status = 200, description = "The settings", body = SlackSettings), Unauthorized),
+)]
 async fn settings(State(state): State<AppState>, user: CurrentUser) -> Result<Json<SlackSettings>> {
     Ok(Json(current(&state, &user.0).await?))
 }
@@ -318,6 +427,21 @@ fn require_admin(user: &CurrentUser, what: &str) -> Result<()> {
 }
 
 /// Replaces the keyword rules (admins).
+#[utoipa::path(
+    put,
+    path = "/slack/settings",
+    tag = "slack",
+    operation_id = "set_slack_rules",
+    request_body = Vec<SetSlackRule>,
+    responses(
+        (status = 200, description = "The settings as now", body = SlackSettings),
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Invalid,
+    ),
+)]
 async fn put_rules(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -353,6 +477,22 @@ async fn put_rules(
 }
 
 /// Sets a channel's default repo from the web app, for every Slack workspace (admins).
+#[utoipa::path(
+    put,
+    path = "/slack/channels/{channel}",
+    tag = "slack",
+    operation_id = "set_slack_channel",
+    params(("channel" = String, Path, description = "The channel's id, like `C0123ABCD`")),
+    request_body = SetSlackChannel,
+    responses(
+        (status = 200, description = "The settings as now", body = SlackSettings),
+        JsonBody,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Invalid,
+    ),
+)]
 async fn put_channel(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -386,6 +526,15 @@ async fn put_channel(
     Ok(Json(current(&state, &user.0).await?))
 }
 
+/// Clears a channel's default repo (admins).
+#[utoipa::path(
+    delete,
+    path = "/slack/channels/{channel}",
+    tag = "slack",
+    operation_id = "clear_slack_channel",
+    params(("channel" = String, Path, description = "The channel's id")),
+    responses((status = 204, description = "Cleared"), Unauthorized, Forbidden),
+)]
 async fn delete_channel(
     State(state): State<AppState>,
     user: CurrentUser,

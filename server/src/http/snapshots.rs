@@ -1,22 +1,38 @@
 //! `/api/repos/{id}/snapshots` and `/api/snapshots/{id}`.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
 use tandem_protocol::{RepoId, Snapshot, SnapshotId};
+use utoipa_axum::routes;
 
+use super::openapi::{ApiRouter, BadRequest, Forbidden, NotFound, Unauthorized, Unavailable};
 use crate::auth::CurrentUser;
 use crate::state::AppState;
 use crate::{Error, Result, db, snapshots};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/repos/{id}/snapshots", get(list).post(build))
-        .route("/snapshots/{id}", get(show))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(list, build))
+        .routes(routes!(show))
 }
 
 /// Starts a build on demand; 202 with the snapshot in state `building`.
+#[utoipa::path(
+    post,
+    path = "/repos/{id}/snapshots",
+    tag = "repos",
+    operation_id = "build_snapshot",
+    params(("id" = RepoId, Path)),
+    responses(
+        (status = 202, description = "The build started", body = Snapshot),
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Unavailable,
+    ),
+)]
 async fn build(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -30,6 +46,20 @@ async fn build(
     ))
 }
 
+/// The repo's snapshots, newest first.
+#[utoipa::path(
+    get,
+    path = "/repos/{id}/snapshots",
+    tag = "repos",
+    operation_id = "list_snapshots",
+    params(("id" = RepoId, Path)),
+    responses(
+        (status = 200, description = "The snapshots", body = Vec<Snapshot>),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+    ),
+)]
 async fn list(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -39,6 +69,19 @@ async fn list(
     Ok(Json(db::snapshots::list(&state.db, id).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/snapshots/{id}",
+    tag = "repos",
+    operation_id = "get_snapshot",
+    params(("id" = SnapshotId, Path)),
+    responses(
+        (status = 200, description = "The snapshot, with its build log", body = Snapshot),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+    ),
+)]
 async fn show(
     State(state): State<AppState>,
     user: CurrentUser,

@@ -1,21 +1,36 @@
 //! API tokens of the signed-in user: create (secret shown once), list, revoke.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{delete, get};
-use axum::{Json, Router};
 use tandem_protocol::{CreateToken, CreatedToken, TokenId, TokenInfo};
+use utoipa_axum::routes;
 
+use super::openapi::{ApiRouter, BadRequest, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::auth::{self, CurrentUser};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/tokens", get(list).post(create))
-        .route("/tokens/{id}", delete(revoke))
+pub fn router() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(revoke))
 }
 
+/// A new token of the signed-in person; its secret is shown this once.
+#[utoipa::path(
+    post,
+    path = "/tokens",
+    tag = "tokens",
+    operation_id = "create_token",
+    request_body = CreateToken,
+    responses(
+        (status = 201, description = "Created, with its secret", body = CreatedToken),
+        JsonBody,
+        Unauthorized,
+        Invalid,
+    ),
+)]
 async fn create(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -26,10 +41,31 @@ async fn create(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
+/// The signed-in person's live tokens (never their secrets).
+#[utoipa::path(
+    get,
+    path = "/tokens",
+    tag = "tokens",
+    operation_id = "list_tokens",
+    responses((status = 200, description = "The tokens", body = Vec<TokenInfo>), Unauthorized),
+)]
 async fn list(State(state): State<AppState>, user: CurrentUser) -> Result<Json<Vec<TokenInfo>>> {
     Ok(Json(db::tokens::list(&state.db, user.0.id).await?))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/tokens/{id}",
+    tag = "tokens",
+    operation_id = "revoke_token",
+    params(("id" = TokenId, Path)),
+    responses(
+        (status = 204, description = "Revoked"),
+        BadRequest,
+        Unauthorized,
+        NotFound,
+    ),
+)]
 async fn revoke(
     State(state): State<AppState>,
     user: CurrentUser,

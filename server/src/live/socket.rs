@@ -26,6 +26,26 @@ pub const POLL_OTHER_PROCESSES: Duration = Duration::from_secs(2);
 pub const REPLAY_PACE: Duration = Duration::from_millis(10);
 
 /// `GET /api/sessions/{id}/live`.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/live",
+    tag = "links",
+    operation_id = "live",
+    description = "The session's live channel, a WebSocket (`tandem_protocol::live`: `WsClient` and \
+        `WsServer` as JSON text frames, terminals as binary frames). Who may join is checked \
+        after the upgrade: a refusal is a close frame with its code (`live::close`).",
+    security((), ("bearer_token" = []), ("session_cookie" = [])),
+    params(
+        ("id" = SessionId, Path),
+        ("share" = Option<String>, Query, description = "A share link's token"),
+        ("name" = Option<String>, Query, description = "A guest's display name"),
+    ),
+    responses(
+        (status = 101, description = "Switched to the WebSocket protocol"),
+        (status = 400, description = "Not a WebSocket upgrade, or a malformed parameter (`bad_request`)", body = tandem_protocol::ApiError),
+        (status = 426, description = "The connection cannot be upgraded", body = tandem_protocol::ApiError),
+    ),
+)]
 pub async fn upgrade(
     State(state): State<AppState>,
     Path(id): Path<SessionId>,

@@ -43,12 +43,34 @@ pub fn router() -> Router<AppState> {
 }
 
 /// `POST /api/sessions/{id}/code`.
-pub fn api_router() -> Router<AppState> {
-    Router::new().route("/sessions/{id}/code", axum::routing::post(open))
+pub fn api_router() -> crate::http::openapi::ApiRouter {
+    crate::http::openapi::ApiRouter::new().routes(utoipa_axum::routes!(open))
 }
 
 /// A signed-in driver, or a guest with a driver link (`?share=…&name=…`, as on the live
 /// channel), gets a URL.
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/code",
+    tag = "sessions",
+    operation_id = "open_code",
+    security((), ("bearer_token" = []), ("session_cookie" = [])),
+    params(
+        ("id" = SessionId, Path),
+        ("share" = Option<String>, Query, description = "A driver link's token, for a guest"),
+        ("name" = Option<String>, Query, description = "A guest's display name"),
+    ),
+    responses(
+        (status = 200, description = "Where VS Code opens for this person", body = tandem_protocol::CodeLink),
+        crate::http::openapi::BadRequest,
+        crate::http::openapi::Unauthorized,
+        crate::http::openapi::Forbidden,
+        crate::http::openapi::NotFound,
+        crate::http::openapi::Conflict,
+        crate::http::openapi::BadGateway,
+        crate::http::openapi::Unavailable,
+    ),
+)]
 async fn open(
     State(app): State<AppState>,
     user: Result<CurrentUser, Error>,
