@@ -91,3 +91,81 @@ impl GatewayListener for Unix {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// A process in a PID namespace of its own (as a workspace's init is), killed on drop.
+    struct Contained(std::process::Child);
+
+    impl Drop for Contained {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// `unshare --pid --fork sleep`: the host pid of the `sleep`, which runs in the new
+    /// namespace.
+    fn contained() -> Option<(Contained, i32)> {
+        let child = std::process::Command::new("unshare")
+            .args(["--pid", "--fork", "--kill-child", "sleep", "60"])
+            .spawn()
+            .ok()?;
+        let parent = child.id();
+        let guard = Contained(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let children =
+                std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+                    .unwrap_or_default();
+            if let Some(pid) = children
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse().ok())
+            {
+                return Some((guard, pid));
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// A workspace that swaps its agent socket for one a host process answers (here: this
+    /// test, outside the workspace's PID namespace) gets no connection: the peer does not lead
+    /// into the workspace.
+    #[tokio::test]
+    async fn a_socket_answered_outside_the_workspace_is_refused() {
+        let Some((_init, init_pid)) = contained() else {
+            eprintln!("SKIP: cannot make a PID namespace here (needs root and unshare)");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let upper = dir.path().join("upper");
+        let agent_dir = dir.path().join("agent");
+        std::fs::create_dir_all(&agent_dir).unwrap();
+        let socket = agent_dir.join(Path::new(agent::SOCKET).file_name().unwrap());
+        let _host_side = tokio::net::UnixListener::bind(&socket).unwrap();
+        let refused = connect("w-test", &upper, init_pid).await;
+        assert!(
+            matches!(&refused, Err(Error::Forbidden(m)) if m.contains("does not lead into the workspace")),
+            "{:?}",
+            refused.map(|_| ())
+        );
+        // The same socket, with this process's own namespace as the workspace's: taken.
+        let own = i32::try_from(std::process::id()).unwrap();
+        assert!(connect("w-test", &upper, own).await.is_ok());
+    }
+
+    #[test]
+    fn a_dead_or_foreign_process_is_not_a_live_init() {
+        assert!(!alive(i32::MAX));
+        // This test process is alive, but no workspace's init (tini).
+        assert!(!alive(i32::try_from(std::process::id()).unwrap()));
+    }
+}
