@@ -31,7 +31,7 @@ pub mod fuzz_support;
 pub use engine::Engine;
 pub use error::{Error, Result};
 // The host layer (its own crate): the core's modules reach it by these names.
-pub use tandem_host::{Host, data_dir, images, mirrors, runtime, workspace_agent};
+pub use tandem_host::{Host, data_dir, images, layers, mirrors, runtime, workspace_agent};
 // The store layer (its own crate), as `db`.
 pub use tandem_store as db;
 

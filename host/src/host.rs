@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tandem_protocol::{Problem, ProblemKind, Repo, SessionId, SnapshotId};
+use tandem_protocol::{Problem, ProblemKind, Repo, SessionId};
 
 use crate::images::{self, Image};
 use crate::runtime::limits::{LimitPolicy, LimitRequest};
@@ -122,13 +122,5 @@ impl Host {
             allow: allow.to_vec(),
             hosts: self.egress_hosts.clone(),
         })
-    }
-
-    /// The layer directory of a snapshot.
-    pub fn layer(&self, id: SnapshotId) -> PathBuf {
-        self.data_dir
-            .join("snapshots")
-            .join(id.to_string())
-            .join("layer")
     }
 }

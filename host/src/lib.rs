@@ -9,6 +9,7 @@ pub mod data_dir;
 pub mod error;
 pub mod host;
 pub mod images;
+pub mod layers;
 pub mod mirrors;
 pub mod runtime;
 pub mod workspace_agent;

@@ -350,7 +350,7 @@ async fn snapshots_rebuild_only_when_something_changed_and_unused_old_ones_are_c
     assert_eq!(state_of(second.id), SnapshotState::Ready);
     assert_eq!(state_of(third.id), SnapshotState::Ready);
     assert!(
-        !ws.layer(first.id).exists() && ws.layer(second.id).exists() && ws.layer(third.id).exists()
+        !ws.snapshot_kept(first.id) && ws.snapshot_kept(second.id) && ws.snapshot_kept(third.id)
     );
 }
 

@@ -2,7 +2,6 @@
 //! `setup` in a workspace whose writable layer *is* that layer, and keep it as an immutable
 //! snapshot. A failed build is recorded with its log and never replaces the last good snapshot.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -10,8 +9,7 @@ use tandem_protocol::{Repo, Snapshot, SnapshotId, SnapshotState, Timestamp};
 
 use crate::Host;
 use crate::db::{self, Db};
-use crate::images::{self};
-use crate::runtime::{ExecRequest, Keep, WorkspaceSpec};
+use crate::runtime::{ExecRequest, Keep};
 use crate::{Error, Result, now_ms};
 
 pub mod recipe;
@@ -23,7 +21,7 @@ pub const MAX_LOG_BYTES: usize = 256 * 1024;
 /// How long one setup command may run.
 pub const SETUP_COMMAND_TIMEOUT_SECS: u64 = 30 * 60;
 /// Where the repo lives inside a workspace.
-pub const REPO_DIR: &str = "/workspace";
+pub use crate::layers::REPO_DIR;
 
 /// Starts a build: records it as `building` and returns it; the build runs in the background.
 pub async fn start_build(db: &Db, host: &Arc<Host>, repo: &Repo) -> Result<Snapshot> {
@@ -64,9 +62,8 @@ pub async fn start_build_inline(db: &Db, host: &Host, repo: &Repo) -> Result<Sna
 /// Runs a build to the end and records its outcome (also on failure).
 pub async fn build(db: &Db, host: &Host, repo: &Repo, mut snap: Snapshot) -> Result<Snapshot> {
     let start = Instant::now();
-    let layer = host.layer(snap.id);
     let mut log = String::new();
-    let outcome = run_build(db, host, repo, &snap, &layer, &mut log).await;
+    let outcome = run_build(db, host, repo, &snap, &mut log).await;
     snap.build_ms = Some(start.elapsed().as_millis() as i64);
     snap.finished_at = Some(Timestamp(now_ms()));
     match outcome {
@@ -74,15 +71,13 @@ pub async fn build(db: &Db, host: &Host, repo: &Repo, mut snap: Snapshot) -> Res
             snap.state = SnapshotState::Ready;
             snap.commit = Some(commit);
             snap.recipe_hash = Some(recipe_hash);
-            snap.size_bytes = Some(images::du(&layer) as i64);
+            snap.size_bytes = Some(host.snapshot_size(snap.id) as i64);
         }
         Err(e) => {
             log.push_str(&format!("\nbuild failed: {e}\n"));
             snap.state = SnapshotState::Failed;
             snap.error = Some(e.to_string());
-            if let Some(dir) = layer.parent() {
-                let _ = std::fs::remove_dir_all(dir);
-            }
+            host.remove_snapshot(snap.id);
         }
     }
     snap.log = tail(&log, MAX_LOG_BYTES);
@@ -95,10 +90,8 @@ async fn run_build(
     host: &Host,
     repo: &Repo,
     snap: &Snapshot,
-    layer: &Path,
     log: &mut String,
 ) -> Result<(String, String)> {
-    std::fs::create_dir_all(layer)?;
     log.push_str(&format!(
         "$ git fetch {} ({})\n",
         repo.url, repo.default_branch
@@ -113,26 +106,18 @@ async fn run_build(
     let recipe_text = crate::mirrors::read_file(&mirror, &commit, recipe::FILE).await?;
     let recipe = Recipe::parse(recipe_text.as_deref())?;
     if recipe.setup.is_empty() {
-        let checkout = layer.join(REPO_DIR.trim_start_matches('/'));
-        crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
+        host.checkout_snapshot(snap.id, repo, &repo.default_branch)
+            .await?;
         log.push_str(&format!("at {commit}\n"));
-        if host.runtime.root_uid() != 0 {
-            // Shifted now rather than at a session's start.
-            let l = layer.to_path_buf();
-            tokio::task::spawn_blocking(move || crate::runtime::userns::shift_tree(&l))
-                .await
-                .map_err(|e| Error::Internal(format!("shifting the snapshot layer: {e}")))??;
-        }
         return Ok((commit, recipe.hash()));
     }
     // `setup` runs in a workspace like a session's, on a disk of its own (limited like one);
     // its layer is then copied to the snapshot's place.
     let id = format!("snap-{}", &snap.id.0.simple().to_string()[..16]);
     let limits = host.limits(&recipe.limits)?;
-    let upper = host.runtime.prepare(&id, limits).await?;
-    let checkout = upper.join(REPO_DIR.trim_start_matches('/'));
     let built = async {
-        crate::mirrors::checkout(&mirror, repo, &repo.default_branch, &checkout).await?;
+        host.checkout_into_workspace(&id, limits, repo, &repo.default_branch)
+            .await?;
         log.push_str(&format!("at {commit}\n"));
         db::snapshots::set_log(db, snap.id, &tail(log, MAX_LOG_BYTES)).await?;
         let env: Vec<(String, String)> = recipe
@@ -140,24 +125,12 @@ async fn run_build(
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        host.runtime
-            .start(WorkspaceSpec {
-                id: id.clone(),
-                layers: vec![host.image()?.rootfs.clone()],
-                upper: None,
-                hostname: "snapshot".into(),
-                env: env.clone(),
-                init: vec!["sleep".into(), "infinity".into()],
-                binds: vec![],
-                limits,
-                egress: host.egress(&recipe.egress),
-            })
-            .await?;
+        let spec = host.build_spec(&id, env.clone(), limits, host.egress(&recipe.egress))?;
+        host.runtime.start(spec).await?;
         let result = run_setup(db, host, snap.id, &id, &recipe, &env, log).await;
         host.runtime.stop(&id, Keep::Upper).await?;
         result?;
-        let upper = host.runtime.prepare(&id, limits).await?;
-        crate::runtime::disk::copy_tree(&upper, layer).await?;
+        host.capture_snapshot(&id, limits, snap.id).await?;
         Ok::<_, Error>(())
     }
     .await;
@@ -302,9 +275,7 @@ pub async fn collect_garbage(
             continue;
         }
         db::snapshots::mark_collected(db, snap.id).await?;
-        if let Some(dir) = host.layer(snap.id).parent() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        host.remove_snapshot(snap.id);
         collected.push(snap.id);
     }
     Ok(collected)

@@ -82,11 +82,8 @@ pub async fn fork(
     let copies: Result<Vec<()>> = async {
         let mut done = Vec::new();
         for child in &children {
-            let dest = host
-                .runtime
-                .prepare(&workspace_id(child.id), limits)
+            host.copy_workspace_layer(&pwid, &workspace_id(child.id), limits)
                 .await?;
-            crate::runtime::disk::copy_tree(&host.runtime.upper_dir(&pwid), &dest).await?;
             done.push(());
         }
         Ok(done)

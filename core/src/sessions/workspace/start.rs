@@ -42,39 +42,21 @@ pub(super) async fn recipe_at(host: &Host, repo: &Repo, commit: Option<&str>) ->
     Recipe::parse(text.as_deref())
 }
 
-/// The spec of a session workspace: the snapshot over the image, the repo's mirror read-only,
-/// the workspace agent as its first process.
+/// The spec of a session workspace: the snapshot over the image, with the network and limits
+/// the recipe (at the commit the workspace runs) asks for.
 pub async fn spec_for(
     host: &Host,
     repo: &Repo,
     snapshot: SnapshotId,
     commit: Option<&str>,
     wid: &str,
-    upper: Option<PathBuf>,
 ) -> Result<WorkspaceSpec> {
-    // The network and limits the recipe (at the commit the workspace runs) asks for.
     let recipe = recipe_at(host, repo, commit).await?;
     let egress = host.egress(&recipe.egress);
     let limits = host.limits(&recipe.limits)?;
-    // Its disk first: the agent's directories made next live on it.
-    host.runtime.prepare(wid, limits).await?;
-    let (init, env, mut binds) = crate::workspace_agent::spec_parts(host, wid)?;
-    binds.push(runtime::Bind {
-        host: mirrors::path(&host.data_dir, repo),
-        container: mirrors::MOUNT_POINT.into(),
-        readonly: true,
-    });
-    Ok(WorkspaceSpec {
-        id: wid.to_string(),
-        layers: vec![host.layer(snapshot), host.image()?.rootfs.clone()],
-        upper,
-        hostname: "tandem".into(),
-        env,
-        init,
-        binds,
-        limits,
-        egress,
-    })
+    Ok(host
+        .session_spec(wid, repo, snapshot, limits, egress)
+        .await?)
 }
 
 /// Starts workspace `wid` on `snapshot` and waits for its agent; returns its init's host PID.
@@ -92,7 +74,7 @@ pub async fn start_on(
     on_failure: Keep,
 ) -> Result<i32> {
     let started = async {
-        let spec = spec_for(host, repo, snapshot, commit, wid, None).await?;
+        let spec = spec_for(host, repo, snapshot, commit, wid).await?;
         let started = within(
             "starting the workspace",
             DEADLINE_STARTING,
