@@ -20,19 +20,14 @@ pub const CONFIG_FILE: &str = "tandem.toml";
 /// Name of the SQLite database file inside the data dir (the embedded default).
 pub const SQLITE_FILE: &str = "tandem.db";
 
+/// What a [`RuntimeLayer`] does: a runtime in, the runtime to use out.
+pub type WrapRuntime = dyn Fn(std::sync::Arc<dyn crate::runtime::Runtime>) -> std::sync::Arc<dyn crate::runtime::Runtime>
+    + Send
+    + Sync;
+
 /// Wraps a workspace runtime in another (see [`Config::runtime_layer`]); none leaves it as is.
 #[derive(Clone, Default)]
-pub struct RuntimeLayer(
-    pub  Option<
-        std::sync::Arc<
-            dyn Fn(
-                    std::sync::Arc<dyn crate::runtime::Runtime>,
-                ) -> std::sync::Arc<dyn crate::runtime::Runtime>
-                + Send
-                + Sync,
-        >,
-    >,
-);
+pub struct RuntimeLayer(pub Option<std::sync::Arc<WrapRuntime>>);
 
 impl RuntimeLayer {
     /// `runtime`, wrapped when a layer is set.
