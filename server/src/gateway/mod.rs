@@ -444,6 +444,31 @@ pub(super) async fn models(State(g): State<Gw>) -> Result<Response> {
     upstream(&g, "models").await
 }
 
+/// A runtime's gateway listener, as axum serves it.
+struct Accepting(Box<dyn tandem_host::runtime::GatewayListener>);
+
+impl axum::serve::Listener for Accepting {
+    type Io = tandem_host::runtime::AgentStream;
+    type Addr = ();
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.0.accept().await {
+                Ok(io) => return (io, ()),
+                Err(e) => {
+                    // Out of descriptors and the like: back off rather than spin.
+                    tracing::warn!(error = %e, "a gateway could not accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -535,30 +560,5 @@ mod tests {
                 .now_or_never()
                 .is_some()
         );
-    }
-}
-
-/// A runtime's gateway listener, as axum serves it.
-struct Accepting(Box<dyn tandem_host::runtime::GatewayListener>);
-
-impl axum::serve::Listener for Accepting {
-    type Io = tandem_host::runtime::AgentStream;
-    type Addr = ();
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.0.accept().await {
-                Ok(io) => return (io, ()),
-                Err(e) => {
-                    // Out of descriptors and the like: back off rather than spin.
-                    tracing::warn!(error = %e, "a gateway could not accept a connection");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(())
     }
 }
