@@ -60,6 +60,7 @@ pub struct AgentHealth {
 
 /// What a path is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FileKind {
     File,
@@ -70,6 +71,7 @@ pub enum FileKind {
 
 /// One directory entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FileEntry {
     pub name: String,
     pub kind: FileKind,
@@ -78,6 +80,7 @@ pub struct FileEntry {
 
 /// `GET /files?path=…`: a directory's entries or a file's content.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum FileView {
     Dir {
@@ -95,6 +98,7 @@ pub enum FileView {
 
 /// `PUT /files?path=…`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WriteFile {
     pub content: String,
@@ -102,6 +106,7 @@ pub struct WriteFile {
 
 /// Query string of the file routes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct FileQuery {
     /// Relative to the workspace root; `""` is the root itself.
@@ -149,6 +154,7 @@ pub enum PtyControl {
 
 /// One changed path of `GET /git/status`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GitChange {
     pub path: String,
     /// The two-letter porcelain code (`" M"`, `"??"`, `"A "`, `" D"`, …).
@@ -157,6 +163,7 @@ pub struct GitChange {
 
 /// `GET /git/status`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GitStatus {
     pub branch: String,
     pub head: String,
@@ -174,6 +181,7 @@ pub struct GitCommit {
 
 /// The answer to `POST /git/commit`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GitCommitted {
     pub commit: String,
 }
@@ -336,6 +344,7 @@ pub struct DesktopInputs {
 
 /// `GET /desktop` (and `GET /api/sessions/{id}/desktop`): the desktop and its browser's page.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DesktopPage {
     pub running: bool,
     pub url: Option<String>,
@@ -347,6 +356,7 @@ pub struct DesktopPage {
 
 /// A desktop stream's numbers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DesktopStreamStats {
     pub viewers: u32,
     pub fps: u32,
@@ -364,6 +374,7 @@ pub struct DesktopStreamStats {
 /// `POST /desktop/open` (and `POST /api/sessions/{id}/desktop/open`): show a URL in the
 /// desktop's browser.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DesktopOpen {
     pub url: String,

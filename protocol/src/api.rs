@@ -6,6 +6,7 @@ use crate::ids::*;
 
 /// The body of every error answer: a stable machine-readable `code` and a sentence for people.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApiError {
     /// Stable, snake_case: `unauthorized`, `not_found`, `invalid_input`, `payload_too_large`, …
     pub code: String,
@@ -15,6 +16,7 @@ pub struct ApiError {
 
 /// `GET /api/health`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     /// Always `"ok"` when the server answers and its database does too.
     pub status: String,
@@ -33,6 +35,7 @@ pub struct Health {
 
 /// `Health::workspaces`: what stops sessions from starting or their agents from running here.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkspacesHealth {
     /// Sessions start and the default agent has what it needs.
     pub ready: bool,
@@ -42,6 +45,7 @@ pub struct WorkspacesHealth {
 
 /// Something this server lacks, said the way a person can act on it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Problem {
     pub kind: ProblemKind,
     /// What is wrong.
@@ -60,6 +64,7 @@ impl std::error::Error for Problem {}
 
 /// [`Problem::kind`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ProblemKind {
     /// The server does not run as root (workspaces need mounts, cgroups, namespaces).
@@ -89,6 +94,7 @@ impl ProblemKind {
 /// `POST /api/auth/login`: exchange a one-time login code (`tlc_…`) or an API token (`tdm_…`)
 /// for a browser session cookie.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LoginRequest {
     /// A one-time login code from a login link, or an API token.
@@ -97,6 +103,7 @@ pub struct LoginRequest {
 
 /// A person known to Tandem.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct User {
     pub id: UserId,
     /// Login name, unique.
@@ -131,6 +138,7 @@ impl User {
 
 /// `POST /api/tokens`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
     /// What the token is for, e.g. "laptop CLI".
@@ -142,6 +150,7 @@ pub struct CreateToken {
 
 /// An API token's metadata; the secret is shown once, in [`CreatedToken`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TokenInfo {
     pub id: TokenId,
     pub name: String,
@@ -155,6 +164,7 @@ pub struct TokenInfo {
 
 /// The answer to `POST /api/tokens`: the only time the secret is ever shown.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreatedToken {
     pub info: TokenInfo,
     /// `tdm_…`; send as `Authorization: Bearer <token>`.
@@ -163,6 +173,7 @@ pub struct CreatedToken {
 
 /// `POST /api/repos`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateRepo {
     /// Short unique name, e.g. `acme/web`.
@@ -179,6 +190,7 @@ pub struct CreateRepo {
 
 /// `PUT /api/repos/{id}/warm-pool`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SetWarmPool {
     /// 0 to [`crate::limits::MAX_WARM_POOL`].
@@ -187,6 +199,7 @@ pub struct SetWarmPool {
 
 /// A git remote plus its workspace recipe.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Repo {
     pub id: RepoId,
     pub name: String,
@@ -206,6 +219,7 @@ pub struct Repo {
 
 /// Where a session's lifecycle is. See PRODUCT.md: queued → starting → ready → running ⇄ idle → stopped/failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SessionState {
     /// Accepted, waiting for a workspace.
@@ -267,6 +281,7 @@ impl SessionState {
 
 /// Who wrote a prompt or did an action.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Author {
     /// Where it came from.
     pub kind: AuthorKind,
@@ -278,6 +293,7 @@ pub struct Author {
 
 /// The surface an author acted from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AuthorKind {
     /// A signed-in user (web app, CLI, API token).
@@ -294,6 +310,7 @@ pub enum AuthorKind {
 
 /// How a prompt is delivered relative to the turn that is running.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PromptMode {
     /// After the current turn (FIFO).
@@ -305,6 +322,7 @@ pub enum PromptMode {
 
 /// Where a prompt is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PromptState {
     /// Waiting for its turn.
@@ -343,6 +361,7 @@ impl PromptState {
 
 /// `POST /api/sessions`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateSession {
     pub repo_id: RepoId,
@@ -362,6 +381,7 @@ pub struct CreateSession {
 
 /// One session, as listed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Session {
     pub id: SessionId,
     pub repo_id: RepoId,
@@ -392,6 +412,7 @@ pub struct Session {
 
 /// One prompt.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Prompt {
     pub id: PromptId,
     pub session_id: SessionId,
@@ -416,6 +437,7 @@ pub struct Prompt {
 
 /// `GET /api/sessions/{id}`: the session with its prompts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionDetail {
     pub session: Session,
     pub prompts: Vec<Prompt>,
@@ -430,6 +452,7 @@ pub struct SessionDetail {
 
 /// Query string of `GET /api/sessions`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct SessionFilter {
     #[serde(default)]
@@ -443,6 +466,7 @@ pub struct SessionFilter {
 
 /// Query string of `GET /api/sessions/{id}/events`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     /// Return events with a sequence number greater than this (0 = from the start).
@@ -455,6 +479,7 @@ pub struct EventsQuery {
 
 /// `POST /api/sessions/{id}/exec`: run a shell command in the session's workspace.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExecRequest {
     /// Run with `sh -c`.
@@ -469,6 +494,7 @@ pub struct ExecRequest {
 
 /// What a command did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExecResult {
     /// Exit code; 137 when killed (timeout, memory limit).
     pub exit_code: Option<i32>,
@@ -481,6 +507,7 @@ pub struct ExecResult {
 
 /// `POST /api/sessions/{id}/code`: where the session's VS Code opens for the person asking.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CodeLink {
     /// The URL to load (in a frame): on VS Code's own origin for this session, with a ticket
     /// for this person and session only in its path.
@@ -492,6 +519,7 @@ pub struct CodeLink {
 
 /// `GET /api/sessions/{id}/diff`: the session's changes against the commit it started from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Diff {
     /// The commit the workspace started from.
     pub base: Option<String>,
@@ -504,6 +532,7 @@ pub struct Diff {
 
 /// `POST /api/sessions/{id}/fork`: N new sessions from identical copies of a running session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ForkRequest {
     /// 1 to [`crate::limits::MAX_FORKS`].
@@ -512,6 +541,7 @@ pub struct ForkRequest {
 
 /// `POST /api/sessions/{id}/git/commit`: commit every change in the checkout.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GitCommitRequest {
     pub message: String,

@@ -9,6 +9,7 @@ use crate::turn::AgentSpec;
 
 /// `POST /api/automations` (a person who may start sessions on the repo).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateAutomation {
     pub repo_id: RepoId,
@@ -29,6 +30,7 @@ pub struct CreateAutomation {
 
 /// When an automation runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Trigger {
     /// In cron syntax with an optional seconds field, UTC (`0 3 * * *`: at 03:00 every day).
@@ -45,6 +47,7 @@ pub const MAX_CI_RUNS: u32 = 10;
 
 /// What creating an automation answers: a webhook's URL (with its secret) is shown this once.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreatedAutomation {
     pub automation: Automation,
     #[serde(default)]
@@ -53,6 +56,7 @@ pub struct CreatedAutomation {
 
 /// An automation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Automation {
     pub id: AutomationId,
     pub repo_id: RepoId,
@@ -75,6 +79,7 @@ pub struct Automation {
 
 /// One run: the period it ran for, and the session it made (or why it made none).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AutomationRun {
     pub automation_id: AutomationId,
     /// The scheduled time this run is for (a webhook's: when it was called).

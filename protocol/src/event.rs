@@ -9,6 +9,7 @@ use crate::turn::{FileChange, TurnOutcome, Usage};
 
 /// One entry of a session's log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Event {
     pub session_id: SessionId,
     /// 1, 2, 3, … per session, without gaps.
@@ -20,6 +21,7 @@ pub struct Event {
 
 /// What happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
     /// The session was accepted.
@@ -206,6 +208,7 @@ pub enum EventKind {
 
 /// The steps of starting a session's workspace, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum BootPhase {
     /// No snapshot of the repo yet: building one first.
@@ -459,6 +462,7 @@ impl EventKind {
 
 /// A page of events.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventsPage {
     pub events: Vec<Event>,
     /// The session's newest sequence number at the time of reading.

@@ -8,6 +8,7 @@ use crate::CreatedToken;
 
 /// `POST /api/extension/pairings`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StartPairing {
     /// What the token will be called in the person's token list ("Chrome on laptop").
@@ -17,6 +18,7 @@ pub struct StartPairing {
 
 /// A pairing in flight.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Pairing {
     /// The extension's secret for polling (never shown to the person).
     pub device_code: String,
@@ -32,6 +34,7 @@ pub struct Pairing {
 
 /// `POST /api/extension/pairings/approve` (a signed-in person).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ApprovePairing {
     pub user_code: String,
@@ -43,6 +46,7 @@ pub struct ApprovePairing {
 /// `GET /api/extension/pairings/{id}` (a signed-in person): what asks to be paired, shown
 /// before the person types the code the extension shows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PairingRequest {
     pub id: String,
     /// The name the extension gave (its token's name once approved).
@@ -56,8 +60,16 @@ pub struct PairingRequest {
     pub approved: bool,
 }
 
+/// What `POST /api/extension/pairings/approve` answers: the approved pairing's label.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ApprovedPairing {
+    pub label: String,
+}
+
 /// `POST /api/extension/pairings/poll` (the extension).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PollPairing {
     pub device_code: String,
@@ -65,6 +77,7 @@ pub struct PollPairing {
 
 /// What a poll answers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum PairingPoll {
     /// Not approved yet: poll again after the interval.
@@ -76,6 +89,7 @@ pub enum PairingPoll {
 /// What `GET /api/extension/hello` answers (no sign-in): the extension checks it before pairing,
 /// so an address that is not Tandem gets a clear message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Hello {
     /// Always [`PRODUCT`].
     pub product: String,
@@ -92,6 +106,7 @@ pub const PRODUCT: &str = "tandem";
 /// A page, as the extension sends it with a prompt (`context` of `POST /api/sessions` and of a
 /// prompt). Everything in it comes from a web page: bounded and checked by the server.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PageContext {
     /// http or https.
@@ -103,12 +118,14 @@ pub struct PageContext {
     pub element: Option<PickedElement>,
     /// At most one of each kind, PNG.
     #[serde(default, deserialize_with = "at_most::<_, 2, _>")]
+    #[cfg_attr(feature = "openapi", schema(max_items = 2))]
     pub screenshots: Vec<Screenshot>,
     /// The page's recent console errors, when the person ticked the box.
     #[serde(
         default,
         deserialize_with = "at_most::<_, { crate::limits::MAX_CONSOLE_ERRORS }, _>"
     )]
+    #[cfg_attr(feature = "openapi", schema(max_items = 20))]
     pub console_errors: Vec<String>,
 }
 
@@ -143,6 +160,7 @@ where
 
 /// A picked element.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PickedElement {
     /// A CSS selector that finds it.
@@ -163,6 +181,7 @@ pub struct PickedElement {
         default,
         deserialize_with = "at_most::<_, { crate::limits::MAX_COMPONENTS }, _>"
     )]
+    #[cfg_attr(feature = "openapi", schema(max_items = 32))]
     pub components: Vec<String>,
 }
 
@@ -172,6 +191,7 @@ fn one() -> f64 {
 
 /// A box in CSS pixels, viewport coordinates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ElementBox {
     pub x: i64,
@@ -182,6 +202,7 @@ pub struct ElementBox {
 
 /// Which screenshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ScreenshotKind {
     /// The visible tab cropped to the element.
@@ -201,6 +222,7 @@ impl ScreenshotKind {
 
 /// A screenshot as sent.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Screenshot {
     pub kind: ScreenshotKind,
@@ -211,6 +233,7 @@ pub struct Screenshot {
 /// A page's context as kept with its prompt and shown in timelines: the screenshots are the
 /// session's artifacts (`/api/sessions/{id}/artifacts/{artifact}`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PromptContext {
     pub url: String,
     pub title: String,
@@ -224,6 +247,7 @@ pub struct PromptContext {
 
 /// A picked element as kept.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ElementContext {
     pub selector: String,
     pub outer_html: String,
@@ -238,6 +262,7 @@ pub struct ElementContext {
 
 /// A screenshot kept as an artifact.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextImage {
     pub kind: ScreenshotKind,
     pub artifact: crate::ArtifactId,
@@ -248,6 +273,7 @@ pub struct ContextImage {
 /// One URL-pattern → repo rule: pages matching `pattern` (`*` matches anything) default to the
 /// repo in the extension. `GET /api/extension/rules` lists those whose repo the person sees.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PageRule {
     pub pattern: String,
     pub repo_id: crate::RepoId,
@@ -256,6 +282,7 @@ pub struct PageRule {
 
 /// One rule of `PUT /api/extension/rules` (admins; the list replaces the old one).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SetPageRule {
     pub pattern: String,
@@ -316,5 +343,25 @@ mod tests {
         assert!(!pattern_matches("https://acme.com/", "https://acme.com/x"));
         // A star cannot match the same text twice.
         assert!(!pattern_matches("a*ab", "ab"));
+    }
+
+    /// The OpenAPI schema's list bounds are literals (utoipa takes no constant there): they must
+    /// be the bounds `at_most` enforces.
+    #[cfg(feature = "openapi")]
+    #[test]
+    fn schema_bounds_are_the_limits() {
+        use crate::limits::{MAX_COMPONENTS, MAX_CONSOLE_ERRORS};
+        use utoipa::PartialSchema;
+        let page = serde_json::to_value(super::PageContext::schema()).unwrap();
+        assert_eq!(page["properties"]["screenshots"]["maxItems"], 2);
+        assert_eq!(
+            page["properties"]["console_errors"]["maxItems"],
+            MAX_CONSOLE_ERRORS
+        );
+        let element = serde_json::to_value(super::PickedElement::schema()).unwrap();
+        assert_eq!(
+            element["properties"]["components"]["maxItems"],
+            MAX_COMPONENTS
+        );
     }
 }

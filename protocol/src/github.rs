@@ -6,6 +6,7 @@ use crate::{RepoId, SessionId, Timestamp};
 
 /// A repository the GitHub App is installed on (`GET /api/github/repos`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GithubRepo {
     /// `owner/name`.
     pub full_name: String,
@@ -18,6 +19,7 @@ pub struct GithubRepo {
 
 /// `POST /api/github/repos`: import an installed repository as a Tandem repo.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ImportRepo {
     /// `owner/name`.
@@ -26,6 +28,7 @@ pub struct ImportRepo {
 
 /// `POST /api/sessions/{id}/pr` (and the agent's `open_pull_request` tool).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreatePr {
     /// Defaults to the session's title.
@@ -42,6 +45,7 @@ pub struct CreatePr {
 
 /// Where a pull request is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PrState {
     Open,
@@ -71,6 +75,7 @@ impl PrState {
 
 /// A session's pull request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PullRequest {
     pub session_id: SessionId,
     pub number: i64,
@@ -85,4 +90,20 @@ pub struct PullRequest {
     pub opened_by: String,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+/// `GET /api/me/github`: the GitHub account linked to the signed-in person (both null: none).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GithubAccount {
+    pub login: Option<String>,
+    pub github_id: Option<i64>,
+}
+
+/// What `POST /api/github/webhook` answers GitHub: `recorded`, `duplicate delivery` or
+/// `ignored: <why>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct WebhookOutcome {
+    pub result: String,
 }

@@ -55,6 +55,7 @@ pub mod close {
 
 /// What a participant may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Watches: never types, resizes or prompts.
@@ -229,6 +230,7 @@ pub fn decode_terminal(frame: &[u8]) -> Option<(u32, &[u8])> {
 
 /// `POST /api/sessions/{id}/links`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateLink {
     pub role: Role,
@@ -242,6 +244,7 @@ pub struct CreateLink {
 
 /// A share link (the token only in the answer to its creation).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ShareLink {
     pub jti: String,
     pub session_id: SessionId,
@@ -259,6 +262,7 @@ pub struct ShareLink {
 
 /// `POST /api/links/join`: a signed-in user joins with a link's role.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct JoinLink {
     pub token: String,
@@ -266,6 +270,7 @@ pub struct JoinLink {
 
 /// The answer to a join.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Joined {
     pub session_id: SessionId,
     pub role: Role,

@@ -7,6 +7,7 @@ use crate::{Timestamp, User, UserId};
 
 /// Who may use a repo, besides its grants and the admins.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RepoAccess {
     /// Every active person may view and start sessions.
@@ -39,6 +40,7 @@ impl RepoAccess {
 
 /// What a person may do with a repo.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RepoRole {
     /// See its sessions (watch them, read their files and diffs).
@@ -66,6 +68,7 @@ impl RepoRole {
 
 /// Whom a grant is for.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case", tag = "kind", content = "who")]
 pub enum Grantee {
     User(UserId),
@@ -75,6 +78,7 @@ pub enum Grantee {
 
 /// One grant on a repo.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RepoGrant {
     #[serde(flatten)]
@@ -84,6 +88,7 @@ pub struct RepoGrant {
 
 /// `GET`/`PUT /api/repos/{id}/access`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RepoAccessSettings {
     pub access: RepoAccess,
@@ -100,6 +105,7 @@ pub struct MyRepoAccess {
 
 /// `POST /api/people/invites`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateInvite {
     /// Their login name in Tandem.
@@ -115,6 +121,7 @@ pub struct CreateInvite {
 
 /// An invite, as listed (its link is shown once, when made).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Invite {
     pub id: String,
     pub name: String,
@@ -129,6 +136,7 @@ pub struct Invite {
 
 /// A new invite with its one-time link.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreatedInvite {
     pub invite: Invite,
     /// `…/invite#code=tiv_…`: the code is in the fragment, so it reaches no log.
@@ -137,6 +145,7 @@ pub struct CreatedInvite {
 
 /// `POST /api/auth/invite`: redeem an invite's code for a browser session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AcceptInvite {
     pub code: String,
@@ -144,6 +153,7 @@ pub struct AcceptInvite {
 
 /// `PATCH /api/people/{id}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UpdatePerson {
     #[serde(default)]
@@ -156,6 +166,7 @@ pub struct UpdatePerson {
 
 /// `GET /api/people`: a person and how they sign in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Person {
     #[serde(flatten)]
     pub user: User,
@@ -165,6 +176,7 @@ pub struct Person {
 
 /// `PUT /api/sessions/{id}/visibility`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionVisibility {
     pub private: bool,
@@ -172,6 +184,7 @@ pub struct SessionVisibility {
 
 /// One sign-in method the sign-in page offers (`GET /api/auth/providers`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SignInProvider {
     /// `github` or an OpenID provider's id from `tandem.toml`.
     pub id: String,
@@ -179,4 +192,16 @@ pub struct SignInProvider {
     pub label: String,
     /// Where the button goes.
     pub url: String,
+}
+
+/// `GET /api/auth/providers`: the sign-in methods this server offers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SignInProviders {
+    /// "Sign in with GitHub": the GitHub App has an OAuth client id.
+    #[serde(default)]
+    pub github: bool,
+    /// The OpenID Connect providers (`[[oidc]]`).
+    #[serde(default)]
+    pub oidc: Vec<SignInProvider>,
 }

@@ -8,6 +8,7 @@ use crate::api::WorkspacesHealth;
 
 /// Where a setting's value comes from (`GET /api/settings`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SettingSource {
     /// The server's `tandem.toml` (it wins; the settings page cannot change it).
@@ -20,6 +21,7 @@ pub enum SettingSource {
 
 /// One setting with its value and where that comes from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Setting<T> {
     pub value: T,
     pub source: SettingSource,
@@ -27,6 +29,7 @@ pub struct Setting<T> {
 
 /// `GET /api/settings` (admins): the settings the first-run page edits.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Settings {
     /// The OpenAI-compatible API (`…/v1`); none: builtin and opencode turns wait.
     pub model_base_url: Setting<Option<String>>,
@@ -56,6 +59,7 @@ fn no_local_dirs() -> Setting<Vec<String>> {
 
 /// [`Settings::github`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GithubSettings {
     pub app_id: Setting<Option<u64>>,
     pub app_slug: Setting<Option<String>>,
@@ -71,6 +75,7 @@ pub struct GithubSettings {
 /// `PUT /api/settings` (admins): only the fields given change; `Some(None)`/empty clears one
 /// set on the page. A field `tandem.toml` sets is refused (409: change the file instead).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct UpdateSettings {
     pub model_base_url: Option<String>,
@@ -92,6 +97,7 @@ pub struct UpdateSettings {
 /// `POST /api/settings/model/test`: one real request to the model endpoint. Unset fields use
 /// the saved settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct TestModel {
     pub model_base_url: Option<String>,
@@ -101,6 +107,7 @@ pub struct TestModel {
 
 /// The answer to [`TestModel`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelTest {
     /// The endpoint answered with a model list (and the key, if any, was accepted).
     pub ok: bool,

@@ -6,6 +6,7 @@ use crate::ids::*;
 
 /// Where a snapshot build is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SnapshotState {
     Building,
@@ -17,6 +18,7 @@ pub enum SnapshotState {
 
 /// An immutable filesystem layer: the repo at a commit with its `setup` done.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Snapshot {
     pub id: SnapshotId,
     pub repo_id: RepoId,

@@ -8,6 +8,7 @@ use crate::ids::*;
 
 /// Which agent works on a session's prompts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AgentSpec {
     /// Tandem's own tool-calling loop against the server's OpenAI-compatible model endpoint.
@@ -36,6 +37,7 @@ impl AgentSpec {
 
 /// `POST /api/sessions/{id}/prompts`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreatePrompt {
     pub text: String,
@@ -53,6 +55,7 @@ pub struct CreatePrompt {
 
 /// `PATCH /api/sessions/{id}/prompts/{prompt}`: only its author, only while it is queued.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EditPrompt {
     pub text: String,
@@ -60,6 +63,7 @@ pub struct EditPrompt {
 
 /// Tokens a turn used, as the model reported them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
@@ -78,6 +82,7 @@ impl Usage {
 
 /// How a turn ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TurnOutcome {
     /// The agent finished.
@@ -103,6 +108,7 @@ impl TurnOutcome {
 
 /// How a file changed during a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FileChange {
     Created,
@@ -112,6 +118,7 @@ pub enum FileChange {
 
 /// `POST /api/sessions/{id}/children`: spawn child sessions.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateChildren {
     pub prompt: String,
@@ -131,6 +138,7 @@ pub struct CreateChildren {
 
 /// One child session as its parent sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChildSession {
     pub session: crate::api::Session,
     /// Its first prompt's state.
@@ -158,6 +166,7 @@ pub struct ArtifactInfo {
 
 /// An image with a prompt, kept as an artifact of its session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PromptImage {
     pub artifact: crate::ArtifactId,
     /// Its name where it came from (one line).
@@ -168,6 +177,7 @@ pub struct PromptImage {
 
 /// `PUT /api/secrets/{name}` (admins): the value is write-only.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SetSecret {
     pub value: String,
@@ -175,6 +185,7 @@ pub struct SetSecret {
 
 /// A secret's name and dates; never its value.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SecretInfo {
     pub name: String,
     pub updated_at: Timestamp,
@@ -182,6 +193,7 @@ pub struct SecretInfo {
 
 /// Query string of `GET /api/audit` (admins).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
     /// Only entries about this session.
@@ -196,6 +208,7 @@ pub struct AuditQuery {
 
 /// One audit entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuditEntry {
     pub id: i64,
     pub at: Timestamp,
