@@ -284,9 +284,9 @@ async fn linked(State(state): State<AppState>, user: CurrentUser) -> Result<Json
     responses(
         (status = 200, description = "The repositories", body = Vec<GithubRepo>),
         Unauthorized,
+        Conflict,
         Forbidden,
         BadGateway,
-        Unavailable,
     ),
 )]
 async fn installable(
@@ -316,7 +316,6 @@ async fn installable(
         Conflict,
         Invalid,
         BadGateway,
-        Unavailable,
     ),
 )]
 async fn import(
@@ -348,7 +347,7 @@ async fn import(
         (status = 202, description = "Ignored, and why", body = WebhookOutcome),
         BadRequest,
         Unauthorized,
-        Unavailable,
+        Conflict,
     ),
 )]
 async fn hook(
@@ -388,7 +387,6 @@ async fn hook(
         Unauthorized,
         NotFound,
         Conflict,
-        Unavailable,
     ),
 )]
 async fn show_pr(

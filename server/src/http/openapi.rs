@@ -63,6 +63,7 @@ impl ApiRouter {
             .get_or_init(|| {
                 let mut doc = <ApiDoc as utoipa::OpenApi>::openapi().nest("/api", paths);
                 CommonAnswers.modify(&mut doc);
+                OptionalBodies.modify(&mut doc);
                 serde_json::to_string(&doc)
                     .expect("the OpenAPI document serialises")
                     .into()
@@ -192,6 +193,46 @@ impl Modify for CommonAnswers {
     }
 }
 
+/// An optional JSON body (`Option<Json<T>>`) is absent or a `T`, never `null`: utoipa writes
+/// `Option<T>` as "`null` or `T`", which the extractor would refuse.
+struct OptionalBodies;
+
+impl Modify for OptionalBodies {
+    fn modify(&self, doc: &mut OpenApi) {
+        use utoipa::openapi::Required;
+        use utoipa::openapi::schema::{Schema, SchemaType, Type};
+        for item in doc.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for op in operations.into_iter().flatten() {
+                let Some(body) = op.request_body.as_mut() else {
+                    continue;
+                };
+                if body.required == Some(Required::True) {
+                    continue;
+                }
+                for content in body.content.values_mut() {
+                    let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema else {
+                        continue;
+                    };
+                    let is_null = |s: &RefOr<Schema>| matches!(s, RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::Type(Type::Null));
+                    let rest: Vec<_> = one_of.items.iter().filter(|s| !is_null(s)).collect();
+                    if let [only] = rest[..]
+                        && rest.len() < one_of.items.len()
+                    {
+                        content.schema = Some(only.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// An answer with an [`ApiError`] body.
 fn error_response(description: &str) -> RefOr<utoipa::openapi::Response> {
     utoipa::openapi::ResponseBuilder::new()
@@ -302,7 +343,7 @@ pub struct BadGateway(ApiError);
 #[derive(utoipa::IntoResponses)]
 #[response(
     status = 503,
-    description = "Not available on this server now, e.g. workspaces without a runtime, or GitHub not set up (`unavailable`)"
+    description = "Not available on this server yet, e.g. workspaces before the image is built, or Slack before its secrets are stored (`unavailable`)"
 )]
 #[allow(dead_code)]
 pub struct Unavailable(ApiError);
@@ -361,7 +402,7 @@ pub enum RefusalPage {
     BadGateway(String),
     #[response(
         status = 503,
-        description = "Sign-in with this provider is not available: a page",
+        description = "Sign-in with this provider is not available yet: a page",
         content_type = "text/html"
     )]
     Unavailable(String),

@@ -53,6 +53,7 @@ pub fn router() -> ApiRouter {
         (status = 200, description = "What Slack expects back (the URL challenge, or `{}`)", body = Value),
         BadRequest,
         Unauthorized,
+        NotFound,
         Unavailable,
     ),
 )]
@@ -82,6 +83,7 @@ async fn events(
         (status = 200, description = "Handled"),
         BadRequest,
         Unauthorized,
+        NotFound,
         Unavailable,
     ),
 )]
@@ -112,6 +114,7 @@ async fn interactivity(
         (status = 200, description = "The reply Slack shows", body = Value),
         BadRequest,
         Unauthorized,
+        NotFound,
         Unavailable,
     ),
 )]

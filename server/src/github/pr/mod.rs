@@ -28,12 +28,13 @@ pub const MAX_TITLE_CHARS: usize = 256;
 
 pub const MAX_BODY_CHARS: usize = 60_000;
 
-/// The GitHub side of the server, or a 503 that says it is not configured.
+/// The GitHub side of the server, or a refusal (409 `github_not_configured`) that says it is
+/// not configured: a feature this server lacks, which asking again will not change (a 503
+/// would say the server itself is failing).
 pub fn github(app: &AppState) -> Result<&Arc<GitHub>> {
-    app.github.as_ref().ok_or_else(|| {
-        Error::Unavailable(
-            "GitHub is not configured on this server ([github] in tandem.toml)".into(),
-        )
+    app.github.as_ref().ok_or_else(|| Error::Refused {
+        code: "github_not_configured",
+        message: "GitHub is not configured on this server ([github] in tandem.toml)".into(),
     })
 }
 
