@@ -28,6 +28,7 @@ mod github;
 mod github_issues;
 mod oidc;
 mod oidc_provider;
+mod openapi;
 mod page_context;
 mod people;
 mod rate_limits;
