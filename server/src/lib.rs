@@ -17,6 +17,7 @@ pub mod github;
 pub mod http;
 pub mod live;
 pub mod oidc;
+pub mod openapi;
 pub mod people;
 pub mod progress;
 pub mod proxy;

@@ -10,8 +10,9 @@ use tandem_protocol::limits::{API_TOKEN_PREFIX, BROWSER_LOGIN_TTL_SECS, LOGIN_CO
 use tandem_protocol::{LoginRequest, User};
 use utoipa_axum::routes;
 
-use super::openapi::{ApiRouter, Conflict, JsonBody, Unauthorized};
+use super::ApiRouter;
 use crate::auth::{self, CurrentUser, cookies};
+use crate::openapi::{Conflict, JsonBody, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 

@@ -7,12 +7,13 @@ use tandem_protocol::AutomationId;
 use tandem_protocol::automation::{Automation, AutomationRun, CreateAutomation, CreatedAutomation};
 use utoipa_axum::routes;
 
-use super::openapi::{
-    ApiRouter, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, TooMany, Unauthorized,
-};
+use super::ApiRouter;
 use crate::Result;
 use crate::auth::CurrentUser;
 use crate::automations;
+use crate::openapi::{
+    BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, TooMany, Unauthorized,
+};
 use crate::state::AppState;
 
 pub fn router() -> ApiRouter {

@@ -20,8 +20,9 @@ use tandem_protocol::limits::{
 
 use utoipa_axum::routes;
 
-use super::openapi::{ApiRouter, Forbidden, Invalid, JsonBody, NotFound, TooMany, Unauthorized};
+use super::ApiRouter;
 use crate::auth::{CurrentUser, EXTENSION_SCOPE, hash_secret, new_secret};
+use crate::openapi::{Forbidden, Invalid, JsonBody, NotFound, TooMany, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 

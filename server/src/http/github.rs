@@ -19,12 +19,13 @@ use tandem_protocol::people::SignInProviders;
 use tandem_protocol::{ArtifactId, ArtifactInfo, Repo, SessionId};
 use utoipa_axum::routes;
 
-use super::openapi::{
-    ApiRouter, BadGateway, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound,
-    RefusalPage, Unauthorized, Unavailable,
-};
+use super::ApiRouter;
 use crate::auth::{CurrentUser, cookies, flow};
 use crate::github::{self, pr, signin, webhook};
+use crate::openapi::{
+    BadGateway, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, RefusalPage,
+    Unauthorized, Unavailable,
+};
 use crate::state::AppState;
 use crate::{Error, Result, db};
 

@@ -5,7 +5,7 @@ use axum::extract::State;
 use tandem_protocol::Health;
 use utoipa_axum::routes;
 
-use super::openapi::ApiRouter;
+use super::ApiRouter;
 use crate::state::AppState;
 use crate::{Result, VERSION};
 

@@ -8,8 +8,9 @@ use tandem_protocol::SessionId;
 use tandem_protocol::live::{CreateLink, JoinLink, Joined, Role, ShareLink};
 use utoipa_axum::routes;
 
-use super::openapi::{ApiRouter, BadRequest, Forbidden, Invalid, JsonBody, NotFound, Unauthorized};
+use super::ApiRouter;
 use crate::auth::CurrentUser;
+use crate::openapi::{BadRequest, Forbidden, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::sessions::access;
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms, sessions};

@@ -1,6 +1,6 @@
 //! The HTTP boundary: `app(state)` builds the whole router (REST API under `/api`, the web app
 //! everywhere else). Each submodule exposes its own `router()`; the API's routes are registered
-//! from their OpenAPI annotations ([`openapi::ApiRouter`]), which `GET /api/openapi.json` serves.
+//! from their OpenAPI annotations ([`crate::openapi::ApiRouter`]), which `GET /api/openapi.json` serves.
 
 use std::time::Duration;
 
@@ -14,6 +14,9 @@ use tower_http::trace::TraceLayer;
 
 use crate::state::AppState;
 
+/// The API's router, over this server's state.
+pub(crate) type ApiRouter = crate::openapi::ApiRouter<AppState>;
+
 mod admin;
 mod auth;
 mod automations;
@@ -25,10 +28,11 @@ mod health;
 mod json_errors;
 mod links;
 mod oidc;
-pub(crate) mod openapi;
 mod people;
+mod prompts;
 mod rate;
 mod repos;
+mod session_workspace;
 mod sessions;
 mod settings;
 mod slack;
@@ -41,7 +45,7 @@ mod web;
 pub fn app(state: AppState) -> Router {
     // A request about a session another server hosts is answered there (PostgreSQL only).
     let forward = axum::middleware::from_fn_with_state(state.clone(), crate::cluster::forward);
-    let api = openapi::ApiRouter::new()
+    let api = ApiRouter::new()
         .merge(health::router())
         .merge(admin::router())
         .merge(auth::router())
@@ -58,7 +62,7 @@ pub fn app(state: AppState) -> Router {
         .merge(slack::router())
         .merge(snapshots::router())
         .merge(
-            openapi::ApiRouter::new()
+            ApiRouter::new()
                 .merge(sessions::hosted_router())
                 .merge(links::hosted_router())
                 .merge(github::hosted_router())

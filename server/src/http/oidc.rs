@@ -9,8 +9,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa_axum::routes;
 
-use super::openapi::{ApiRouter, RefusalPage};
+use super::ApiRouter;
 use crate::oidc;
+use crate::openapi::RefusalPage;
 use crate::state::AppState;
 use crate::{Error, Result};
 

@@ -12,10 +12,9 @@ use tandem_protocol::people::{
 use tandem_protocol::{RepoId, Session, SessionId, User, UserId};
 use utoipa_axum::routes;
 
-use super::openapi::{
-    ApiRouter, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, Unauthorized,
-};
+use super::ApiRouter;
 use crate::auth::CurrentUser;
+use crate::openapi::{BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms, people};
 

@@ -6,10 +6,9 @@ use axum::http::StatusCode;
 use tandem_protocol::{CreateRepo, Repo, RepoId, SetWarmPool};
 use utoipa_axum::routes;
 
-use super::openapi::{
-    ApiRouter, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, Unauthorized,
-};
+use super::ApiRouter;
 use crate::auth::CurrentUser;
+use crate::openapi::{BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, repos};
 

@@ -1,23 +1,23 @@
-//! `/api/sessions`.
+//! `/api/sessions`: the sessions themselves — listing, starting, reading, their event log,
+//! stopping, suspending, resuming, forking and their children. What is in a session's workspace
+//! is `session_workspace.rs`; its prompt queue, `prompts.rs`.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use tandem_protocol::{
-    ArtifactId, ChildSession, CreateChildren, CreatePrompt, CreateSession, Diff, EditPrompt,
-    EventsPage, EventsQuery, ExecRequest, ExecResult, ForkRequest, Prompt, PromptId, Session,
+    ChildSession, CreateChildren, CreateSession, EventsPage, EventsQuery, ForkRequest, Session,
     SessionDetail, SessionFilter, SessionId,
 };
 
-use tandem_protocol::agent::{FileQuery, FileView, GitCommitted, GitStatus, WriteFile};
 use utoipa_axum::routes;
 
-use super::openapi::{
-    ApiRouter, BadGateway, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, TooMany,
+use super::ApiRouter;
+use crate::auth::CurrentUser;
+use crate::openapi::{
+    BadGateway, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, TooMany,
     Unauthorized, Unavailable,
 };
-use crate::auth::CurrentUser;
-use crate::sessions::workspace;
 use crate::state::AppState;
 use crate::{Error, Result, sessions};
 use tandem_protocol::live::Role;
@@ -34,23 +34,13 @@ pub fn router() -> ApiRouter {
 /// (`cluster::forward`).
 pub fn hosted_router() -> ApiRouter {
     ApiRouter::new()
-        .routes(routes!(exec))
-        .routes(routes!(diff))
         .routes(routes!(stop))
         .routes(routes!(suspend))
         .routes(routes!(resume))
         .routes(routes!(fork))
-        .routes(routes!(read_file, write_file))
-        .routes(routes!(git_status))
-        .routes(routes!(git_commit))
-        .routes(routes!(submit_prompt))
-        .routes(routes!(edit_prompt, withdraw_prompt))
-        .routes(routes!(stop_turn))
         .routes(routes!(children, spawn_children))
-        .routes(routes!(artifact))
-        .routes(routes!(desktop_page))
-        .routes(routes!(desktop_open))
-        .routes(routes!(crate::desktop::vnc::socket))
+        .merge(super::session_workspace::router())
+        .merge(super::prompts::router())
 }
 
 /// Starts a session on a repo with its first prompt.
@@ -79,7 +69,11 @@ async fn create(
 }
 
 /// Only the session's author (its owner) or an admin may run commands in its workspace.
-async fn require_owner(state: &AppState, user: &CurrentUser, id: SessionId) -> Result<()> {
+pub(super) async fn require_owner(
+    state: &AppState,
+    user: &CurrentUser,
+    id: SessionId,
+) -> Result<()> {
     match crate::permissions::require(state, id, &user.0, Role::Owner)
         .await
         .map_err(Error::from)
@@ -93,71 +87,15 @@ async fn require_owner(state: &AppState, user: &CurrentUser, id: SessionId) -> R
 }
 
 /// A person who sees the session (404 for anyone else).
-async fn require_viewer(state: &AppState, user: &CurrentUser, id: SessionId) -> Result<()> {
+pub(super) async fn require_viewer(
+    state: &AppState,
+    user: &CurrentUser,
+    id: SessionId,
+) -> Result<()> {
     crate::permissions::require(state, id, &user.0, Role::Viewer)
         .await
         .map(|_| ())
         .map_err(Error::from)
-}
-
-/// Runs a shell command in the session's workspace (owner only).
-#[utoipa::path(
-    post,
-    path = "/sessions/{id}/exec",
-    tag = "sessions",
-    operation_id = "exec",
-    params(("id" = SessionId, Path)),
-    request_body = ExecRequest,
-    responses(
-        (status = 200, description = "What the command did", body = ExecResult),
-        BadRequest,
-        JsonBody,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        Conflict,
-        BadGateway,
-        Unavailable,
-    ),
-)]
-async fn exec(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(id): Path<SessionId>,
-    Json(req): Json<ExecRequest>,
-) -> Result<Json<ExecResult>> {
-    require_owner(&state, &user, id).await?;
-    let host = state.workspaces()?;
-    Ok(Json(
-        workspace::exec(&state.db, &host, id, &user.author(), req).await?,
-    ))
-}
-
-/// The session's changes against the commit it started from.
-#[utoipa::path(
-    get,
-    path = "/sessions/{id}/diff",
-    tag = "sessions",
-    operation_id = "diff",
-    params(("id" = SessionId, Path)),
-    responses(
-        (status = 200, description = "The diff", body = Diff),
-        BadRequest,
-        Unauthorized,
-        NotFound,
-        Conflict,
-        BadGateway,
-        Unavailable,
-    ),
-)]
-async fn diff(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(id): Path<SessionId>,
-) -> Result<Json<Diff>> {
-    require_viewer(&state, &user, id).await?;
-    let host = state.workspaces()?;
-    Ok(Json(workspace::diff(&state.db, &host, id).await?))
 }
 
 /// Stops the session: its workspace goes, its diff is kept (owner only).
@@ -359,272 +297,6 @@ async fn fork(
     Ok((StatusCode::CREATED, Json(forks)))
 }
 
-/// A directory's entries or a file's content in the workspace.
-#[utoipa::path(
-    get,
-    path = "/sessions/{id}/files",
-    tag = "sessions",
-    operation_id = "read_file",
-    params(("id" = SessionId, Path), FileQuery),
-    responses(
-        (status = 200, description = "The directory or file", body = FileView),
-        BadRequest,
-        Unauthorized,
-        NotFound,
-        Conflict,
-        Invalid,
-        BadGateway,
-        Unavailable,
-    ),
-)]
-async fn read_file(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(id): Path<SessionId>,
-    Query(q): Query<FileQuery>,
-) -> Result<Json<FileView>> {
-    require_viewer(&state, &user, id).await?;
-    Ok(Json(
-        workspace::read_file(&state.db, &*state.workspaces()?, id, &q.path).await?,
-    ))
-}
-
-/// Writes a file in the workspace (owner only).
-#[utoipa::path(
-    put,
-    path = "/sessions/{id}/files",
-    tag = "sessions",
-    operation_id = "write_file",
-    params(("id" = SessionId, Path), FileQuery),
-    request_body = WriteFile,
-    responses(
-        (status = 204, description = "Written"),
-        BadRequest,
-        JsonBody,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        Conflict,
-        BadGateway,
-        Unavailable,
-    ),
-)]
-async fn write_file(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(id): Path<SessionId>,
-    Query(q): Query<FileQuery>,
-    Json(body): Json<WriteFile>,
-) -> Result<StatusCode> {
-    require_owner(&state, &user, id).await?;
-    workspace::write_file(
-        &state.db,
-        &*state.workspaces()?,
-        id,
-        &user.author(),
-        &q.path,
-        body.content,
-    )
-    .await?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-/// The checkout's branch, head and changed paths.
-#[utoipa::path(
-    get,
-    path = "/sessions/{id}/git/status",
-    tag = "sessions",
-    operation_id = "git_status",
-    params(("id" = SessionId, Path)),
-    responses(
-        (status = 200, description = "The status", body = GitStatus),
-        BadRequest,
-        Unauthorized,
-        NotFound,
-        Conflict,
-        BadGateway,
-        Unavailable,
-    ),
-)]
-async fn git_status(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(id): Path<SessionId>,
-) -> Result<Json<GitStatus>> {
-    require_viewer(&state, &user, id).await?;
-    Ok(Json(
-        workspace::git_status(&state.db, &*state.workspaces()?, id).await?,
-    ))
-}
-
-/// `{message}` → `{commit}`; owner only.
-#[utoipa::path(
-    post,
-    path = "/sessions/{id}/git/commit",
-    tag = "sessions",
-    operation_id = "git_commit",
-    params(("id" = SessionId, Path)),
-    request_body = tandem_protocol::GitCommitRequest,
-    responses(
-        (status = 201, description = "Committed", body = GitCommitted),
-        BadRequest,
-        JsonBody,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        Conflict,
-        BadGateway,
-        Unavailable,
-    ),
-)]
-async fn git_commit(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(id): Path<SessionId>,
-    Json(req): Json<tandem_protocol::GitCommitRequest>,
-) -> Result<(StatusCode, Json<GitCommitted>)> {
-    require_owner(&state, &user, id).await?;
-    let author = user.author();
-    let identity = crate::github::commit_identity(&state.db, &author).await?;
-    let commit = workspace::git_commit(
-        &state.db,
-        &*state.workspaces()?,
-        id,
-        &author,
-        identity,
-        &req.message,
-    )
-    .await?;
-    Ok((StatusCode::CREATED, Json(GitCommitted { commit })))
-}
-
-/// Queues a prompt (`queue`) or hands it to the running turn (`steer`).
-#[utoipa::path(
-    post,
-    path = "/sessions/{id}/prompts",
-    tag = "sessions",
-    operation_id = "submit_prompt",
-    params(("id" = SessionId, Path)),
-    request_body = CreatePrompt,
-    responses(
-        (status = 201, description = "The prompt", body = Prompt),
-        BadRequest,
-        JsonBody,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        Conflict,
-        TooMany,
-    ),
-)]
-async fn submit_prompt(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(id): Path<SessionId>,
-    body: axum::extract::Request,
-) -> Result<axum::response::Response> {
-    use axum::response::IntoResponse;
-    // Who may drive is known before a body of up to 8 MiB (a page's context) is read.
-    crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
-    let req: CreatePrompt =
-        match <Json<CreatePrompt> as axum::extract::FromRequest<AppState>>::from_request(
-            body, &state,
-        )
-        .await
-        {
-            Ok(Json(req)) => req,
-            // Its rejection (malformed, unknown fields, too large) as the JSON error layer words it.
-            Err(rejection) => return Ok(rejection.into_response()),
-        };
-    let prompt = crate::commands::submit_prompt(&state, id, user.author(), req).await?;
-    Ok((StatusCode::CREATED, Json(prompt)).into_response())
-}
-
-/// Changes a queued prompt's text (its author only).
-#[utoipa::path(
-    patch,
-    path = "/sessions/{id}/prompts/{prompt}",
-    tag = "sessions",
-    operation_id = "edit_prompt",
-    params(("id" = SessionId, Path), ("prompt" = PromptId, Path)),
-    request_body = EditPrompt,
-    responses(
-        (status = 200, description = "The prompt", body = Prompt),
-        BadRequest,
-        JsonBody,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        Conflict,
-    ),
-)]
-async fn edit_prompt(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path((id, prompt)): Path<(SessionId, PromptId)>,
-    Json(req): Json<EditPrompt>,
-) -> Result<Json<Prompt>> {
-    crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
-    Ok(Json(
-        sessions::prompts::edit(&state.db, id, prompt, &user.author(), &req.text).await?,
-    ))
-}
-
-/// Takes back a queued prompt (its author only).
-#[utoipa::path(
-    delete,
-    path = "/sessions/{id}/prompts/{prompt}",
-    tag = "sessions",
-    operation_id = "withdraw_prompt",
-    params(("id" = SessionId, Path), ("prompt" = PromptId, Path)),
-    responses(
-        (status = 204, description = "Withdrawn"),
-        BadRequest,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        Conflict,
-    ),
-)]
-async fn withdraw_prompt(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path((id, prompt)): Path<(SessionId, PromptId)>,
-) -> Result<StatusCode> {
-    crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
-    sessions::prompts::withdraw(&state.db, id, prompt, &user.author()).await?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-/// Stops the running turn: 202 while it ends, 409 when none runs.
-#[utoipa::path(
-    post,
-    path = "/sessions/{id}/turn/stop",
-    tag = "sessions",
-    operation_id = "stop_turn",
-    params(("id" = SessionId, Path)),
-    responses(
-        (status = 202, description = "The turn is stopping"),
-        BadRequest,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        Conflict,
-    ),
-)]
-async fn stop_turn(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(id): Path<SessionId>,
-) -> Result<StatusCode> {
-    crate::permissions::require(&state, id, &user.0, Role::Driver).await?;
-    if crate::commands::stop_turn(&state, id, &user.author()).await? {
-        Ok(StatusCode::ACCEPTED)
-    } else {
-        Err(Error::Conflict("no turn of this session is running".into()))
-    }
-}
-
 /// The session's children the person may see.
 #[utoipa::path(
     get,
@@ -714,88 +386,4 @@ async fn spawn_children(
             .await?,
         ),
     ))
-}
-
-/// An artifact's whole content, with its content type.
-#[utoipa::path(
-    get,
-    path = "/sessions/{id}/artifacts/{artifact}",
-    tag = "sessions",
-    operation_id = "get_artifact",
-    params(("id" = SessionId, Path), ("artifact" = ArtifactId, Path)),
-    responses(
-        (status = 200, description = "The artifact's bytes, with its own content type",
-            content_type = "*/*", body = Vec<u8>),
-        BadRequest,
-        Unauthorized,
-        NotFound,
-    ),
-)]
-async fn artifact(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path((id, artifact)): Path<(SessionId, ArtifactId)>,
-) -> Result<axum::response::Response> {
-    require_viewer(&state, &user, id).await?;
-    let (info, body) = crate::db::artifacts::get(&state.db, id, artifact)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("no artifact {artifact} in this session")))?;
-    Ok(super::github::artifact_response(info, body))
-}
-
-/// The desktop: whether it runs and what its browser shows.
-#[utoipa::path(
-    get,
-    path = "/sessions/{id}/desktop",
-    tag = "sessions",
-    operation_id = "get_desktop",
-    params(("id" = SessionId, Path)),
-    responses(
-        (status = 200, description = "The desktop", body = tandem_protocol::agent::DesktopPage),
-        BadRequest,
-        Unauthorized,
-        NotFound,
-        Conflict,
-        BadGateway,
-        Unavailable,
-    ),
-)]
-async fn desktop_page(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(id): Path<SessionId>,
-) -> Result<Json<tandem_protocol::agent::DesktopPage>> {
-    crate::permissions::require(&state, id, &user.0, tandem_protocol::live::Role::Viewer).await?;
-    Ok(Json(crate::desktop::page(&state, id).await?))
-}
-
-/// Shows a URL in the desktop's browser (drivers).
-#[utoipa::path(
-    post,
-    path = "/sessions/{id}/desktop/open",
-    tag = "sessions",
-    operation_id = "open_in_desktop",
-    params(("id" = SessionId, Path)),
-    request_body = tandem_protocol::agent::DesktopOpen,
-    responses(
-        (status = 200, description = "The desktop", body = tandem_protocol::agent::DesktopPage),
-        BadRequest,
-        JsonBody,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        Conflict,
-        BadGateway,
-        Unavailable,
-    ),
-)]
-async fn desktop_open(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(id): Path<SessionId>,
-    Json(req): Json<tandem_protocol::agent::DesktopOpen>,
-) -> Result<Json<tandem_protocol::agent::DesktopPage>> {
-    crate::permissions::require(&state, id, &user.0, tandem_protocol::live::Role::Driver).await?;
-    crate::desktop::open(&state, id, &req.url).await?;
-    Ok(Json(crate::desktop::page(&state, id).await?))
 }

@@ -6,8 +6,9 @@ use axum::extract::State;
 use tandem_protocol::{ModelTest, Settings, TestModel, UpdateSettings};
 use utoipa_axum::routes;
 
-use super::openapi::{ApiRouter, Conflict, Forbidden, Invalid, JsonBody, Unauthorized};
+use super::ApiRouter;
 use crate::auth::CurrentUser;
+use crate::openapi::{Conflict, Forbidden, Invalid, JsonBody, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 

@@ -16,11 +16,12 @@ use tandem_protocol::slack::{
 use tandem_protocol::{RepoId, User};
 use utoipa_axum::routes;
 
+use super::ApiRouter;
 use super::oidc::html_escape;
-use super::openapi::{
-    ApiRouter, BadRequest, Forbidden, Invalid, JsonBody, NotFound, Unauthorized, Unavailable,
-};
 use crate::auth::{CurrentUser, flow};
+use crate::openapi::{
+    BadRequest, Forbidden, Invalid, JsonBody, NotFound, Unauthorized, Unavailable,
+};
 use crate::slack::{deliveries, people};
 use crate::state::AppState;
 use crate::{Error, Result, db};

@@ -6,8 +6,9 @@ use axum::http::StatusCode;
 use tandem_protocol::{RepoId, Snapshot, SnapshotId};
 use utoipa_axum::routes;
 
-use super::openapi::{ApiRouter, BadRequest, Forbidden, NotFound, Unauthorized, Unavailable};
+use super::ApiRouter;
 use crate::auth::CurrentUser;
+use crate::openapi::{BadRequest, Forbidden, NotFound, Unauthorized, Unavailable};
 use crate::state::AppState;
 use crate::{Error, Result, db, snapshots};
 

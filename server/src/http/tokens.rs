@@ -6,8 +6,9 @@ use axum::http::StatusCode;
 use tandem_protocol::{CreateToken, CreatedToken, TokenId, TokenInfo};
 use utoipa_axum::routes;
 
-use super::openapi::{ApiRouter, BadRequest, Invalid, JsonBody, NotFound, Unauthorized};
+use super::ApiRouter;
 use crate::auth::{self, CurrentUser};
+use crate::openapi::{BadRequest, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 

@@ -17,6 +17,7 @@ use crate::state::AppState;
 use crate::workspace_agent::WorkspaceAgent;
 
 pub mod hub;
+mod recheck;
 pub mod socket;
 
 #[cfg(test)]

@@ -43,8 +43,8 @@ pub fn router() -> Router<AppState> {
 }
 
 /// `POST /api/sessions/{id}/code`.
-pub fn api_router() -> crate::http::openapi::ApiRouter {
-    crate::http::openapi::ApiRouter::new().routes(utoipa_axum::routes!(open))
+pub fn api_router() -> crate::openapi::ApiRouter<crate::state::AppState> {
+    crate::openapi::ApiRouter::new().routes(utoipa_axum::routes!(open))
 }
 
 /// A signed-in driver, or a guest with a driver link (`?share=…&name=…`, as on the live
@@ -62,13 +62,13 @@ pub fn api_router() -> crate::http::openapi::ApiRouter {
     ),
     responses(
         (status = 200, description = "Where VS Code opens for this person", body = tandem_protocol::CodeLink),
-        crate::http::openapi::BadRequest,
-        crate::http::openapi::Unauthorized,
-        crate::http::openapi::Forbidden,
-        crate::http::openapi::NotFound,
-        crate::http::openapi::Conflict,
-        crate::http::openapi::BadGateway,
-        crate::http::openapi::Unavailable,
+        crate::openapi::BadRequest,
+        crate::openapi::Unauthorized,
+        crate::openapi::Forbidden,
+        crate::openapi::NotFound,
+        crate::openapi::Conflict,
+        crate::openapi::BadGateway,
+        crate::openapi::Unavailable,
     ),
 )]
 async fn open(

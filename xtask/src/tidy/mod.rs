@@ -38,7 +38,13 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("base", &["error"]),
     (
         "tools",
-        &["client", "proxy", "rate_limit", "extension_package"],
+        &[
+            "client",
+            "openapi",
+            "proxy",
+            "rate_limit",
+            "extension_package",
+        ],
     ),
 ];
 

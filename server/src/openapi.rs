@@ -18,24 +18,28 @@ use utoipa::openapi::{OpenApi, RefOr};
 use utoipa::{Modify, ToSchema};
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 
-use crate::state::AppState;
-
 /// The API's router, each route registered with its description. It has no way to add a route
 /// without one (no `route`), so an undocumented API route cannot be written.
-pub struct ApiRouter(OpenApiRouter<AppState>);
+pub struct ApiRouter<S>(OpenApiRouter<S>);
 
-impl ApiRouter {
+impl<S: Clone + Send + Sync + 'static> Default for ApiRouter<S> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S: Clone + Send + Sync + 'static> ApiRouter<S> {
     pub fn new() -> Self {
         Self(OpenApiRouter::default())
     }
 
     /// Routes the handlers of `utoipa_axum::routes!(…)` (one path, a method each) at the path
     /// and methods their `#[utoipa::path]` names, and adds that description to the document.
-    pub fn routes(self, handlers: UtoipaMethodRouter<AppState>) -> Self {
+    pub fn routes(self, handlers: UtoipaMethodRouter<S>) -> Self {
         Self(self.0.routes(handlers))
     }
 
-    pub fn merge(self, other: ApiRouter) -> Self {
+    pub fn merge(self, other: ApiRouter<S>) -> Self {
         Self(self.0.merge(other.0))
     }
 
@@ -53,7 +57,7 @@ impl ApiRouter {
 
     /// The router, answering `GET /openapi.json` with the document of these routes as mounted
     /// at `/api` (its JSON text is made once per process: it depends on the code only).
-    pub fn finish(self) -> axum::Router<AppState> {
+    pub fn finish(self) -> axum::Router<S> {
         let (router, paths) = self
             .routes(utoipa_axum::routes!(openapi_json))
             .0
