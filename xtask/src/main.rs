@@ -4,7 +4,9 @@
 //!   web app and the server, start `tandem serve` with the embedded default (SQLite + local runtime).
 //! - `cargo xtask test`: install prerequisites (test ones too), build the web app, start a
 //!   throwaway PostgreSQL, run every test (unit, integration on SQLite and PostgreSQL, e2e in
-//!   headless Chromium), then smoke-test `up`.
+//!   headless Chromium), then schemathesis against `/api/openapi.json` and a smoke test of `up`.
+//! - `cargo xtask schemathesis`: only that schemathesis step (the tests' workspace image must be
+//!   built: `cargo xtask test` builds it).
 //! - `cargo xtask tidy [--graph]`: the structure rules (file size, `//!` lines, layers and
 //!   forbidden imports); `--graph` prints the server's module graph and its import circles.
 //! - `cargo xtask leaks [--clean]`: what the tests left on this host (workspace processes,
@@ -28,6 +30,7 @@ mod docs;
 mod leaks;
 mod postgres;
 mod run;
+mod schemathesis;
 mod site;
 mod smoke;
 mod test;
@@ -45,6 +48,7 @@ fn main() -> Result<()> {
         "tidy" => tidy::run(rest),
         "leaks" => leaks::run(rest),
         "docs" => docs::run(true),
+        "schemathesis" => schemathesis::run(true),
         "site" => {
             deps::ensure(deps::Needs { test: false })?;
             site::build(if rest.iter().any(|a| a == "--release") {

@@ -1,5 +1,6 @@
 //! `cargo xtask test`: everything, the way CI runs it: formatting, clippy and the tidy rules
-//! first, then the book and the documentation's links, then every test.
+//! first, then the book and the documentation's links, then every test, then (without a test
+//! filter) schemathesis against the API's OpenAPI document and the `up` smoke test.
 
 use anyhow::{Result, bail};
 
@@ -112,13 +113,15 @@ pub fn run(o: Options) -> Result<()> {
     );
     drop(pg);
     if o.filter.is_empty() {
+        // The REST API against its OpenAPI document (needs the image the tests built).
+        crate::schemathesis::run(o.install)?;
         smoke::up()?;
     }
     // Every test stops what it started: anything of theirs still here fails the suite.
     crate::leaks::check()?;
-    let smoke = usize::from(o.filter.is_empty());
+    let whole_suite = 2 * usize::from(o.filter.is_empty());
     eprintln!("all tests passed in {:.0}s", start.elapsed().as_secs_f64());
-    // One closing line for CI: the cargo test total plus the `up` smoke test.
-    println!("tests: {} passed, 0 failed", counts.passed + smoke);
+    // One closing line for CI: the cargo test total plus schemathesis and the `up` smoke test.
+    println!("tests: {} passed, 0 failed", counts.passed + whole_suite);
     Ok(())
 }
