@@ -369,6 +369,35 @@ async fn a_private_session_is_its_owners_and_the_people_they_share_it_with(s: Te
         .send()
         .await;
     assert_eq!(seen.status, StatusCode::OK);
+
+    // A revoked link opens nothing, and the refusal is one the API documents.
+    let revoked = s
+        .req(Method::POST, &format!("/api/sessions/{id}/links"))
+        .bearer(&owner.token)
+        .json(&json!({ "role": "driver" }))
+        .send()
+        .await
+        .json();
+    let res = s
+        .req(
+            Method::DELETE,
+            &format!(
+                "/api/sessions/{id}/links/{}",
+                revoked["jti"].as_str().unwrap()
+            ),
+        )
+        .bearer(&owner.token)
+        .send()
+        .await;
+    assert_eq!(res.status, StatusCode::NO_CONTENT);
+    s.req(Method::POST, "/api/links/join")
+        .bearer(&other.token)
+        .json(&json!({ "token": revoked["token"] }))
+        .send()
+        .await
+        .assert_error(StatusCode::FORBIDDEN, "forbidden");
+    s.assert_documented(Method::POST, "/api/links/join", StatusCode::FORBIDDEN)
+        .await;
     let list = s
         .req(Method::GET, "/api/sessions")
         .bearer(&other.token)

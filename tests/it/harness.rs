@@ -436,6 +436,26 @@ impl TestServer {
             .bearer(&self.admin_token)
             .json(&body)
     }
+
+    /// Fails unless `/api/openapi.json` lists `status` among the answers of `method path`
+    /// (`path` as documented, e.g. `/api/sessions/{id}`): a status a handler returns must be
+    /// one its clients were told about.
+    pub async fn assert_documented(&self, method: Method, path: &str, status: StatusCode) {
+        let doc = self
+            .req(Method::GET, "/api/openapi.json")
+            .send()
+            .await
+            .json();
+        let op = &doc["paths"][path][method.as_str().to_lowercase()];
+        assert!(op.is_object(), "{method} {path} is not in the document");
+        assert!(
+            op["responses"].get(status.as_str()).is_some(),
+            "{method} {path} answers {status} but documents only {:?}",
+            op["responses"]
+                .as_object()
+                .map(|r| r.keys().collect::<Vec<_>>())
+        );
+    }
 }
 
 /// One request about to be sent.

@@ -117,6 +117,7 @@ async fn revoke(
         (status = 200, description = "The session and the role the person now has in it", body = Joined),
         JsonBody,
         Unauthorized,
+        Forbidden,
         NotFound,
     ),
 )]
