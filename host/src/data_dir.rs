@@ -51,6 +51,11 @@ pub fn load_or_create_key(path: &Path) -> Result<Vec<u8>> {
     }
 }
 
+/// The workspace agents' key: 32 random bytes in `<data dir>/agent.key`, made on first use.
+pub fn agent_key(data_dir: &Path) -> Result<Vec<u8>> {
+    load_or_create_key(&data_dir.join(AGENT_KEY))
+}
+
 /// This server's id, kept in `<data dir>/server-id` (made on first use): it names the turns it
 /// runs and the host of the workspaces it starts. Processes sharing a data dir share it.
 pub fn server_id(data_dir: &Path) -> Result<String> {

@@ -11,7 +11,7 @@ use tandem_protocol::{Problem, ProblemKind, Repo, SessionId};
 use crate::images::{self, Image};
 use crate::runtime::limits::{LimitPolicy, LimitRequest};
 use crate::runtime::network::Egress;
-use crate::runtime::{Dirs, Limits, Runtime};
+use crate::runtime::{Limits, Runtime};
 use crate::{Error, Result};
 
 /// What the server's git needs from the code host a repo lives on (GitHub, when configured):
@@ -76,9 +76,15 @@ impl Host {
         self.limits.limits(request)
     }
 
-    /// Every host directory of workspace `id` (agent socket, gateway, X11, writable layer).
-    pub fn dirs(&self, id: &str) -> Dirs {
-        crate::runtime::dirs(self.runtime.as_ref(), id)
+    /// This machine's runtime, which keeps workspaces' layers and sockets as directories
+    /// here, or a 503 when workspaces run elsewhere.
+    pub(crate) fn local(&self) -> Result<&crate::runtime::oci::OciRuntime> {
+        self.runtime.local().ok_or_else(|| {
+            Error::Unavailable(format!(
+                "the {} runtime keeps no workspace files on this machine",
+                self.runtime.name()
+            ))
+        })
     }
 
     /// The image workspaces start on, or a 503 saying to build it.

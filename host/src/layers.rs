@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 use tandem_protocol::{Repo, SnapshotId};
 
-use crate::runtime::{self, Bind, Limits, WorkspaceSpec, network::Egress};
+use crate::runtime::oci::{Bind, Files};
+use crate::runtime::{self, Limits, WorkspaceSpec, network::Egress};
 use crate::{Error, Host, Result, mirrors};
 
 /// Where the repository is checked out inside every workspace.
@@ -37,7 +38,7 @@ impl Host {
             &checkout,
         )
         .await?;
-        if self.runtime.root_uid() != 0 {
+        if self.local()?.root_uid() != 0 {
             // Shifted now rather than at a session's start.
             tokio::task::spawn_blocking(move || runtime::userns::shift_tree(&layer))
                 .await
@@ -56,7 +57,7 @@ impl Host {
         repo: &Repo,
         branch: &str,
     ) -> Result<()> {
-        let upper = self.runtime.prepare(wid, limits).await?;
+        let upper = self.local()?.prepare_upper(wid, limits).await?;
         let checkout = upper.join(REPO_DIR.trim_start_matches('/'));
         mirrors::checkout(
             &mirrors::path(&self.data_dir, repo),
@@ -69,7 +70,7 @@ impl Host {
 
     /// Stopped workspace `wid`'s own layer becomes snapshot `id`'s.
     pub async fn capture_snapshot(&self, wid: &str, limits: Limits, id: SnapshotId) -> Result<()> {
-        let upper = self.runtime.prepare(wid, limits).await?;
+        let upper = self.local()?.prepare_upper(wid, limits).await?;
         let layer = self.layer(id);
         std::fs::create_dir_all(&layer)?;
         runtime::disk::copy_tree(&upper, &layer).await
@@ -77,8 +78,9 @@ impl Host {
 
     /// Workspace `from`'s own layer, copied to be workspace `to`'s (on its disk of `limits`).
     pub async fn copy_workspace_layer(&self, from: &str, to: &str, limits: Limits) -> Result<()> {
-        let dest = self.runtime.prepare(to, limits).await?;
-        runtime::disk::copy_tree(&self.runtime.upper_dir(from), &dest).await
+        let local = self.local()?;
+        let dest = local.prepare_upper(to, limits).await?;
+        runtime::disk::copy_tree(&local.upper_dir(from), &dest).await
     }
 
     /// Bytes snapshot `id`'s layer takes.
@@ -118,12 +120,13 @@ impl Host {
         });
         Ok(WorkspaceSpec {
             id: wid.to_string(),
-            layers: vec![self.layer(snapshot), self.image()?.rootfs.clone()],
-            upper: None,
+            files: Files::local(
+                vec![self.layer(snapshot), self.image()?.rootfs.clone()],
+                binds,
+            ),
             hostname: "tandem".into(),
             env,
             init,
-            binds,
             limits,
             egress,
         })
@@ -140,12 +143,10 @@ impl Host {
     ) -> Result<WorkspaceSpec> {
         Ok(WorkspaceSpec {
             id: wid.to_string(),
-            layers: vec![self.image()?.rootfs.clone()],
-            upper: None,
+            files: Files::local(vec![self.image()?.rootfs.clone()], vec![]),
             hostname: "snapshot".into(),
             env,
             init: vec!["sleep".into(), "infinity".into()],
-            binds: vec![],
             limits,
             egress,
         })

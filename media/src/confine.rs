@@ -1,18 +1,15 @@
 //! The encoder child's confinement. It parses what a workspace's X server sends, so it runs as
-//! `nobody` with no capabilities, in the workspace's IPC namespace (X shared memory) and network
-//! namespace, and in namespaces of its own: a mount namespace whose `/tmp` is a private tmpfs
-//! holding only the workspace's display directory (nothing is shared with the host's `/tmp` or
-//! another encoder: not GStreamer's registry, not a socket directory) with the server's data dir
-//! covered, and a PID namespace where it sees and signals no host process and no other encoder.
+//! `nobody` with no capabilities, beside the workspace (where the workspace's runtime says:
+//! here, its IPC namespace for X shared memory, its network, and a mount namespace whose `/tmp`
+//! holds only the display's directory, so nothing is shared with the host's `/tmp` or another
+//! encoder: not GStreamer's registry, not a socket directory), and in a PID namespace of its
+//! own where it sees and signals no host process and no other encoder.
 //!
 //! Two stages, as a process only enters a new PID namespace through its children: the outer
-//! stage (`tandem desktop-encode`, root, started by the server) joins the workspace's
-//! namespaces, sets up the mounts, makes the PID namespace and starts itself again as the inner
+//! stage (`tandem desktop-encode`, root, started by the server) goes beside the workspace
+//! (`enter`, from the runtime), makes the PID namespace and starts itself again as the inner
 //! stage, PID 1 there, which mounts its own `/proc`, drops privileges and encodes. The outer
 //! stage drops privileges too and exits with the inner's status; the inner dies with it.
-
-use std::os::fd::AsRawFd;
-use std::path::Path;
 
 use nix::mount::{MsFlags, mount};
 use nix::sched::CloneFlags;
@@ -33,21 +30,14 @@ pub fn is_inner() -> bool {
     std::env::var_os(STAGE).is_some_and(|v| v == "inner")
 }
 
-/// The outer stage: joins the namespaces of the workspace whose init is `init_pid`, sets up the
-/// private mounts (`x11_dir` seen as `/tmp/.X11-unix`, `data_dir` covered), runs the inner
-/// stage in a new PID namespace with the same arguments and returns its exit code.
-pub fn outer(x11_dir: &Path, data_dir: Option<&Path>, init_pid: i32) -> Result<i32> {
+/// The outer stage: goes beside the workspace (`enter`: its namespaces and the private mounts,
+/// with the display's directory at `/tmp/.X11-unix`), runs the inner stage in a new PID
+/// namespace with the same arguments and returns its exit code.
+pub fn outer(enter: impl FnOnce() -> Result<()>) -> Result<i32> {
     // Die with the server.
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     // Still one thread: the mount namespace can be ours alone.
-    let ipc = std::fs::File::open(format!("/proc/{init_pid}/ns/ipc"))?;
-    let net = std::fs::File::open(format!("/proc/{init_pid}/ns/net"))?;
-    nix::sched::setns(ipc, CloneFlags::CLONE_NEWIPC)
-        .map_err(|e| Error::Unavailable(format!("joining the workspace's IPC namespace: {e}")))?;
-    private_mounts(x11_dir, data_dir)?;
-    // The workspace's network, not the host's: the encoder reaches nothing the workspace cannot.
-    nix::sched::setns(net, CloneFlags::CLONE_NEWNET)
-        .map_err(|e| Error::Unavailable(format!("joining the workspace's network: {e}")))?;
+    enter()?;
     nix::sched::unshare(CloneFlags::CLONE_NEWPID)
         .map_err(|e| Error::Unavailable(format!("a PID namespace for the encoder: {e}")))?;
     // `/proc/self/exe` is this very binary, wherever its path leads now.
@@ -89,62 +79,6 @@ pub fn inner() -> Result<()> {
     // Changing the uid cleared the parent-death signal: set it again.
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     Ok(())
-}
-
-/// A mount namespace of this process's own: the data dir covered, a private tmpfs on `/tmp`,
-/// and `x11_dir` at `/tmp/.X11-unix` (where Xlib looks for the display's socket).
-fn private_mounts(x11_dir: &Path, data_dir: Option<&Path>) -> Result<()> {
-    nix::sched::unshare(CloneFlags::CLONE_NEWNS)
-        .map_err(|e| Error::Unavailable(format!("a mount namespace for the encoder: {e}")))?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(|e| Error::Unavailable(format!("making the encoder's mounts private: {e}")))?;
-    // Opened before the data dir and `/tmp` (either may hold it) are covered, and in this
-    // namespace (a bind's source must be one of its mounts).
-    let display_dir = std::fs::File::open(x11_dir)?;
-    if let Some(d) = data_dir {
-        hide(d)?;
-    }
-    mount(
-        Some("tmpfs"),
-        "/tmp",
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        Some("size=16m,mode=1777"),
-    )
-    .map_err(|e| Error::Unavailable(format!("a private /tmp for the encoder: {e}")))?;
-    let target = Path::new("/tmp/.X11-unix");
-    std::fs::create_dir(target)?;
-    mount(
-        Some(Path::new(&format!(
-            "/proc/self/fd/{}",
-            display_dir.as_raw_fd()
-        ))),
-        target,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .map_err(|e| Error::Unavailable(format!("binding the workspace's display: {e}")))?;
-    Ok(())
-}
-
-/// Covers the server's data dir (keys, database, every workspace's layers) with an empty
-/// read-only tmpfs in the encoder's mount namespace.
-fn hide(dir: &Path) -> Result<()> {
-    mount(
-        Some("tmpfs"),
-        dir,
-        Some("tmpfs"),
-        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        Some("size=4k,mode=0555"),
-    )
-    .map_err(|e| Error::Unavailable(format!("hiding the data dir from the encoder: {e}")))
 }
 
 /// Becomes `nobody` with no capabilities and no way back (`no_new_privs`): the encoder reads

@@ -93,9 +93,9 @@ impl Display {
         format!(":{}", self.0)
     }
 
-    /// The socket's name in the X11 socket directory (`X<N>`).
-    pub fn socket_name(self) -> String {
-        format!("X{}", self.0)
+    /// Its number `N`.
+    pub fn number(self) -> u32 {
+        u32::from(self.0)
     }
 }
 
@@ -177,11 +177,9 @@ pub struct Quality {
 /// X shared memory, so frames are not copied through the socket).
 pub async fn start(
     bin: &Path,
-    x11_dir: &Path,
-    data_dir: &Path,
+    beside: &[std::ffi::OsString],
     display: Display,
     quality: Quality,
-    init_pid: i32,
 ) -> Result<Encoder> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Quality {
@@ -189,17 +187,6 @@ pub async fn start(
         kbps,
         keyframe_secs,
     } = quality;
-    let socket = x11_dir.join(display.socket_name());
-    // A real socket made by the workspace's X server; never a symlink the workspace planted.
-    match std::fs::symlink_metadata(&socket) {
-        Ok(m) if std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) => {}
-        _ => {
-            return Err(Error::Unavailable(format!(
-                "the workspace's display {} is not up",
-                display.name()
-            )));
-        }
-    }
     let mut child = tokio::process::Command::new(bin)
         // None of the server's environment (a database URL with its password, …) reaches the
         // process that parses what the workspace's X server sends.
@@ -207,16 +194,14 @@ pub async fn start(
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", "/nonexistent")
         .arg("desktop-encode")
-        .arg("--hide")
-        .arg(data_dir)
-        .arg(x11_dir)
         .args([
             &display.name(),
             &fps.to_string(),
             &kbps.to_string(),
             &keyframe_secs.to_string(),
-            &init_pid.to_string(),
         ])
+        .arg("--")
+        .args(beside)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -329,21 +314,20 @@ pub async fn start(
     })
 }
 
-/// `tandem desktop-encode X11_DIR DISPLAY FPS KBPS INIT_PID`: the child. Runs until its stdout or
-/// the display goes away.
+/// `tandem desktop-encode DISPLAY FPS KBPS KEYFRAME_SECS -- BESIDE…`: the child. `enter` takes
+/// it beside the workspace (from the runtime's words after `--`). Runs until its stdout or the
+/// display goes away.
 pub fn child_main(
-    x11_dir: &Path,
     display: &str,
-    data_dir: Option<&Path>,
     fps: u32,
     kbps: u32,
     keyframe_secs: u32,
-    init_pid: i32,
+    enter: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     use std::io::{Read, Write};
     let display = Display::parse(display)?;
     if !crate::confine::is_inner() {
-        let code = crate::confine::outer(x11_dir, data_dir, init_pid)?;
+        let code = crate::confine::outer(enter)?;
         std::process::exit(code);
     }
     crate::confine::inner()?;
@@ -473,7 +457,7 @@ mod tests {
     #[test]
     fn only_a_plain_display_number_is_a_display() {
         assert_eq!(Display::parse(":99").unwrap().name(), ":99");
-        assert_eq!(Display::parse(":0").unwrap().socket_name(), "X0");
+        assert_eq!(Display::parse(":0").unwrap().number(), 0);
         for hostile in [
             ":99 ! filesrc location=/var/lib/tandem/jwt.key ! fakesink",
             ":99 use-damage=true",

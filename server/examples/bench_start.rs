@@ -442,7 +442,7 @@ async fn main() -> Result<()> {
 /// Bare runtime starts under each confinement variant, interleaved; medians and the ratio to
 /// the unconfined baseline.
 async fn confinement_cost(image: &Path, work: &Path, runs: usize) -> Result<()> {
-    use tandem_server::runtime::oci::{Confinement, OciRuntime};
+    use tandem_server::runtime::oci::{Confinement, Files, OciRuntime};
     use tandem_server::runtime::{Keep, Limits, Runtime, WorkspaceSpec};
     let kind = tandem_server::runtime::doctor::default_runtime().context("no runtime")?;
     let on = Confinement::default();
@@ -487,12 +487,10 @@ async fn confinement_cost(image: &Path, work: &Path, runs: usize) -> Result<()> 
             let id = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
             let spec = WorkspaceSpec {
                 id: id.clone(),
-                layers: vec![layer.clone()],
-                upper: None,
+                files: Files::local(vec![layer.clone()], vec![]),
                 hostname: "bench".into(),
                 env: vec![],
                 init: vec!["sleep".into(), "infinity".into()],
-                binds: vec![],
                 limits: Limits::default(),
                 egress: None,
             };

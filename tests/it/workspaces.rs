@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use tandem_host::images;
-use tandem_host::runtime::oci::{Kind, OciRuntime};
+use tandem_host::runtime::oci::{Bind, Files, Kind, OciRuntime};
 use tandem_host::runtime::{ExecRequest, Keep, Limits, MAX_EXEC_OUTPUT, Runtime, WorkspaceSpec};
 use tokio::sync::OnceCell;
 
@@ -146,16 +146,18 @@ fn new_id() -> String {
 
 impl Env {
     fn spec(&self, layers: Vec<PathBuf>) -> WorkspaceSpec {
+        self.spec_with(layers, vec![])
+    }
+
+    fn spec_with(&self, layers: Vec<PathBuf>, binds: Vec<Bind>) -> WorkspaceSpec {
         let mut all = layers;
         all.push(self.image.clone());
         WorkspaceSpec {
             id: new_id(),
-            layers: all,
-            upper: None,
+            files: Files::local(all, binds),
             hostname: "workspace".into(),
             env: vec![("TANDEM_TEST".into(), "1".into())],
             init: vec!["sleep".into(), "infinity".into()],
-            binds: vec![],
             limits: Limits {
                 memory_bytes: 256 << 20,
                 pids: 512,
@@ -189,7 +191,7 @@ async fn a_workspace_runs_on_its_layers_and_writes_only_to_its_own_layer(env: En
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout, "from the snapshot\nworkspace\n1\n");
     assert_eq!(
-        std::fs::read_to_string(ws.upper.join("workspace/new.txt")).unwrap(),
+        std::fs::read_to_string(env.rt.upper_dir(&ws.id).join("workspace/new.txt")).unwrap(),
         "new\n",
         "writes land in the workspace's layer"
     );
@@ -218,7 +220,7 @@ async fn a_workspace_runs_on_its_layers_and_writes_only_to_its_own_layer(env: En
         .await
         .unwrap();
     assert_eq!(
-        std::fs::read_to_string(ws.upper.join("workspace/new.txt")).unwrap(),
+        std::fs::read_to_string(env.rt.upper_dir(&ws.id).join("workspace/new.txt")).unwrap(),
         "new\n",
         "stop can keep the diff"
     );
@@ -483,12 +485,14 @@ async fn workspace_root_is_an_unprivileged_host_user(env: Env) {
     );
     let shared = env.dir.path().join("shared");
     std::fs::create_dir_all(&shared).unwrap();
-    let mut spec = env.spec(vec![]);
-    spec.binds.push(tandem_host::runtime::Bind {
-        host: shared.clone(),
-        container: "/run/shared".into(),
-        readonly: false,
-    });
+    let spec = env.spec_with(
+        vec![],
+        vec![Bind {
+            host: shared.clone(),
+            container: "/run/shared".into(),
+            readonly: false,
+        }],
+    );
     let ws = env.rt.start(spec).await.unwrap();
     let out = env
         .sh(

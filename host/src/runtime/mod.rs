@@ -1,17 +1,21 @@
 //! Workspace runtimes: start an isolated workspace on a stack of read-only layers with a fresh
 //! writable layer, run commands in it, stop it without leaving anything behind.
 //!
-//! [`Runtime`] is the boundary sessions and snapshots use; [`oci::OciRuntime`] implements it with
-//! an OCI runtime binary (runc, crun or gVisor's runsc) on an overlayfs root. A Kubernetes driver
-//! can implement the same trait later without touching callers.
-
-use std::path::PathBuf;
+//! [`Runtime`] is the boundary sessions and snapshots use; [`oci::OciRuntime`], this machine's
+//! runtime, implements it with an OCI runtime binary (runc, crun or gVisor's runsc) on an
+//! overlayfs root. Nothing here names a host path, a pid or a namespace: a workspace is an id,
+//! its start an opaque [`Workspace::instance`], its files an opaque [`oci::Files`] the layer
+//! store builds, and its agent and gateway are byte streams the runtime hands out. The local
+//! runtime's own modules (`oci`, `layout`, `overlay`, `spec`, `local_agent`, `disk`, `userns`,
+//! `inroot`, `beside`) are where this machine's paths and pids live; tidy keeps the rest of the
+//! boundary free of them and keeps everything but the composition root from naming them.
 
 use futures::future::BoxFuture;
 use serde::Serialize;
 
 use crate::Result;
 
+pub mod beside;
 pub mod disk;
 pub mod dns;
 #[cfg(test)]
@@ -19,6 +23,7 @@ mod dns_internal_tests;
 pub mod doctor;
 mod inroot;
 pub mod kind;
+mod layout;
 pub mod limits;
 mod local_agent;
 pub mod network;
@@ -36,29 +41,18 @@ pub const MAX_EXEC_OUTPUT: usize = 1024 * 1024;
 pub struct WorkspaceSpec {
     /// Unique id (letters, digits, `-`), used for the container, its cgroup and its directory.
     pub id: String,
-    /// Read-only layers, topmost first (snapshot layers, then the image's root filesystem).
-    pub layers: Vec<PathBuf>,
-    /// Reuse this writable layer (resume, fork) instead of a fresh empty one.
-    pub upper: Option<PathBuf>,
+    /// Its read-only layers and what is bound into it, as the layer store made them
+    /// ([`crate::Host::session_spec`], [`crate::Host::build_spec`]): opaque outside the runtime.
+    pub files: oci::Files,
     /// The container's hostname.
     pub hostname: String,
     /// Environment of the init process and of `exec`.
     pub env: Vec<(String, String)>,
     /// The container's first process (behind a minimal init that reaps zombies).
     pub init: Vec<String>,
-    /// Host paths bound into the workspace.
-    pub binds: Vec<Bind>,
     pub limits: Limits,
     /// Domains it may reach; `None`: no network but its own loopback.
     pub egress: Option<network::Egress>,
-}
-
-/// A host path bound into the workspace.
-#[derive(Clone, Debug)]
-pub struct Bind {
-    pub host: PathBuf,
-    pub container: String,
-    pub readonly: bool,
 }
 
 /// cgroup limits of one workspace.
@@ -83,31 +77,6 @@ impl Default for Limits {
             cpus: 2.0,
             disk_bytes: 20 << 30,
         }
-    }
-}
-
-/// Every host directory of one workspace, in one place.
-#[derive(Clone, Debug)]
-pub struct Dirs {
-    /// Its own writable layer ([`Runtime::upper_dir`]).
-    pub upper: PathBuf,
-    /// Bound at the workspace agent's socket directory (on the workspace's disk: it writes here).
-    pub agent: PathBuf,
-    /// Bound at `/tmp/.X11-unix` (on its disk: its X server writes here).
-    pub x11: PathBuf,
-    /// Bound read-only at the gateway's socket directory: beside the disk, not on it (the
-    /// workspace cannot write here, and a listening socket would keep the disk busy).
-    pub gateway: PathBuf,
-}
-
-/// The host directories of workspace `id` on `rt`.
-pub fn dirs(rt: &dyn Runtime, id: &str) -> Dirs {
-    let upper = rt.upper_dir(id);
-    Dirs {
-        agent: upper.with_file_name("agent"),
-        x11: upper.with_file_name("x11"),
-        gateway: rt.workspace_dir(id).join("gateway"),
-        upper,
     }
 }
 
@@ -136,10 +105,6 @@ pub struct ExecOutput {
 #[derive(Clone, Debug)]
 pub struct Workspace {
     pub id: String,
-    /// The merged root filesystem as the host sees it (for host-side git operations).
-    pub rootfs: PathBuf,
-    /// The workspace's own writable layer.
-    pub upper: PathBuf,
     /// Which start of the workspace this is, as the runtime knows it: callers store it and
     /// hand it back ([`Runtime::connect_agent`], [`Runtime::alive`]) and read nothing into it.
     /// (This machine's runtimes use the init's host pid.)
@@ -185,33 +150,17 @@ pub trait Runtime: Send + Sync {
     fn pause<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
     /// Thaws a paused workspace.
     fn resume<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
-    /// Workspace `id`'s directory on the host (its disk, when it has one, is inside).
-    fn workspace_dir(&self, id: &str) -> PathBuf;
-    /// The host uid of a workspace's root (not 0 under a user namespace).
-    fn root_uid(&self) -> u32 {
-        0
-    }
-    /// Where workspace `id` keeps its own writable layer (when none is given at start).
-    fn upper_dir(&self, id: &str) -> PathBuf;
     /// Makes workspace `id`'s own writable layer ready (on its own disk of `limits.disk_bytes`
-    /// where the runtime gives it one) and returns [`Runtime::upper_dir`]. Call it before
-    /// writing into the layer or into directories beside it (a fork's copy, a snapshot's
-    /// checkout, the agent's socket directory); `start` calls it too.
-    fn prepare<'a>(&'a self, id: &'a str, limits: Limits) -> BoxFuture<'a, Result<PathBuf>> {
-        let _ = limits;
-        Box::pin(async move {
-            let upper = self.upper_dir(id);
-            std::fs::create_dir_all(&upper)?;
-            Ok(upper)
-        })
-    }
+    /// where the runtime gives it one). The layer store calls it before writing into the layer
+    /// (a fork's copy, a snapshot's checkout); `start` calls it too.
+    fn prepare<'a>(&'a self, id: &'a str, limits: Limits) -> BoxFuture<'a, Result<()>>;
     /// Ids of the workspaces this runtime knows (running or not).
     fn list(&self) -> BoxFuture<'_, Result<Vec<String>>>;
     /// Kills every process, removes the container, its cgroup and its mount; keeps the writable
     /// layer if asked. Stopping a workspace that is already gone is not an error.
     fn stop<'a>(&'a self, id: &'a str, keep: Keep) -> BoxFuture<'a, Result<()>>;
     /// A connection to workspace `id`'s agent, checked to lead into that workspace; `instance`
-    /// is what [`Workspace::instance`] said at its start. Here: the agent's unix socket, whose
+    /// is what [`Workspace::instance`] said at its start. Locally: the agent's unix socket, whose
     /// peer must be inside the workspace. A runtime whose workspaces run elsewhere gives an
     /// authenticated network connection instead; the agent also checks the workspace's token on
     /// every request.
@@ -219,31 +168,39 @@ pub trait Runtime: Send + Sync {
         &'a self,
         id: &'a str,
         instance: i32,
-    ) -> BoxFuture<'a, Result<AgentStream>> {
-        Box::pin(async move { local_agent::connect(id, &self.upper_dir(id), instance).await })
-    }
+    ) -> BoxFuture<'a, Result<AgentStream>>;
     /// A listener for workspace `id`'s connections to its gateway (the model relay, the git
-    /// relay, its tools): here a unix socket only the workspace's root may open, in a directory
-    /// bound read-only into the workspace. Made again for a restarted workspace (see
+    /// relay, its tools). Made again for a restarted workspace (see
     /// [`Runtime::gateway_listening`]).
-    fn listen_gateway<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Box<dyn GatewayListener>>> {
-        Box::pin(async move {
-            let dir = self.workspace_dir(id).join("gateway");
-            local_agent::listen_gateway(&dir, self.root_uid())
-        })
-    }
+    fn listen_gateway<'a>(&'a self, id: &'a str)
+    -> BoxFuture<'a, Result<Box<dyn GatewayListener>>>;
     /// Whether the listener [`Runtime::listen_gateway`] made for workspace `id` still reaches
-    /// it (a resumed workspace gets a fresh directory, without the old socket).
-    fn gateway_listening(&self, id: &str) -> bool {
-        local_agent::gateway_socket(&self.workspace_dir(id).join("gateway")).exists()
-    }
+    /// it (a resumed workspace gets a fresh one).
+    fn gateway_listening(&self, id: &str) -> bool;
     /// Whether workspace `id`'s start `instance` still runs (the supervisor asks every second;
     /// a dead one fails its session).
-    fn alive<'a>(&'a self, _id: &'a str, instance: i32) -> BoxFuture<'a, bool> {
-        Box::pin(async move { local_agent::alive(instance) })
+    fn alive<'a>(&'a self, id: &'a str, instance: i32) -> BoxFuture<'a, bool>;
+    /// Where a program that reads workspace `id`'s display `display` (the desktop encoder) runs
+    /// beside it ([`beside::Beside`]), or why it cannot.
+    fn beside<'a>(
+        &'a self,
+        id: &'a str,
+        instance: i32,
+        display: u32,
+    ) -> BoxFuture<'a, Result<beside::Beside>> {
+        let _ = (id, instance, display);
+        Box::pin(async {
+            Err(crate::Error::Unavailable(format!(
+                "the {} runtime runs no desktop encoder beside its workspaces",
+                self.name()
+            )))
+        })
+    }
+    /// This machine's runtime, when workspaces run on it: the layer store keeps their layers
+    /// as directories here. A runtime wrapping it hands it out; one that runs workspaces
+    /// elsewhere does not.
+    fn local(&self) -> Option<&oci::OciRuntime> {
+        None
     }
     /// Takes a running workspace back after this server restarted (its egress name server).
     fn reattach<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, Result<()>> {

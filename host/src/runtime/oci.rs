@@ -13,8 +13,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
 use super::{
-    ExecOutput, ExecRequest, Keep, MAX_EXEC_OUTPUT, Runtime, Workspace, WorkspaceSpec, overlay,
-    spec, validate_id,
+    AgentStream, ExecOutput, ExecRequest, GatewayListener, Keep, Limits, MAX_EXEC_OUTPUT, Runtime,
+    Workspace, WorkspaceSpec, beside::Beside, local_agent, overlay, spec, validate_id,
 };
 use crate::{Error, Result};
 
@@ -22,17 +22,20 @@ use crate::{Error, Result};
 pub const RUNSC_MIN_PIDS: i64 = 32_768;
 
 pub use super::kind::{Confinement, Kind};
+pub use super::layout::{Bind, Files};
 
 /// A runtime binary plus the directories it works in.
 pub struct OciRuntime {
-    kind: Kind,
-    state_dir: PathBuf,
-    workspaces_dir: PathBuf,
+    pub(super) kind: Kind,
+    /// The server's data dir (covered in what runs beside a workspace).
+    pub(super) data_dir: PathBuf,
+    pub(super) state_dir: PathBuf,
+    pub(super) workspaces_dir: PathBuf,
     /// Each workspace in its own user namespace (where the kernel allows it).
-    userns: bool,
+    pub(super) userns: bool,
     /// Where disk templates are kept, when workspaces get disks of their own ([`disk`]).
-    disks: Option<PathBuf>,
-    seccomp: bool,
+    pub(super) disks: Option<PathBuf>,
+    pub(super) seccomp: bool,
 }
 
 impl OciRuntime {
@@ -67,6 +70,7 @@ impl OciRuntime {
             };
         Ok(Self {
             kind,
+            data_dir: data_dir.clone(),
             state_dir,
             workspaces_dir,
             userns,
@@ -81,7 +85,7 @@ impl OciRuntime {
         self.disks.is_some()
     }
 
-    async fn prepare_inner(&self, id: &str, limits: super::Limits) -> Result<PathBuf> {
+    pub(super) async fn prepare_inner(&self, id: &str, limits: super::Limits) -> Result<PathBuf> {
         validate_id(id)?;
         let dir = self.dir(id);
         std::fs::create_dir_all(&dir)?;
@@ -102,11 +106,6 @@ impl OciRuntime {
     /// True when its workspaces run in user namespaces (their root is not the host's).
     pub fn user_namespaces(&self) -> bool {
         self.userns
-    }
-
-    /// The directory of workspace `id`.
-    pub fn dir(&self, id: &str) -> PathBuf {
-        self.workspaces_dir.join(id)
     }
 
     fn command(&self) -> Command {
@@ -164,15 +163,9 @@ impl OciRuntime {
         }
         let want = &want;
         // The workspace's own layer sits on its own disk, with the overlay's work directory
-        // beside it (they must share a filesystem); a layer the caller names is used as it is.
-        let (upper, work) = match &want.upper {
-            Some(u) if *u != self.upper_dir(&want.id) => (u.clone(), dir.join("work")),
-            _ => {
-                let u = self.prepare_inner(&want.id, want.limits).await?;
-                let w = u.with_file_name("work");
-                (u, w)
-            }
-        };
+        // beside it (they must share a filesystem).
+        let upper = self.prepare_inner(&want.id, want.limits).await?;
+        let work = upper.with_file_name("work");
         let rootfs = dir.join("rootfs");
         for d in [&upper, &work, &rootfs] {
             std::fs::create_dir_all(d)?;
@@ -187,12 +180,12 @@ impl OciRuntime {
             }
             Some(egress) => {
                 let net = super::network::setup(&want.id, dir, egress).await?;
-                want.binds.push(super::Bind {
+                want.files.binds.push(Bind {
                     host: dir.join("hosts"),
                     container: "/etc/hosts".into(),
                     readonly: true,
                 });
-                want.binds.push(super::Bind {
+                want.files.binds.push(Bind {
                     host: dir.join("resolv.conf"),
                     container: "/etc/resolv.conf".into(),
                     readonly: true,
@@ -205,21 +198,26 @@ impl OciRuntime {
         let owner = self.userns.then_some(super::userns::HOST_BASE);
         if self.userns {
             // What the workspace sees is stored with its own ids (a no-op for marked trees).
-            let trees: Vec<PathBuf> = want.layers.iter().chain([&upper]).cloned().collect();
+            let trees: Vec<PathBuf> = want.files.layers.iter().chain([&upper]).cloned().collect();
             tokio::task::spawn_blocking(move || {
                 trees.iter().try_for_each(|t| super::userns::shift_tree(t))
             })
             .await
             .map_err(|e| Error::Internal(format!("shifting layer ownership: {e}")))??;
-            for b in want.binds.iter().filter(|b| !b.readonly && b.host.is_dir()) {
+            for b in want
+                .files
+                .binds
+                .iter()
+                .filter(|b| !b.readonly && b.host.is_dir())
+            {
                 super::userns::own(&b.host)?;
             }
         }
-        overlay::mount_overlay(&want.layers, &upper, &work, &rootfs)?;
+        overlay::mount_overlay(&want.files.layers, &upper, &work, &rootfs)?;
         // Bind targets must exist in the root; creating them lands in the writable layer, which
         // workspace code may have written (resumed and forked layers, a snapshot's setup): every
         // step is resolved inside the root, never through a link it planted.
-        for b in &want.binds {
+        for b in &want.files.binds {
             super::inroot::ensure(&rootfs, Path::new(&b.container), b.host.is_dir(), owner)?;
         }
         spec::build(want, &rootfs, netns.as_deref(), self.seccomp, self.userns)?
@@ -259,8 +257,6 @@ impl OciRuntime {
             .map_err(|e| Error::Internal(format!("{}: {e}", pid_file.display())))?;
         Ok(Workspace {
             id: want.id.clone(),
-            rootfs,
-            upper,
             instance: pid,
         })
     }
@@ -382,46 +378,6 @@ impl OciRuntime {
         let _ = std::fs::remove_dir(&dir);
         Ok(())
     }
-
-    /// What a stopped workspace `id` left behind (mounts, cgroups, runtime state, files); empty
-    /// when nothing leaked.
-    pub fn leftovers(&self, id: &str) -> Vec<String> {
-        let mut found = Vec::new();
-        let dir = self.dir(id);
-        for m in ["rootfs", super::disk::MOUNT] {
-            if overlay::is_mounted(&dir.join(m)) {
-                found.push(format!("mount {}", dir.join(m).display()));
-            }
-        }
-        if dir.exists() {
-            found.push(format!("dir {}", dir.display()));
-        }
-        if Path::new("/var/run/netns")
-            .join(format!("tdm-{id}"))
-            .exists()
-        {
-            found.push(format!("network namespace tdm-{id}"));
-        }
-        if self.state_dir.join(id).exists() {
-            found.push(format!(
-                "runtime state {}",
-                self.state_dir.join(id).display()
-            ));
-        }
-        for root in [
-            "/sys/fs/cgroup",
-            "/sys/fs/cgroup/memory",
-            "/sys/fs/cgroup/pids",
-            "/sys/fs/cgroup/cpu",
-            "/sys/fs/cgroup/unified",
-        ] {
-            let cg = Path::new(root).join("tandem").join(id);
-            if cg.exists() {
-                found.push(format!("cgroup {}", cg.display()));
-            }
-        }
-        found
-    }
 }
 
 /// The work dir of an overlay holds a root-only `work/` subdirectory; removal must not trip over
@@ -512,27 +468,8 @@ impl Runtime for OciRuntime {
         })
     }
 
-    fn workspace_dir(&self, id: &str) -> PathBuf {
-        self.dir(id)
-    }
-
-    fn root_uid(&self) -> u32 {
-        if self.userns {
-            super::userns::HOST_BASE
-        } else {
-            0
-        }
-    }
-
-    fn upper_dir(&self, id: &str) -> PathBuf {
-        match self.disks {
-            Some(_) => self.dir(id).join(super::disk::MOUNT).join("upper"),
-            None => self.dir(id).join("upper"),
-        }
-    }
-
-    fn prepare<'a>(&'a self, id: &'a str, limits: super::Limits) -> BoxFuture<'a, Result<PathBuf>> {
-        Box::pin(self.prepare_inner(id, limits))
+    fn prepare<'a>(&'a self, id: &'a str, limits: Limits) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { self.prepare_inner(id, limits).await.map(|_| ()) })
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<String>>> {
@@ -556,5 +493,58 @@ impl Runtime for OciRuntime {
             validate_id(id)?;
             super::network::reattach(&self.dir(id)).await
         })
+    }
+
+    /// The agent's unix socket, whose peer must be inside the workspace.
+    fn connect_agent<'a>(
+        &'a self,
+        id: &'a str,
+        instance: i32,
+    ) -> BoxFuture<'a, Result<AgentStream>> {
+        Box::pin(async move { local_agent::connect(id, &self.upper_dir(id), instance).await })
+    }
+
+    /// A unix socket only the workspace's root may open, in a directory bound read-only into
+    /// the workspace.
+    fn listen_gateway<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Box<dyn GatewayListener>>> {
+        Box::pin(
+            async move { local_agent::listen_gateway(&self.dirs(id).gateway, self.root_uid()) },
+        )
+    }
+
+    fn gateway_listening(&self, id: &str) -> bool {
+        local_agent::gateway_socket(&self.dirs(id).gateway).exists()
+    }
+
+    fn alive<'a>(&'a self, _id: &'a str, instance: i32) -> BoxFuture<'a, bool> {
+        Box::pin(async move { local_agent::alive(instance) })
+    }
+
+    /// A confined child of the server in the workspace's IPC and network namespaces.
+    fn beside<'a>(
+        &'a self,
+        id: &'a str,
+        instance: i32,
+        display: u32,
+    ) -> BoxFuture<'a, Result<Beside>> {
+        Box::pin(async move {
+            validate_id(id)?;
+            if !local_agent::alive(instance) {
+                return Err(Error::Conflict(format!("workspace {id} is not running")));
+            }
+            Beside::new(
+                self.dirs(id).x11,
+                &format!("X{display}"),
+                self.data_dir.clone(),
+                instance,
+            )
+        })
+    }
+
+    fn local(&self) -> Option<&OciRuntime> {
+        Some(self)
     }
 }

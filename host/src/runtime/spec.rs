@@ -89,7 +89,7 @@ pub fn build(
             .build()
             .map_err(oci)?,
     );
-    for b in &want.binds {
+    for b in &want.files.binds {
         let mut options = vec!["rbind".to_string(), "nosuid".into(), "nodev".into()];
         options.push(if b.readonly { "ro".into() } else { "rw".into() });
         mounts.push(

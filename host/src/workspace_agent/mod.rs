@@ -14,7 +14,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tandem_protocol::agent;
 
-use crate::runtime::Bind;
+use crate::runtime::oci::Bind;
 use crate::{Host, Result};
 
 mod calls;
@@ -27,11 +27,6 @@ pub use calls::{TurnFrames, check_file_size};
 pub const MAX_ANSWER_BYTES: usize = 2 * agent::MAX_FILE_BYTES;
 /// How long one call may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The agent key: 32 random bytes in `<data dir>/agent.key`, made on first use.
-pub fn load_key(data_dir: &Path) -> Result<Vec<u8>> {
-    crate::data_dir::load_or_create_key(&data_dir.join(crate::data_dir::AGENT_KEY))
-}
 
 /// The token of workspace `wid`: HMAC-SHA256 of its id under the agent key, so it survives a
 /// server restart without being stored.
@@ -46,11 +41,11 @@ pub fn token(key: &[u8], wid: &str) -> String {
 }
 
 /// A workspace's init command, environment and binds.
-pub type SpecParts = (Vec<String>, Vec<(String, String)>, Vec<Bind>);
+pub(crate) type SpecParts = (Vec<String>, Vec<(String, String)>, Vec<Bind>);
 
 /// What a workspace spec needs to run the agent: its init, env and binds.
-pub fn spec_parts(host: &Host, wid: &str) -> Result<SpecParts> {
-    let dirs = host.dirs(wid);
+pub(crate) fn spec_parts(host: &Host, wid: &str) -> Result<SpecParts> {
+    let dirs = host.local()?.dirs(wid);
     let dir = dirs.agent;
     std::fs::create_dir_all(&dir)?;
     let init = vec![agent::BINARY.to_string(), "serve".into()];

@@ -82,26 +82,19 @@ impl Desktops {
         let host = app.workspaces()?;
         let agent = crate::sessions::workspace::workspace_agent(&app.db, &host, session).await?;
         let info: DesktopInfo = agent.start_desktop().await?;
-        // The encoder joins the workspace's IPC namespace: the desktop runs only where the
-        // workspace's runtime is this machine's, whose instance is its init's pid.
-        let (wid, init_pid) = (agent.workspace.clone(), agent.instance);
-        let dir = host.dirs(&wid).x11;
         // The workspace's answer is untrusted: a display number, or nothing.
         let display = encode::Display::parse(&info.display)?;
+        // The encoder runs beside the workspace, where its runtime says.
+        let beside = host
+            .runtime
+            .beside(&agent.workspace, agent.instance, display.number())
+            .await?;
         let quality = encode::Quality {
             fps: app.config.desktop.fps,
             kbps: app.config.desktop.kbps,
             keyframe_secs: app.config.desktop.keyframe_secs,
         };
-        let encoder = encode::start(
-            &host.tandem_bin,
-            &dir,
-            &host.data_dir,
-            display,
-            quality,
-            init_pid,
-        )
-        .await?;
+        let encoder = encode::start(&host.tandem_bin, &beside.args(), display, quality).await?;
         let stream = Arc::new(Stream { encoder, info });
         self.streams
             .lock()

@@ -233,7 +233,7 @@ pub fn workspaces(
             .map_err(|e| internal("cannot find this binary", e.to_string()))?
             .with_file_name("tandem-workspace-agent"),
     };
-    let agent_key = crate::workspace_agent::load_key(&config.data_dir)
+    let agent_key = crate::data_dir::agent_key(&config.data_dir)
         .map_err(|e| internal("the agent key", e.to_string()))?;
     let host_id = crate::data_dir::server_id(&config.data_dir)
         .map_err(|e| internal("the server id", e.to_string()))?;

@@ -94,21 +94,25 @@ impl Runtime for Remote {
     fn resume<'a>(&'a self, id: &'a str) -> BoxFuture<'a, tandem_host::Result<()>> {
         self.inner.resume(id)
     }
-    fn workspace_dir(&self, id: &str) -> std::path::PathBuf {
-        self.inner.workspace_dir(id)
-    }
-    fn root_uid(&self) -> u32 {
-        self.inner.root_uid()
-    }
-    fn upper_dir(&self, id: &str) -> std::path::PathBuf {
-        self.inner.upper_dir(id)
-    }
     fn prepare<'a>(
         &'a self,
         id: &'a str,
         limits: Limits,
-    ) -> BoxFuture<'a, tandem_host::Result<std::path::PathBuf>> {
+    ) -> BoxFuture<'a, tandem_host::Result<()>> {
         self.inner.prepare(id, limits)
+    }
+    // Its layers stay on this machine, in the local runtime's store.
+    fn local(&self) -> Option<&tandem_host::runtime::oci::OciRuntime> {
+        self.inner.local()
+    }
+    fn listen_gateway<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, tandem_host::Result<Box<dyn tandem_host::runtime::GatewayListener>>> {
+        self.inner.listen_gateway(id)
+    }
+    fn gateway_listening(&self, id: &str) -> bool {
+        self.inner.gateway_listening(id)
     }
     fn list(&self) -> BoxFuture<'_, tandem_host::Result<Vec<String>>> {
         self.inner.list()

@@ -129,7 +129,7 @@ async fn a_resume_that_cannot_start_keeps_the_layer_and_diff_and_a_later_resume_
 
     let host = s.state.workspaces().unwrap();
     let wid = tandem_server::sessions::workspace::workspace_id(id);
-    let dir = host.runtime.workspace_dir(&wid);
+    let dir = host.runtime.local().unwrap().dir(&wid);
     let runtime_state = dir
         .parent()
         .and_then(Path::parent)

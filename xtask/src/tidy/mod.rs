@@ -9,7 +9,9 @@
 //! - the server's modules import only their own layer and the layers below ([`LAYERS`]);
 //! - [`FORBIDDEN`]: modules that must not see a transport or a feature;
 //! - the integration and e2e tests reach the server through its boundary ([`TEST_BOUNDARY`]);
-//! - no import circle among the server's modules but those on [`ALLOWED_CIRCLES`] (`graph.rs`).
+//! - no import circle among the server's modules but those on [`ALLOWED_CIRCLES`] (`graph.rs`);
+//! - the workspace boundary's public surface ([`BOUNDARY`]) names no place on this machine
+//!   ([`MACHINE_NAMES`]), and only [`LOCAL_RUNTIME_NAMED_BY`] names this machine's runtime.
 //!
 //! `cargo xtask tidy --graph` also prints the server's module graph and its import circles.
 //! The `tidy` unit test runs the rules in `cargo test`, so `cargo xtask test` fails on them; the
@@ -100,6 +102,31 @@ pub const FORBIDDEN: &[(&str, &[&str], &str)] = &[
         &[".raw_pool()", ".raw()"],
         "the core reaches the store through its query functions (`&Db`, `&mut Tx`), never sqlx",
     ),
+];
+
+/// The workspace boundary: the files of `host` whose public surface is all the core and the
+/// surfaces see of a workspace (the `Runtime` trait and its types, the layer store, the
+/// agent's client). It names no host path, pid or namespace; this machine's runtime's own
+/// modules (`runtime::oci`, `runtime::beside`, …) do, and stay behind it.
+pub const BOUNDARY: &[&str] = &[
+    "host/src/runtime/mod.rs",
+    "host/src/layers.rs",
+    "host/src/workspace_agent",
+];
+
+/// Identifiers that name a place on this machine (and any `…_pid`).
+pub const MACHINE_NAMES: &[&str] = &[
+    "Path", "PathBuf", "OsStr", "OsString", "pid", "netns", "RawFd", "OwnedFd", "Dirs",
+];
+
+/// Who may name this machine's runtime outside `host` (`runtime::oci`, `runtime::beside`, a
+/// runtime's `.local()`): the composition root that makes it, and the runtime's own tests and
+/// benchmarks.
+pub const LOCAL_RUNTIME_NAMED_BY: &[&str] = &[
+    "server/src/serve",
+    "server/src/bin",
+    "server/examples",
+    "tests/it",
 ];
 
 /// What the integration and e2e tests may use of the server crate: its boundary — the HTTP
@@ -351,6 +378,37 @@ pub fn check(files: &[Source]) -> Vec<Finding> {
                 for n in p.named.iter().filter(|n| starts_with(&n.path, &want)) {
                     find(format!("line {} uses `{b}`: {why}", n.line));
                 }
+            }
+        }
+        if BOUNDARY
+            .iter()
+            .any(|b| in_module(&f.path, b.trim_end_matches(".rs")))
+        {
+            for (line, id) in &p.public {
+                if MACHINE_NAMES.contains(&id.as_str()) || id.ends_with("_pid") {
+                    find(format!(
+                        "line {line}: its public surface names `{id}`, a place on this machine: the workspace boundary hands out ids and opaque handles; keep it in the local runtime's own modules"
+                    ));
+                }
+            }
+        }
+        let outside_host = f.path.starts_with("core/") || f.path.starts_with("server/");
+        if outside_host && !LOCAL_RUNTIME_NAMED_BY.iter().any(|m| in_module(&f.path, m)) {
+            let why = "only the composition root names this machine's runtime; everything else reaches a workspace through `Runtime`";
+            for n in &p.named {
+                if n.path
+                    .windows(2)
+                    .any(|w| w[0] == "runtime" && (w[1] == "oci" || w[1] == "beside"))
+                {
+                    find(format!(
+                        "line {} names `{}`: {why}",
+                        n.line,
+                        n.path.join("::")
+                    ));
+                }
+            }
+            for (line, _, _) in p.methods.iter().filter(|(_, m, a)| m == "local" && *a == 0) {
+                find(format!("line {line} calls `.local()`: {why}"));
             }
         }
         if f.path.starts_with("tests/it/") || f.path.starts_with("e2e/") {

@@ -27,6 +27,10 @@ pub struct Parsed {
     pub test_spans: Vec<(usize, usize)>,
     /// `(name, path)` of each name a `use` makes visible (`pub use tandem_store as db`).
     pub exports: Vec<(String, Vec<String>)>,
+    /// `(line, identifier)` of every identifier in the file's public surface outside its tests:
+    /// the signatures of its `pub` functions, of inherent `pub` methods and of the methods of
+    /// its `pub` traits, the fields of its `pub` structs and enums, its `pub` type aliases.
+    pub public: Vec<(usize, String)>,
 }
 
 impl Parsed {
@@ -248,7 +252,89 @@ fn lines_of(item: &syn::Item) -> (usize, usize) {
     (lo, hi)
 }
 
+/// Whether `v` is plain `pub` (not `pub(crate)` or narrower).
+fn is_pub(v: &syn::Visibility) -> bool {
+    matches!(v, syn::Visibility::Public(_))
+}
+
+impl Walk {
+    /// Records the identifiers of `node` as part of the public surface.
+    fn public(&mut self, node: &impl ToTokens) {
+        if self.in_test > 0 {
+            return;
+        }
+        fn idents(ts: TokenStream, out: &mut Vec<(usize, String)>) {
+            for t in ts {
+                match t {
+                    TokenTree::Ident(i) => out.push((i.span().start().line, i.to_string())),
+                    TokenTree::Group(g) => idents(g.stream(), out),
+                    _ => {}
+                }
+            }
+        }
+        idents(node.to_token_stream(), &mut self.out.public);
+    }
+}
+
 impl<'ast> Visit<'ast> for Walk {
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if is_pub(&f.vis) {
+            self.public(&f.sig);
+        }
+        visit::visit_item_fn(self, f);
+    }
+
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if i.trait_.is_none() {
+            for item in &i.items {
+                if let syn::ImplItem::Fn(f) = item
+                    && is_pub(&f.vis)
+                {
+                    self.public(&f.sig);
+                }
+            }
+        }
+        visit::visit_item_impl(self, i);
+    }
+
+    fn visit_item_trait(&mut self, t: &'ast syn::ItemTrait) {
+        if is_pub(&t.vis) {
+            for item in &t.items {
+                if let syn::TraitItem::Fn(f) = item {
+                    self.public(&f.sig);
+                }
+            }
+        }
+        visit::visit_item_trait(self, t);
+    }
+
+    fn visit_item_struct(&mut self, st: &'ast syn::ItemStruct) {
+        if is_pub(&st.vis) {
+            for f in &st.fields {
+                if is_pub(&f.vis) {
+                    self.public(f);
+                }
+            }
+        }
+        visit::visit_item_struct(self, st);
+    }
+
+    fn visit_item_enum(&mut self, e: &'ast syn::ItemEnum) {
+        if is_pub(&e.vis) {
+            for v in &e.variants {
+                self.public(&v.fields);
+            }
+        }
+        visit::visit_item_enum(self, e);
+    }
+
+    fn visit_item_type(&mut self, t: &'ast syn::ItemType) {
+        if is_pub(&t.vis) {
+            self.public(&t.ty);
+        }
+        visit::visit_item_type(self, t);
+    }
+
     fn visit_item(&mut self, item: &'ast syn::Item) {
         let test = cfg_test(attrs_of(item));
         if test {

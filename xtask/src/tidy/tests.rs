@@ -282,3 +282,108 @@ fn circles_are_found() {
         vec![vec!["a".to_string(), "b".into(), "c".into()]]
     );
 }
+
+/// The workspace boundary: a path, a pid or an OS string in the public surface of the
+/// boundary's files, however it is spelled (a parameter, a field, a trait method, a type
+/// alias), is caught; the same inside `pub(crate)`, a test or the local runtime's own module is
+/// not. And only the composition root names the local runtime.
+#[test]
+fn the_workspace_boundary_names_no_place_on_this_machine() {
+    let files = [
+        src(
+            "host/src/runtime/mod.rs",
+            "//! R.\npub trait Runtime {\n    fn upper_dir(&self, id: &str) -> std::path::PathBuf;\n}\npub struct Workspace {\n    pub init_pid: i32,\n    pub(crate) dir: PathBuf,\n}\npub(crate) fn dirs(p: &Path) {}\n#[cfg(test)]\nmod tests {\n    pub fn f(p: &Path) {}\n}\n",
+        ),
+        src(
+            "host/src/layers.rs",
+            "//! L.\npub type Layer = Vec<PathBuf>;\npub enum Site {\n    Here(OsString),\n}\nimpl Host {\n    pub fn snapshot_dir(&self, id: u64, pid: i32) {}\n    fn private(&self) -> PathBuf { todo!() }\n}\n",
+        ),
+        src(
+            "host/src/workspace_agent/conn.rs",
+            "//! C.\npub fn connect(socket: &Path) {}\n",
+        ),
+        src(
+            "host/src/runtime/oci.rs",
+            "//! O.\npub fn upper_dir(id: &str) -> PathBuf { todo!() }\n",
+        ),
+        src(
+            "core/src/sessions/boot.rs",
+            "//! B.\nuse crate::runtime::{Keep, oci::OciRuntime};\nfn f(h: &Host) {\n    let rt = h.runtime.local();\n    tandem_host::runtime::beside::Beside::from_args(&[]);\n}\n",
+        ),
+        src(
+            "server/src/desktop/mod.rs",
+            "//! D.\nfn f(h: &Host) { h.runtime.beside(id, 1, 0); }\n",
+        ),
+        src(
+            "server/src/serve/mod.rs",
+            "//! S.\nuse crate::runtime::oci::OciRuntime;\n",
+        ),
+    ];
+    let found = findings(&files);
+    has(
+        &found,
+        "host/src/runtime/mod.rs",
+        "line 3: its public surface names `PathBuf`",
+    );
+    has(
+        &found,
+        "host/src/runtime/mod.rs",
+        "line 6: its public surface names `init_pid`",
+    );
+    has(
+        &found,
+        "host/src/layers.rs",
+        "line 2: its public surface names `PathBuf`",
+    );
+    has(
+        &found,
+        "host/src/layers.rs",
+        "line 4: its public surface names `OsString`",
+    );
+    has(
+        &found,
+        "host/src/layers.rs",
+        "line 7: its public surface names `pid`",
+    );
+    has(
+        &found,
+        "host/src/workspace_agent/conn.rs",
+        "line 2: its public surface names `Path`",
+    );
+    for quiet in ["line 7:", "line 9:", "line 12:"] {
+        assert!(
+            !found
+                .iter()
+                .any(|f| f.starts_with("host/src/runtime/mod.rs") && f.contains(quiet)),
+            "pub(crate) and tests are not the public surface: {found:#?}"
+        );
+    }
+    assert!(
+        !found
+            .iter()
+            .any(|f| f.starts_with("host/src/layers.rs") && f.contains("line 8:")),
+        "a private method is not the public surface: {found:#?}"
+    );
+    has(
+        &found,
+        "core/src/sessions/boot.rs",
+        "line 2 names `crate::runtime::oci::OciRuntime`",
+    );
+    has(
+        &found,
+        "core/src/sessions/boot.rs",
+        "line 4 calls `.local()`",
+    );
+    has(
+        &found,
+        "core/src/sessions/boot.rs",
+        "line 5 names `tandem_host::runtime::beside::Beside::from_args`",
+    );
+    for c in [
+        "host/src/runtime/oci.rs",
+        "server/src/desktop/mod.rs",
+        "server/src/serve/mod.rs",
+    ] {
+        clean(&found, c);
+    }
+}

@@ -178,21 +178,25 @@ fn main() -> Result<()> {
     // as it takes a mount namespace of its own).
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("desktop-encode") {
-        let usage = "usage: tandem desktop-encode [--hide DATA_DIR] X11_DIR DISPLAY FPS KBPS KEYFRAME_SECS INIT_PID";
-        let (hide, rest) = match args.get(2).map(String::as_str) {
-            Some("--hide") => (Some(args.get(3).context(usage)?.clone()), &args[4..]),
-            _ => (None, &args[2..]),
-        };
-        let [dir, display, fps, kbps, keyframe_secs, pid] =
-            <[String; 6]>::try_from(rest.to_vec()).ok().context(usage)?;
+        let usage = "usage: tandem desktop-encode DISPLAY FPS KBPS KEYFRAME_SECS -- BESIDE…";
+        let words: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+        let split = words.iter().position(|w| w == "--").context(usage)?;
+        let [display, fps, kbps, keyframe_secs] =
+            <[String; 4]>::try_from(args[2..2 + split].to_vec())
+                .ok()
+                .context(usage)?;
+        let beside = tandem_server::runtime::beside::Beside::from_args(&words[split + 1..])
+            .map_err(|e| anyhow::anyhow!("{usage}: {e}"))?;
         return tandem_server::desktop::encode::child_main(
-            std::path::Path::new(&dir),
             &display,
-            hide.as_deref().map(std::path::Path::new),
             fps.parse()?,
             kbps.parse()?,
             keyframe_secs.parse()?,
-            pid.parse()?,
+            || {
+                beside
+                    .enter()
+                    .map_err(|e| tandem_media::Error::Unavailable(e.to_string()))
+            },
         )
         .map_err(|e| anyhow::anyhow!("{e}"));
     }
