@@ -144,9 +144,8 @@ pub async fn submit_child_prompt(
     Ok(prompt)
 }
 
-/// Sets a stored prompt working ([`submit_prompt`] after storing it; for a caller that records
-/// something of its own between the two).
-pub async fn start_work(state: &Engine, prompt: &Prompt) {
+/// Sets a stored prompt working (every submitting command, after storing it).
+async fn start_work(state: &Engine, prompt: &Prompt) {
     match prompt.mode {
         PromptMode::Steer => turns::steer(state, prompt).await,
         PromptMode::Queue => turns::kick(state, prompt.session_id),

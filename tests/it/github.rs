@@ -550,6 +550,12 @@ async fn a_session_becomes_a_pull_request_by_its_prompting_person_kept_up_to_dat
         (prompt.author.name.as_str(), prompt.text.as_str()),
         ("alice-gh", "please also add a test for 3 + 3")
     );
+    // Recorded as her REST follow-up was: one command submits for every surface.
+    let session = id.to_string();
+    assert_eq!(
+        crate::surfaces::submitted(&w.s, &session, "please also add a test for 3 + 3").await,
+        crate::surfaces::submitted(&w.s, &session, "Write some notes").await,
+    );
     let hook = format!("{}/api/github/webhook", w.s.url);
     // The same comment again (a new delivery id): still one prompt.
     assert_eq!(

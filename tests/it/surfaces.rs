@@ -241,3 +241,44 @@ pub async fn assert_opens_as_rest_does(
     let cap = s.state.config.agents.max_model_requests_per_session;
     assert_eq!(o.model_request_limit, json!(cap), "{o:?}");
 }
+
+/// What submitting the prompt `text` to `session` recorded, as every surface must record it:
+/// its `prompt_queued` event's author (kind, person, name) and mode, and the same on the stored
+/// prompt (`commands::submit_prompt`).
+pub async fn submitted(s: &TestServer, session: &str, text: &str) -> Value {
+    let page = s
+        .get(&format!("/api/sessions/{session}/events"))
+        .send()
+        .await
+        .json();
+    let event = page["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["type"] == "prompt_queued" && e["text"] == text)
+        .unwrap_or_else(|| panic!("no prompt_queued event for {text:?}"))
+        .clone();
+    let detail = s
+        .get(&format!("/api/sessions/{session}"))
+        .send()
+        .await
+        .json();
+    let prompt = detail["prompts"]
+        .as_array()
+        .expect("prompts")
+        .iter()
+        .find(|p| p["text"] == text)
+        .unwrap_or_else(|| panic!("no stored prompt {text:?}"))
+        .clone();
+    assert_eq!(
+        event["prompt_id"], prompt["id"],
+        "the event names the prompt"
+    );
+    let who = |a: &Value| json!([a["kind"], a["user_id"], a["name"]]);
+    json!({
+        "event_author": who(&event["author"]),
+        "event_mode": event["mode"],
+        "prompt_author": who(&prompt["author"]),
+        "prompt_mode": prompt["mode"],
+    })
+}

@@ -273,9 +273,11 @@ async fn comment(
         .user_id
         .parse()
         .map_err(|_| Error::Internal("stored user id".into()))?;
-    let user = db::users::get(&app.db, user_id)
-        .await?
-        .ok_or_else(|| Error::Internal("a linked account's user is gone".into()))?;
+    let Some(user) = crate::commands::active_person(&app.db, user_id).await? else {
+        let kind = ignored("the commenter's Tandem account is deactivated");
+        crate::sessions::workspace::event(&app.db, session, kind).await?;
+        return Ok(Outcome::Recorded);
+    };
     if crate::permissions::require(app, session, &user, Role::Driver)
         .await
         .is_err()
@@ -305,7 +307,7 @@ async fn comment(
         agent: None,
         context: None,
     };
-    let prompt = crate::sessions::prompts::submit(&app.db, session, author, req).await?;
+    let prompt = crate::commands::submit_prompt(app, session, author, req).await?;
     crate::sessions::workspace::event(
         &app.db,
         session,
@@ -317,7 +319,6 @@ async fn comment(
         },
     )
     .await?;
-    crate::commands::start_work(app, &prompt).await;
     Ok(Outcome::Recorded)
 }
 
