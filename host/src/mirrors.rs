@@ -172,3 +172,28 @@ pub async fn pack(data_dir: &Path, repo: &Repo) -> Result<()> {
     }
     Ok(())
 }
+
+impl crate::Host {
+    /// Fetches `branch` of `repo` into its mirror (made on first use, with the code host's
+    /// credential when it has one); returns the branch's commit.
+    pub async fn fetch_mirror(&self, repo: &Repo, branch: &str) -> Result<String> {
+        let auth = self.credentials.remote_auth(repo).await?;
+        let (_, commit) = update(&self.data_dir, repo, branch, auth.as_deref()).await?;
+        Ok(commit)
+    }
+
+    /// `file` at `commit` of `repo`'s mirror, if it is there.
+    pub async fn read_mirror(
+        &self,
+        repo: &Repo,
+        commit: &str,
+        file: &str,
+    ) -> Result<Option<String>> {
+        read_file(&path(&self.data_dir, repo), commit, file).await
+    }
+
+    /// Packs `repo`'s mirror (off the session-start path).
+    pub async fn pack_mirror(&self, repo: &Repo) -> Result<()> {
+        pack(&self.data_dir, repo).await
+    }
+}

@@ -96,14 +96,8 @@ async fn run_build(
         "$ git fetch {} ({})\n",
         repo.url, repo.default_branch
     ));
-    let (mirror, commit) = crate::mirrors::update(
-        &host.data_dir,
-        repo,
-        &repo.default_branch,
-        host.credentials.remote_auth(repo).await?.as_deref(),
-    )
-    .await?;
-    let recipe_text = crate::mirrors::read_file(&mirror, &commit, recipe::FILE).await?;
+    let commit = host.fetch_mirror(repo, &repo.default_branch).await?;
+    let recipe_text = host.read_mirror(repo, &commit, recipe::FILE).await?;
     let recipe = Recipe::parse(recipe_text.as_deref())?;
     if recipe.setup.is_empty() {
         host.checkout_snapshot(snap.id, repo, &repo.default_branch)
@@ -197,13 +191,7 @@ pub async fn staleness(db: &Db, host: &Host, repo: &Repo) -> Result<Option<Strin
     let Some(latest) = db::snapshots::latest_built(db, repo.id).await? else {
         return Ok(Some("there is no snapshot yet".into()));
     };
-    let (mirror, head) = crate::mirrors::update(
-        &host.data_dir,
-        repo,
-        &repo.default_branch,
-        host.credentials.remote_auth(repo).await?.as_deref(),
-    )
-    .await?;
+    let head = host.fetch_mirror(repo, &repo.default_branch).await?;
     if latest.commit.as_deref() != Some(head.as_str()) {
         return Ok(Some(format!(
             "{} moved to {}",
@@ -215,7 +203,7 @@ pub async fn staleness(db: &Db, host: &Host, repo: &Repo) -> Result<Option<Strin
         return Ok(Some("the workspace image changed".into()));
     }
     let recipe = Recipe::parse(
-        crate::mirrors::read_file(&mirror, &head, recipe::FILE)
+        host.read_mirror(repo, &head, recipe::FILE)
             .await?
             .as_deref(),
     )?;

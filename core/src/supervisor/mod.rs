@@ -322,7 +322,7 @@ async fn refresh_snapshots(
             continue;
         };
         for repo in repos {
-            if let Err(e) = crate::mirrors::pack(&host.data_dir, &repo).await {
+            if let Err(e) = host.pack_mirror(&repo).await {
                 tracing::warn!(repo = %repo.name, error = %e, "packing the mirror failed");
             }
             if let Err(e) = crate::snapshots::rebuild_if_stale(&db, &host, &repo).await {

@@ -130,13 +130,10 @@ pub(super) async fn boot_inner(
     let (started, head) = tokio::join!(start, async {
         let t = Instant::now();
         let r = within("fetching the branch", DEADLINE_SYNCING, async {
-            let auth = host.credentials.remote_auth(&repo).await?;
-            Ok::<_, Error>(
-                mirrors::update(&host.data_dir, &repo, &session.branch, auth.as_deref()).await?,
-            )
+            Ok::<_, Error>(host.fetch_mirror(&repo, &session.branch).await?)
         })
         .await;
-        r.map(|(m, head)| (m, head, t.elapsed().as_millis()))
+        r.map(|head| (head, t.elapsed().as_millis()))
     },);
     let (wid, init_pid) = started?;
     db::sessions::set_workspace(
@@ -149,7 +146,7 @@ pub(super) async fn boot_inner(
         Some(init_pid.into()),
     )
     .await?;
-    let (_, head, fetch_ms) = head?;
+    let (head, fetch_ms) = head?;
 
     // Already at the head (the usual case for a fresh snapshot): nothing to move.
     let current = snap.commit.as_deref() == Some(head.as_str()) && snap.branch == session.branch;

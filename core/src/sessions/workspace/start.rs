@@ -29,14 +29,7 @@ pub async fn run(
 /// The repo's recipe at `commit` (the empty one without a commit or file).
 pub(super) async fn recipe_at(host: &Host, repo: &Repo, commit: Option<&str>) -> Result<Recipe> {
     let text = match commit {
-        Some(c) => {
-            mirrors::read_file(
-                &mirrors::path(&host.data_dir, repo),
-                c,
-                snapshots::recipe::FILE,
-            )
-            .await?
-        }
+        Some(c) => host.read_mirror(repo, c, snapshots::recipe::FILE).await?,
         None => None,
     };
     Recipe::parse(text.as_deref())
@@ -103,12 +96,7 @@ pub(super) async fn run_start_commands(
     id: SessionId,
     t0: Instant,
 ) -> Result<()> {
-    let mirror = mirrors::path(&host.data_dir, repo);
-    let text = match commit {
-        Some(c) => mirrors::read_file(&mirror, c, snapshots::recipe::FILE).await?,
-        None => None,
-    };
-    let recipe = Recipe::parse(text.as_deref())?;
+    let recipe = recipe_at(host, repo, commit).await?;
     if recipe.start.is_empty() && recipe.ready.is_empty() {
         return Ok(());
     }
