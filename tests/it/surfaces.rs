@@ -1,7 +1,9 @@
 //! Every surface starts a session through the one command (`commands::create_session`): the
 //! same opening events, author and budget as the REST path for the same person and input, the
 //! same refusals (a deactivated person, a repo they may not see). `opening` is what the Slack
-//! and GitHub-issue tests compare their sessions with.
+//! and GitHub-issue tests compare their sessions with; `submitted` is what a follow-up prompt
+//! recorded, which the pull-request comment test compares with a REST follow-up
+//! (`commands::submit_prompt`).
 
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
