@@ -280,8 +280,8 @@ async fn main() -> Result<()> {
     let server = Server::bind(config).await?;
     let url = server.url();
     let state = server.state().clone();
-    let admin = tandem_server::auth::local_admin(&state.db).await?;
-    let token = tandem_server::auth::create_api_token(&state.db, &admin, "bench", None)
+    let admin = tandem_server::identity::auth::local_admin(&state.db).await?;
+    let token = tandem_server::identity::auth::create_api_token(&state.db, &admin, "bench", None)
         .await?
         .token;
     tokio::spawn(server.run(std::future::pending()));

@@ -115,7 +115,7 @@ pub async fn create(
         Trigger::Webhook => (
             Trigger::Webhook,
             None,
-            Some(crate::auth::new_secret("tah_")),
+            Some(crate::identity::auth::new_secret("tah_")),
         ),
         Trigger::CiFailure { max_runs } => {
             if !(1..=MAX_CI_RUNS).contains(&max_runs) {
@@ -140,7 +140,7 @@ pub async fn create(
         next_at,
         max_model_requests: req.max_model_requests,
     };
-    let hash = secret.as_deref().map(crate::auth::hash_secret);
+    let hash = secret.as_deref().map(crate::identity::auth::hash_secret);
     db::automations::insert(&app.db, &a, hash.as_deref()).await?;
     let webhook_url = secret.map(|s| {
         format!(
@@ -161,7 +161,7 @@ pub async fn call(app: &AppState, token: &str, body: &serde_json::Value) -> Resu
     if !token.starts_with("tah_") {
         return Err(refused());
     }
-    let a = db::automations::by_webhook(&app.db, &crate::auth::hash_secret(token))
+    let a = db::automations::by_webhook(&app.db, &crate::identity::auth::hash_secret(token))
         .await?
         .ok_or_else(refused)?;
     let now = now_ms();

@@ -29,7 +29,12 @@ const MARKER_WINDOW_SECS: i64 = 60;
 
 /// The marker's value for `method` on `path` at `now` (seconds): `<now>.<signature>`, so a
 /// captured marker works for that request only, and only for a minute.
-pub fn marker_for(jwt: &crate::auth::JwtKeys, method: &str, path: &str, now: i64) -> String {
+pub fn marker_for(
+    jwt: &crate::identity::auth::JwtKeys,
+    method: &str,
+    path: &str,
+    now: i64,
+) -> String {
     format!(
         "{now}.{}",
         jwt.sign("cluster-forward", &format!("{method} {path} {now}"))
@@ -38,7 +43,7 @@ pub fn marker_for(jwt: &crate::auth::JwtKeys, method: &str, path: &str, now: i64
 
 /// Whether `value` is a marker for `method` on `path` made within the window around `now`.
 pub fn marker_holds(
-    jwt: &crate::auth::JwtKeys,
+    jwt: &crate::identity::auth::JwtKeys,
     method: &str,
     path: &str,
     value: &str,
@@ -217,7 +222,7 @@ mod tests {
     #[test]
     fn a_forwarding_marker_holds_for_its_request_and_its_minute_only() {
         let dir = tempfile::tempdir().unwrap();
-        let jwt = crate::auth::JwtKeys::load_or_create(dir.path()).unwrap();
+        let jwt = crate::identity::auth::JwtKeys::load_or_create(dir.path()).unwrap();
         let path = "/api/sessions/x/exec";
         let m = marker_for(&jwt, "POST", path, 1_000);
         assert!(marker_holds(&jwt, "POST", path, &m, 1_030));

@@ -4,7 +4,6 @@
 //! wraps it.
 #![forbid(unsafe_code)]
 
-pub mod auth;
 pub mod automations;
 pub mod client;
 pub mod cluster;
@@ -15,10 +14,9 @@ pub mod extension_package;
 pub mod gateway;
 pub mod github;
 pub mod http;
+pub mod identity;
 pub mod live;
-pub mod oidc;
 pub mod openapi;
-pub mod people;
 pub mod progress;
 pub mod proxy;
 pub mod rate_limit;

@@ -133,7 +133,7 @@ async fn openapi_json(Extension(Document(json)): Extension<Document>) -> Respons
 )]
 struct ApiDoc;
 
-/// The two ways to be signed in (`crate::auth::extract`).
+/// The two ways to be signed in (`crate::identity::auth::extract`).
 struct SecuritySchemes;
 
 impl Modify for SecuritySchemes {

@@ -24,7 +24,7 @@ pub struct App {
     /// The GitHub App, when configured.
     pub github: Option<Arc<crate::github::GitHub>>,
     /// OpenID Connect providers' discovery documents and keys.
-    pub oidc: Arc<crate::oidc::Providers>,
+    pub oidc: Arc<crate::identity::oidc::Providers>,
     /// The progress reports this process runs (Slack threads, GitHub issues).
     pub reporters: Arc<crate::progress::Reporters>,
     /// The Slack app, when configured.

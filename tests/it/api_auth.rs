@@ -2,7 +2,7 @@
 
 use axum::http::{Method, StatusCode};
 use serde_json::json;
-use tandem_server::auth::JwtKeys;
+use tandem_server::identity::auth::JwtKeys;
 
 use crate::harness::TestServer;
 use crate::matrix;
@@ -175,7 +175,9 @@ async fn every_api_route_but_health_and_login_needs_auth(s: TestServer) {
 matrix!(every_api_route_but_health_and_login_needs_auth);
 
 async fn forged_expired_and_malformed_jwts_get_401(s: TestServer) {
-    let admin = tandem_server::auth::local_admin(&s.state.db).await.unwrap();
+    let admin = tandem_server::identity::auth::local_admin(&s.state.db)
+        .await
+        .unwrap();
     let good = s.state.jwt.issue(admin.id, 60).unwrap();
     assert_eq!(
         s.req(Method::GET, "/api/me")

@@ -149,7 +149,7 @@ async fn vs_code_has_an_origin_of_its_own_per_session_for_drivers_only() {
         .await;
     assert_eq!(as_login.status, StatusCode::UNAUTHORIZED);
     // Forged, expired and missing tickets.
-    let forged = tandem_server::auth::JwtKeys::from_secret(&[9u8; 32])
+    let forged = tandem_server::identity::auth::JwtKeys::from_secret(&[9u8; 32])
         .unwrap()
         .issue_code(
             tandem_protocol::UserId(uuid::Uuid::new_v4()),

@@ -415,8 +415,8 @@ async fn share_links_expire_are_revoked_and_forged_or_missing_credentials_are_re
             .await,
         Some(close::NOT_FOUND)
     );
-    let forger = tandem_server::auth::JwtKeys::from_secret(&[7u8; 32]).unwrap();
-    let claims = tandem_server::auth::jwt::ShareClaims {
+    let forger = tandem_server::identity::auth::JwtKeys::from_secret(&[7u8; 32]).unwrap();
+    let claims = tandem_server::identity::auth::jwt::ShareClaims {
         sub: id.to_string(),
         jti: "forged".into(),
         role: Role::Driver,
@@ -459,7 +459,7 @@ async fn share_links_expire_are_revoked_and_forged_or_missing_credentials_are_re
         json!({ "role": "driver", "allow_guests": true, "expires_in": 1 }),
     )
     .await;
-    let stale = tandem_server::auth::jwt::ShareClaims {
+    let stale = tandem_server::identity::auth::jwt::ShareClaims {
         sub: id.to_string(),
         jti: expired.jti.clone(),
         role: Role::Driver,

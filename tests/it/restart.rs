@@ -116,7 +116,7 @@ async fn sessions_and_events_survive_a_hard_kill_and_restart() {
     }
     let before: Vec<_> =
         futures::future::join_all(ids.iter().map(|d| c.events(d.session.id, 0))).await;
-    let jwt = tandem_server::auth::JwtKeys::load_or_create(&data).unwrap();
+    let jwt = tandem_server::identity::auth::JwtKeys::load_or_create(&data).unwrap();
 
     // SIGKILL: no graceful shutdown, no chance to flush anything more.
     child.kill().await.unwrap();

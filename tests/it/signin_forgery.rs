@@ -293,7 +293,7 @@ async fn a_signed_out_login_links_nothing(backend: Backend) {
     .await;
     assert_eq!(res.status(), 401);
     assert_eq!(cookie_set(res.headers(), "tandem_session"), None);
-    let admin = tandem_server::auth::local_admin(&w.s.state.db)
+    let admin = tandem_server::identity::auth::local_admin(&w.s.state.db)
         .await
         .unwrap();
     assert!(
@@ -307,8 +307,10 @@ async fn a_signed_out_login_links_nothing(backend: Backend) {
 
 /// A second browser login for the admin (a login code minted for them).
 async fn sign_in_admin_again(s: &TestServer) -> String {
-    let admin = tandem_server::auth::local_admin(&s.state.db).await.unwrap();
-    let code = tandem_server::auth::create_login_code(&s.state.db, admin.id)
+    let admin = tandem_server::identity::auth::local_admin(&s.state.db)
+        .await
+        .unwrap();
+    let code = tandem_server::identity::auth::create_login_code(&s.state.db, admin.id)
         .await
         .unwrap();
     let res = browser()

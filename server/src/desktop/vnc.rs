@@ -16,7 +16,7 @@ use tandem_protocol::live::Role;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Result;
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
 use crate::state::AppState;
 
 /// `GET /api/sessions/{id}/vnc`.

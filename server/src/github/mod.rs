@@ -25,7 +25,6 @@ pub mod credentials;
 pub mod issues;
 pub mod permission;
 pub mod pr;
-pub mod signin;
 pub mod webhook;
 
 /// The permissions a session's token gets: push its branch, open its pull request.
@@ -51,7 +50,7 @@ pub struct GitHub {
     /// Per session: its token is minted or revoked one at a time.
     token_locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
     /// Plain HTTP for the OAuth endpoints (not part of the REST API).
-    http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
 }
 
 impl std::fmt::Debug for GitHub {
@@ -107,7 +106,7 @@ impl GitHub {
         }
     }
 
-    async fn secret(&self, name: &str, what: &str) -> Result<String> {
+    pub(crate) async fn secret(&self, name: &str, what: &str) -> Result<String> {
         self.secrets.get(&self.db, name).await?.ok_or_else(|| {
             Error::Unavailable(format!(
                 "GitHub is configured but its {what} is not: `tandem secret set {name}`"
@@ -154,7 +153,7 @@ impl GitHub {
     }
 
     /// An API client acting as the App itself.
-    async fn app_client(&self) -> Result<Octocrab> {
+    pub(crate) async fn app_client(&self) -> Result<Octocrab> {
         self.client(&self.app_jwt().await?)
     }
 
@@ -345,7 +344,7 @@ pub const ARTIFACT_LINK_TTL_SECS: i64 = 90 * 24 * 3600;
 
 /// The last path segment of an artifact link: `<expiry>.<signature of id and expiry>`.
 pub fn artifact_sig(
-    jwt: &crate::auth::JwtKeys,
+    jwt: &crate::identity::auth::JwtKeys,
     artifact: tandem_protocol::ArtifactId,
     exp: i64,
 ) -> String {
@@ -357,7 +356,7 @@ pub fn artifact_sig(
 
 /// Whether `value` is a signature of `artifact` that has not expired at `now` (seconds).
 pub fn artifact_sig_holds(
-    jwt: &crate::auth::JwtKeys,
+    jwt: &crate::identity::auth::JwtKeys,
     artifact: tandem_protocol::ArtifactId,
     value: &str,
     now: i64,
@@ -377,7 +376,7 @@ mod link_tests {
     #[test]
     fn an_artifact_link_expires_and_names_one_artifact() {
         let dir = tempfile::tempdir().unwrap();
-        let jwt = crate::auth::JwtKeys::load_or_create(dir.path()).unwrap();
+        let jwt = crate::identity::auth::JwtKeys::load_or_create(dir.path()).unwrap();
         let (a, b) = (
             tandem_protocol::ArtifactId(uuid::Uuid::new_v4()),
             tandem_protocol::ArtifactId(uuid::Uuid::new_v4()),

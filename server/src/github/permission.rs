@@ -40,7 +40,7 @@ pub async fn of_person(
     owner: &str,
     name: &str,
 ) -> Result<Option<RepoRole>> {
-    let Some(token) = super::signin::person_token(app, gh, user, false).await? else {
+    let Some(token) = crate::identity::github::person_token(app, gh, user, false).await? else {
         return Ok(None);
     };
     let client = gh.client(&token)?;

@@ -8,7 +8,7 @@ use tandem_protocol::{AuditEntry, AuditQuery, SecretInfo, SetSecret};
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
 use crate::openapi::{BadRequest, Forbidden, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms, secrets};

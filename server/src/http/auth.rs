@@ -11,7 +11,7 @@ use tandem_protocol::{LoginRequest, User};
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::{self, CurrentUser, cookies};
+use crate::identity::auth::{self, CurrentUser, cookies};
 use crate::openapi::{Conflict, JsonBody, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
@@ -48,7 +48,7 @@ async fn login(
     let (user, via) = match signed_in {
         Ok(u) => u,
         Err(e) => {
-            crate::people::audit_sign_in(
+            crate::identity::people::audit_sign_in(
                 &state,
                 "login",
                 None,
@@ -60,7 +60,8 @@ async fn login(
         }
     };
     let cookie = session_cookie(&state, &user)?;
-    crate::people::audit_sign_in(&state, via, Some(&user), None, serde_json::json!({})).await;
+    crate::identity::people::audit_sign_in(&state, via, Some(&user), None, serde_json::json!({}))
+        .await;
     Ok((AppendHeaders([(SET_COOKIE, cookie)]), Json(user)))
 }
 
@@ -84,10 +85,10 @@ async fn accept_invite(
     State(state): State<AppState>,
     Json(req): Json<tandem_protocol::people::AcceptInvite>,
 ) -> Result<impl IntoResponse> {
-    let user = match crate::people::accept(&state, &req.code).await {
+    let user = match crate::identity::people::accept(&state, &req.code).await {
         Ok(u) => u,
         Err(e) => {
-            crate::people::audit_sign_in(
+            crate::identity::people::audit_sign_in(
                 &state,
                 "invite",
                 None,
@@ -99,7 +100,14 @@ async fn accept_invite(
         }
     };
     let cookie = session_cookie(&state, &user)?;
-    crate::people::audit_sign_in(&state, "invite", Some(&user), None, serde_json::json!({})).await;
+    crate::identity::people::audit_sign_in(
+        &state,
+        "invite",
+        Some(&user),
+        None,
+        serde_json::json!({}),
+    )
+    .await;
     Ok((AppendHeaders([(SET_COOKIE, cookie)]), Json(user)))
 }
 

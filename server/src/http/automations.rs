@@ -9,8 +9,8 @@ use utoipa_axum::routes;
 
 use super::ApiRouter;
 use crate::Result;
-use crate::auth::CurrentUser;
 use crate::automations;
+use crate::identity::auth::CurrentUser;
 use crate::openapi::{
     BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, TooMany, Unauthorized,
 };

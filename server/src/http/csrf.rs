@@ -27,7 +27,7 @@ pub async fn layer(State(app): State<AppState>, req: Request, next: Next) -> Res
 fn foreign(app: &AppState, req: &Request) -> bool {
     let reads = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
         && !req.headers().contains_key(header::UPGRADE);
-    if reads || !crate::auth::cookies::SESSION.present(app, req.headers()) {
+    if reads || !crate::identity::auth::cookies::SESSION.present(app, req.headers()) {
         return false;
     }
     let Some(origin) = req

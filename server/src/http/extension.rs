@@ -21,7 +21,7 @@ use tandem_protocol::limits::{
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::{CurrentUser, EXTENSION_SCOPE, hash_secret, new_secret};
+use crate::identity::auth::{CurrentUser, EXTENSION_SCOPE, hash_secret, new_secret};
 use crate::openapi::{Forbidden, Invalid, JsonBody, NotFound, TooMany, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
@@ -229,8 +229,8 @@ async fn poll(
             let user = db::users::get(&state.db, by)
                 .await?
                 .ok_or_else(|| Error::Unauthorized("the approving person is gone".into()))
-                .and_then(crate::auth::active)?;
-            let token = crate::auth::create_token(
+                .and_then(crate::identity::auth::active)?;
+            let token = crate::identity::auth::create_token(
                 &state.db,
                 &user,
                 &label,
@@ -310,7 +310,7 @@ async fn set_rules(
     user: CurrentUser,
     Json(req): Json<Vec<SetPageRule>>,
 ) -> Result<Json<Vec<PageRule>>> {
-    crate::people::require_admin(&user.0)?;
+    crate::identity::people::require_admin(&user.0)?;
     if req.len() > MAX_PAGE_RULES {
         return Err(Error::Invalid(format!(
             "at most {MAX_PAGE_RULES} page rules"

@@ -20,8 +20,9 @@ use tandem_protocol::{ArtifactId, ArtifactInfo, Repo, SessionId};
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::{CurrentUser, cookies, flow};
-use crate::github::{self, pr, signin, webhook};
+use crate::github::{self, pr, webhook};
+use crate::identity::auth::{CurrentUser, cookies, flow};
+use crate::identity::github as signin;
 use crate::openapi::{
     BadGateway, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, RefusalPage,
     Unauthorized, Unavailable,
@@ -72,7 +73,7 @@ async fn providers(State(state): State<AppState>) -> Json<SignInProviders> {
     Json(SignInProviders { github, oidc })
 }
 
-/// The kind of a GitHub sign-in or link flow ([`crate::auth::flow`]).
+/// The kind of a GitHub sign-in or link flow ([`crate::identity::auth::flow`]).
 const FLOW_KIND: &str = "github";
 
 /// Starts "Sign in with GitHub": a flow bound to this browser; signed in (fully checked), it

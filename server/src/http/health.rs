@@ -24,7 +24,7 @@ pub fn router() -> ApiRouter {
 )]
 async fn health(
     State(state): State<AppState>,
-    user: std::result::Result<crate::auth::CurrentUser, crate::Error>,
+    user: std::result::Result<crate::identity::auth::CurrentUser, crate::Error>,
 ) -> Result<Json<Health>> {
     state.db.ping().await?;
     let mut workspaces = crate::availability::health(&state);

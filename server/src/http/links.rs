@@ -9,7 +9,7 @@ use tandem_protocol::live::{CreateLink, JoinLink, Joined, Role, ShareLink};
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
 use crate::openapi::{BadRequest, Forbidden, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::sessions::access;
 use crate::state::AppState;

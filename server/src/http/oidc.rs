@@ -10,7 +10,7 @@ use serde::Deserialize;
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::oidc;
+use crate::identity::oidc;
 use crate::openapi::RefusalPage;
 use crate::state::AppState;
 use crate::{Error, Result};
@@ -95,8 +95,14 @@ async fn callback(
     let outcome = signed_in(&state, &id, &headers, q).await;
     match outcome {
         Ok(user) => {
-            crate::people::audit_sign_in(&state, &via, Some(&user), None, serde_json::json!({}))
-                .await;
+            crate::identity::people::audit_sign_in(
+                &state,
+                &via,
+                Some(&user),
+                None,
+                serde_json::json!({}),
+            )
+            .await;
             match super::auth::session_cookie(&state, &user) {
                 Ok(c) => {
                     let mut res =
@@ -109,7 +115,7 @@ async fn callback(
             }
         }
         Err(e) => {
-            crate::people::audit_sign_in(
+            crate::identity::people::audit_sign_in(
                 &state,
                 &via,
                 None,
@@ -147,10 +153,10 @@ async fn signed_in(
 }
 
 /// The refusal of a start or callback another site of Tandem's domain sent, unless provider
-/// `id` itself lives on Tandem's site ([`crate::auth::flow::same_site_refusal`]).
+/// `id` itself lives on Tandem's site ([`crate::identity::auth::flow::same_site_refusal`]).
 fn same_site(state: &AppState, id: &str, headers: &HeaderMap) -> Option<Error> {
     let issuer = oidc::provider(state, id).ok().map(|p| p.issuer.as_str());
-    crate::auth::flow::same_site_refusal(state, headers, issuer)
+    crate::identity::auth::flow::same_site_refusal(state, headers, issuer)
 }
 
 /// A page that says what failed and what to do (GitHub's sign-in shows it too).

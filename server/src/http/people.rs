@@ -13,10 +13,11 @@ use tandem_protocol::{RepoId, Session, SessionId, User, UserId};
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
+use crate::identity::people;
 use crate::openapi::{BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::state::AppState;
-use crate::{Error, Result, db, now_ms, people};
+use crate::{Error, Result, db, now_ms};
 
 pub fn router() -> ApiRouter {
     ApiRouter::new()

@@ -9,7 +9,7 @@ use tandem_protocol::*;
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
 use crate::openapi::{BadRequest, Conflict, Forbidden, JsonBody, NotFound, TooMany, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, sessions};

@@ -7,7 +7,7 @@ use tandem_protocol::{CreateRepo, Repo, RepoId, SetWarmPool};
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
 use crate::openapi::{BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, repos};

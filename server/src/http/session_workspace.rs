@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 
 use super::ApiRouter;
 use super::sessions::{require_owner, require_viewer};
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
 use crate::openapi::{
     BadGateway, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, Unauthorized,
     Unavailable,

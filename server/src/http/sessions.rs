@@ -13,7 +13,7 @@ use tandem_protocol::{
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
 use crate::openapi::{
     BadGateway, BadRequest, Conflict, Forbidden, Invalid, JsonBody, NotFound, TooMany,
     Unauthorized, Unavailable,

@@ -7,7 +7,7 @@ use tandem_protocol::{ModelTest, Settings, TestModel, UpdateSettings};
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
 use crate::openapi::{Conflict, Forbidden, Invalid, JsonBody, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};

@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 
 use super::ApiRouter;
 use super::oidc::html_escape;
-use crate::auth::{CurrentUser, flow};
+use crate::identity::auth::{CurrentUser, flow};
 use crate::openapi::{
     BadRequest, Forbidden, Invalid, JsonBody, NotFound, Unauthorized, Unavailable,
 };
@@ -175,7 +175,7 @@ struct LinkQuery {
     again: Option<String>,
 }
 
-/// The kind of a Slack link flow ([`crate::auth::flow`]).
+/// The kind of a Slack link flow ([`crate::identity::auth::flow`]).
 const FLOW_KIND: &str = "slack-link";
 
 /// The link page's script (`/api/slack/link.js`; the CSP allows Tandem's own scripts, no inline
@@ -273,7 +273,7 @@ async fn link_page(
         &headers,
         FLOW_KIND,
         Some(user.0.id),
-        serde_json::json!({ "code_hash": crate::auth::hash_secret(&q.code) }),
+        serde_json::json!({ "code_hash": crate::identity::auth::hash_secret(&q.code) }),
     )
     .await
     {

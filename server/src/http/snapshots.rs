@@ -7,7 +7,7 @@ use tandem_protocol::{RepoId, Snapshot, SnapshotId};
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
 use crate::openapi::{BadRequest, Forbidden, NotFound, Unauthorized, Unavailable};
 use crate::state::AppState;
 use crate::{Error, Result, db, snapshots};

@@ -7,7 +7,7 @@ use tandem_protocol::{CreateToken, CreatedToken, TokenId, TokenInfo};
 use utoipa_axum::routes;
 
 use super::ApiRouter;
-use crate::auth::{self, CurrentUser};
+use crate::identity::auth::{self, CurrentUser};
 use crate::openapi::{BadRequest, Invalid, JsonBody, NotFound, Unauthorized};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};

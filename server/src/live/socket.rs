@@ -14,7 +14,7 @@ use tandem_protocol::{Author, AuthorKind, CreatePrompt, PromptMode, SessionId};
 
 use super::Live;
 use super::hub::{CloseSignal, Inbox, Out, Outbox, Watches, outbox};
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
 use crate::sessions::access::Access;
 use crate::state::AppState;
 use crate::{Error, db, sessions};
@@ -49,7 +49,7 @@ pub const REPLAY_PACE: Duration = Duration::from_millis(10);
 pub async fn upgrade(
     State(state): State<AppState>,
     Path(id): Path<SessionId>,
-    q: crate::auth::ShareCredential,
+    q: crate::identity::auth::ShareCredential,
     user: Result<CurrentUser, Error>,
     ws: WebSocketUpgrade,
 ) -> Response {
@@ -81,7 +81,7 @@ fn close_code(e: &Error) -> u16 {
 async fn run(
     state: AppState,
     id: SessionId,
-    q: crate::auth::ShareCredential,
+    q: crate::identity::auth::ShareCredential,
     user: Option<tandem_protocol::User>,
     socket: WebSocket,
 ) {

@@ -10,9 +10,9 @@ use tokio::net::TcpListener;
 
 use crate::Engine;
 use crate::Host;
-use crate::auth::{self, JwtKeys};
 use crate::config::Config;
 use crate::db::Db;
+use crate::identity::auth::{self, JwtKeys};
 use crate::images;
 use crate::runtime::{
     self,

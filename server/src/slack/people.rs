@@ -88,10 +88,10 @@ pub(super) async fn link_url(
     slack_user: &str,
 ) -> Result<String> {
     let who = slack.user(app, team, slack_user).await?;
-    let code = crate::auth::new_secret("tsl_");
+    let code = crate::identity::auth::new_secret("tsl_");
     db::slack::insert_link_code(
         &app.db,
-        &crate::auth::hash_secret(&code),
+        &crate::identity::auth::hash_secret(&code),
         &db::slack::LinkFor {
             team_id: team.to_string(),
             slack_user_id: slack_user.to_string(),
@@ -107,7 +107,7 @@ pub(super) async fn link_url(
 
 /// Which Slack user a one-time link code is for, while it works.
 pub async fn link_for(app: &AppState, code: &str) -> Result<Option<db::slack::LinkFor>> {
-    Ok(db::slack::link_code(&app.db, &crate::auth::hash_secret(code), now_ms()).await?)
+    Ok(db::slack::link_code(&app.db, &crate::identity::auth::hash_secret(code), now_ms()).await?)
 }
 
 /// Uses up the one-time link code hashing to `code_hash` for `user`: the Slack user it was for

@@ -19,7 +19,7 @@ use axum::routing::any;
 use tandem_protocol::SessionId;
 use tandem_protocol::live::Role;
 
-use crate::auth::CurrentUser;
+use crate::identity::auth::CurrentUser;
 use crate::state::AppState;
 use crate::workspace_agent::WorkspaceAgent;
 use crate::{Error, Result};
@@ -75,7 +75,7 @@ async fn open(
     State(app): State<AppState>,
     user: Result<CurrentUser, Error>,
     Path(id): Path<SessionId>,
-    q: crate::auth::ShareCredential,
+    q: crate::identity::auth::ShareCredential,
 ) -> Result<axum::Json<tandem_protocol::CodeLink>> {
     let user = user.ok().map(|u| u.0);
     let session = crate::sessions::get(&app.db, id).await?.session;

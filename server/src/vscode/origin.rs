@@ -142,7 +142,7 @@ async fn allowed(app: &AppState, id: SessionId, subject: &str) -> Result<()> {
             db::users::get(&app.db, person)
                 .await?
                 .ok_or_else(|| Error::Unauthorized("this VS Code link's person is gone".into()))
-                .and_then(crate::auth::active)?;
+                .and_then(crate::identity::auth::active)?;
         }
         let link = crate::sessions::access::link_by_id(&app.db, id, jti).await?;
         if link.role < tandem_protocol::live::Role::Driver {

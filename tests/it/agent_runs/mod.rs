@@ -136,7 +136,7 @@ pub async fn another_user(s: &TestServer, name: &str) -> (User, String) {
     tandem_store::users::insert(&s.state.db, &user)
         .await
         .unwrap();
-    let token = tandem_server::auth::create_api_token(&s.state.db, &user, "tests", None)
+    let token = tandem_server::identity::auth::create_api_token(&s.state.db, &user, "tests", None)
         .await
         .unwrap()
         .token;

@@ -194,7 +194,7 @@ async fn a_session_boots_from_the_snapshot_at_the_branch_head_runs_commands_and_
     tandem_store::users::insert(&s.state.db, &other)
         .await
         .unwrap();
-    let bob = tandem_server::auth::create_api_token(&s.state.db, &other, "bob", None)
+    let bob = tandem_server::identity::auth::create_api_token(&s.state.db, &other, "bob", None)
         .await
         .unwrap()
         .token;

@@ -78,7 +78,7 @@ pub(super) async fn flows_in_flight_are_bounded(backend: Backend) {
     );
 
     // A signed-in person, each start from a fresh binding.
-    let admin = tandem_server::auth::local_admin(d).await.unwrap();
+    let admin = tandem_server::identity::auth::local_admin(d).await.unwrap();
     for i in 0..9 {
         insert(
             d,

@@ -305,7 +305,9 @@ pub(super) async fn a_forged_slack_link_links_nothing(backend: Backend) {
     let (_, state, binding) = link_page(&s, &path, &me).await;
     let (status, page) = post_link(&s, &format!("{me}; {binding}"), format!("state={state}")).await;
     assert_eq!(status, 200, "{page}");
-    let admin = tandem_server::auth::local_admin(&s.state.db).await.unwrap();
+    let admin = tandem_server::identity::auth::local_admin(&s.state.db)
+        .await
+        .unwrap();
     assert_eq!(linked().await, Some(admin.id));
     let (status, _) = post_link(&s, &format!("{me}; {binding}"), format!("state={state}")).await;
     assert_eq!(status, 400, "taken once");

@@ -11,15 +11,13 @@ use super::syntax::{self, Parsed};
 /// modules are in one entry: a new circle, or a module joining one, fails.
 pub const ALLOWED_CIRCLES: &[(&[&str], &str)] = &[(
     &[
-        "auth",
         "automations",
         "cluster",
         "desktop",
         "gateway",
         "github",
+        "identity",
         "live",
-        "oidc",
-        "people",
         "progress",
         "slack",
         "state",

@@ -71,15 +71,13 @@ pub const CORE_MUST_NOT_USE: &[&str] = &[
 ];
 
 /// `(module path prefix, what it must not name, why)`: a crate (`axum`), a module of the server
-/// (`crate::auth`, however it is reached: grouped, nested, `super::`, in a macro) or a method
-/// called without arguments (`.raw_pool()`).
+/// (`crate::identity`, however it is reached: grouped, nested, `super::`, in a macro) or a
+/// method called without arguments (`.raw_pool()`).
 pub const FORBIDDEN: &[(&str, &[&str], &str)] = &[
     (
         "server/src/gateway",
         &[
-            "crate::auth",
-            "crate::people",
-            "crate::oidc",
+            "crate::identity",
             "crate::live",
             "crate::desktop",
             "crate::vscode",
@@ -131,10 +129,10 @@ pub const LOCAL_RUNTIME_NAMED_BY: &[&str] = &[
 
 /// What the integration and e2e tests may use of the server crate: its boundary — the HTTP
 /// client, starting a server (`serve`, `config`, `state`, `app`), minting the credentials an
-/// attack needs (`auth`), and the clock. The layers under it (`tandem_store`, `tandem_host`,
+/// attack needs (`identity`), and the clock. The layers under it (`tandem_store`, `tandem_host`,
 /// `tandem_media`) are crates of their own and tested through theirs.
 pub const TEST_BOUNDARY: &[&str] = &[
-    "client", "serve", "config", "state", "app", "auth", "now_ms",
+    "client", "serve", "config", "state", "app", "identity", "now_ms",
 ];
 
 /// White-box tests, named: `(test file, server module, why it cannot go through HTTP)`.

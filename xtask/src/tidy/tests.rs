@@ -71,12 +71,12 @@ fn each_rule_catches_what_breaks_it() {
         src("tests/it/d.rs", &long),
         src(
             "server/src/gateway/e.rs",
-            "//! E.\nuse crate::oidc::Providers;\nfn f() { crate::auth::x(); }\n// crate::live in a comment\n",
+            "//! E.\nuse crate::identity::oidc::Providers;\nfn f() { crate::identity::auth::x(); }\n// crate::live in a comment\n",
         ),
         // Grouped, nested, multi-line and relative imports, and paths in macros.
         src(
             "server/src/gateway/g.rs",
-            "//! G.\nuse crate::{\n    error::Error,\n    people,\n};\nuse crate::{db, live::{hub::{Hub}}};\nuse super::super::desktop as d;\nfn f() {\n    tokio::spawn(async { crate::vscode::open().await });\n    let _ = format!(\"{}\", crate::slack::name());\n}\n",
+            "//! G.\nuse crate::{\n    error::Error,\n    identity::people,\n};\nuse crate::{db, live::{hub::{Hub}}};\nuse super::super::desktop as d;\nfn f() {\n    tokio::spawn(async { crate::vscode::open().await });\n    let _ = format!(\"{}\", crate::slack::name());\n}\n",
         ),
         src(
             "server/src/live/h.rs",
@@ -123,17 +123,17 @@ fn each_rule_catches_what_breaks_it() {
     has(
         &found,
         "server/src/gateway/e.rs",
-        "line 2 uses `crate::oidc`",
+        "line 2 uses `crate::identity`",
     );
     has(
         &found,
         "server/src/gateway/e.rs",
-        "line 3 uses `crate::auth`",
+        "line 3 uses `crate::identity`",
     );
     has(
         &found,
         "server/src/gateway/g.rs",
-        "line 4 uses `crate::people`",
+        "line 4 uses `crate::identity`",
     );
     has(
         &found,

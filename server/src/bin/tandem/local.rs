@@ -2,9 +2,9 @@
 //! directly (safe beside a running server: SQLite in WAL mode, or PostgreSQL).
 
 use anyhow::Result;
-use tandem_server::auth;
 use tandem_server::config::Config;
 use tandem_server::db::Db;
+use tandem_server::identity::auth;
 
 async fn open(config: &Config) -> Result<Db> {
     let db = Db::connect(&config.database_url).await?;

@@ -437,11 +437,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
         ),
         None if args.print_login_link => {
             let db = &server.state().db;
-            let admin = tandem_server::auth::local_admin(db).await?;
-            let code = tandem_server::auth::create_login_code(db, admin.id).await?;
+            let admin = tandem_server::identity::auth::local_admin(db).await?;
+            let code = tandem_server::identity::auth::create_login_code(db, admin.id).await?;
             println!(
                 "\nSign in with this one-time link:\n\n  {}\n",
-                tandem_server::auth::login_url(&url, &code)
+                tandem_server::identity::auth::login_url(&url, &code)
             );
         }
         None => println!("  sign in:   `tandem login-link` prints a new one-time login link"),

@@ -16,7 +16,7 @@ pub(super) async fn client_for(
         by.kind,
         AuthorKind::User | AuthorKind::Slack | AuthorKind::Extension
     ) && let Some(user) = by.user_id
-        && let Some(token) = super::super::signin::person_token(app, gh, user, false).await?
+        && let Some(token) = crate::identity::github::person_token(app, gh, user, false).await?
     {
         return Ok((gh.client(&token)?, true));
     }
@@ -57,7 +57,7 @@ pub(super) async fn create(
         && matches!(&made, Err(e) if status_of(e) == Some(401))
         && let Some(user) = by.user_id
     {
-        fallback = match super::super::signin::person_token(app, gh, user, true).await? {
+        fallback = match crate::identity::github::person_token(app, gh, user, true).await? {
             Some(token) => gh.client(&token)?,
             None => {
                 tracing::info!(%session, "the person's GitHub token was refused; the App opens the pull request");

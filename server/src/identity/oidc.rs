@@ -1,5 +1,5 @@
 //! Sign-in with OpenID Connect: the authorization code flow with PKCE, `state` and `nonce`
-//! (`openidconnect`). A sign-in in flight is a flow ([`crate::auth::flow`]: `state` hashed, bound
+//! (`openidconnect`). A sign-in in flight is a flow ([`crate::identity::auth::flow`]: `state` hashed, bound
 //! to the browser that started it, with its nonce and PKCE verifier) taken once. The ID token's
 //! signature (against the provider's JWKS, fetched again once when a key is unknown: rotation),
 //! issuer, audience, expiry and nonce are checked by the library; then who may sign in (email
@@ -21,8 +21,8 @@ use openidconnect::{
 };
 use tandem_protocol::{Timestamp, User};
 
-use crate::auth::{flow, new_user_id};
 use crate::config::oidc::OidcConfig;
+use crate::identity::auth::{flow, new_user_id};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 
@@ -335,7 +335,7 @@ async fn sign_in(app: &AppState, p: &OidcConfig, c: Claims) -> Result<User> {
         None => None,
     };
     let user = match known {
-        Some(u) => crate::auth::active(u)?,
+        Some(u) => crate::identity::auth::active(u)?,
         None => {
             let by_email = match vouched_email(p, &c) {
                 Some(e) => db::users::by_email(&app.db, e).await?,
@@ -350,7 +350,7 @@ async fn sign_in(app: &AppState, p: &OidcConfig, c: Claims) -> Result<User> {
                         u.email.as_deref().unwrap_or("this")
                     )));
                 }
-                Some(u) => crate::auth::active(u)?,
+                Some(u) => crate::identity::auth::active(u)?,
                 None => {
                     let base = c
                         .name
@@ -373,7 +373,7 @@ async fn sign_in(app: &AppState, p: &OidcConfig, c: Claims) -> Result<User> {
     let groups: Vec<String> = c.groups.iter().map(|g| format!("{}:{g}", p.id)).collect();
     db::users::set_profile(&app.db, user.id, vouched_email(p, &c), &groups).await?;
     if let Some(a) = admin.filter(|a| *a != user.is_admin) {
-        crate::people::set_role_keeping_an_admin(app, user.id, a).await?;
+        crate::identity::people::set_role_keeping_an_admin(app, user.id, a).await?;
     }
     app.permissions.forget(user.id);
     db::users::get(&app.db, user.id)

@@ -42,7 +42,7 @@ impl FromRequestParts<AppState> for CurrentUser {
                 .trim();
             if token.starts_with(API_TOKEN_PREFIX) {
                 let (user, scope) =
-                    crate::auth::scoped_user_for_api_token(&state.db, token).await?;
+                    crate::identity::auth::scoped_user_for_api_token(&state.db, token).await?;
                 if let Some(scope) = scope {
                     let route = parts
                         .extensions
@@ -73,7 +73,7 @@ impl FromRequestParts<AppState> for CurrentUser {
 /// their events and repos (whatever its person may see; the routes check that).
 pub fn scope_allows(scope: &str, method: &axum::http::Method, route: &str) -> bool {
     use axum::http::Method;
-    if scope != crate::auth::EXTENSION_SCOPE {
+    if scope != crate::identity::auth::EXTENSION_SCOPE {
         return false;
     }
     let reads = [
@@ -110,5 +110,5 @@ pub(crate) async fn user_for_jwt(state: &AppState, token: &str) -> Result<User> 
     db::users::get(&state.db, id)
         .await?
         .ok_or_else(|| Error::Unauthorized("the login's user no longer exists".into()))
-        .and_then(crate::auth::active)
+        .and_then(crate::identity::auth::active)
 }

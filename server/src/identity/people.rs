@@ -8,8 +8,8 @@ use tandem_protocol::limits::{
 use tandem_protocol::people::{CreateInvite, CreatedInvite, Invite, Person, UpdatePerson};
 use tandem_protocol::{Timestamp, User, UserId};
 
-use crate::auth::{hash_secret, new_secret, new_user_id};
 use crate::error::conflict_on_unique;
+use crate::identity::auth::{hash_secret, new_secret, new_user_id};
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 

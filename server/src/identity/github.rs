@@ -5,8 +5,8 @@ use serde::Deserialize;
 use tandem_protocol::github::GithubRepo;
 use tandem_protocol::{CreateRepo, Repo, Timestamp, User, UserId};
 
-use super::GitHub;
-use crate::auth::CurrentUser;
+use crate::github::GitHub;
+use crate::identity::auth::CurrentUser;
 use crate::state::AppState;
 use crate::{Error, Result, db, now_ms};
 
@@ -207,7 +207,7 @@ pub async fn complete(
         .client(&token)?
         .get("/user", None::<&()>)
         .await
-        .map_err(|e| super::upstream("reading the signed-in user", &e))?;
+        .map_err(|e| crate::github::upstream("reading the signed-in user", &e))?;
     let linked = db::github::account_by_github_id(&app.db, me.id).await?;
     let (user, new_link) = match (linked, link_to) {
         (Some(a), link_to) => {
@@ -219,7 +219,7 @@ pub async fn complete(
             )
             .await?
             .ok_or_else(|| Error::Internal("a linked GitHub account's user is gone".into()))
-            .and_then(crate::auth::active)?;
+            .and_then(crate::identity::auth::active)?;
             if link_to.is_some_and(|c| c.id != user.id) {
                 return Err(Error::Conflict(format!(
                     "GitHub user {} is already linked to another Tandem person, and a link is never replaced: {UNLINK_HINT}",
@@ -308,7 +308,12 @@ async fn new_user(app: &AppState, login: &str) -> Result<User> {
         } else {
             format!("{login}-{n}")
         };
-        let user = User::new(crate::auth::new_user_id(), name, false, Timestamp(now_ms()));
+        let user = User::new(
+            crate::identity::auth::new_user_id(),
+            name,
+            false,
+            Timestamp(now_ms()),
+        );
         match db::users::insert(&app.db, &user).await {
             Ok(()) => return Ok(user),
             Err(e) if e.is_unique_violation() => {
@@ -352,7 +357,7 @@ pub async fn installable(app: &AppState, gh: &GitHub) -> Result<Vec<GithubRepo>>
                 Some(&[("per_page", "100"), ("page", &page.to_string())]),
             )
             .await
-            .map_err(|e| super::upstream("listing the App's installations", &e))?;
+            .map_err(|e| crate::github::upstream("listing the App's installations", &e))?;
         let last = batch.len() < 100;
         installations.extend(batch);
         if last {
@@ -369,7 +374,9 @@ pub async fn installable(app: &AppState, gh: &GitHub) -> Result<Vec<GithubRepo>>
                     Some(&[("per_page", "100"), ("page", &page.to_string())]),
                 )
                 .await
-                .map_err(|e| super::upstream("listing an installation's repositories", &e))?;
+                .map_err(|e| {
+                    crate::github::upstream("listing an installation's repositories", &e)
+                })?;
             let last = batch.repositories.len() < 100;
             for r in batch.repositories {
                 let (owner, name) = r.full_name.split_once('/').unwrap_or_default();
@@ -419,7 +426,7 @@ pub async fn import(
     let repo: GhRepo = client
         .get(format!("/repos/{owner}/{name}"), None::<&()>)
         .await
-        .map_err(|e| super::upstream("reading the repository", &e))?;
+        .map_err(|e| crate::github::upstream("reading the repository", &e))?;
     let url = repo
         .clone_url
         .unwrap_or_else(|| format!("{}/{owner}/{name}.git", gh.config.web_url));
