@@ -866,6 +866,29 @@ async fn a_session_becomes_a_pull_request_by_its_prompting_person_kept_up_to_dat
             .unwrap()
             .contains("The check `ci / test 1` ended `failure`")
     );
+    // Recorded as its creator's (the admin's) REST prompt is, as the automation.
+    let res =
+        w.s.post(
+            &format!("/api/sessions/{id}/prompts"),
+            json!({ "text": "Fix the failing check, by REST" }),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        res.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    let said = crate::surfaces::assert_submits_as_rest_does(
+        &w.s,
+        &id.to_string(),
+        fixes[0]["text"].as_str().unwrap(),
+        "Fix the failing check, by REST",
+        "automation",
+    )
+    .await;
+    assert_eq!(said.name, json!("fix ci (automation)"), "{said:?}");
     // Merged: the session hears it.
     assert_eq!(
         FakeGithub::deliver_webhook(

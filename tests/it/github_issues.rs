@@ -205,6 +205,33 @@ async fn an_issue_mention_becomes_a_session_reported_in_one_comment_and_a_pull_r
     assert_eq!(sessions(&w).await.len(), 1);
     let detail: SessionDetail = w.s.get(&format!("/api/sessions/{id}")).send().await.parse();
     assert!(detail.prompts.iter().any(|p| p.text == "also add a test"));
+    // Recorded as Alice's REST follow-up is: one command submits for every surface.
+    let res =
+        w.s.req(Method::POST, &format!("/api/sessions/{id}/prompts"))
+            .bearer(&alice)
+            .json(&json!({ "text": "also add a test, by REST" }))
+            .send()
+            .await;
+    assert_eq!(
+        res.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&res.body)
+    );
+    let session = id.to_string();
+    let said = crate::surfaces::assert_submits_as_rest_does(
+        &w.s,
+        &session,
+        "also add a test",
+        "also add a test, by REST",
+        "user",
+    )
+    .await;
+    assert_eq!(
+        said,
+        crate::surfaces::submitted(&w.s, &session, "also add a test, by REST").await
+    );
+    assert_eq!(said.person, asker, "{said:?}");
 
     // The configured label starts a session too; another label does not.
     let m = w.gh.open_issue(

@@ -369,6 +369,34 @@ async fn conversation(backend: Backend) {
         "{modes:?}"
     );
     assert_eq!(sessions(&w.s).await.len(), 1, "follow-ups start no session");
+    // Recorded as Alice's REST follow-up and steer are: one command submits for every surface.
+    for (text, mode) in [
+        ("also add notes, by REST", "queue"),
+        ("keep it short, by REST", "steer"),
+    ] {
+        let res =
+            w.s.req(Method::POST, &format!("/api/sessions/{id}/prompts"))
+                .bearer(&alice.token)
+                .json(&json!({ "text": text, "mode": mode }))
+                .send()
+                .await;
+        assert_eq!(
+            res.status,
+            StatusCode::CREATED,
+            "{}",
+            String::from_utf8_lossy(&res.body)
+        );
+    }
+    let session = id.to_string();
+    for (slack, rest) in [
+        ("also add notes", "also add notes, by REST"),
+        ("keep it short", "keep it short, by REST"),
+    ] {
+        let said =
+            crate::surfaces::assert_submits_as_rest_does(&w.s, &session, slack, rest, "slack")
+                .await;
+        assert_eq!(said.person, json!(alice.id), "{said:?}");
+    }
 
     // Bob has no Slack email. Talking in the thread he is not heard (nor answered); when he
     // mentions the app he gets a one-time link, and nothing is prompted.

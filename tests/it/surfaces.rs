@@ -244,10 +244,20 @@ pub async fn assert_opens_as_rest_does(
     assert_eq!(o.model_request_limit, json!(cap), "{o:?}");
 }
 
-/// What submitting the prompt `text` to `session` recorded, as every surface must record it:
-/// its `prompt_queued` event's author (kind, person, name) and mode, and the same on the stored
-/// prompt (`commands::submit_prompt`).
-pub async fn submitted(s: &TestServer, session: &str, text: &str) -> Value {
+/// What submitting a prompt recorded, as every surface must record it: the person it is from,
+/// its mode, and the author's kind and name (which say the surface: `slack`, `github`,
+/// `automation`… and so differ from REST's by design). [`submitted`] checks its
+/// `prompt_queued` event and the stored prompt agree before it answers.
+#[derive(Debug, PartialEq)]
+pub struct Submitted {
+    pub person: Value,
+    pub mode: Value,
+    pub kind: Value,
+    pub name: Value,
+}
+
+/// What submitting the prompt `text` to `session` recorded (`commands::submit_prompt`).
+pub async fn submitted(s: &TestServer, session: &str, text: &str) -> Submitted {
     let page = s
         .get(&format!("/api/sessions/{session}/events"))
         .send()
@@ -276,11 +286,40 @@ pub async fn submitted(s: &TestServer, session: &str, text: &str) -> Value {
         event["prompt_id"], prompt["id"],
         "the event names the prompt"
     );
-    let who = |a: &Value| json!([a["kind"], a["user_id"], a["name"]]);
-    json!({
-        "event_author": who(&event["author"]),
-        "event_mode": event["mode"],
-        "prompt_author": who(&prompt["author"]),
-        "prompt_mode": prompt["mode"],
-    })
+    assert_eq!(
+        event["author"], prompt["author"],
+        "the event's author is the prompt's"
+    );
+    assert_eq!(
+        event["mode"], prompt["mode"],
+        "the event's mode is the prompt's"
+    );
+    Submitted {
+        person: prompt["author"]["user_id"].clone(),
+        mode: prompt["mode"].clone(),
+        kind: prompt["author"]["kind"].clone(),
+        name: prompt["author"]["name"].clone(),
+    }
+}
+
+/// The prompt `text` that a surface submitted to `session` was recorded as the same person's
+/// `rest` prompt (sent through `POST /api/sessions/{id}/prompts`) was — the same person and
+/// mode — with the surface's author `kind`; returns what it recorded.
+pub async fn assert_submits_as_rest_does(
+    s: &TestServer,
+    session: &str,
+    text: &str,
+    rest: &str,
+    kind: &str,
+) -> Submitted {
+    let theirs = submitted(s, session, text).await;
+    let ours = submitted(s, session, rest).await;
+    assert_eq!(ours.kind, json!("user"), "{ours:?}");
+    assert!(theirs.person.is_string(), "a person is named: {theirs:?}");
+    assert_eq!(
+        (&theirs.person, &theirs.mode, &theirs.kind),
+        (&ours.person, &ours.mode, &json!(kind)),
+        "{theirs:?} against REST's {ours:?}"
+    );
+    theirs
 }

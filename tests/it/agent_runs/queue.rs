@@ -151,6 +151,44 @@ async fn prompts_from_two_authors_run_in_order_with_attribution_and_only_their_a
         states,
         [PromptState::Done, PromptState::Done, PromptState::Withdrawn]
     );
+
+    // Bob's prompt over the live channel is recorded as his REST prompt is: one command
+    // submits for every surface.
+    model.fallback(Reply::text("more done"));
+    let mut live = crate::live::Peer::connect(&s, id, crate::live::token(&bob_token)).await;
+    live.c
+        .send(&tandem_protocol::live::WsClient::Prompt {
+            text: "fourth, from bob live".into(),
+            mode: PromptMode::Queue,
+        })
+        .await
+        .unwrap();
+    s.req(Method::POST, &format!("/api/sessions/{id}/prompts"))
+        .bearer(&bob_token)
+        .json(&json!({ "text": "fifth, from bob by REST" }))
+        .send()
+        .await
+        .parse::<Prompt>();
+    wait_events(&s, id, |evs| {
+        evs.iter().any(|e| {
+            matches!(&e.kind, EventKind::PromptQueued { text, .. } if text == "fourth, from bob live")
+        })
+    })
+    .await;
+    let session = id.to_string();
+    let said = crate::surfaces::assert_submits_as_rest_does(
+        &s,
+        &session,
+        "fourth, from bob live",
+        "fifth, from bob by REST",
+        "user",
+    )
+    .await;
+    assert_eq!(said.person, json!(bob.id), "{said:?}");
+    assert_eq!(
+        said,
+        crate::surfaces::submitted(&s, &session, "fifth, from bob by REST").await
+    );
     s.post(&format!("/api/sessions/{id}/stop"), json!({}))
         .send()
         .await;
