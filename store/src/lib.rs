@@ -17,6 +17,7 @@ pub mod artifacts;
 pub mod audit;
 pub mod automations;
 pub mod bus;
+pub mod diffs;
 pub mod error;
 pub mod events;
 pub mod flows;

@@ -1,6 +1,7 @@
 //! Test harness: a Tandem server per test on a fresh database, reached in-process or over a
 //! loopback socket through one `Transport` interface.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -391,10 +392,17 @@ impl TestServer {
     /// A second server process on this one's database (its own data dir, so its own runner
     /// id), as a second node would be; the same admin token works on it.
     pub async fn beside(&self) -> Self {
+        self.beside_from(|_| {}).await
+    }
+
+    /// [`Self::beside`] with its data dir made by `prepare` first (what an older version left).
+    pub async fn beside_from(&self, prepare: impl FnOnce(&Path)) -> Self {
         let dir = test_dir();
         let mut config = (*self.state.config).clone();
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.data_dir = dir.path().join("data");
+        std::fs::create_dir_all(&config.data_dir).unwrap();
+        prepare(&config.data_dir);
         let server = Server::bind(config).await.expect("second server starts");
         let url = format!("http://{}", server.state().config.listen);
         let state = server.state().clone();

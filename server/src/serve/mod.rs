@@ -52,6 +52,11 @@ impl Server {
         if repaired > 0 {
             tracing::info!(repaired, "sessions without their tree's root got it");
         }
+        // Diffs an older server kept in its data dir move into the store.
+        let adopted = crate::sessions::workspace::adopt_kept_diffs(&db, &config.data_dir).await?;
+        if adopted > 0 {
+            tracing::info!(adopted, "kept diffs moved from the data dir into the store");
+        }
         let jwt = JwtKeys::load_or_create(&config.data_dir)?;
         let listener = TcpListener::bind(config.listen)
             .await

@@ -258,6 +258,39 @@ async fn a_session_boots_from_the_snapshot_at_the_branch_head_runs_commands_and_
         .await
         .parse();
     assert_eq!(kept, diff, "the diff is kept after the workspace is gone");
+    // Kept in the store, not in this server's data dir: a server with another data dir shows
+    // it (on PostgreSQL, whichever server is asked once the workspace's host is gone).
+    let legacy =
+        |data: &std::path::Path| data.join("sessions").join(id.to_string()).join("diff.json");
+    assert!(!legacy(&s.state.config.data_dir).exists());
+    let b = s.beside().await;
+    let there: Diff = b
+        .get(&format!("/api/sessions/{id}/diff"))
+        .send()
+        .await
+        .parse();
+    assert_eq!(there, diff, "another server shows the kept diff");
+    // What an older version kept in its data dir moves into the store when a server starts
+    // there, and the file goes.
+    tandem_store::diffs::forget(&s.state.db, id).await.unwrap();
+    let json = serde_json::to_vec(&diff).unwrap();
+    let file = std::cell::RefCell::new(None);
+    let c = s
+        .beside_from(|data| {
+            let f = legacy(data);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(&f, &json).unwrap();
+            *file.borrow_mut() = Some(f);
+        })
+        .await;
+    assert!(!file.into_inner().unwrap().exists(), "the file moved");
+    let adopted: Diff = s
+        .get(&format!("/api/sessions/{id}/diff"))
+        .send()
+        .await
+        .parse();
+    assert_eq!(adopted, diff, "the older version's diff is not lost");
+    drop((b, c));
     assert!(
         events(&s, id).await.iter().any(
             |e| matches!(e.kind, EventKind::WorkspaceStopped { diff_bytes } if diff_bytes > 0)

@@ -131,6 +131,7 @@ rm -f "$GIT_INDEX_FILE""#;
 /// Computes the diff of running workspace `wid` and keeps it as session `id`'s: what it shows
 /// once stopped or suspended. One that cannot be computed is kept as a note saying why.
 pub(super) async fn keep_diff(
+    db: &Db,
     host: &Host,
     id: SessionId,
     wid: &str,
@@ -144,24 +145,25 @@ pub(super) async fn keep_diff(
             files: vec![],
             truncated: false,
         });
-    write_diff(host, id, &diff)?;
+    write_diff(db, id, &diff).await?;
     Ok(diff)
 }
 
-pub(super) fn write_diff(host: &Host, id: SessionId, diff: &Diff) -> Result<()> {
-    let file = diff_file(host, id);
-    std::fs::create_dir_all(file.parent().unwrap_or(&host.data_dir))?;
-    std::fs::write(
-        &file,
-        serde_json::to_vec(diff).map_err(|e| Error::Internal(e.to_string()))?,
-    )?;
+/// Keeps `diff` as session `id`'s in the store.
+pub(super) async fn write_diff(db: &Db, id: SessionId, diff: &Diff) -> Result<()> {
+    let json = serde_json::to_string(diff).map_err(|e| Error::Internal(e.to_string()))?;
+    db::diffs::keep(db, id, &json, now_ms()).await?;
     Ok(())
 }
 
 /// The diff kept when session `id` stopped or was suspended, if there is one.
-pub(super) fn stored_diff(host: &Host, id: SessionId) -> Option<Diff> {
-    let bytes = std::fs::read(diff_file(host, id)).ok()?;
-    serde_json::from_slice(&bytes).ok()
+pub(super) async fn stored_diff(db: &Db, id: SessionId) -> Result<Option<Diff>> {
+    let Some(json) = db::diffs::kept(db, id).await? else {
+        return Ok(None);
+    };
+    serde_json::from_str(&json)
+        .map(Some)
+        .map_err(|e| Error::Internal(format!("session {id}'s kept diff is unreadable: {e}")))
 }
 
 /// The session's changes: live from the workspace, or as kept when it stopped or was suspended
@@ -175,9 +177,8 @@ pub async fn diff(db: &Db, host: &Host, id: SessionId) -> Result<Diff> {
         let (wid, base) = (live.id, live.base_commit);
         return compute_diff(host, &wid, base.as_deref()).await;
     }
-    if diff_file(host, id).exists() {
-        return stored_diff(host, id)
-            .ok_or_else(|| Error::Internal(format!("session {id}'s stored diff is unreadable")));
+    if let Some(kept) = stored_diff(db, id).await? {
+        return Ok(kept);
     }
     let patch = match session.state {
         SessionState::Suspended => {

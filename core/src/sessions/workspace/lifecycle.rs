@@ -27,9 +27,13 @@ pub async fn stop(db: &Db, host: &Host, id: SessionId, reason: Option<String>) -
         let base = row.and_then(|r| r.base_commit);
         // A suspended session's diff was kept when it was suspended (nothing runs to compute
         // it now).
-        let diff = match (session.state, stored_diff(host, id)) {
-            (SessionState::Suspended, Some(kept)) => kept,
-            _ => keep_diff(host, id, &wid, base.as_deref()).await?,
+        let kept = match session.state {
+            SessionState::Suspended => stored_diff(db, id).await?,
+            _ => None,
+        };
+        let diff = match kept {
+            Some(kept) => kept,
+            None => keep_diff(db, host, id, &wid, base.as_deref()).await?,
         };
         host.runtime.stop(&wid, Keep::Upper).await?;
         event(
@@ -112,7 +116,8 @@ pub async fn start_interrupted(
         .as_ref()
         .and_then(|r| r.snapshot_id.as_deref())
         .and_then(|s| s.parse().ok());
-    if let (Some(wid), Some(snapshot), true) = (wid, snapshot, diff_file(host, id).exists()) {
+    let kept = db::diffs::has(db, id).await?;
+    if let (Some(wid), Some(snapshot), true) = (wid, snapshot, kept) {
         let base = row.and_then(|r| r.base_commit);
         db::sessions::set_workspace(
             db,
@@ -148,7 +153,7 @@ pub async fn start_interrupted(
 pub async fn suspend(db: &Db, host: &Host, id: SessionId) -> Result<()> {
     let live = live_workspace(db, id).await?;
     let wid = live.id;
-    keep_diff(host, id, &wid, live.base_commit.as_deref()).await?;
+    keep_diff(db, host, id, &wid, live.base_commit.as_deref()).await?;
     host.runtime.stop(&wid, Keep::Upper).await?;
     let row = db::sessions::workspace(db, id).await?;
     let snapshot = row
@@ -251,7 +256,9 @@ pub async fn resume(db: &Db, host: &Host, id: SessionId) -> Result<()> {
         Ok(()) => {
             became_ready(db, id, t0).await?;
             // Live again: its diff is the workspace's own from now on.
-            let _ = std::fs::remove_file(diff_file(host, id));
+            if let Err(e) = db::diffs::forget(db, id).await {
+                tracing::warn!(session = %id, error = %e, "a resumed session's kept diff stays");
+            }
             Ok(())
         }
         Err(e) => Err(start_failed_keeping(db, host, id, (&wid, snapshot, base), e).await?),

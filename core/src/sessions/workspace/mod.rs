@@ -57,12 +57,51 @@ pub fn workspace_id(session: SessionId) -> String {
     format!("s-{}", &session.0.simple().to_string()[..16])
 }
 
-/// Where a stopped session's diff is kept.
-pub(super) fn diff_file(host: &Host, session: SessionId) -> PathBuf {
-    host.data_dir
+/// Where a stopped session's diff was kept before the store kept it (versions before
+/// migration 0029); [`adopt_kept_diffs`] moves any left there into the store.
+fn legacy_diff_file(data_dir: &std::path::Path, session: SessionId) -> PathBuf {
+    data_dir
         .join("sessions")
         .join(session.to_string())
         .join("diff.json")
+}
+
+/// Moves the diffs an older version kept in `data_dir` into the store (each removed once
+/// stored; one the store already has is left to the store's), so an upgrade loses none.
+/// Returns how many it moved.
+pub async fn adopt_kept_diffs(db: &Db, data_dir: &std::path::Path) -> Result<usize> {
+    let Ok(dir) = std::fs::read_dir(data_dir.join("sessions")) else {
+        return Ok(0);
+    };
+    let mut moved = 0;
+    for entry in dir.flatten() {
+        let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<uuid::Uuid>().ok())
+            .map(SessionId)
+        else {
+            continue;
+        };
+        let file = legacy_diff_file(data_dir, id);
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        let known = db::sessions::get(db, id).await?.is_some();
+        if known
+            && serde_json::from_slice::<Diff>(&bytes).is_ok()
+            && !db::diffs::has(db, id).await?
+        {
+            let text = String::from_utf8_lossy(&bytes);
+            db::diffs::keep(db, id, &text, now_ms()).await?;
+            moved += 1;
+        }
+        if known {
+            std::fs::remove_file(&file)?;
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+    Ok(moved)
 }
 
 /// A session's running workspace as the store knows it.

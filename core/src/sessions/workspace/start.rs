@@ -160,7 +160,7 @@ pub(super) async fn start_failed_keeping(
     if host.runtime.is_running(wid).await.unwrap_or(false)
         && let Ok(diff) = compute_diff(host, wid, base).await
     {
-        write_diff(host, id, &diff)?;
+        write_diff(db, id, &diff).await?;
     }
     let _ = host.runtime.stop(wid, Keep::Upper).await;
     let message = format!(
