@@ -45,6 +45,9 @@ pub const BINARY: &str = "/run/tandem/bin/tandem-workspace-agent";
 pub const OPENCODE_BINARY: &str = "/run/tandem/bin/opencode";
 /// The environment variable that carries the agent's token.
 pub const TOKEN_ENV: &str = "TANDEM_AGENT_TOKEN";
+/// Where the agent also listens over TCP when set: a loopback address. In a pod, the API
+/// server's port-forward arrives on the pod's own loopback.
+pub const LISTEN_ENV: &str = "TANDEM_AGENT_LISTEN";
 /// The directory the file API is confined to.
 pub const WORKSPACE_ROOT: &str = "/workspace";
 /// Largest file the file API reads or writes.

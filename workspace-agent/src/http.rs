@@ -15,6 +15,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use tandem_protocol::ApiError;
 use tandem_protocol::PromptId;
+use tandem_protocol::agent;
 use tandem_protocol::agent::{
     AgentHealth, FileQuery, GitCommit, MAX_FILE_BYTES, PtyInfo, PtyOpen, TurnStart, TurnSteer,
     WriteFile, routes,
@@ -76,6 +77,20 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FILE_BYTES * 2))
         .with_state(state);
+    // In a pod the server comes through the API server's port-forward, which arrives on the
+    // pod's own loopback: the agent listens there too (the token still guards every request).
+    if let Ok(addr) = std::env::var(agent::LISTEN_ENV) {
+        let tcp = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("binding {addr}"))?;
+        anyhow::ensure!(
+            tcp.local_addr()?.ip().is_loopback(),
+            "{} must be a loopback address, not {addr}",
+            agent::LISTEN_ENV
+        );
+        let app = app.clone();
+        tokio::spawn(async move { axum::serve(tcp, app).await });
+    }
     axum::serve(listener, app).await?;
     Ok(())
 }

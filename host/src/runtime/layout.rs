@@ -9,20 +9,35 @@ use super::oci::OciRuntime;
 use super::{Limits, overlay};
 use crate::Result;
 
-/// What a workspace's root is made of on this machine: its read-only layers, topmost first
-/// (snapshot layers, then the image's root filesystem), and the host paths bound into it.
-/// Opaque outside this crate: the layer store builds it ([`crate::Host::session_spec`]).
+/// What a workspace's root is made of: on this machine its read-only layers, topmost first
+/// (snapshot layers, then the image's root filesystem), and the host paths bound into it; on
+/// a cluster an image in a registry, which holds all of them. Opaque outside this crate: the
+/// layer store builds it ([`crate::Host::session_spec`]).
 #[derive(Clone, Debug, Default)]
 pub struct Files {
     pub(crate) layers: Vec<PathBuf>,
     pub(crate) binds: Vec<Bind>,
+    /// The image reference a cluster starts it from (`registry/name@sha256:…`).
+    pub(crate) image: Option<String>,
 }
 
 impl Files {
     /// `layers` (topmost first) with `binds`: for this runtime's own tests and benchmarks,
     /// which start workspaces on directories of their own.
     pub fn local(layers: Vec<PathBuf>, binds: Vec<Bind>) -> Self {
-        Self { layers, binds }
+        Self {
+            layers,
+            binds,
+            image: None,
+        }
+    }
+
+    /// The image `reference` (a registry's), which a cluster's node pulls.
+    pub fn image(reference: impl Into<String>) -> Self {
+        Self {
+            image: Some(reference.into()),
+            ..Self::default()
+        }
     }
 }
 

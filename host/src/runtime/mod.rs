@@ -23,6 +23,7 @@ mod dns_internal_tests;
 pub mod doctor;
 mod inroot;
 pub mod kind;
+pub mod kubernetes;
 mod layout;
 pub mod limits;
 mod local_agent;

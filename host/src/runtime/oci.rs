@@ -156,6 +156,12 @@ impl OciRuntime {
     }
 
     async fn start_inner(&self, want: &WorkspaceSpec, dir: &Path) -> Result<Workspace> {
+        if let Some(image) = &want.files.image {
+            return Err(Error::Invalid(format!(
+                "the {} runtime starts workspaces from layers on this machine, not from the image {image}",
+                self.kind.binary()
+            )));
+        }
         // gVisor's own threads count against the pids limit: give it room.
         let mut want = want.clone();
         if self.kind == Kind::Runsc {

@@ -1,0 +1,161 @@
+//! Images in an OCI registry: where a cluster's workspaces start from. An image is pushed as
+//! uncompressed layers ([`layer`]) under a config and a manifest carrying Tandem's annotations
+//! (recipe hash, commit, agent version); a layer the registry has already is not sent again.
+//! Images are named by digest (`registry/repository@sha256:…`), so a tag moving never changes
+//! what a workspace runs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::{Error, Result};
+
+pub mod layer;
+
+/// A registry Tandem pushes workspace images to.
+pub struct Registry {
+    client: Client,
+    /// `host[:port]/path`: images are `<base>/<name>`.
+    base: String,
+    auth: RegistryAuth,
+}
+
+fn oci_error(what: &str) -> impl Fn(oci_client::errors::OciDistributionError) -> Error + '_ {
+    move |e| Error::BadGateway(format!("{what}: the registry answered: {e}"))
+}
+
+/// The media type of an uncompressed layer.
+const LAYER: &str = "application/vnd.oci.image.layer.v1.tar";
+const CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+impl Registry {
+    /// The registry at `base` (`host[:port]/path`); `insecure`: plain HTTP (a registry on
+    /// loopback); `auth`: user and password, or none.
+    pub fn new(base: &str, insecure: bool, auth: Option<(String, String)>) -> Self {
+        let host = base.split('/').next().unwrap_or(base).to_string();
+        let config = ClientConfig {
+            protocol: if insecure {
+                ClientProtocol::HttpsExcept(vec![host])
+            } else {
+                ClientProtocol::Https
+            },
+            // Whole-blob uploads: one PUT per layer, which every registry takes.
+            use_monolithic_push: true,
+            ..ClientConfig::default()
+        };
+        Self {
+            client: Client::new(config),
+            base: base.trim_end_matches('/').to_string(),
+            auth: match auth {
+                Some((user, password)) => RegistryAuth::Basic(user, password),
+                None => RegistryAuth::Anonymous,
+            },
+        }
+    }
+
+    fn reference(&self, name: &str, tag: &str) -> Result<Reference> {
+        format!("{}/{name}:{tag}", self.base)
+            .parse()
+            .map_err(|e| Error::Invalid(format!("image name {name}:{tag}: {e}")))
+    }
+
+    /// Pushes the image of `layers` (bottom first, already packed) as `name:tag` with
+    /// `annotations`; returns its reference by digest.
+    pub async fn push(
+        &self,
+        name: &str,
+        tag: &str,
+        layers: &[layer::Packed],
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<String> {
+        let reference = self.reference(name, tag)?;
+        self.client
+            .store_auth_if_needed(reference.resolve_registry(), &self.auth)
+            .await;
+        for l in layers {
+            let there = self
+                .client
+                .blob_exists(&reference, &l.digest)
+                .await
+                .map_err(oci_error("checking a layer"))?;
+            if !there {
+                let file = tokio::fs::File::open(&l.file).await?;
+                let stream = tokio_util::io::ReaderStream::with_capacity(file, 1 << 20);
+                let stream = futures::StreamExt::map(stream, |r| {
+                    r.map_err(|e| oci_client::errors::OciDistributionError::IoError(e))
+                });
+                self.client
+                    .push_blob_stream(&reference, stream, &l.digest, Some(l.size))
+                    .await
+                    .map_err(oci_error("pushing a layer"))?;
+            }
+        }
+        let config = serde_json::to_vec(&json!({
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {},
+            "rootfs": {
+                "type": "layers",
+                "diff_ids": layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>(),
+            },
+        }))
+        .map_err(|e| Error::Internal(e.to_string()))?;
+        let config_digest = format!("sha256:{:x}", Sha256::digest(&config));
+        self.client
+            .push_blob(&reference, config.clone(), &config_digest)
+            .await
+            .map_err(oci_error("pushing the image's config"))?;
+        let manifest = serde_json::to_vec(&json!({
+            "schemaVersion": 2,
+            "mediaType": MANIFEST,
+            "config": { "mediaType": CONFIG, "digest": config_digest, "size": config.len() },
+            "layers": layers.iter().map(|l| json!({
+                "mediaType": LAYER, "digest": l.digest, "size": l.size,
+            })).collect::<Vec<_>>(),
+            "annotations": annotations,
+        }))
+        .map_err(|e| Error::Internal(e.to_string()))?;
+        let digest = format!("sha256:{:x}", Sha256::digest(&manifest));
+        self.client
+            .push_manifest_raw(
+                &reference,
+                manifest,
+                MANIFEST.parse().expect("a media type"),
+            )
+            .await
+            .map_err(oci_error("pushing the image's manifest"))?;
+        Ok(format!("{}/{name}@{digest}", self.base))
+    }
+
+    /// The annotations of the image `reference` (a digest reference this registry holds).
+    pub async fn annotations(&self, reference: &str) -> Result<BTreeMap<String, String>> {
+        let r: Reference = reference
+            .parse()
+            .map_err(|e| Error::Invalid(format!("image {reference}: {e}")))?;
+        let (manifest, _) = self
+            .client
+            .pull_image_manifest(&r, &self.auth)
+            .await
+            .map_err(oci_error("reading the image's manifest"))?;
+        Ok(manifest
+            .annotations
+            .unwrap_or_default()
+            .into_iter()
+            .collect())
+    }
+}
+
+/// Packs `source` into `dir/<name>.tar` off the async threads.
+pub async fn pack(source: layer::Source, dir: &Path, name: &str) -> Result<layer::Packed> {
+    std::fs::create_dir_all(dir)?;
+    let into = dir.join(format!("{name}.tar"));
+    tokio::task::spawn_blocking(move || layer::pack(&source, &into))
+        .await
+        .map_err(|e| Error::Internal(format!("packing a layer: {e}")))?
+}
