@@ -26,6 +26,7 @@ mod first_run;
 mod gateway;
 mod github;
 mod github_issues;
+mod kubernetes;
 mod oidc;
 mod oidc_provider;
 mod openapi;

@@ -15,6 +15,8 @@
 //! - `cargo xtask docs`: install mdBook if missing, build the book (`docs/book`) into
 //!   `target/book`, and fail on a broken relative link or anchor in the documentation.
 //! - `cargo xtask deps [--test]`: only install prerequisites.
+//! - `cargo xtask cluster up|down`: the one-node Kubernetes (and registry) on loopback the
+//!   Kubernetes runtime's tests run against; `test` brings it up and down itself.
 //! - `cargo xtask extension [--server URL] [--page PATTERN]… [--all-sites]`: the Chrome
 //!   extension for a server, unpacked in `target/extension/tandem` and as `target/extension/tandem.zip`.
 //! - `cargo xtask bench start [flags]`: the session start benchmark (release build; root).
@@ -25,6 +27,7 @@
 
 use anyhow::{Result, bail};
 
+mod cluster;
 mod deps;
 mod docs;
 mod leaks;
@@ -46,6 +49,7 @@ fn main() -> Result<()> {
         "up" => up::run(up::Options::parse(rest)?),
         "test" => test::run(test::Options::parse(rest)?),
         "tidy" => tidy::run(rest),
+        "cluster" => cluster::run(rest),
         "leaks" => leaks::run(rest),
         "docs" => docs::run(true),
         "schemathesis" => schemathesis::run(true),

@@ -83,8 +83,9 @@ pub fn run(o: Options) -> Result<()> {
             .current_dir(run::root()),
     )?;
     let pg = Postgres::start()?;
+    let cluster = crate::cluster::Cluster::start()?;
     let t = run::step(
-        "cargo test (unit, integration on SQLite + PostgreSQL, e2e in headless Chromium)",
+        "cargo test (unit, integration on SQLite + PostgreSQL and Kubernetes, e2e in headless Chromium)",
     );
     let counts = run::cargo_test(
         run::cargo()
@@ -101,6 +102,9 @@ pub fn run(o: Options) -> Result<()> {
             )
             .env("TANDEM_TEST_OPENCODE", deps::opencode_bin())
             .env("TANDEM_TEST_CODE_SERVER", deps::code_server_dir())
+            .env("TANDEM_TEST_KUBECONFIG", &cluster.kubeconfig)
+            .env("TANDEM_TEST_REGISTRY", cluster.registry)
+            .env("TANDEM_TEST_REQUIRE_KUBERNETES", "1")
             .env_remove("TANDEM_TOKEN")
             .env_remove("TANDEM_URL")
             .arg("--")
@@ -112,6 +116,7 @@ pub fn run(o: Options) -> Result<()> {
         counts.passed, counts.failed, counts.ignored
     );
     drop(pg);
+    drop(cluster);
     if o.filter.is_empty() {
         // The REST API against its OpenAPI document (needs the image the tests built).
         crate::schemathesis::run(o.install)?;

@@ -88,7 +88,7 @@ impl Registry {
                 let file = tokio::fs::File::open(&l.file).await?;
                 let stream = tokio_util::io::ReaderStream::with_capacity(file, 1 << 20);
                 let stream = futures::StreamExt::map(stream, |r| {
-                    r.map_err(|e| oci_client::errors::OciDistributionError::IoError(e))
+                    r.map_err(oci_client::errors::OciDistributionError::IoError)
                 });
                 self.client
                     .push_blob_stream(&reference, stream, &l.digest, Some(l.size))
@@ -158,4 +158,22 @@ pub async fn pack(source: layer::Source, dir: &Path, name: &str) -> Result<layer
     tokio::task::spawn_blocking(move || layer::pack(&source, &into))
         .await
         .map_err(|e| Error::Internal(format!("packing a layer: {e}")))?
+}
+
+/// [`pack`] once for a `name` that says what it holds (a content address, such as an
+/// image's recipe digest): a layer packed before under that name is taken as it is.
+pub async fn pack_once(source: layer::Source, dir: &Path, name: &str) -> Result<layer::Packed> {
+    let file = dir.join(format!("{name}.tar"));
+    let note = dir.join(format!("{name}.digest"));
+    if let (Ok(digest), Ok(meta)) = (std::fs::read_to_string(&note), std::fs::metadata(&file)) {
+        return Ok(layer::Packed {
+            file,
+            digest: digest.trim().to_string(),
+            size: meta.len(),
+        });
+    }
+    let packed = pack(source, dir, name).await?;
+    // Written last: a pack cut short leaves no note, so it is packed again.
+    std::fs::write(&note, &packed.digest)?;
+    Ok(packed)
 }

@@ -105,6 +105,9 @@ impl KubernetesRuntime {
     /// A client from the kubeconfig at `path`, or the in-cluster service account (then the
     /// usual kubeconfig search) without one.
     pub async fn client(path: Option<&std::path::Path>) -> Result<Client> {
+        // The client's TLS takes the process's crypto provider, and more than one is linked
+        // (the registry client's): ring, as everywhere in Tandem, unless one is chosen already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let config = match path {
             Some(p) => {
                 let file = kube::config::Kubeconfig::read_from(p).map_err(|e| {
