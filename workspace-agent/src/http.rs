@@ -89,7 +89,13 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
             agent::LISTEN_ENV
         );
         let app = app.clone();
-        tokio::spawn(async move { axum::serve(tcp, app).await });
+        tokio::spawn(async move {
+            // Unreachable, the agent is of no use: it ends, and its workspace with it.
+            if let Err(e) = axum::serve(tcp, app).await {
+                eprintln!("tandem-workspace-agent: serving {addr}: {e}");
+                std::process::exit(1);
+            }
+        });
     }
     axum::serve(listener, app).await?;
     Ok(())

@@ -59,6 +59,9 @@ fn lint() -> Result<()> {
     Ok(())
 }
 
+/// The path of the Kubernetes runtime's integration tests (`tests/it/on_kubernetes.rs`).
+const KUBERNETES_TESTS: &str = "on_kubernetes::";
+
 pub fn run(o: Options) -> Result<()> {
     let start = std::time::Instant::now();
     if o.install {
@@ -83,14 +86,11 @@ pub fn run(o: Options) -> Result<()> {
             .current_dir(run::root()),
     )?;
     let pg = Postgres::start()?;
-    let cluster = crate::cluster::Cluster::start()?;
     let t = run::step(
-        "cargo test (unit, integration on SQLite + PostgreSQL and Kubernetes, e2e in headless Chromium)",
+        "cargo test (unit, integration on SQLite + PostgreSQL, e2e in headless Chromium)",
     );
-    let counts = run::cargo_test(
-        run::cargo()
-            .args(["test", "--workspace"])
-            .current_dir(run::root())
+    let env = |c: &mut std::process::Command| {
+        c.current_dir(run::root())
             .env("TANDEM_TEST_POSTGRES_URL", &pg.url)
             .env("TANDEM_TEST_REQUIRE_POSTGRES", "1")
             .env("TANDEM_E2E_WEB_DIR", &site)
@@ -102,21 +102,46 @@ pub fn run(o: Options) -> Result<()> {
             )
             .env("TANDEM_TEST_OPENCODE", deps::opencode_bin())
             .env("TANDEM_TEST_CODE_SERVER", deps::code_server_dir())
-            .env("TANDEM_TEST_KUBECONFIG", &cluster.kubeconfig)
-            .env("TANDEM_TEST_REGISTRY", cluster.registry)
-            .env("TANDEM_TEST_REQUIRE_KUBERNETES", "1")
             .env_remove("TANDEM_TOKEN")
-            .env_remove("TANDEM_URL")
-            .arg("--")
-            .args(&o.filter),
+            .env_remove("TANDEM_URL");
+    };
+    // The Kubernetes runtime's tests run on their own, with the cluster up only for them: the
+    // rest of the suite runs on a machine without it.
+    let mut all = run::cargo();
+    all.args(["test", "--workspace"]);
+    env(&mut all);
+    let mut counts = run::cargo_test(
+        all.arg("--")
+            .args(&o.filter)
+            .args(["--skip", KUBERNETES_TESTS]),
     )?;
     run::done(t);
+    if o.filter.is_empty() || o.filter.iter().any(|f| f.contains("kubernetes")) {
+        let cluster = crate::cluster::Cluster::start()?;
+        let t = run::step("cargo test: the Kubernetes runtime against the cluster");
+        let mut kube = run::cargo();
+        // `--workspace`, as above: the same features, so nothing is built again.
+        kube.args(["test", "--workspace", "--test", "it"]);
+        env(&mut kube);
+        let more = run::cargo_test(
+            kube.env("TANDEM_TEST_KUBECONFIG", &cluster.kubeconfig)
+                .env("TANDEM_TEST_REGISTRY", cluster.registry)
+                .env("TANDEM_TEST_REQUIRE_KUBERNETES", "1")
+                .arg("--")
+                .arg(KUBERNETES_TESTS)
+                .args(&o.filter),
+        )?;
+        run::done(t);
+        counts.passed += more.passed;
+        counts.failed += more.failed;
+        counts.ignored += more.ignored;
+        drop(cluster);
+    }
     eprintln!(
         "    {} passed, {} failed, {} ignored in cargo test",
         counts.passed, counts.failed, counts.ignored
     );
     drop(pg);
-    drop(cluster);
     if o.filter.is_empty() {
         // The REST API against its OpenAPI document (needs the image the tests built).
         crate::schemathesis::run(o.install)?;

@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -104,6 +104,43 @@ pub fn pack(source: &Source, into: &Path) -> Result<Packed> {
     })
 }
 
+/// Reads exactly `left` bytes of a file, or fails (a file cut short while it was packed).
+struct Exact<'a> {
+    file: File,
+    left: u64,
+    name: &'a Path,
+}
+
+impl<'a> Exact<'a> {
+    fn new(file: File, len: u64, name: &'a Path) -> Self {
+        Self {
+            file,
+            left: len,
+            name,
+        }
+    }
+}
+
+impl std::io::Read for Exact<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Ok(0);
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.file.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::other(format!(
+                "{} was cut short while it was packed",
+                self.name.display()
+            )));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
 /// A root-owned entry of `kind` and `mode`, empty until sized.
 fn synthetic(kind: EntryType, mode: u32, mtime: u64) -> Header {
     let mut h = Header::new_gnu();
@@ -147,7 +184,22 @@ fn append<W: Write>(
         let target = std::fs::read_link(full)?;
         tar.append_link(&mut h, rel, target)?;
     } else if ft.is_file() {
-        tar.append_data(&mut h, rel, File::open(full)?)?;
+        // Opened without following a link, sized from what was opened, and read to exactly
+        // that size: a file swapped for a link, grown or cut short since the walk packs
+        // nothing it should not.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(full)?;
+        let opened = f.metadata()?;
+        if !opened.is_file() {
+            return Err(Error::Invalid(format!(
+                "{} changed while it was packed",
+                rel.display()
+            )));
+        }
+        h.set_size(opened.len());
+        tar.append_data(&mut h, rel, Exact::new(f, opened.len(), rel))?;
     } else if ft.is_dir() {
         h.set_size(0);
         tar.append_data(&mut h, rel, std::io::empty())?;
@@ -160,7 +212,12 @@ fn append<W: Write>(
             tar.append_data(&mut o, rel.join(".wh..wh..opq"), std::io::empty())?;
         }
     } else {
-        // Devices and fifos: their header says all.
+        // Devices and fifos: their header says all (a device's numbers too).
+        if ft.is_char_device() || ft.is_block_device() {
+            let rdev = meta.rdev();
+            h.set_device_major(nix::sys::stat::major(rdev) as u32)?;
+            h.set_device_minor(nix::sys::stat::minor(rdev) as u32)?;
+        }
         h.set_size(0);
         tar.append_data(&mut h, rel, std::io::empty())?;
     }
@@ -215,6 +272,49 @@ mod tests {
         let names: Vec<&str> = list.iter().map(|e| e.0.as_str()).collect();
         assert_eq!(names, ["a", "b", "b/deep", "b/deep/f", "c", ".wh.gone"]);
         assert_eq!((list[0].1, list[0].2), (5, 7), "owners unshifted");
+    }
+
+    #[test]
+    fn a_link_to_a_host_file_is_packed_as_the_link_and_a_device_keeps_its_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        std::os::unix::fs::symlink("/etc/shadow", root.join("shadow")).unwrap();
+        nix::sys::stat::mknod(
+            &root.join("null"),
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+            nix::sys::stat::makedev(1, 3),
+        )
+        .unwrap();
+        let p = pack(
+            &Source::Dir {
+                path: root,
+                unshift: None,
+            },
+            &dir.path().join("l.tar"),
+        )
+        .unwrap();
+        let mut a = tar::Archive::new(File::open(&p.file).unwrap());
+        let mut seen = Vec::new();
+        for e in a.entries().unwrap() {
+            let e = e.unwrap();
+            let h = e.header();
+            seen.push((
+                e.path().unwrap().to_string_lossy().into_owned(),
+                h.entry_type(),
+                h.size().unwrap(),
+                h.device_major().unwrap(),
+                h.device_minor().unwrap(),
+            ));
+        }
+        assert_eq!(
+            seen,
+            [
+                ("null".into(), EntryType::Char, 0, Some(1), Some(3)),
+                ("shadow".into(), EntryType::Symlink, 0, Some(0), Some(0)),
+            ]
+        );
     }
 
     #[test]

@@ -13,15 +13,17 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{AttachParams, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
-use tokio::io::AsyncReadExt;
 
 use super::{
-    AgentStream, ExecOutput, ExecRequest, GatewayListener, Keep, Limits, MAX_EXEC_OUTPUT, Runtime,
-    Workspace, WorkspaceSpec,
+    AgentStream, ExecOutput, ExecRequest, GatewayListener, Keep, Limits, Runtime, Workspace,
+    WorkspaceSpec,
 };
 use crate::{Error, Result};
 
 pub mod pod;
+mod status;
+
+use status::{exit_code, instance_of, judge, read_capped, running, waiting_reason};
 
 /// How the runtime uses its cluster.
 #[derive(Clone, Debug)]
@@ -36,6 +38,10 @@ pub struct Settings {
     pub user_namespaces: bool,
     /// How long a pod may take to run (scheduling, pulling its image, starting).
     pub start_timeout: Duration,
+    /// The operator accepts workspaces whose root is the node's root (no user namespace and no
+    /// sandboxed runtime class: a cluster older than 1.30 without gVisor or Kata). Without it
+    /// such a start is refused.
+    pub root_on_node: bool,
 }
 
 impl Default for Settings {
@@ -46,6 +52,7 @@ impl Default for Settings {
             runtime_class: None,
             user_namespaces: false,
             start_timeout: Duration::from_secs(300),
+            root_on_node: false,
         }
     }
 }
@@ -61,10 +68,12 @@ fn kube_error(what: &str) -> impl Fn(kube::Error) -> Error + '_ {
         kube::Error::Api(s) if s.code == 404 => Error::NotFound(format!("{what}: {}", s.message)),
         kube::Error::Api(s) if s.code == 409 => Error::Conflict(format!("{what}: {}", s.message)),
         kube::Error::Api(s) if s.code == 403 || s.code == 401 => Error::Config(format!(
-            "{what}: the cluster refused Tandem's account ({}): give it the Role in the book's Kubernetes page",
+            "{what}: the cluster refused ({}): check the rights the book's Kubernetes page lists, and the namespace's admission policies and quotas",
             s.message
         )),
-        kube::Error::Api(s) if s.code == 422 => Error::Invalid(format!("{what}: {}", s.message)),
+        kube::Error::Api(s) if s.code == 422 || s.code == 400 => {
+            Error::Invalid(format!("{what}: {}", s.message))
+        }
         _ => Error::Unavailable(format!("{what}: the cluster did not answer: {e}")),
     }
 }
@@ -133,12 +142,34 @@ impl KubernetesRuntime {
     }
 
     async fn start_inner(&self, want: WorkspaceSpec) -> Result<Workspace> {
-        let pod = pod::build(&want, &self.settings)?;
-        let made = self
-            .pods
-            .create(&PostParams::default(), &pod)
-            .await
-            .map_err(kube_error("starting the workspace's pod"))?;
+        let s = &self.settings;
+        if !s.user_namespaces && s.runtime_class.is_none() && !s.root_on_node {
+            return Err(Error::Config(
+                "a workspace's root would be the node's root: set user namespaces (Kubernetes 1.30 and later) or a sandboxed runtime class (gVisor, Kata), or accept root on the node explicitly".into(),
+            ));
+        }
+        let pod = pod::build(&want, s)?;
+        let made = bounded(
+            "starting the workspace's pod",
+            self.pods.create(&PostParams::default(), &pod),
+        )
+        .await?;
+        // An API server that does not know a field drops it: a pod that lost its user
+        // namespace or runtime class does not run.
+        let spec = made.spec.as_ref();
+        let lost = (s.user_namespaces && spec.and_then(|p| p.host_users) != Some(false))
+            .then_some("its user namespace (hostUsers: false; Kubernetes 1.30 and later)")
+            .or_else(|| {
+                (s.runtime_class.is_some()
+                    && spec.and_then(|p| p.runtime_class_name.clone()) != s.runtime_class)
+                    .then_some("its runtime class")
+            });
+        if let Some(lost) = lost {
+            let _ = self.delete(&want.id).await;
+            return Err(Error::Config(format!(
+                "the cluster dropped {lost} from the workspace's pod: it does not support it"
+            )));
+        }
         let version = made.metadata.resource_version.clone().unwrap_or_default();
         match tokio::time::timeout(
             self.settings.start_timeout,
@@ -225,8 +256,10 @@ impl KubernetesRuntime {
     }
 
     async fn delete(&self, name: &str) -> Result<()> {
+        // Not forced (a grace of 0 would drop the object before the kubelet killed anything):
+        // the pod is gone once the kubelet confirms its containers are.
         let params = DeleteParams {
-            grace_period_seconds: Some(0),
+            grace_period_seconds: Some(1),
             ..DeleteParams::default()
         };
         match self.pods.delete(name, &params).await {
@@ -234,7 +267,7 @@ impl KubernetesRuntime {
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
             Err(e) => return Err(kube_error("stopping the workspace's pod")(e)),
         }
-        // Gone once the API server no longer has it (its containers are killed by then).
+        // Gone once the API server no longer has it: the kubelet confirmed its containers died.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         let params = WatchParams::default().fields(&format!("metadata.name={name}"));
         loop {
@@ -284,6 +317,18 @@ impl KubernetesRuntime {
                 "workspace {id} is not running in the cluster"
             )));
         }
+        if req
+            .env
+            .iter()
+            .any(|(k, _)| k.is_empty() || k.starts_with('-') || k.contains('='))
+        {
+            return Err(Error::Invalid(
+                "environment names may not be empty, start with '-' or hold '='".into(),
+            ));
+        }
+        if req.argv[0].contains('=') {
+            return Err(Error::Invalid("a command's name may not hold '='".into()));
+        }
         let mut argv: Vec<String> = vec!["env".into()];
         if let Some(cwd) = &req.cwd {
             argv.extend(["-C".into(), cwd.clone()]);
@@ -299,53 +344,69 @@ impl KubernetesRuntime {
             .stdin(false)
             .stdout(true)
             .stderr(true);
-        let mut proc = self
-            .pods
-            .exec(id, argv, &params)
-            .await
-            .map_err(kube_error("running a command in the workspace"))?;
+        let mut proc = bounded(
+            "running a command in the workspace",
+            self.pods.exec(id, argv, &params),
+        )
+        .await?;
         let status = proc.take_status();
         let (out, err) = (proc.stdout(), proc.stderr());
-        let ((stdout, t1), (stderr, t2)) = tokio::join!(read_capped(out), read_capped(err));
-        let status = match status {
-            Some(s) => s.await,
-            None => None,
+        let run = async {
+            let ((stdout, t1), (stderr, t2)) = tokio::join!(read_capped(out), read_capped(err));
+            let status = match status {
+                Some(s) => s.await,
+                None => None,
+            };
+            (stdout, stderr, t1 || t2, status)
         };
-        let _ = proc.join().await;
+        // The timeout inside the workspace is its own `timeout`; this one holds whatever the
+        // workspace did to it.
+        let outer = req
+            .timeout_secs
+            .map_or(Duration::MAX, |t| Duration::from_secs(t.saturating_add(30)));
+        let Ok((stdout, stderr, truncated, status)) = tokio::time::timeout(outer, run).await else {
+            proc.abort();
+            return Err(Error::Unavailable(format!(
+                "the command in workspace {id} outlived its timeout and was cut off"
+            )));
+        };
+        let joined = proc.join().await;
+        let code = exit_code(status.as_ref()).ok_or_else(|| {
+            let why = status
+                .and_then(|s| s.message)
+                .or_else(|| joined.err().map(|e| e.to_string()))
+                .unwrap_or_else(|| "the connection ended without the command's exit status".into());
+            Error::Unavailable(format!(
+                "the command in workspace {id} did not run to its end: {why}"
+            ))
+        })?;
         Ok(ExecOutput {
-            code: exit_code(status.as_ref()),
+            code: Some(code),
             stdout,
             stderr,
-            truncated: t1 || t2,
+            truncated,
         })
     }
 
     async fn is_running_inner(&self, id: &str) -> Result<bool> {
-        let pod = self
-            .pods
-            .get_opt(id)
-            .await
-            .map_err(kube_error("reading the pod"))?;
+        let pod = bounded("reading the pod", self.pods.get_opt(id)).await?;
         Ok(pod.is_some_and(|p| running(&p)))
     }
 
     async fn connect_inner(&self, id: &str, instance: i32) -> Result<AgentStream> {
-        let pod = self
-            .pods
-            .get_opt(id)
-            .await
-            .map_err(kube_error("reading the pod"))?
+        let pod = bounded("reading the pod", self.pods.get_opt(id))
+            .await?
             .ok_or_else(|| Error::Unavailable(format!("workspace {id} has no pod")))?;
         if !running(&pod) || instance_of(&pod) != instance {
             return Err(Error::Unavailable(format!(
                 "workspace {id}'s pod is not the one that started (it was replaced or stopped)"
             )));
         }
-        let mut forward = self
-            .pods
-            .portforward(id, &[pod::AGENT_PORT])
-            .await
-            .map_err(kube_error("reaching the workspace's agent"))?;
+        let mut forward = bounded(
+            "reaching the workspace's agent",
+            self.pods.portforward(id, &[pod::AGENT_PORT]),
+        )
+        .await?;
         let stream = forward.take_stream(pod::AGENT_PORT).ok_or_else(|| {
             Error::Internal("the port-forward gave no stream for the agent's port".into())
         })?;
@@ -353,127 +414,21 @@ impl KubernetesRuntime {
     }
 }
 
-/// The pod once it runs (`Some`), `None` while it may still, or why it never will.
-fn judge(p: &Pod) -> Result<Option<Pod>> {
-    let phase = p
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending");
-    match phase {
-        "Running" if running(p) => Ok(Some(p.clone())),
-        "Failed" | "Succeeded" => Err(Error::Unavailable(format!(
-            "the workspace's pod ended as it started ({phase}: {})",
-            waiting_reason(p).unwrap_or_else(|| "no reason given".into())
+/// How long one call to the API server may take (a watch is not one call).
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `call` to the API server, bounded by [`CALL_TIMEOUT`], its error said as `what` failing.
+async fn bounded<T>(
+    what: &str,
+    call: impl std::future::Future<Output = kube::Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(r) => r.map_err(kube_error(what)),
+        Err(_) => Err(Error::Unavailable(format!(
+            "{what}: the cluster did not answer within {} s",
+            CALL_TIMEOUT.as_secs()
         ))),
-        _ => match waiting_reason(p) {
-            Some(r)
-                if [
-                    "ErrImagePull",
-                    "ImagePullBackOff",
-                    "InvalidImageName",
-                    "CreateContainerConfigError",
-                    "CreateContainerError",
-                    "RunContainerError",
-                ]
-                .iter()
-                .any(|bad| r.starts_with(bad)) =>
-            {
-                Err(Error::Unavailable(format!(
-                    "the workspace's pod cannot start: {r}"
-                )))
-            }
-            _ => Ok(None),
-        },
     }
-}
-
-/// Whether the pod's workspace container runs (and the pod is not being deleted).
-fn running(p: &Pod) -> bool {
-    p.metadata.deletion_timestamp.is_none()
-        && p.status.as_ref().is_some_and(|s| {
-            s.phase.as_deref() == Some("Running")
-                && s.container_statuses.iter().flatten().any(|c| {
-                    c.name == pod::CONTAINER
-                        && c.state.as_ref().is_some_and(|st| st.running.is_some())
-                })
-        })
-}
-
-/// Why the pod is not running, as its status says.
-fn waiting_reason(p: &Pod) -> Option<String> {
-    let status = p.status.as_ref()?;
-    for c in status.container_statuses.iter().flatten() {
-        let state = c.state.as_ref()?;
-        if let Some(w) = &state.waiting {
-            return Some(format!(
-                "{}: {}",
-                w.reason.clone().unwrap_or_default(),
-                w.message.clone().unwrap_or_default()
-            ));
-        }
-        if let Some(t) = &state.terminated {
-            return Some(format!(
-                "exited {}: {}",
-                t.exit_code,
-                t.reason.clone().unwrap_or_default()
-            ));
-        }
-    }
-    status.conditions.iter().flatten().find_map(|c| {
-        (c.status == "False" && c.reason.is_some()).then(|| {
-            format!(
-                "{}: {}",
-                c.reason.clone().unwrap_or_default(),
-                c.message.clone().unwrap_or_default()
-            )
-        })
-    })
-}
-
-/// Which start of the workspace a pod is: from its uid (a pod made again under the same name
-/// has another).
-fn instance_of(p: &Pod) -> i32 {
-    use sha2::Digest;
-    let uid = p.metadata.uid.clone().unwrap_or_default();
-    let h = sha2::Sha256::digest(uid.as_bytes());
-    i32::from_be_bytes([h[0] & 0x7f, h[1], h[2], h[3]])
-}
-
-/// The command's exit code from the exec's status (`Success`, or `NonZeroExitCode` with the
-/// code among its causes).
-fn exit_code(
-    status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>,
-) -> Option<i32> {
-    let s = status?;
-    if s.status.as_deref() == Some("Success") {
-        return Some(0);
-    }
-    s.details
-        .as_ref()?
-        .causes
-        .iter()
-        .flatten()
-        .find(|c| c.reason.as_deref() == Some("ExitCode"))
-        .and_then(|c| c.message.as_deref()?.parse().ok())
-}
-
-async fn read_capped(r: Option<impl tokio::io::AsyncRead + Unpin>) -> (String, bool) {
-    let Some(mut r) = r else {
-        return (String::new(), false);
-    };
-    let mut kept = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    let mut truncated = false;
-    while let Ok(n) = r.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-        let room = MAX_EXEC_OUTPUT.saturating_sub(kept.len());
-        kept.extend_from_slice(&buf[..n.min(room)]);
-        truncated |= n > room;
-    }
-    (String::from_utf8_lossy(&kept).into_owned(), truncated)
 }
 
 impl Runtime for KubernetesRuntime {
@@ -517,11 +472,7 @@ impl Runtime for KubernetesRuntime {
     fn list(&self) -> BoxFuture<'_, Result<Vec<String>>> {
         Box::pin(async move {
             let params = ListParams::default().labels(&pod::selector(&self.settings));
-            let pods = self
-                .pods
-                .list(&params)
-                .await
-                .map_err(kube_error("listing the workspaces' pods"))?;
+            let pods = bounded("listing the workspaces' pods", self.pods.list(&params)).await?;
             Ok(pods
                 .items
                 .into_iter()
@@ -530,9 +481,15 @@ impl Runtime for KubernetesRuntime {
         })
     }
 
-    fn stop<'a>(&'a self, id: &'a str, _keep: Keep) -> BoxFuture<'a, Result<()>> {
+    fn stop<'a>(&'a self, id: &'a str, keep: Keep) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             pod::check_name(id)?;
+            if keep == Keep::Upper {
+                // Nothing is lost: the pod runs on until its layer can be kept.
+                return Err(Error::Unavailable(format!(
+                    "workspace {id} runs in a pod, whose files cannot be kept when it stops yet: stop it without keeping them"
+                )));
+            }
             self.delete(id).await
         })
     }
@@ -562,7 +519,7 @@ impl Runtime for KubernetesRuntime {
 
     fn alive<'a>(&'a self, id: &'a str, instance: i32) -> BoxFuture<'a, bool> {
         Box::pin(async move {
-            match self.pods.get_opt(id).await {
+            match bounded("reading the pod", self.pods.get_opt(id)).await {
                 Ok(Some(p)) => running(&p) && instance_of(&p) == instance,
                 Ok(None) => false,
                 // The API server not answering is not the workspace dying.

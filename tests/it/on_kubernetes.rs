@@ -58,7 +58,8 @@ async fn image(registry: &str) -> String {
             let base = registry::pack_once(
                 layer::Source::Dir {
                     path: rootfs.clone(),
-                    unshift: None,
+                    // As the workspace sees it, whether or not the tests shifted it for theirs.
+                    unshift: Some(tandem_host::runtime::userns::HOST_BASE),
                 },
                 &cache,
                 &format!("image-{key}"),
@@ -134,6 +135,8 @@ async fn cluster_env() -> Option<Cluster> {
         namespace: namespace.clone(),
         installation: "it".into(),
         start_timeout: std::time::Duration::from_secs(120),
+        // Kubernetes 1.20 has no user namespaces, and this cluster no sandboxed runtime.
+        root_on_node: true,
         ..Settings::default()
     };
     let rt = KubernetesRuntime::new(client.clone(), settings)
@@ -326,16 +329,47 @@ async fn a_pod_starts_from_a_pushed_image_confined_runs_commands_answers_through
     c.rt.start(spec(&other, &c.image, "other-token"))
         .await
         .unwrap();
-    let probe = sh(
-        &c.rt,
-        &other,
-        &format!(
-            "timeout 5 bash -c 'echo > /dev/tcp/{ip}/{}' && echo REACHED || echo refused",
+    let probe = |ip: String| {
+        format!(
+            "timeout 5 bash -c 'echo > /dev/tcp/{ip}/{}' 2>&1; echo rc=$?",
             pod::AGENT_PORT
-        ),
+        )
+    };
+    let own = sh(&c.rt, &id, &probe("127.0.0.1".into())).await;
+    assert!(
+        own.stdout.ends_with("rc=0\n"),
+        "the agent listens on its own loopback: {own:?}"
+    );
+    let across = sh(&c.rt, &other, &probe(ip)).await;
+    assert!(
+        across.stdout.contains("Connection refused") && across.stdout.ends_with("rc=1\n"),
+        "{across:?}"
+    );
+
+    // Its files cannot be kept yet: a stop that asks to keep them is refused, and the pod runs.
+    let Err(e) = c.rt.stop(&id, Keep::Upper).await else {
+        panic!("a stop kept files it cannot keep");
+    };
+    assert!(e.to_string().contains("cannot be kept"), "{e}");
+    assert!(c.rt.alive(&id, ws.instance).await);
+    // Without user namespaces or a sandboxed runtime, a runtime that was not told root on the
+    // node is accepted starts nothing.
+    let strict = KubernetesRuntime::new(
+        c.client.clone(),
+        Settings {
+            namespace: c.namespace.clone(),
+            installation: "it".into(),
+            ..Settings::default()
+        },
     )
-    .await;
-    assert!(probe.stdout.contains("refused"), "{probe:?}");
+    .await
+    .unwrap();
+    let refused = wid();
+    let Err(e) = strict.start(spec(&refused, &c.image, "t")).await else {
+        panic!("a workspace started as root on the node");
+    };
+    assert!(e.to_string().contains("the node's root"), "{e}");
+    assert!(pods.get_opt(&refused).await.unwrap().is_none());
 
     // Stopped: gone from the cluster, not alive, not listed; stopping again is no error.
     c.rt.stop(&id, Keep::Nothing).await.unwrap();
