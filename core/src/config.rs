@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub mod code_origin;
+pub mod kubernetes;
 pub mod oidc;
 
 use code_origin::CodeOrigin;
@@ -121,6 +122,8 @@ pub struct Config {
     pub automations: AutomationsConfig,
     /// The Slack app (`[slack]` in the file); none turns Slack off.
     pub slack: Option<SlackConfig>,
+    /// `[kubernetes]`: the cluster `runtime = "kubernetes"` runs workspaces on.
+    pub kubernetes: Option<kubernetes::KubernetesConfig>,
 }
 
 /// `[slack]`: the Slack app people mention to start sessions. Its signing secret and bot token
@@ -422,6 +425,7 @@ pub struct FileConfig {
     #[serde(default)]
     pub automations: AutomationsConfig,
     pub slack: Option<SlackConfig>,
+    pub kubernetes: Option<kubernetes::KubernetesConfig>,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -555,6 +559,7 @@ impl Config {
             extension: file.extension,
             automations: file.automations,
             slack: file.slack,
+            kubernetes: file.kubernetes,
             data_dir,
         })
     }

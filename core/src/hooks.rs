@@ -24,9 +24,9 @@ pub trait Hooks: Send + Sync {
         Ok(None)
     }
 
-    /// Before a turn runs in workspace `wid`: its gateway (the one way out to the model and
-    /// the code host) listens. A failure fails the turn.
-    async fn ensure_gateway(&self, _engine: &Engine, _wid: &str) -> Result<()> {
+    /// Before a turn runs in workspace `wid` (its start `instance`): its gateway (the one way
+    /// out to the model and the code host) listens. A failure fails the turn.
+    async fn ensure_gateway(&self, _engine: &Engine, _wid: &str, _instance: i32) -> Result<()> {
         Ok(())
     }
 
@@ -55,7 +55,7 @@ pub trait Hooks: Send + Sync {
 
     /// Builds the workspace host again while the server has none (the runtime may have been
     /// installed since); `None` when this process never builds one.
-    fn probe_host(&self, _engine: &Engine) -> Option<std::result::Result<Host, Problem>> {
+    async fn probe_host(&self, _engine: &Engine) -> Option<std::result::Result<Host, Problem>> {
         None
     }
 

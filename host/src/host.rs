@@ -67,6 +67,9 @@ pub struct Host {
     pub credentials: Arc<dyn GitCredentials>,
     /// The server's default and most limits (`[workspaces]`).
     pub limits: LimitPolicy,
+    /// Where snapshots are images in a registry (workspaces on a cluster); none keeps them as
+    /// directories here.
+    pub cluster: Option<Arc<crate::cluster_layers::ClusterLayers>>,
 }
 
 impl Host {

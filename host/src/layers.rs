@@ -26,7 +26,8 @@ impl Host {
     }
 
     /// Snapshot `id`'s layer becomes `branch` of `repo`'s mirror, checked out at [`REPO_DIR`]
-    /// (a snapshot without setup commands).
+    /// (a snapshot without setup commands). On a cluster the layer is then pushed as the
+    /// snapshot's image.
     pub async fn checkout_snapshot(&self, id: SnapshotId, repo: &Repo, branch: &str) -> Result<()> {
         let layer = self.layer(id);
         std::fs::create_dir_all(&layer)?;
@@ -38,6 +39,19 @@ impl Host {
             &checkout,
         )
         .await?;
+        if let Some(cluster) = &self.cluster {
+            let image = self.image()?;
+            cluster
+                .push_snapshot(
+                    id,
+                    &layer,
+                    &image.rootfs,
+                    image.digest.trim_start_matches("sha256:"),
+                    &self.agent_bin,
+                )
+                .await?;
+            return Ok(());
+        }
         if self.local()?.root_uid() != 0 {
             // Shifted now rather than at a session's start.
             tokio::task::spawn_blocking(move || runtime::userns::shift_tree(&layer))
@@ -57,6 +71,11 @@ impl Host {
         repo: &Repo,
         branch: &str,
     ) -> Result<()> {
+        if self.cluster.is_some() {
+            return Err(Error::Unavailable(
+                "a recipe's setup commands do not run on the kubernetes runtime yet: there a snapshot is the checkout alone (remove `setup` from tandem.toml, or run workspaces on a machine)".into(),
+            ));
+        }
         let upper = self.local()?.prepare_upper(wid, limits).await?;
         let checkout = upper.join(REPO_DIR.trim_start_matches('/'));
         mirrors::checkout(
@@ -78,6 +97,11 @@ impl Host {
 
     /// Workspace `from`'s own layer, copied to be workspace `to`'s (on its disk of `limits`).
     pub async fn copy_workspace_layer(&self, from: &str, to: &str, limits: Limits) -> Result<()> {
+        if self.cluster.is_some() {
+            return Err(Error::Unavailable(
+                "forking a session's work is not available on the kubernetes runtime yet".into(),
+            ));
+        }
         let local = self.local()?;
         let dest = local.prepare_upper(to, limits).await?;
         runtime::disk::copy_tree(&local.upper_dir(from), &dest).await
@@ -85,12 +109,23 @@ impl Host {
 
     /// Bytes snapshot `id`'s layer takes.
     pub fn snapshot_size(&self, id: SnapshotId) -> u64 {
+        if self.cluster.is_some() {
+            return self.snapshot_image(id).map(|i| i.size).unwrap_or(0);
+        }
         crate::images::du(&self.layer(id))
     }
 
     /// Whether snapshot `id`'s layer is kept.
     pub fn snapshot_kept(&self, id: SnapshotId) -> bool {
+        if self.cluster.is_some() {
+            return self.snapshot_image(id).is_some();
+        }
         self.layer(id).exists()
+    }
+
+    /// Snapshot `id`'s image, where snapshots are images.
+    fn snapshot_image(&self, id: SnapshotId) -> Option<crate::cluster_layers::SnapshotImage> {
+        crate::cluster_layers::snapshot_image(self.layer(id).parent()?)
     }
 
     /// Removes snapshot `id`'s layer (a failed build, a collected snapshot).
@@ -112,6 +147,20 @@ impl Host {
         egress: Option<Egress>,
     ) -> Result<WorkspaceSpec> {
         self.runtime.prepare(wid, limits).await?;
+        if self.cluster.is_some() {
+            let image = self.snapshot_image(snapshot).ok_or_else(|| {
+                Error::NotFound(format!("snapshot {snapshot} has no image in the registry"))
+            })?;
+            return Ok(WorkspaceSpec {
+                id: wid.to_string(),
+                files: Files::image(&image.reference),
+                hostname: "tandem".into(),
+                env: crate::workspace_agent::agent_env(self, wid),
+                init: crate::workspace_agent::agent_init(),
+                limits,
+                egress,
+            });
+        }
         let (init, env, mut binds) = crate::workspace_agent::spec_parts(self, wid)?;
         binds.push(Bind {
             host: mirrors::path(&self.data_dir, repo),
@@ -141,6 +190,7 @@ impl Host {
         limits: Limits,
         egress: Option<Egress>,
     ) -> Result<WorkspaceSpec> {
+        self.local()?;
         Ok(WorkspaceSpec {
             id: wid.to_string(),
             files: Files::local(vec![self.image()?.rootfs.clone()], vec![]),

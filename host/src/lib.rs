@@ -6,6 +6,7 @@
 //! It depends on `tandem-protocol` and nothing of the server: features above it (sessions,
 //! snapshots, the live channel, the desktop, VS Code) call it, never the other way.
 
+pub mod cluster_layers;
 pub mod data_dir;
 pub mod error;
 pub mod host;

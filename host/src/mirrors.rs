@@ -173,7 +173,51 @@ pub async fn pack(data_dir: &Path, repo: &Repo) -> Result<()> {
     Ok(())
 }
 
+/// The commits `branch` of the mirror has past `base`, as a git bundle (none when it has none).
+pub async fn bundle(mirror: &Path, base: Option<&str>, branch: &str) -> Result<Option<Vec<u8>>> {
+    let file = std::env::temp_dir().join(format!("tandem-delta-{}.bundle", uuid::Uuid::new_v4()));
+    let range = match base {
+        Some(base) => format!("{base}..refs/heads/{branch}"),
+        None => format!("refs/heads/{branch}"),
+    };
+    let out = git(
+        &[
+            "bundle",
+            "create",
+            "--quiet",
+            &file.to_string_lossy(),
+            &range,
+        ],
+        Some(mirror),
+    )
+    .await;
+    let read = match out {
+        Ok(_) => tokio::fs::read(&file).await.map(Some).map_err(Error::from),
+        Err(e) if e.to_string().contains("empty bundle") => Ok(None),
+        Err(e) => Err(e),
+    };
+    let _ = tokio::fs::remove_file(&file).await;
+    read
+}
+
 impl crate::Host {
+    /// What `branch` of `repo`'s mirror has past `base`, as a git bundle: how a workspace
+    /// that cannot see the mirror (a pod) catches up.
+    pub async fn mirror_delta(
+        &self,
+        repo: &Repo,
+        base: Option<&str>,
+        branch: &str,
+    ) -> Result<Option<Vec<u8>>> {
+        bundle(&path(&self.data_dir, repo), base, branch).await
+    }
+
+    /// Whether workspaces see the mirror at [`MOUNT_POINT`] (they do on this machine; a pod
+    /// catches up from [`crate::Host::mirror_delta`] instead).
+    pub fn mirror_mounted(&self) -> bool {
+        self.cluster.is_none()
+    }
+
     /// Fetches `branch` of `repo` into its mirror (made on first use, with the code host's
     /// credential when it has one); returns the branch's commit.
     pub async fn fetch_mirror(&self, repo: &Repo, branch: &str) -> Result<String> {

@@ -27,6 +27,9 @@ pub mod routes {
     pub const TURNS: &str = "/turns";
     pub const TURN_STEER: &str = "/turns/{id}/steer";
     pub const TURN_STOP: &str = "/turns/{id}/stop";
+    /// An upgraded connection the server leaves open for the workspace's next connection to the
+    /// gateway ([`super::GATEWAY_BRIDGE_ENV`]).
+    pub const GATEWAY_BRIDGE: &str = "/gateway/bridge";
 
     /// `route` with its one `{…}` parameter filled in.
     pub fn with(route: &str, value: impl std::fmt::Display) -> String {
@@ -196,6 +199,15 @@ pub const GATEWAY_SOCKET: &str = "/run/tandem/gateway/gateway.sock";
 /// Where the agent forwards TCP to the gateway socket inside the workspace, for CLI agents that
 /// speak HTTP over TCP only (`OPENAI_BASE_URL=http://127.0.0.1:4100/v1`).
 pub const GATEWAY_LOOPBACK: &str = "127.0.0.1:4100";
+/// Set (to `1`) where the server cannot hand the workspace a socket (a pod on a cluster): the
+/// agent itself listens on [`GATEWAY_SOCKET`] and carries each connection to it over one of the
+/// connections the server keeps open to it ([`routes::GATEWAY_BRIDGE`]).
+pub const GATEWAY_BRIDGE_ENV: &str = "TANDEM_GATEWAY_BRIDGE";
+/// The byte the agent sends on a bridge when a connection to the gateway takes it; the
+/// connection's own bytes follow.
+pub const BRIDGE_TAKEN: u8 = 0x01;
+/// The `Upgrade` protocol of a bridge.
+pub const BRIDGE_PROTOCOL: &str = "tandem-gateway";
 /// Largest tool output the agent returns whole (the event keeps a cut, the artifact the rest).
 pub const MAX_TOOL_OUTPUT_BYTES: usize = 1024 * 1024;
 

@@ -121,7 +121,9 @@ async fn main() -> Result<()> {
         agent_bin: Some(srv.target.join("release/tandem-workspace-agent")),
         ..Default::default()
     })?;
-    let ws = tandem_server::serve::workspaces(&config, None).map_err(anyhow::Error::msg)?;
+    let ws = tandem_server::serve::workspaces(&config, None)
+        .await
+        .map_err(anyhow::Error::msg)?;
     let db = tandem_server::db::Db::connect(&config.database_url).await?;
     let row = tandem_server::db::sessions::workspace(&db, id)
         .await?

@@ -275,6 +275,7 @@ async fn main() -> Result<()> {
         extension: Default::default(),
         automations: Default::default(),
         slack: None,
+        kubernetes: None,
         workspaces: Default::default(),
     };
     let server = Server::bind(config).await?;

@@ -352,6 +352,7 @@ impl TestServer {
             extension: Default::default(),
             automations: Default::default(),
             slack: None,
+            kubernetes: None,
             workspaces: Default::default(),
         };
         tweak(&mut config);

@@ -29,6 +29,8 @@ struct Agent {
     started: Instant,
     ptys: Arc<crate::pty::Ptys>,
     turns: Arc<crate::turns::Turns>,
+    /// The gateway's bridges, where the agent listens on the gateway socket itself.
+    bridges: Option<crate::bridge::Bridges>,
 }
 
 /// An error answer.
@@ -57,6 +59,12 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
         started: Instant::now(),
         ptys: Default::default(),
         turns: Default::default(),
+        bridges: match std::env::var(agent::GATEWAY_BRIDGE_ENV) {
+            Ok(v) if v == "1" => {
+                Some(crate::bridge::Bridges::spawn().context("listening on the gateway socket")?)
+            }
+            _ => None,
+        },
     });
     crate::forward::spawn();
     let app = Router::new()
@@ -74,6 +82,7 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
         .route(routes::TURNS, post(start_turn))
         .route(routes::TURN_STEER, post(steer_turn))
         .route(routes::TURN_STOP, post(stop_turn))
+        .route(routes::GATEWAY_BRIDGE, get(gateway_bridge))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FILE_BYTES * 2))
         .with_state(state);
@@ -117,6 +126,10 @@ async fn auth(State(a): State<Arc<Agent>>, req: Request, next: Next) -> Response
             "wrong or missing agent token",
         )
     }
+}
+
+async fn gateway_bridge(State(a): State<Arc<Agent>>, req: Request) -> Response {
+    crate::bridge::accept(a.bridges.clone(), req)
 }
 
 async fn health(State(a): State<Arc<Agent>>) -> Json<AgentHealth> {

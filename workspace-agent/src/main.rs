@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use tandem_protocol::agent;
 
+mod bridge;
 mod code;
 mod credential;
 mod desktop;

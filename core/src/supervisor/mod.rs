@@ -81,7 +81,7 @@ async fn retry_waiting(state: Engine) {
             tracing::warn!(error = %e, "re-reading the settings failed");
         }
         if !state.workspaces.is_ok() {
-            match state.hooks.probe_host(&state) {
+            match state.hooks.probe_host(&state).await {
                 None => {}
                 Some(Ok(host)) => {
                     if let Some(host) = state.workspaces.fill(host) {

@@ -78,7 +78,7 @@ pub(super) async fn run(
         running.steered.clone(),
     );
     let result = async {
-        state.hooks.ensure_gateway(state, &wid).await?;
+        state.hooks.ensure_gateway(state, &wid, init_pid).await?;
         if let Err(e) = state.hooks.before_turn(state, session, &wid).await {
             tracing::warn!(session = %session, error = %e, "preparing the workspace's git failed");
         }

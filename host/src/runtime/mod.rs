@@ -175,6 +175,13 @@ pub trait Runtime: Send + Sync {
     /// [`Runtime::gateway_listening`]).
     fn listen_gateway<'a>(&'a self, id: &'a str)
     -> BoxFuture<'a, Result<Box<dyn GatewayListener>>>;
+    /// True where the runtime cannot hand a workspace a socket of the server's: its gateway
+    /// connections then come over bridges the server opens through
+    /// [`Runtime::connect_agent`] ([`crate::Host::listen_gateway`]), and the workspace's agent
+    /// is started to serve them (`agent::GATEWAY_BRIDGE_ENV`).
+    fn gateway_through_agent(&self) -> bool {
+        false
+    }
     /// Whether the listener [`Runtime::listen_gateway`] made for workspace `id` still reaches
     /// it (a resumed workspace gets a fresh one).
     fn gateway_listening(&self, id: &str) -> bool;

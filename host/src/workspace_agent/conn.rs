@@ -128,6 +128,35 @@ impl WorkspaceAgent<'_> {
     /// A byte tunnel through the agent to `service` on the workspace's loopback (`code`,
     /// `vnc`, `vnc-view`).
     pub async fn tunnel(&self, service: &str) -> Result<hyper::upgrade::Upgraded> {
+        self.upgrade(
+            &agent::routes::with(agent::routes::TUNNEL, service),
+            "tandem-tunnel",
+        )
+        .await
+        .map_err(|e| match e {
+            Error::Conflict(status) => Error::Unavailable(format!(
+                "{service} is not reachable in the workspace ({status})"
+            )),
+            e => e,
+        })
+    }
+
+    /// An idle bridge for the workspace's next connection to its gateway
+    /// ([`agent::routes::GATEWAY_BRIDGE`]).
+    pub async fn gateway_bridge(&self) -> Result<hyper::upgrade::Upgraded> {
+        self.upgrade(agent::routes::GATEWAY_BRIDGE, agent::BRIDGE_PROTOCOL)
+            .await
+            .map_err(|e| match e {
+                Error::Conflict(status) => Error::Unavailable(format!(
+                    "the workspace agent keeps no gateway bridges ({status})"
+                )),
+                e => e,
+            })
+    }
+
+    /// `GET path` upgraded to `protocol`; an answer other than 101 is a `Conflict` naming its
+    /// status.
+    async fn upgrade(&self, path: &str, protocol: &str) -> Result<hyper::upgrade::Upgraded> {
         let stream = self.connect().await?;
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
@@ -135,11 +164,11 @@ impl WorkspaceAgent<'_> {
                 .map_err(|e| unreachable(&e))?;
         tokio::spawn(conn.with_upgrades());
         let req = Request::builder()
-            .uri(agent::routes::with(agent::routes::TUNNEL, service))
+            .uri(path)
             .header("host", "agent")
             .header("authorization", format!("Bearer {}", self.token()))
             .header("connection", "upgrade")
-            .header("upgrade", "tandem-tunnel")
+            .header("upgrade", protocol)
             .body(http_body_util::Empty::<Bytes>::new())
             .map_err(|e| Error::Internal(e.to_string()))?;
         let res = sender
@@ -147,10 +176,7 @@ impl WorkspaceAgent<'_> {
             .await
             .map_err(|e| unreachable(&e))?;
         if res.status() != StatusCode::SWITCHING_PROTOCOLS {
-            return Err(Error::Unavailable(format!(
-                "{service} is not reachable in the workspace ({})",
-                res.status()
-            )));
+            return Err(Error::Conflict(res.status().to_string()));
         }
         hyper::upgrade::on(res).await.map_err(|e| unreachable(&e))
     }

@@ -17,6 +17,7 @@ use tandem_protocol::agent;
 use crate::runtime::oci::Bind;
 use crate::{Host, Result};
 
+mod bridge;
 mod calls;
 mod conn;
 mod ndjson;
@@ -43,13 +44,14 @@ pub fn token(key: &[u8], wid: &str) -> String {
 /// A workspace's init command, environment and binds.
 pub(crate) type SpecParts = (Vec<String>, Vec<(String, String)>, Vec<Bind>);
 
-/// What a workspace spec needs to run the agent: its init, env and binds.
-pub(crate) fn spec_parts(host: &Host, wid: &str) -> Result<SpecParts> {
-    let dirs = host.local()?.dirs(wid);
-    let dir = dirs.agent;
-    std::fs::create_dir_all(&dir)?;
-    let init = vec![agent::BINARY.to_string(), "serve".into()];
-    let env = vec![
+/// The agent as a workspace's first process.
+pub(crate) fn agent_init() -> Vec<String> {
+    vec![agent::BINARY.to_string(), "serve".into()]
+}
+
+/// The environment the agent of workspace `wid` runs with: its token, and git's settings.
+pub(crate) fn agent_env(host: &Host, wid: &str) -> Vec<(String, String)> {
+    vec![
         (agent::TOKEN_ENV.to_string(), token(&host.agent_key, wid)),
         // The checkout's files have other owners and inode numbers in the workspace than where
         // its index was written (the host's checkout, shifted into the workspace's uids; the
@@ -58,7 +60,16 @@ pub(crate) fn spec_parts(host: &Host, wid: &str) -> Result<SpecParts> {
         ("GIT_CONFIG_COUNT".into(), "1".into()),
         ("GIT_CONFIG_KEY_0".into(), "core.checkStat".into()),
         ("GIT_CONFIG_VALUE_0".into(), "minimal".into()),
-    ];
+    ]
+}
+
+/// What a workspace spec needs to run the agent here: its init, env and binds.
+pub(crate) fn spec_parts(host: &Host, wid: &str) -> Result<SpecParts> {
+    let dirs = host.local()?.dirs(wid);
+    let dir = dirs.agent;
+    std::fs::create_dir_all(&dir)?;
+    let init = agent_init();
+    let env = agent_env(host, wid);
     let socket_dir = Path::new(agent::SOCKET)
         .parent()
         .map(|p| p.to_string_lossy().to_string())

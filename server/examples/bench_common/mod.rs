@@ -106,7 +106,9 @@ impl BenchServer {
             agent_bin: Some(self.target.join("release/tandem-workspace-agent")),
             ..Default::default()
         })?;
-        let ws = tandem_server::serve::workspaces(&config, None).map_err(anyhow::Error::msg)?;
+        let ws = tandem_server::serve::workspaces(&config, None)
+            .await
+            .map_err(anyhow::Error::msg)?;
         for id in ws.runtime.list().await? {
             ws.runtime
                 .stop(&id, tandem_server::runtime::Keep::Nothing)

@@ -33,14 +33,22 @@ pub struct Gateways {
     http: reqwest::Client,
     /// For the git relay: follows no redirect (it reaches one repository and nowhere else).
     git_http: reqwest::Client,
-    /// Each workspace's listener, and when it was started.
-    listening: Mutex<HashMap<String, (std::time::Instant, tokio::task::JoinHandle<()>)>>,
+    /// Each workspace's listener: when it was started, for which start of the workspace.
+    listening: Mutex<HashMap<String, Listening>>,
     /// One [`Gateways::ensure`] at a time: two must not both make a workspace's listener.
     ensuring: tokio::sync::Mutex<()>,
     /// Attachments (count, bytes) each session stored so far.
     attachments: Mutex<HashMap<SessionId, (u32, usize)>>,
     /// Bytes of model requests being read and parsed now, server-wide ([`MAX_PARSING_BYTES`]).
     parsing: Arc<tokio::sync::Semaphore>,
+}
+
+/// A workspace's gateway listener.
+struct Listening {
+    since: std::time::Instant,
+    /// The start of the workspace it serves ([`tandem_host::runtime::Workspace::instance`]).
+    instance: i32,
+    task: tokio::task::JoinHandle<()>,
 }
 
 /// Most attachments, and attachment bytes, one session's workspace may store.
@@ -102,25 +110,27 @@ pub(super) struct Gw {
 }
 
 impl Gateways {
-    /// Makes sure workspace `wid`'s gateway is listening.
-    pub async fn ensure(&self, app: &AppState, wid: &str) -> Result<()> {
+    /// Makes sure workspace `wid`'s gateway is listening for its start `instance`.
+    pub async fn ensure(&self, app: &AppState, wid: &str, instance: i32) -> Result<()> {
         let host = app.workspaces()?;
         let _one = self.ensuring.lock().await;
         {
             let mut listening = self.listening.lock().unwrap_or_else(|e| e.into_inner());
             // A restarted workspace (resume) needs a fresh listener: the old one is gone.
-            if listening.get(wid).is_some_and(|(_, h)| !h.is_finished())
+            if listening
+                .get(wid)
+                .is_some_and(|l| !l.task.is_finished() && l.instance == instance)
                 && host.runtime.gateway_listening(wid)
             {
                 return Ok(());
             }
-            if let Some((_, old)) = listening.remove(wid) {
-                old.abort();
+            if let Some(old) = listening.remove(wid) {
+                old.task.abort();
             }
         }
         // Where the workspace's connections arrive is the runtime's to say (the workspace's
         // root only, locally).
-        let listener = Accepting(host.runtime.listen_gateway(wid).await?);
+        let listener = Accepting(host.listen_gateway(wid, instance).await?);
         let mut listening = self.listening.lock().unwrap_or_else(|e| e.into_inner());
         let router = router().with_state(Gw {
             app: app.clone(),
@@ -134,7 +144,14 @@ impl Gateways {
                 tracing::warn!(workspace = %wid_owned, error = %e, "a gateway stopped");
             }
         });
-        listening.insert(wid.to_string(), (std::time::Instant::now(), task));
+        listening.insert(
+            wid.to_string(),
+            Listening {
+                since: std::time::Instant::now(),
+                instance,
+                task,
+            },
+        );
         Ok(())
     }
 
@@ -144,11 +161,12 @@ impl Gateways {
         self.listening
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|wid, (since, task)| {
-                let keep = !task.is_finished()
-                    && (live.contains(wid) || since.elapsed() < std::time::Duration::from_secs(60));
+            .retain(|wid, l| {
+                let keep = !l.task.is_finished()
+                    && (live.contains(wid)
+                        || l.since.elapsed() < std::time::Duration::from_secs(60));
                 if !keep {
-                    task.abort();
+                    l.task.abort();
                 }
                 keep
             });

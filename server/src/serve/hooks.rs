@@ -52,9 +52,9 @@ impl Hooks for ServerHooks {
         Ok(crate::github::permission::of_person(&app, &gh, user, owner, name).await?)
     }
 
-    async fn ensure_gateway(&self, _: &Engine, wid: &str) -> CoreResult<()> {
+    async fn ensure_gateway(&self, _: &Engine, wid: &str, instance: i32) -> CoreResult<()> {
         let app = self.serving()?;
-        Ok(app.gateways.ensure(&app, wid).await?)
+        Ok(app.gateways.ensure(&app, wid, instance).await?)
     }
 
     async fn before_turn(&self, _: &Engine, session: SessionId, wid: &str) -> CoreResult<()> {
@@ -81,9 +81,9 @@ impl Hooks for ServerHooks {
         }
     }
 
-    fn probe_host(&self, engine: &Engine) -> Option<Result<Host, Problem>> {
+    async fn probe_host(&self, engine: &Engine) -> Option<Result<Host, Problem>> {
         let github = self.app().and_then(|a| a.github.clone());
-        Some(crate::serve::workspaces(&engine.config, github))
+        Some(crate::serve::workspaces(&engine.config, github).await)
     }
 
     async fn others_run_workspaces(&self, engine: &Engine) -> CoreResult<bool> {

@@ -81,7 +81,7 @@ impl Server {
             .github
             .clone()
             .map(|g| Arc::new(crate::github::GitHub::new(g, db.clone(), secrets.clone())));
-        let workspaces = workspaces(&config, github.clone());
+        let workspaces = workspaces(&config, github.clone()).await;
         if let Err(p) = &workspaces {
             tracing::warn!(
                 "workspaces unavailable: {}",
@@ -175,12 +175,14 @@ impl Server {
 /// The runtime this server runs workspaces with, or what keeps it from having one. What only
 /// starting needs (the image, the agent binary) is checked at each start instead
 /// ([`Host::start_problem`]), so a server missing them still manages running workspaces.
-pub fn workspaces(
+pub async fn workspaces(
     config: &Config,
     github: Option<Arc<crate::github::GitHub>>,
 ) -> std::result::Result<Host, tandem_protocol::Problem> {
     use crate::availability::problem;
     use tandem_protocol::ProblemKind;
+    let on_cluster = config.runtime.as_deref() == Some("kubernetes");
+    // Building the workspace image from its recipe needs root on this machine either way.
     if !nix::unistd::geteuid().is_root() {
         return Err(problem(
             ProblemKind::Root,
@@ -200,20 +202,21 @@ pub fn workspaces(
         }
     }
     let kind = match &config.runtime {
-        Some(name) => Kind::parse(name).ok_or_else(|| {
+        Some(_) if on_cluster => None,
+        Some(name) => Kind::parse(name).map(Some).ok_or_else(|| {
             problem(
                 ProblemKind::Runtime,
                 format!("the configured runtime {name:?} is not one Tandem knows"),
                 "set `runtime` to runc, crun or runsc in tandem.toml (or leave it out)",
             )
         })?,
-        None => runtime::doctor::default_runtime().ok_or_else(|| {
+        None => Some(runtime::doctor::default_runtime().ok_or_else(|| {
             problem(
                 ProblemKind::Runtime,
                 "no OCI runtime is installed",
                 "install one: `apt-get install runc` (Tandem picks it up within seconds)",
             )
-        })?,
+        })?),
     };
     let internal = |what: &str, e: String| {
         problem(
@@ -242,15 +245,21 @@ pub fn workspaces(
         .map_err(|e| internal("the agent key", e.to_string()))?;
     let host_id = crate::data_dir::server_id(&config.data_dir)
         .map_err(|e| internal("the server id", e.to_string()))?;
-    let rt = OciRuntime::new(kind, &config.data_dir)
-        .map_err(|e| internal("the runtime", e.to_string()))?;
+    let (rt, cluster) = match kind {
+        Some(kind) => {
+            let rt = OciRuntime::new(kind, &config.data_dir)
+                .map_err(|e| internal("the runtime", e.to_string()))?;
+            (Arc::new(rt) as Arc<dyn runtime::Runtime>, None)
+        }
+        None => on_kubernetes(config).await?,
+    };
     // This binary when it is `tandem`, else (tests, examples) the one beside the agent.
     let tandem_bin = std::env::current_exe()
         .ok()
         .filter(|p| p.file_name().is_some_and(|n| n == "tandem"))
         .unwrap_or_else(|| agent_bin.with_file_name("tandem"));
     Ok(Host {
-        runtime: config.runtime_layer.wrap(Arc::new(rt)),
+        runtime: config.runtime_layer.wrap(rt),
         images_dir: config.images_dir.clone(),
         image_recipe: recipe,
         data_dir: config.data_dir.clone(),
@@ -266,7 +275,57 @@ pub fn workspaces(
             None => Arc::new(tandem_host::NoCredentials),
         },
         limits: config.workspaces.clone(),
+        cluster,
     })
+}
+
+/// The Kubernetes runtime `[kubernetes]` describes, and the registry its snapshots go to.
+async fn on_kubernetes(
+    config: &Config,
+) -> std::result::Result<
+    (
+        Arc<dyn runtime::Runtime>,
+        Option<Arc<tandem_host::cluster_layers::ClusterLayers>>,
+    ),
+    tandem_protocol::Problem,
+> {
+    use crate::availability::problem;
+    use tandem_host::runtime::kubernetes::{KubernetesRuntime, Settings};
+    use tandem_protocol::ProblemKind;
+    let k = config.kubernetes.as_ref().ok_or_else(|| {
+        problem(
+            ProblemKind::Runtime,
+            "`runtime = \"kubernetes\"` but tandem.toml has no [kubernetes] table",
+            "add [kubernetes] with at least `registry = \"host:port\"` (see the book's Kubernetes page)",
+        )
+    })?;
+    let unreachable = |e: tandem_host::Error| {
+        problem(
+            ProblemKind::Runtime,
+            format!("the Kubernetes cluster: {e}"),
+            "check [kubernetes] in tandem.toml (kubeconfig, namespace) and that the API server answers; Tandem tries again within seconds",
+        )
+    };
+    let client = KubernetesRuntime::client(k.kubeconfig.as_deref())
+        .await
+        .map_err(unreachable)?;
+    let settings = Settings {
+        namespace: k.namespace.clone(),
+        installation: k.installation.clone(),
+        runtime_class: k.runtime_class.clone(),
+        user_namespaces: k.user_namespaces,
+        start_timeout: std::time::Duration::from_secs(k.start_timeout_secs),
+        root_on_node: k.root_on_node,
+    };
+    let rt = KubernetesRuntime::new(client, settings)
+        .await
+        .map_err(unreachable)?;
+    let registry = tandem_host::registry::Registry::new(&k.registry, k.registry_insecure, None);
+    let layers = tandem_host::cluster_layers::ClusterLayers::new(
+        registry,
+        config.data_dir.join("cluster-layers"),
+    );
+    Ok((Arc::new(rt), Some(Arc::new(layers))))
 }
 
 /// The host's `node` and the configured code-server, when both are there.

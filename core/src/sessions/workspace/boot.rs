@@ -170,7 +170,14 @@ pub(super) async fn boot_inner(
         within(
             "syncing the repo",
             DEADLINE_SYNCING,
-            sync(host, &wid, &session.branch, &head),
+            sync(
+                host,
+                (&wid, init_pid),
+                &repo,
+                snap.commit.as_deref(),
+                &session.branch,
+                &head,
+            ),
         )
         .await?;
     }
@@ -221,7 +228,20 @@ pub(super) async fn snapshot_fault(db: &Db, snap: &Snapshot, e: Error) -> Error 
 /// host's (under a user namespace owned by an id the workspace does not have), read-only and
 /// Tandem's own: its upload-pack trusts it by name, which git's local transport only takes on
 /// that process's own command line.
-pub(super) async fn sync(host: &Host, wid: &str, branch: &str, head: &str) -> Result<()> {
+///
+/// A workspace that cannot see the mirror (a pod) gets the commits past its snapshot's `base`
+/// as a bundle written through its agent instead, and fetches from that.
+pub(super) async fn sync(
+    host: &Host,
+    (wid, instance): (&str, i32),
+    repo: &Repo,
+    base: Option<&str>,
+    branch: &str,
+    head: &str,
+) -> Result<()> {
+    if !host.mirror_mounted() {
+        return sync_from_bundle(host, (wid, instance), repo, base, branch, head).await;
+    }
     let script = r#"set -e
 git fetch --quiet --no-tags --upload-pack="git -c safe.directory=$TANDEM_MIRROR upload-pack" "$TANDEM_MIRROR" "+refs/heads/$TANDEM_BRANCH:refs/remotes/origin/$TANDEM_BRANCH"
 git checkout --quiet -B "$TANDEM_BRANCH" "$TANDEM_COMMIT"
@@ -231,6 +251,58 @@ git branch --quiet --set-upstream-to="origin/$TANDEM_BRANCH" "$TANDEM_BRANCH" ||
             "TANDEM_MIRROR".to_string(),
             mirrors::MOUNT_POINT.to_string(),
         ),
+        ("TANDEM_BRANCH".to_string(), branch.to_string()),
+        ("TANDEM_COMMIT".to_string(), head.to_string()),
+    ];
+    let out = run(host, wid, script, &env, DEADLINE_SYNCING.as_secs()).await?;
+    if out.code != Some(0) {
+        return Err(Error::Invalid(format!(
+            "syncing {branch} to {} failed: {}",
+            short(Some(head)),
+            out.stderr.trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Where a pod's catch-up bundle is written (base64: the agent writes text), inside `.git`
+/// where no status or diff sees it.
+const SYNC_BUNDLE: &str = ".git/tandem-sync.bundle.b64";
+
+async fn sync_from_bundle(
+    host: &Host,
+    (wid, instance): (&str, i32),
+    repo: &Repo,
+    base: Option<&str>,
+    branch: &str,
+    head: &str,
+) -> Result<()> {
+    use base64::Engine as _;
+    let Some(bundle) = host.mirror_delta(repo, base, branch).await? else {
+        return Err(Error::Invalid(format!(
+            "syncing {branch} to {}: the mirror has nothing past the snapshot's commit",
+            short(Some(head))
+        )));
+    };
+    let text = base64::engine::general_purpose::STANDARD.encode(&bundle);
+    if text.len() > tandem_protocol::agent::MAX_FILE_BYTES {
+        return Err(Error::Invalid(format!(
+            "syncing {branch} to {}: {} KiB of new commits since the snapshot is more than a workspace on this runtime takes at its start; the next snapshot build (or `tandem snapshot build`) brings them",
+            short(Some(head)),
+            bundle.len() / 1024
+        )));
+    }
+    tandem_host::workspace_agent::WorkspaceAgent::new(host, wid, instance)
+        .write_file(SYNC_BUNDLE, text)
+        .await?;
+    let script = r#"set -e
+trap 'rm -f "$TANDEM_BUNDLE" "$TANDEM_BUNDLE.raw"' EXIT
+base64 -d "$TANDEM_BUNDLE" > "$TANDEM_BUNDLE.raw"
+git fetch --quiet --no-tags "$TANDEM_BUNDLE.raw" "+refs/heads/$TANDEM_BRANCH:refs/remotes/origin/$TANDEM_BRANCH"
+git checkout --quiet -B "$TANDEM_BRANCH" "$TANDEM_COMMIT"
+git branch --quiet --set-upstream-to="origin/$TANDEM_BRANCH" "$TANDEM_BRANCH" || true"#;
+    let env = [
+        ("TANDEM_BUNDLE".to_string(), SYNC_BUNDLE.to_string()),
         ("TANDEM_BRANCH".to_string(), branch.to_string()),
         ("TANDEM_COMMIT".to_string(), head.to_string()),
     ];

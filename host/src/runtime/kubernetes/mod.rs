@@ -508,13 +508,19 @@ impl Runtime for KubernetesRuntime {
     ) -> BoxFuture<'a, Result<Box<dyn GatewayListener>>> {
         Box::pin(async move {
             Err(Error::Unavailable(format!(
-                "workspace {id} runs in a pod: the gateway does not reach pods yet"
+                "workspace {id} runs in a pod: its gateway comes over bridges through its agent"
             )))
         })
     }
 
+    fn gateway_through_agent(&self) -> bool {
+        true
+    }
+
+    /// Bridges belong to one start of the workspace; the gateway's owner replaces them when
+    /// the start changes.
     fn gateway_listening(&self, _id: &str) -> bool {
-        false
+        true
     }
 
     fn alive<'a>(&'a self, id: &'a str, instance: i32) -> BoxFuture<'a, bool> {

@@ -88,6 +88,8 @@ pub fn build(want: &WorkspaceSpec, settings: &Settings) -> Result<Pod> {
         ("HOME", "/root"),
         ("LANG", "C.UTF-8"),
         (tandem_protocol::agent::LISTEN_ENV, AGENT_LISTEN),
+        // The gateway comes over bridges through the agent (no socket can be bound in).
+        (tandem_protocol::agent::GATEWAY_BRIDGE_ENV, "1"),
     ]
     .iter()
     .map(|(k, v)| json!({ "name": k, "value": v }))

@@ -23,7 +23,7 @@ pub async fn doctor(config: &Config, json: bool) -> Result<()> {
         c.detail = format!("not used with this data dir: {why}");
     }
     let mut problems: Vec<tandem_protocol::Problem> =
-        match tandem_server::serve::workspaces(config, None) {
+        match tandem_server::serve::workspaces(config, None).await {
             Err(p) => vec![p],
             Ok(host) => host.start_problem().into_iter().collect(),
         };
