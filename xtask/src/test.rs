@@ -59,7 +59,7 @@ fn lint() -> Result<()> {
     Ok(())
 }
 
-/// The path of the Kubernetes runtime's integration tests (`tests/it/on_kubernetes.rs`).
+/// The path of the Kubernetes runtime's integration tests (`tests/it/on_kubernetes/`).
 const KUBERNETES_TESTS: &str = "on_kubernetes::";
 
 pub fn run(o: Options) -> Result<()> {

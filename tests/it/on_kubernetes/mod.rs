@@ -20,6 +20,8 @@ use tandem_protocol::agent;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OnceCell;
 
+mod sessions;
+
 /// The cluster's kubeconfig and the registry, or `None` (SKIP printed) where there is none.
 fn cluster() -> Option<(PathBuf, String)> {
     let required = std::env::var("TANDEM_TEST_REQUIRE_KUBERNETES").is_ok_and(|v| v == "1");
@@ -94,12 +96,38 @@ struct Cluster {
     client: kube::Client,
     namespace: String,
     image: String,
+    _owned: OwnNamespace,
+}
+
+/// A namespace made for one test, deleted (with everything in it) when it goes.
+pub struct OwnNamespace {
+    pub name: String,
     kubeconfig: PathBuf,
 }
 
-impl Drop for Cluster {
+impl OwnNamespace {
+    pub async fn new(client: &kube::Client, kubeconfig: &std::path::Path) -> Self {
+        let name = format!(
+            "tandem-it-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace =
+            serde_json::from_value(serde_json::json!({ "metadata": { "name": name } })).unwrap();
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        Self {
+            name,
+            kubeconfig: kubeconfig.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for OwnNamespace {
     fn drop(&mut self) {
-        let name = self.namespace.clone();
+        let name = self.name.clone();
         let kubeconfig = self.kubeconfig.clone();
         // Deleting a namespace deletes everything in it; the cluster finishes it. A client of
         // its own, on a runtime of its own: the test's runtime is blocked here.
@@ -120,17 +148,8 @@ async fn cluster_env() -> Option<Cluster> {
     let (kubeconfig, registry) = cluster()?;
     let image = image(&registry).await;
     let client = KubernetesRuntime::client(Some(&kubeconfig)).await.unwrap();
-    let namespace = format!(
-        "tandem-it-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace =
-        serde_json::from_value(serde_json::json!({ "metadata": { "name": namespace } })).unwrap();
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    let owned = OwnNamespace::new(&client, &kubeconfig).await;
+    let namespace = owned.name.clone();
     let settings = Settings {
         namespace: namespace.clone(),
         installation: "it".into(),
@@ -147,7 +166,7 @@ async fn cluster_env() -> Option<Cluster> {
         client,
         namespace,
         image,
-        kubeconfig,
+        _owned: owned,
     })
 }
 

@@ -1,0 +1,175 @@
+//! A whole session on Kubernetes, as people use one: the snapshot is pushed as an image, the
+//! session's pod starts from it and catches up with the branch, the agent's turn reaches the
+//! model through the gateway (bridges through the pod's agent), commands run, and the pod goes
+//! when the session stops.
+
+use std::time::{Duration, Instant};
+
+use axum::http::{Method, StatusCode};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use scripted_model::{Reply, ScriptedModel};
+use serde_json::json;
+use tandem_host::runtime::kubernetes::KubernetesRuntime;
+use tandem_protocol::*;
+use tandem_server::config::kubernetes::KubernetesConfig;
+
+use super::OwnNamespace;
+use crate::harness::TestServer;
+use crate::session_workspaces::{add_repo, events, exec, source_repo, wait_state};
+use crate::snapshots::{git, wait_built};
+
+const KEY: &str = "sk-test-kube-never-leaks";
+
+/// A server whose workspaces are pods in `namespace`, its model `model`.
+async fn server(
+    model: &ScriptedModel,
+    kubeconfig: std::path::PathBuf,
+    registry: String,
+    namespace: String,
+) -> TestServer {
+    let url = model.base_url.clone();
+    let s = crate::workspaces::server(move |c| {
+        c.agents.model_base_url = Some(url);
+        c.agents.model = "scripted-1".into();
+        c.runtime = Some("kubernetes".into());
+        c.kubernetes = Some(KubernetesConfig {
+            kubeconfig: Some(kubeconfig),
+            namespace,
+            installation: "it".into(),
+            registry,
+            registry_insecure: true,
+            runtime_class: None,
+            user_namespaces: false,
+            // Kubernetes 1.20 has no user namespaces, and this cluster no sandboxed runtime.
+            root_on_node: true,
+            start_timeout_secs: 120,
+        });
+    })
+    .await
+    .expect("workspaces are required with Kubernetes");
+    let res = s
+        .req(Method::PUT, "/api/secrets/model_api_key")
+        .bearer(&s.admin_token)
+        .json(&json!({ "value": KEY }))
+        .send()
+        .await;
+    assert_eq!(res.status, StatusCode::NO_CONTENT);
+    s
+}
+
+async fn pods(client: &kube::Client, namespace: &str) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    api.list(&ListParams::default()).await.unwrap().items
+}
+
+#[tokio::test]
+async fn a_session_on_kubernetes_starts_from_its_pushed_snapshot_catches_up_answers_through_the_gateway_runs_commands_and_its_pod_goes_at_stop()
+ {
+    let Some((kubeconfig, registry)) = super::cluster() else {
+        return;
+    };
+    let client = KubernetesRuntime::client(Some(&kubeconfig)).await.unwrap();
+    let ns = OwnNamespace::new(&client, &kubeconfig).await;
+    let model = ScriptedModel::start(vec![
+        Reply::tool("run_command", json!({ "command": "cat news.txt" })).saying("Reading it."),
+        Reply::text("The pod answers."),
+    ])
+    .await;
+    let s = server(&model, kubeconfig, registry, ns.name.clone()).await;
+
+    let src = source_repo("[workspace]\nsetup = []\n");
+    let repo = add_repo(&s, "acme/kube", src.path()).await;
+    let snap: Snapshot = s
+        .req(Method::POST, &format!("/api/repos/{repo}/snapshots"))
+        .bearer(&s.admin_token)
+        .send()
+        .await
+        .parse();
+    let built = wait_built(&s, &snap.id.to_string()).await;
+    assert_eq!(built.state, SnapshotState::Ready, "{:?}", built.error);
+    // A commit past the snapshot: the pod, which cannot see the server's mirror, catches up.
+    std::fs::write(src.path().join("news.txt"), "pushed after the snapshot\n").unwrap();
+    git(src.path(), &["add", "-A"]);
+    git(src.path(), &["commit", "-qm", "news after the snapshot"]);
+    let head = git(src.path(), &["rev-parse", "HEAD"]).trim().to_string();
+
+    let created: SessionDetail = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "prompt": "What is new?" }),
+        )
+        .send()
+        .await
+        .parse();
+    let id = created.session.id;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let evs = loop {
+        let evs = events(&s, id).await;
+        if evs.iter().any(|e| e.kind.type_name() == "turn_ended") {
+            break evs;
+        }
+        let failed = evs.iter().find(|e| e.kind.type_name() == "error");
+        assert!(failed.is_none(), "the session failed: {failed:?}");
+        assert!(Instant::now() < deadline, "no turn ended: {evs:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // The model was reached from the pod, with the key the gateway adds (never in the pod).
+    let outcome = evs.iter().find_map(|e| match &e.kind {
+        EventKind::TurnEnded { outcome, error, .. } => Some((*outcome, error.clone())),
+        _ => None,
+    });
+    assert_eq!(outcome, Some((TurnOutcome::Completed, None)), "{evs:#?}");
+    let output = evs.iter().find_map(|e| match &e.kind {
+        EventKind::ToolResult { output, .. } => Some(output.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        output.as_deref().map(str::trim),
+        Some("pushed after the snapshot"),
+        "the command ran on the caught-up checkout"
+    );
+    assert!(
+        model
+            .requests()
+            .iter()
+            .all(|r| r.authorization.as_deref() == Some(&format!("Bearer {KEY}"))),
+        "every model request carried the key"
+    );
+    let says = evs.iter().any(|e| {
+        matches!(&e.kind, EventKind::AgentMessage { text, .. } if text.contains("The pod answers."))
+    });
+    assert!(says, "the model's answer is the agent's message");
+
+    // The workspace is a pod of this namespace, on the branch's head, without the key.
+    let live = pods(&client, &ns.name).await;
+    assert_eq!(live.len(), 1, "one pod for the one session");
+    let r = exec(&s, id, "git rev-parse HEAD; git status --porcelain; env").await;
+    assert_eq!(r.exit_code, Some(0), "{}", r.stderr);
+    let mut lines = r.stdout.lines();
+    assert_eq!(lines.next(), Some(head.as_str()), "{}", r.stdout);
+    assert!(
+        !r.stdout.contains("tandem-sync"),
+        "the catch-up bundle is gone: {}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains(KEY), "the model key is in the pod");
+
+    let stopped = s
+        .req(Method::POST, &format!("/api/sessions/{id}/stop"))
+        .bearer(&s.admin_token)
+        .send()
+        .await;
+    assert_eq!(
+        stopped.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&stopped.body)
+    );
+    wait_state(&s, id, &[SessionState::Stopped]).await;
+    assert!(
+        pods(&client, &ns.name).await.is_empty(),
+        "the session's pod is gone once it is stopped"
+    );
+}
