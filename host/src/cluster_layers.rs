@@ -85,6 +85,14 @@ impl ClusterLayers {
             .cloned()
     }
 
+    /// What workspace `wid`'s pod kept when it last stopped, if anything
+    /// ([`crate::runtime::kubernetes::keep`]).
+    pub async fn kept(&self, wid: &str) -> Result<Option<String>> {
+        self.registry
+            .resolve(SNAPSHOTS, &crate::runtime::kubernetes::keep::tag(wid))
+            .await
+    }
+
     /// Pushes snapshot `id`: the image, the agent and the tree at `layer_dir` (the snapshot's
     /// files, its root the image's root); writes its note next to `layer_dir` and removes the
     /// tree.

@@ -147,13 +147,23 @@ impl Host {
         egress: Option<Egress>,
     ) -> Result<WorkspaceSpec> {
         self.runtime.prepare(wid, limits).await?;
-        if self.cluster.is_some() {
-            let image = self.snapshot_image(snapshot).ok_or_else(|| {
-                Error::NotFound(format!("snapshot {snapshot} has no image in the registry"))
-            })?;
+        if let Some(cluster) = &self.cluster {
+            // What the workspace kept when it last stopped (a resume), else its snapshot.
+            let image = match cluster.kept(wid).await? {
+                Some(kept) => kept,
+                None => {
+                    self.snapshot_image(snapshot)
+                        .ok_or_else(|| {
+                            Error::NotFound(format!(
+                                "snapshot {snapshot} has no image in the registry"
+                            ))
+                        })?
+                        .reference
+                }
+            };
             return Ok(WorkspaceSpec {
                 id: wid.to_string(),
-                files: Files::image(&image.reference),
+                files: Files::image(&image),
                 hostname: "tandem".into(),
                 env: crate::workspace_agent::agent_env(self, wid),
                 init: crate::workspace_agent::agent_init(),

@@ -30,6 +30,9 @@ pub mod routes {
     /// An upgraded connection the server leaves open for the workspace's next connection to the
     /// gateway ([`super::GATEWAY_BRIDGE_ENV`]).
     pub const GATEWAY_BRIDGE: &str = "/gateway/bridge";
+    /// The workspace's own files ([`super::KEPT_DIRS`]) as a tar layer, each directory
+    /// replacing the one below it (an opaque whiteout): what a pod leaves when it stops.
+    pub const LAYER: &str = "/layer";
 
     /// `route` with its one `{…}` parameter filled in.
     pub fn with(route: &str, value: impl std::fmt::Display) -> String {
@@ -199,6 +202,9 @@ pub const GATEWAY_SOCKET: &str = "/run/tandem/gateway/gateway.sock";
 /// Where the agent forwards TCP to the gateway socket inside the workspace, for CLI agents that
 /// speak HTTP over TCP only (`OPENAI_BASE_URL=http://127.0.0.1:4100/v1`).
 pub const GATEWAY_LOOPBACK: &str = "127.0.0.1:4100";
+/// The directories a workspace that cannot keep its writable layer (a pod) keeps instead: the
+/// checkout and the home directory.
+pub const KEPT_DIRS: [&str; 2] = ["/workspace", "/root"];
 /// Set (to `1`) where the server cannot hand the workspace a socket (a pod on a cluster): the
 /// agent itself listens on [`GATEWAY_SOCKET`] and carries each connection to it over one of the
 /// connections the server keeps open to it ([`routes::GATEWAY_BRIDGE`]).

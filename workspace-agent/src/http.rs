@@ -83,6 +83,7 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
         .route(routes::TURN_STEER, post(steer_turn))
         .route(routes::TURN_STOP, post(stop_turn))
         .route(routes::GATEWAY_BRIDGE, get(gateway_bridge))
+        .route(routes::LAYER, get(crate::layer::serve))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FILE_BYTES * 2))
         .with_state(state);

@@ -17,6 +17,7 @@ mod files;
 mod forward;
 mod git;
 mod http;
+mod layer;
 mod pty;
 mod turns;
 mod vnc;

@@ -5,7 +5,7 @@
 //! what a workspace runs.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
@@ -133,6 +133,53 @@ impl Registry {
         Ok(format!("{}/{name}@{digest}", self.base))
     }
 
+    /// The reference by digest of `name:tag`, or none where the registry has no such image (an
+    /// unreachable registry is an error, never "none").
+    pub async fn resolve(&self, name: &str, tag: &str) -> Result<Option<String>> {
+        let reference = self.reference(name, tag)?;
+        match self
+            .client
+            .pull_manifest_raw(&reference, &self.auth, &[MANIFEST])
+            .await
+        {
+            Ok((_, digest)) => Ok(Some(format!("{}/{name}@{digest}", self.base))),
+            Err(e) if missing(&e) => Ok(None),
+            Err(e) => Err(oci_error("looking the image up")(e)),
+        }
+    }
+
+    /// The layers (digest and size; no file here) and annotations of the image `reference`.
+    pub async fn layers_of(
+        &self,
+        reference: &str,
+    ) -> Result<(Vec<layer::Packed>, BTreeMap<String, String>)> {
+        let r: Reference = reference
+            .parse()
+            .map_err(|e| Error::Invalid(format!("image {reference}: {e}")))?;
+        let (manifest, _) = self
+            .client
+            .pull_image_manifest(&r, &self.auth)
+            .await
+            .map_err(oci_error("reading the image's manifest"))?;
+        let layers = manifest
+            .layers
+            .iter()
+            .map(|l| layer::Packed {
+                file: PathBuf::new(),
+                digest: l.digest.clone(),
+                size: l.size.max(0) as u64,
+            })
+            .collect();
+        Ok((
+            layers,
+            manifest
+                .annotations
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+        ))
+    }
+
     /// The annotations of the image `reference` (a digest reference this registry holds).
     pub async fn annotations(&self, reference: &str) -> Result<BTreeMap<String, String>> {
         let r: Reference = reference
@@ -148,6 +195,20 @@ impl Registry {
             .unwrap_or_default()
             .into_iter()
             .collect())
+    }
+}
+
+/// Whether the registry said the image is not there (as opposed to failing).
+fn missing(e: &oci_client::errors::OciDistributionError) -> bool {
+    use oci_client::errors::{OciDistributionError as E, OciErrorCode as C};
+    match e {
+        E::ImageManifestNotFoundError(_) => true,
+        E::ServerError { code, .. } => *code == 404,
+        E::RegistryError { envelope, .. } => envelope
+            .errors
+            .iter()
+            .any(|e| matches!(e.code, C::ManifestUnknown | C::NameUnknown | C::NotFound)),
+        _ => false,
     }
 }
 

@@ -251,7 +251,7 @@ pub async fn workspaces(
                 .map_err(|e| internal("the runtime", e.to_string()))?;
             (Arc::new(rt) as Arc<dyn runtime::Runtime>, None)
         }
-        None => on_kubernetes(config).await?,
+        None => on_kubernetes(config, &agent_key).await?,
     };
     // This binary when it is `tandem`, else (tests, examples) the one beside the agent.
     let tandem_bin = std::env::current_exe()
@@ -282,6 +282,7 @@ pub async fn workspaces(
 /// The Kubernetes runtime `[kubernetes]` describes, and the registry its snapshots go to.
 async fn on_kubernetes(
     config: &Config,
+    agent_key: &[u8],
 ) -> std::result::Result<
     (
         Arc<dyn runtime::Runtime>,
@@ -317,14 +318,17 @@ async fn on_kubernetes(
         start_timeout: std::time::Duration::from_secs(k.start_timeout_secs),
         root_on_node: k.root_on_node,
     };
+    let registry = || tandem_host::registry::Registry::new(&k.registry, k.registry_insecure, None);
+    let scratch = config.data_dir.join("cluster-layers");
     let rt = KubernetesRuntime::new(client, settings)
         .await
-        .map_err(unreachable)?;
-    let registry = tandem_host::registry::Registry::new(&k.registry, k.registry_insecure, None);
-    let layers = tandem_host::cluster_layers::ClusterLayers::new(
-        registry,
-        config.data_dir.join("cluster-layers"),
-    );
+        .map_err(unreachable)?
+        .keeping(tandem_host::runtime::kubernetes::keep::Keeper {
+            registry: registry(),
+            agent_key: agent_key.to_vec(),
+            scratch: scratch.join("kept"),
+        });
+    let layers = tandem_host::cluster_layers::ClusterLayers::new(registry(), scratch);
     Ok((Arc::new(rt), Some(Arc::new(layers))))
 }
 

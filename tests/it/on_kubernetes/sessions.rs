@@ -1,7 +1,8 @@
 //! A whole session on Kubernetes, as people use one: the snapshot is pushed as an image, the
 //! session's pod starts from it and catches up with the branch, the agent's turn reaches the
-//! model through the gateway (bridges through the pod's agent), commands run, and the pod goes
-//! when the session stops.
+//! model through the gateway (bridges through the pod's agent), commands run, a suspend keeps
+//! the pod's work as an image that the resumed pod starts from, and the pod goes when the
+//! session stops.
 
 use std::time::{Duration, Instant};
 
@@ -65,7 +66,7 @@ async fn pods(client: &kube::Client, namespace: &str) -> Vec<Pod> {
 }
 
 #[tokio::test]
-async fn a_session_on_kubernetes_starts_from_its_pushed_snapshot_catches_up_answers_through_the_gateway_runs_commands_and_its_pod_goes_at_stop()
+async fn a_session_on_kubernetes_starts_from_its_pushed_snapshot_catches_up_answers_through_the_gateway_runs_commands_keeps_its_work_across_a_suspend_and_its_pod_goes_at_stop()
  {
     let Some((kubeconfig, registry)) = super::cluster() else {
         return;
@@ -155,6 +156,54 @@ async fn a_session_on_kubernetes_starts_from_its_pushed_snapshot_catches_up_answ
         r.stdout
     );
     assert!(!r.stdout.contains(KEY), "the model key is in the pod");
+
+    // Work the pod does is kept when it stops: new files, changes, deletions, the home dir.
+    let r = exec(
+        &s,
+        id,
+        "echo kept > work.txt && echo changed >> README.md && git rm -q --cached news.txt && rm news.txt && echo history > ~/.notes",
+    )
+    .await;
+    assert_eq!(r.exit_code, Some(0), "{}", r.stderr);
+    let suspended = s
+        .req(Method::POST, &format!("/api/sessions/{id}/suspend"))
+        .bearer(&s.admin_token)
+        .send()
+        .await;
+    assert_eq!(
+        suspended.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&suspended.body)
+    );
+    assert!(
+        pods(&client, &ns.name).await.is_empty(),
+        "a suspended session has no pod"
+    );
+    let resumed = s
+        .req(Method::POST, &format!("/api/sessions/{id}/resume"))
+        .bearer(&s.admin_token)
+        .send()
+        .await;
+    assert_eq!(
+        resumed.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&resumed.body)
+    );
+    wait_state(&s, id, &[SessionState::Ready]).await;
+    let r = exec(
+        &s,
+        id,
+        "cat work.txt; tail -1 README.md; test -e news.txt || echo news-gone; cat ~/.notes; git rev-parse HEAD",
+    )
+    .await;
+    assert_eq!(r.exit_code, Some(0), "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        format!("kept\nchanged\nnews-gone\nhistory\n{head}\n"),
+        "the resumed pod has the work of the one before"
+    );
 
     let stopped = s
         .req(Method::POST, &format!("/api/sessions/{id}/stop"))

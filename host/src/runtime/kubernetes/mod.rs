@@ -20,6 +20,7 @@ use super::{
 };
 use crate::{Error, Result};
 
+pub mod keep;
 pub mod pod;
 mod status;
 
@@ -61,6 +62,8 @@ impl Default for Settings {
 pub struct KubernetesRuntime {
     pods: Api<Pod>,
     settings: Settings,
+    /// Keeps a stopping pod's work (none: such a stop is refused).
+    keeper: Option<keep::Keeper>,
 }
 
 fn kube_error(what: &str) -> impl Fn(kube::Error) -> Error + '_ {
@@ -108,7 +111,58 @@ impl KubernetesRuntime {
         Ok(Self {
             pods: Api::namespaced(client, &settings.namespace),
             settings,
+            keeper: None,
         })
+    }
+
+    /// This runtime, keeping a stopping pod's work with `keeper`.
+    pub fn keeping(mut self, keeper: keep::Keeper) -> Self {
+        self.keeper = Some(keeper);
+        self
+    }
+
+    /// Workspace `id`'s kept image (what its pod left when it stopped), if it has one.
+    pub async fn kept(&self, id: &str) -> Result<Option<String>> {
+        match &self.keeper {
+            Some(k) => k.kept(id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Keeps the work of workspace `id`'s pod, if it has a running one, before it goes.
+    async fn keep_inner(&self, id: &str) -> Result<()> {
+        let Some(keeper) = &self.keeper else {
+            // Nothing is lost: the pod runs on until its work can be kept.
+            return Err(Error::Unavailable(format!(
+                "workspace {id} runs in a pod, and no registry is configured to keep its files: stop it without keeping them"
+            )));
+        };
+        let Some(pod) = bounded("reading the pod", self.pods.get_opt(id)).await? else {
+            // Gone already (evicted, stopped before): what it kept, if anything, stays.
+            return Ok(());
+        };
+        if !running(&pod) {
+            tracing::warn!(workspace = %id, "the pod is not running: its files cannot be kept");
+            return Ok(());
+        }
+        let container = pod.spec.as_ref().and_then(|s| s.containers.first());
+        let image = container
+            .and_then(|c| c.image.clone())
+            .ok_or_else(|| Error::Internal(format!("workspace {id}'s pod names no image")))?;
+        let max = container
+            .and_then(|c| {
+                c.resources
+                    .as_ref()?
+                    .limits
+                    .as_ref()?
+                    .get("ephemeral-storage")
+                    .cloned()
+            })
+            .and_then(|q| q.0.parse::<u64>().ok());
+        let stream = self.connect_inner(id, instance_of(&pod)).await?;
+        let kept = keeper.keep(id, stream, &image, max).await?;
+        tracing::info!(workspace = %id, image = %kept, "kept the pod's files");
+        Ok(())
     }
 
     /// A client from the kubeconfig at `path`, or the in-cluster service account (then the
@@ -485,10 +539,8 @@ impl Runtime for KubernetesRuntime {
         Box::pin(async move {
             pod::check_name(id)?;
             if keep == Keep::Upper {
-                // Nothing is lost: the pod runs on until its layer can be kept.
-                return Err(Error::Unavailable(format!(
-                    "workspace {id} runs in a pod, whose files cannot be kept when it stops yet: stop it without keeping them"
-                )));
+                // A failure leaves the pod running: nothing is lost.
+                self.keep_inner(id).await?;
             }
             self.delete(id).await
         })
