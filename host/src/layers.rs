@@ -98,9 +98,7 @@ impl Host {
     /// Workspace `from`'s own layer, copied to be workspace `to`'s (on its disk of `limits`).
     pub async fn copy_workspace_layer(&self, from: &str, to: &str, limits: Limits) -> Result<()> {
         if self.cluster.is_some() {
-            return Err(Error::Unavailable(
-                "forking a session's work is not available on the kubernetes runtime yet".into(),
-            ));
+            return self.runtime.copy_kept(from, to).await;
         }
         let local = self.local()?;
         let dest = local.prepare_upper(to, limits).await?;

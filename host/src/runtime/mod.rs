@@ -149,6 +149,21 @@ pub trait Runtime: Send + Sync {
     fn is_running<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
     /// Freezes every process of a workspace (for a consistent copy of its layer).
     fn pause<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+    /// Whether [`Runtime::pause`] works here (a pod cannot be frozen: a copy of its files is
+    /// made while it runs).
+    fn freezes(&self) -> bool {
+        true
+    }
+    /// Makes workspace `from`'s files (running or kept) what workspace `to` starts with,
+    /// where the runtime keeps them itself (a cluster's registry); on this machine
+    /// [`crate::Host::copy_workspace_layer`] copies the layer instead.
+    fn copy_kept<'a>(&'a self, from: &'a str, _to: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            Err(crate::Error::Unavailable(format!(
+                "workspace {from}'s runtime does not copy what it keeps"
+            )))
+        })
+    }
     /// Thaws a paused workspace.
     fn resume<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
     /// Makes workspace `id`'s own writable layer ready (on its own disk of `limits.disk_bytes`

@@ -1,8 +1,8 @@
 //! A whole session on Kubernetes, as people use one: the snapshot is pushed as an image, the
 //! session's pod starts from it and catches up with the branch, the agent's turn reaches the
 //! model through the gateway (bridges through the pod's agent), commands run, a suspend keeps
-//! the pod's work as an image that the resumed pod starts from, and the pod goes when the
-//! session stops.
+//! the pod's work as an image that the resumed pod starts from, a fork starts from the running
+//! pod's files, and the pods go when the sessions stop.
 
 use std::time::{Duration, Instant};
 
@@ -66,7 +66,7 @@ async fn pods(client: &kube::Client, namespace: &str) -> Vec<Pod> {
 }
 
 #[tokio::test]
-async fn a_session_on_kubernetes_starts_from_its_pushed_snapshot_catches_up_answers_through_the_gateway_runs_commands_keeps_its_work_across_a_suspend_and_its_pod_goes_at_stop()
+async fn a_session_on_kubernetes_starts_from_its_pushed_snapshot_catches_up_answers_through_the_gateway_runs_commands_keeps_its_work_across_a_suspend_forks_and_its_pods_go_at_stop()
  {
     let Some((kubeconfig, registry)) = super::cluster() else {
         return;
@@ -180,6 +180,17 @@ async fn a_session_on_kubernetes_starts_from_its_pushed_snapshot_catches_up_answ
         pods(&client, &ns.name).await.is_empty(),
         "a suspended session has no pod"
     );
+    // The pod took seconds to go, on purpose: the supervisor did not take it for dead.
+    let troubles: Vec<String> = events(&s, id)
+        .await
+        .iter()
+        .filter(|e| {
+            e.kind.type_name() == "error"
+                || matches!(&e.kind, EventKind::StateChanged { to, .. } if *to == SessionState::Failed)
+        })
+        .map(|e| e.kind.summary())
+        .collect();
+    assert!(troubles.is_empty(), "{troubles:?}");
     let resumed = s
         .req(Method::POST, &format!("/api/sessions/{id}/resume"))
         .bearer(&s.admin_token)
@@ -205,20 +216,51 @@ async fn a_session_on_kubernetes_starts_from_its_pushed_snapshot_catches_up_answ
         "the resumed pod has the work of the one before"
     );
 
-    let stopped = s
-        .req(Method::POST, &format!("/api/sessions/{id}/stop"))
-        .bearer(&s.admin_token)
+    // A fork starts from the running pod's files, in a pod of its own.
+    let forked = s
+        .post(&format!("/api/sessions/{id}/fork"), json!({ "count": 1 }))
         .send()
         .await;
     assert_eq!(
-        stopped.status,
-        StatusCode::OK,
+        forked.status,
+        StatusCode::CREATED,
         "{}",
-        String::from_utf8_lossy(&stopped.body)
+        String::from_utf8_lossy(&forked.body)
     );
-    wait_state(&s, id, &[SessionState::Stopped]).await;
+    let forks: Vec<Session> = forked.parse();
+    let child = forks[0].id;
+    wait_state(&s, child, &[SessionState::Ready]).await;
+    let r = exec(
+        &s,
+        child,
+        "cat work.txt; cat ~/.notes; echo mine > only-child.txt",
+    )
+    .await;
+    assert_eq!(r.stdout, "kept\nhistory\n", "{}", r.stderr);
+    let r = exec(&s, id, "ls only-child.txt 2>&1 || true").await;
+    assert!(
+        r.stdout.contains("No such file"),
+        "the fork is a pod of its own: {}",
+        r.stdout
+    );
+    assert_eq!(pods(&client, &ns.name).await.len(), 2);
+
+    for session in [child, id] {
+        let stopped = s
+            .req(Method::POST, &format!("/api/sessions/{session}/stop"))
+            .bearer(&s.admin_token)
+            .send()
+            .await;
+        assert_eq!(
+            stopped.status,
+            StatusCode::OK,
+            "{}",
+            String::from_utf8_lossy(&stopped.body)
+        );
+        wait_state(&s, session, &[SessionState::Stopped]).await;
+    }
     assert!(
         pods(&client, &ns.name).await.is_empty(),
-        "the session's pod is gone once it is stopped"
+        "the sessions' pods are gone once they are stopped"
     );
 }

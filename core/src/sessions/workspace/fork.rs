@@ -77,8 +77,12 @@ pub async fn fork(
         tx.commit().await?;
     }
     let limits = host.limits(&recipe_at(host, &repo, base.as_deref()).await?.limits)?;
-    // Freeze the parent so every copy sees the same instant.
-    host.runtime.pause(&pwid).await?;
+    // Freeze the parent so every copy sees the same instant (where the runtime can: a pod's
+    // copies are made while it runs).
+    let frozen = host.runtime.freezes();
+    if frozen {
+        host.runtime.pause(&pwid).await?;
+    }
     let copies: Result<Vec<()>> = async {
         let mut done = Vec::new();
         for child in &children {
@@ -89,7 +93,9 @@ pub async fn fork(
         Ok(done)
     }
     .await;
-    host.runtime.resume(&pwid).await?;
+    if frozen {
+        host.runtime.resume(&pwid).await?;
+    }
     copies?;
     for child in &children {
         let t0 = Instant::now();

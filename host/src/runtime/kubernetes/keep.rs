@@ -16,6 +16,8 @@ use sha2::{Digest, Sha256};
 use tandem_protocol::agent;
 use tokio::io::AsyncWriteExt;
 
+use super::bounded;
+use super::status::{instance_of, running};
 use crate::cluster_layers::SNAPSHOTS;
 use crate::registry::{Registry, layer::Packed};
 use crate::runtime::AgentStream;
@@ -47,11 +49,13 @@ impl Keeper {
         self.registry.resolve(SNAPSHOTS, &tag(id)).await
     }
 
-    /// Packs what the agent behind `stream` keeps and pushes it over `image` (what the pod
-    /// started from) as workspace `id`'s kept image, at most `max_bytes` (none: the default).
+    /// Packs what the agent of workspace `id` behind `stream` keeps and pushes it over `image`
+    /// (what the pod started from) as workspace `as_id`'s kept image (a fork's, or its own),
+    /// at most `max_bytes` (none: the default).
     pub async fn keep(
         &self,
         id: &str,
+        as_id: &str,
         stream: AgentStream,
         image: &str,
         max_bytes: Option<u64>,
@@ -85,12 +89,20 @@ impl Keeper {
                 .collect();
             annotations.insert(KEPT_FROM_ANNOTATION.into(), below);
             self.registry
-                .push(SNAPSHOTS, &tag(id), &layers, &annotations)
+                .push(SNAPSHOTS, &tag(as_id), &layers, &annotations)
                 .await
         }
         .await;
         let _ = tokio::fs::remove_file(&file).await;
         result
+    }
+
+    /// The kept image `kept` (by digest), also as workspace `to`'s.
+    pub async fn retag(&self, kept: &str, to: &str) -> Result<String> {
+        let (layers, annotations) = self.registry.layers_of(kept).await?;
+        self.registry
+            .push(SNAPSHOTS, &tag(to), &layers, &annotations)
+            .await
     }
 
     /// The agent's layer, written to `file` while hashed; refused past `max` bytes.
@@ -149,6 +161,63 @@ impl Keeper {
             digest: format!("sha256:{:x}", hash.finalize()),
             size,
         })
+    }
+}
+
+impl super::KubernetesRuntime {
+    /// This runtime, keeping a stopping pod's work with `keeper`.
+    pub fn keeping(mut self, keeper: Keeper) -> Self {
+        self.keeper = Some(keeper);
+        self
+    }
+
+    /// Workspace `id`'s kept image (what its pod left when it stopped), if it has one.
+    pub async fn kept(&self, id: &str) -> Result<Option<String>> {
+        match &self.keeper {
+            Some(k) => k.kept(id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Keeps the work of workspace `id`'s pod, if it has a running one, before it goes.
+    pub(super) async fn keep_inner(&self, id: &str) -> Result<()> {
+        self.keep_as(id, id).await
+    }
+
+    /// Keeps the work of workspace `id`'s running pod as what workspace `as_id` starts with.
+    pub(super) async fn keep_as(&self, id: &str, as_id: &str) -> Result<()> {
+        let Some(keeper) = &self.keeper else {
+            // Nothing is lost: the pod runs on until its work can be kept.
+            return Err(Error::Unavailable(format!(
+                "workspace {id} runs in a pod, and no registry is configured to keep its files: stop it without keeping them"
+            )));
+        };
+        let Some(pod) = bounded("reading the pod", self.pods.get_opt(id)).await? else {
+            // Gone already (evicted, stopped before): what it kept, if anything, stays.
+            return Ok(());
+        };
+        if !running(&pod) {
+            tracing::warn!(workspace = %id, "the pod is not running: its files cannot be kept");
+            return Ok(());
+        }
+        let container = pod.spec.as_ref().and_then(|s| s.containers.first());
+        let image = container
+            .and_then(|c| c.image.clone())
+            .ok_or_else(|| Error::Internal(format!("workspace {id}'s pod names no image")))?;
+        let max = container
+            .and_then(|c| {
+                c.resources
+                    .as_ref()?
+                    .limits
+                    .as_ref()?
+                    .get("ephemeral-storage")
+                    .cloned()
+            })
+            .and_then(|q| q.0.parse::<u64>().ok());
+        let stream = self.connect_inner(id, instance_of(&pod)).await?;
+        let kept = keeper.keep(id, as_id, stream, &image, max).await?;
+        tracing::info!(workspace = %id, image = %kept, "kept the pod's files");
+        Ok(())
     }
 }
 

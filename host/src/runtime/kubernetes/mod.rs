@@ -23,6 +23,7 @@ use crate::{Error, Result};
 pub mod keep;
 pub mod pod;
 mod status;
+mod stopping;
 
 use status::{exit_code, instance_of, judge, read_capped, running, waiting_reason};
 
@@ -64,6 +65,9 @@ pub struct KubernetesRuntime {
     settings: Settings,
     /// Keeps a stopping pod's work (none: such a stop is refused).
     keeper: Option<keep::Keeper>,
+    /// Workspaces this runtime is stopping: their pods are going on purpose, not dying (a
+    /// pod takes seconds to go, while the session is still live).
+    stopping: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 fn kube_error(what: &str) -> impl Fn(kube::Error) -> Error + '_ {
@@ -112,57 +116,8 @@ impl KubernetesRuntime {
             pods: Api::namespaced(client, &settings.namespace),
             settings,
             keeper: None,
+            stopping: Default::default(),
         })
-    }
-
-    /// This runtime, keeping a stopping pod's work with `keeper`.
-    pub fn keeping(mut self, keeper: keep::Keeper) -> Self {
-        self.keeper = Some(keeper);
-        self
-    }
-
-    /// Workspace `id`'s kept image (what its pod left when it stopped), if it has one.
-    pub async fn kept(&self, id: &str) -> Result<Option<String>> {
-        match &self.keeper {
-            Some(k) => k.kept(id).await,
-            None => Ok(None),
-        }
-    }
-
-    /// Keeps the work of workspace `id`'s pod, if it has a running one, before it goes.
-    async fn keep_inner(&self, id: &str) -> Result<()> {
-        let Some(keeper) = &self.keeper else {
-            // Nothing is lost: the pod runs on until its work can be kept.
-            return Err(Error::Unavailable(format!(
-                "workspace {id} runs in a pod, and no registry is configured to keep its files: stop it without keeping them"
-            )));
-        };
-        let Some(pod) = bounded("reading the pod", self.pods.get_opt(id)).await? else {
-            // Gone already (evicted, stopped before): what it kept, if anything, stays.
-            return Ok(());
-        };
-        if !running(&pod) {
-            tracing::warn!(workspace = %id, "the pod is not running: its files cannot be kept");
-            return Ok(());
-        }
-        let container = pod.spec.as_ref().and_then(|s| s.containers.first());
-        let image = container
-            .and_then(|c| c.image.clone())
-            .ok_or_else(|| Error::Internal(format!("workspace {id}'s pod names no image")))?;
-        let max = container
-            .and_then(|c| {
-                c.resources
-                    .as_ref()?
-                    .limits
-                    .as_ref()?
-                    .get("ephemeral-storage")
-                    .cloned()
-            })
-            .and_then(|q| q.0.parse::<u64>().ok());
-        let stream = self.connect_inner(id, instance_of(&pod)).await?;
-        let kept = keeper.keep(id, stream, &image, max).await?;
-        tracing::info!(workspace = %id, image = %kept, "kept the pod's files");
-        Ok(())
     }
 
     /// A client from the kubeconfig at `path`, or the in-cluster service account (then the
@@ -538,11 +493,36 @@ impl Runtime for KubernetesRuntime {
     fn stop<'a>(&'a self, id: &'a str, keep: Keep) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             pod::check_name(id)?;
+            let _stopping = stopping::Stopping::new(&self.stopping, id);
             if keep == Keep::Upper {
                 // A failure leaves the pod running: nothing is lost.
                 self.keep_inner(id).await?;
             }
             self.delete(id).await
+        })
+    }
+
+    fn freezes(&self) -> bool {
+        false
+    }
+
+    fn copy_kept<'a>(&'a self, from: &'a str, to: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            pod::check_name(from)?;
+            pod::check_name(to)?;
+            let Some(keeper) = &self.keeper else {
+                return Err(Error::Unavailable(
+                    "no registry is configured to keep a pod's files: forks need one".into(),
+                ));
+            };
+            if self.is_running_inner(from).await? {
+                return self.keep_as(from, to).await;
+            }
+            // A suspended workspace: its kept image, under the copy's name.
+            let kept = keeper.kept(from).await?.ok_or_else(|| {
+                Error::NotFound(format!("workspace {from} has neither a pod nor kept files"))
+            })?;
+            keeper.retag(&kept, to).await.map(drop)
         })
     }
 
@@ -577,6 +557,9 @@ impl Runtime for KubernetesRuntime {
 
     fn alive<'a>(&'a self, id: &'a str, instance: i32) -> BoxFuture<'a, bool> {
         Box::pin(async move {
+            if self.is_stopping(id) {
+                return true;
+            }
             match bounded("reading the pod", self.pods.get_opt(id)).await {
                 Ok(Some(p)) => running(&p) && instance_of(&p) == instance,
                 Ok(None) => false,

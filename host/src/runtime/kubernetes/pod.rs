@@ -12,6 +12,11 @@ use crate::runtime::WorkspaceSpec;
 use crate::{Error, Result};
 
 /// The label every workspace pod carries, with [`MANAGED_BY`].
+/// A workspace pod requests its CPU limit divided by this, and its memory limit divided by
+/// [`REQUEST_MEMORY_SHARE`] (limits are what it may use; requests what the node reserves).
+pub const REQUEST_CPU_SHARE: i64 = 4;
+pub const REQUEST_MEMORY_SHARE: i64 = 2;
+
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY: &str = "tandem";
 /// The label naming the installation (the server group) whose workspace it is.
@@ -106,6 +111,14 @@ pub fn build(want: &WorkspaceSpec, settings: &Settings) -> Result<Pod> {
         "memory": limits.memory_bytes.to_string(),
         "ephemeral-storage": limits.disk_bytes.to_string(),
     });
+    // What the scheduler reserves: a workspace is idle most of its life (waiting on the model
+    // or a person), so a quarter of its CPU and half its memory; its disk whole (a pod past
+    // its ephemeral-storage request may be evicted first).
+    let requests = json!({
+        "cpu": format!("{}m", (millicores / REQUEST_CPU_SHARE).max(1)),
+        "memory": (limits.memory_bytes / REQUEST_MEMORY_SHARE).to_string(),
+        "ephemeral-storage": limits.disk_bytes.to_string(),
+    });
     let mut spec = json!({
         "restartPolicy": "Never",
         "automountServiceAccountToken": false,
@@ -125,7 +138,7 @@ pub fn build(want: &WorkspaceSpec, settings: &Settings) -> Result<Pod> {
             "command": command,
             "env": env,
             "workingDir": "/",
-            "resources": { "requests": resources, "limits": resources },
+            "resources": { "requests": requests, "limits": resources },
             "securityContext": {
                 "allowPrivilegeEscalation": false,
                 "privileged": false,
@@ -267,7 +280,11 @@ mod tests {
         assert_eq!(limits["cpu"], "1500m");
         assert_eq!(limits["memory"], (2i64 << 30).to_string());
         assert_eq!(limits["ephemeral-storage"], (10i64 << 30).to_string());
-        assert_eq!(c["resources"]["requests"], *limits);
+        // The node reserves less than the limits, the disk whole.
+        let requests = &c["resources"]["requests"];
+        assert_eq!(requests["cpu"], "375m");
+        assert_eq!(requests["memory"], (1i64 << 30).to_string());
+        assert_eq!(requests["ephemeral-storage"], (10i64 << 30).to_string());
         let env = c["env"].to_string();
         assert!(
             env.contains("TANDEM_AGENT_TOKEN") && env.contains(AGENT_LISTEN),
