@@ -93,6 +93,11 @@ impl ClusterLayers {
             .await
     }
 
+    /// Deletes the image `reference` (a collected snapshot's).
+    pub async fn delete(&self, reference: &str) -> Result<()> {
+        self.registry.delete(reference).await
+    }
+
     /// Pushes snapshot `id`: the image, the agent and the tree at `layer_dir` (the snapshot's
     /// files, its root the image's root); writes its note next to `layer_dir` and removes the
     /// tree.

@@ -127,7 +127,14 @@ impl Host {
     }
 
     /// Removes snapshot `id`'s layer (a failed build, a collected snapshot).
-    pub fn remove_snapshot(&self, id: SnapshotId) {
+    pub async fn remove_snapshot(&self, id: SnapshotId) {
+        if let Some(cluster) = &self.cluster
+            && let Some(image) = self.snapshot_image(id)
+            && let Err(e) = cluster.delete(&image.reference).await
+        {
+            // Left in the registry; the warning names it for the operator.
+            tracing::warn!(snapshot = %id, image = %image.reference, error = %e, "deleting the snapshot's image failed");
+        }
         if let Some(dir) = self.layer(id).parent() {
             let _ = std::fs::remove_dir_all(dir);
         }

@@ -77,7 +77,7 @@ pub async fn build(db: &Db, host: &Host, repo: &Repo, mut snap: Snapshot) -> Res
             log.push_str(&format!("\nbuild failed: {e}\n"));
             snap.state = SnapshotState::Failed;
             snap.error = Some(e.to_string());
-            host.remove_snapshot(snap.id);
+            host.remove_snapshot(snap.id).await;
         }
     }
     snap.log = tail(&log, MAX_LOG_BYTES);
@@ -263,7 +263,7 @@ pub async fn collect_garbage(
             continue;
         }
         db::snapshots::mark_collected(db, snap.id).await?;
-        host.remove_snapshot(snap.id);
+        host.remove_snapshot(snap.id).await;
         collected.push(snap.id);
     }
     Ok(collected)

@@ -23,6 +23,10 @@ pub struct Registry {
     /// `host[:port]/path`: images are `<base>/<name>`.
     base: String,
     auth: RegistryAuth,
+    /// Plain HTTP.
+    insecure: bool,
+    /// For what `oci-client` does not do (deleting).
+    http: reqwest::Client,
 }
 
 fn oci_error(what: &str) -> impl Fn(oci_client::errors::OciDistributionError) -> Error + '_ {
@@ -56,6 +60,12 @@ impl Registry {
                 Some((user, password)) => RegistryAuth::Basic(user, password),
                 None => RegistryAuth::Anonymous,
             },
+            insecure,
+            http: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(30))
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default(),
         }
     }
 
@@ -178,6 +188,43 @@ impl Registry {
                 .into_iter()
                 .collect(),
         ))
+    }
+
+    /// Deletes the image `reference` (by digest, as [`Registry::push`] names it) and so every
+    /// tag on it. One the registry does not have is no error.
+    pub async fn delete(&self, reference: &str) -> Result<()> {
+        let (repository, digest) = reference
+            .strip_prefix(&format!("{}/", self.base))
+            .and_then(|rest| rest.split_once('@'))
+            .ok_or_else(|| {
+                Error::Invalid(format!("{reference} is not an image of {}", self.base))
+            })?;
+        let host = self.base.split('/').next().unwrap_or(&self.base);
+        let path = self.base[host.len()..].trim_start_matches('/');
+        let repository = if path.is_empty() {
+            repository.to_string()
+        } else {
+            format!("{path}/{repository}")
+        };
+        let scheme = if self.insecure { "http" } else { "https" };
+        let url = format!("{scheme}://{host}/v2/{repository}/manifests/{digest}");
+        let mut req = self.http.delete(&url);
+        if let RegistryAuth::Basic(user, password) = &self.auth {
+            req = req.basic_auth(user, Some(password));
+        }
+        let res = req
+            .send()
+            .await
+            .map_err(|e| Error::BadGateway(format!("deleting {reference}: {e}")))?;
+        match res.status().as_u16() {
+            200..=299 | 404 => Ok(()),
+            405 => Err(Error::Config(format!(
+                "the registry refuses to delete images ({reference}): enable deletes in its configuration (storage.delete.enabled)"
+            ))),
+            s => Err(Error::BadGateway(format!(
+                "deleting {reference}: the registry answered {s}"
+            ))),
+        }
     }
 
     /// The annotations of the image `reference` (a digest reference this registry holds).

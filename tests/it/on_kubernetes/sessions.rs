@@ -264,3 +264,109 @@ async fn a_session_on_kubernetes_starts_from_its_pushed_snapshot_catches_up_answ
         "the sessions' pods are gone once they are stopped"
     );
 }
+
+#[tokio::test]
+async fn collected_snapshots_and_forgotten_workspaces_leave_the_registry() {
+    let Some((kubeconfig, registry)) = super::cluster() else {
+        return;
+    };
+    let client = KubernetesRuntime::client(Some(&kubeconfig)).await.unwrap();
+    let ns = OwnNamespace::new(&client, &kubeconfig).await;
+    let model = ScriptedModel::start(vec![]).await;
+    let s = server(&model, kubeconfig, registry.clone(), ns.name.clone()).await;
+    let images = tandem_host::registry::Registry::new(&registry, true, None);
+    let db = &s.state.db;
+    let host = s.state.workspaces().unwrap().clone();
+
+    let src = source_repo("[workspace]\nsetup = []\n");
+    let repo_id = add_repo(&s, "acme/gc", src.path()).await;
+    let repo = tandem_server::repos::get(db, repo_id.parse().unwrap())
+        .await
+        .unwrap();
+    let mut built = Vec::new();
+    for round in 0..2 {
+        if round > 0 {
+            std::fs::write(src.path().join("round.txt"), format!("{round}\n")).unwrap();
+            git(src.path(), &["add", "-A"]);
+            git(src.path(), &["commit", "-qm", "another round"]);
+        }
+        let snap: Snapshot = s
+            .req(Method::POST, &format!("/api/repos/{repo_id}/snapshots"))
+            .bearer(&s.admin_token)
+            .send()
+            .await
+            .parse();
+        let done = wait_built(&s, &snap.id.to_string()).await;
+        assert_eq!(done.state, SnapshotState::Ready, "{:?}", done.error);
+        built.push(done.id);
+    }
+    let tagged = |id: SnapshotId| {
+        let images = &images;
+        async move {
+            images
+                .resolve(tandem_host::cluster_layers::SNAPSHOTS, &id.to_string())
+                .await
+                .unwrap()
+        }
+    };
+    let first_image = tagged(built[0]).await.expect("the first snapshot's image");
+    assert!(tagged(built[1]).await.is_some());
+
+    let collected = tandem_server::snapshots::collect_garbage(db, &host, &repo, 1, &[])
+        .await
+        .unwrap();
+    assert_eq!(collected, [built[0]]);
+    assert_eq!(
+        tagged(built[0]).await,
+        None,
+        "the collected snapshot's tag is gone"
+    );
+    let manifest = images.annotations(&first_image).await;
+    assert!(manifest.is_err(), "and its manifest: {manifest:?}");
+    assert!(
+        tagged(built[1]).await.is_some(),
+        "the snapshot in use stays"
+    );
+
+    // A session's kept files go when its workspace is dropped, and only its own.
+    let mut kept = Vec::new();
+    for _ in 0..2 {
+        let started = crate::session_workspaces::start_session(&s, &repo_id).await;
+        assert_eq!(started.session.state, SessionState::Ready);
+        let id = started.session.id;
+        let res = s
+            .req(Method::POST, &format!("/api/sessions/{id}/stop"))
+            .bearer(&s.admin_token)
+            .send()
+            .await;
+        assert_eq!(
+            res.status,
+            StatusCode::OK,
+            "{}",
+            String::from_utf8_lossy(&res.body)
+        );
+        kept.push(tandem_server::sessions::workspace::workspace_id(id));
+    }
+    let kept_image = |wid: String| {
+        let images = &images;
+        async move {
+            images
+                .resolve(
+                    tandem_host::cluster_layers::SNAPSHOTS,
+                    &tandem_host::runtime::kubernetes::keep::tag(&wid),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    assert!(kept_image(kept[0].clone()).await.is_some());
+    host.runtime
+        .stop(&kept[0], tandem_host::runtime::Keep::Nothing)
+        .await
+        .unwrap();
+    assert_eq!(kept_image(kept[0].clone()).await, None);
+    assert!(
+        kept_image(kept[1].clone()).await.is_some(),
+        "another workspace's kept files stay"
+    );
+}

@@ -223,6 +223,21 @@ pub const WHITE_BOX: &[(&str, &str, &str)] = &[
         "the repo row the collector is given",
     ),
     (
+        "tests/it/on_kubernetes/sessions.rs",
+        "snapshots",
+        "snapshot garbage collection has no route",
+    ),
+    (
+        "tests/it/on_kubernetes/sessions.rs",
+        "repos",
+        "the repo row the collector is given",
+    ),
+    (
+        "tests/it/on_kubernetes/sessions.rs",
+        "sessions",
+        "a session's workspace id, to find its kept image in the registry",
+    ),
+    (
         "tests/it/session_workspaces/lifecycle.rs",
         "snapshots",
         "snapshot garbage collection and staleness have no route",

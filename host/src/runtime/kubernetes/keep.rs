@@ -25,6 +25,9 @@ use crate::{Error, Result};
 
 /// Marks an image as a kept workspace (its last layer the kept one), with the image below it.
 pub const KEPT_FROM_ANNOTATION: &str = "dev.tandem.kept-from";
+/// The workspace a kept image is: every workspace's is a manifest of its own, so deleting one
+/// (by digest) never takes another's tag with it.
+pub const WORKSPACE_ANNOTATION: &str = "dev.tandem.workspace";
 
 /// The most a kept layer may hold when the pod names no disk limit.
 const DEFAULT_MAX_BYTES: u64 = 20 << 30;
@@ -88,6 +91,7 @@ impl Keeper {
                 .filter(|(k, _)| k != KEPT_FROM_ANNOTATION)
                 .collect();
             annotations.insert(KEPT_FROM_ANNOTATION.into(), below);
+            annotations.insert(WORKSPACE_ANNOTATION.into(), as_id.into());
             self.registry
                 .push(SNAPSHOTS, &tag(as_id), &layers, &annotations)
                 .await
@@ -99,10 +103,20 @@ impl Keeper {
 
     /// The kept image `kept` (by digest), also as workspace `to`'s.
     pub async fn retag(&self, kept: &str, to: &str) -> Result<String> {
-        let (layers, annotations) = self.registry.layers_of(kept).await?;
+        let (layers, mut annotations) = self.registry.layers_of(kept).await?;
+        annotations.insert(WORKSPACE_ANNOTATION.into(), to.into());
         self.registry
             .push(SNAPSHOTS, &tag(to), &layers, &annotations)
             .await
+    }
+
+    /// Deletes workspace `id`'s kept image, if it has one (its layers stay until the
+    /// registry's own garbage collection).
+    pub async fn forget(&self, id: &str) -> Result<()> {
+        match self.kept(id).await? {
+            Some(kept) => self.registry.delete(&kept).await,
+            None => Ok(()),
+        }
     }
 
     /// The agent's layer, written to `file` while hashed; refused past `max` bytes.

@@ -498,7 +498,14 @@ impl Runtime for KubernetesRuntime {
                 // A failure leaves the pod running: nothing is lost.
                 self.keep_inner(id).await?;
             }
-            self.delete(id).await
+            self.delete(id).await?;
+            if keep == Keep::Nothing
+                && let Some(keeper) = &self.keeper
+            {
+                // What it kept before goes too, as a local workspace's layer does.
+                keeper.forget(id).await?;
+            }
+            Ok(())
         })
     }
 
