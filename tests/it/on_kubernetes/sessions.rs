@@ -60,6 +60,18 @@ async fn server(
     s
 }
 
+/// Builds `repo`'s snapshot (pushed as an image) and waits for it.
+async fn build_snapshot(s: &TestServer, repo: &str) {
+    let snap: Snapshot = s
+        .req(Method::POST, &format!("/api/repos/{repo}/snapshots"))
+        .bearer(&s.admin_token)
+        .send()
+        .await
+        .parse();
+    let built = wait_built(s, &snap.id.to_string()).await;
+    assert_eq!(built.state, SnapshotState::Ready, "{:?}", built.error);
+}
+
 async fn pods(client: &kube::Client, namespace: &str) -> Vec<Pod> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     api.list(&ListParams::default()).await.unwrap().items
@@ -82,14 +94,7 @@ async fn a_session_on_kubernetes_starts_from_its_pushed_snapshot_catches_up_answ
 
     let src = source_repo("[workspace]\nsetup = []\n");
     let repo = add_repo(&s, "acme/kube", src.path()).await;
-    let snap: Snapshot = s
-        .req(Method::POST, &format!("/api/repos/{repo}/snapshots"))
-        .bearer(&s.admin_token)
-        .send()
-        .await
-        .parse();
-    let built = wait_built(&s, &snap.id.to_string()).await;
-    assert_eq!(built.state, SnapshotState::Ready, "{:?}", built.error);
+    build_snapshot(&s, &repo).await;
     // A commit past the snapshot: the pod, which cannot see the server's mirror, catches up.
     std::fs::write(src.path().join("news.txt"), "pushed after the snapshot\n").unwrap();
     git(src.path(), &["add", "-A"]);
@@ -368,5 +373,79 @@ async fn collected_snapshots_and_forgotten_workspaces_leave_the_registry() {
     assert!(
         kept_image(kept[1].clone()).await.is_some(),
         "another workspace's kept files stay"
+    );
+}
+
+#[tokio::test]
+async fn a_pod_deleted_mid_turn_ends_the_turn_and_fails_the_session_as_a_dead_local_workspace_does()
+{
+    let Some((kubeconfig, registry)) = super::cluster() else {
+        return;
+    };
+    let client = KubernetesRuntime::client(Some(&kubeconfig)).await.unwrap();
+    let ns = OwnNamespace::new(&client, &kubeconfig).await;
+    let model = ScriptedModel::start(vec![Reply::tool(
+        "run_command",
+        json!({ "command": "sleep 600" }),
+    )])
+    .await;
+    let s = server(&model, kubeconfig, registry, ns.name.clone()).await;
+    let src = source_repo("[workspace]\nsetup = []\n");
+    let repo = add_repo(&s, "acme/evicted", src.path()).await;
+    build_snapshot(&s, &repo).await;
+    let created: SessionDetail = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "prompt": "Wait a long time" }),
+        )
+        .send()
+        .await
+        .parse();
+    let id = created.session.id;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !events(&s, id)
+        .await
+        .iter()
+        .any(|e| e.kind.type_name() == "tool_call")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the command never started: {:#?}",
+            events(&s, id)
+                .await
+                .iter()
+                .map(|e| e.kind.summary())
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The cluster takes the pod away (an eviction, a lost node), not Tandem.
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let wid = pods(&client, &ns.name).await[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    api.delete(&wid, &Default::default()).await.unwrap();
+
+    let failed = wait_state(&s, id, &[SessionState::Failed]).await;
+    assert_eq!(failed.session.state, SessionState::Failed);
+    let evs = events(&s, id).await;
+    assert!(
+        evs.iter().any(|e| matches!(&e.kind, EventKind::Error { message } if message.contains("stopped unexpectedly"))),
+        "the timeline says the workspace went: {:#?}",
+        evs.iter().map(|e| e.kind.summary()).collect::<Vec<_>>()
+    );
+    let ended = evs.iter().find_map(|e| match &e.kind {
+        EventKind::TurnEnded { outcome, .. } => Some(*outcome),
+        _ => None,
+    });
+    assert!(
+        matches!(ended, Some(TurnOutcome::Interrupted | TurnOutcome::Failed)),
+        "the turn ended with the pod: {ended:?}"
+    );
+    assert_eq!(
+        s.req(Method::GET, "/api/health").send().await.status,
+        StatusCode::OK
     );
 }
