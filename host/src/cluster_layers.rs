@@ -93,6 +93,11 @@ impl ClusterLayers {
             .await
     }
 
+    /// Snapshot `id`'s image, looked up by its tag (where this server did not build it).
+    pub async fn snapshot(&self, id: SnapshotId) -> Result<Option<String>> {
+        self.registry.resolve(SNAPSHOTS, &id.to_string()).await
+    }
+
     /// Deletes the image `reference` (a collected snapshot's).
     pub async fn delete(&self, reference: &str) -> Result<()> {
         self.registry.delete(reference).await

@@ -154,17 +154,16 @@ impl Host {
         self.runtime.prepare(wid, limits).await?;
         if let Some(cluster) = &self.cluster {
             // What the workspace kept when it last stopped (a resume), else its snapshot.
+            // The snapshot's note is the building server's; another server (replicas on one
+            // database) finds the image by its tag.
             let image = match cluster.kept(wid).await? {
                 Some(kept) => kept,
-                None => {
-                    self.snapshot_image(snapshot)
-                        .ok_or_else(|| {
-                            Error::NotFound(format!(
-                                "snapshot {snapshot} has no image in the registry"
-                            ))
-                        })?
-                        .reference
-                }
+                None => match self.snapshot_image(snapshot) {
+                    Some(note) => note.reference,
+                    None => cluster.snapshot(snapshot).await?.ok_or_else(|| {
+                        Error::NotFound(format!("snapshot {snapshot} has no image in the registry"))
+                    })?,
+                },
             };
             return Ok(WorkspaceSpec {
                 id: wid.to_string(),

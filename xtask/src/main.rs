@@ -19,7 +19,8 @@
 //!   Kubernetes runtime's tests run against; `test` brings it up and down itself.
 //! - `cargo xtask extension [--server URL] [--page PATTERN]… [--all-sites]`: the Chrome
 //!   extension for a server, unpacked in `target/extension/tandem` and as `target/extension/tandem.zip`.
-//! - `cargo xtask bench start [flags]`: the session start benchmark (release build; root).
+//! - `cargo xtask bench start [flags]`: the session start benchmark (release build; root);
+//!   `--runtime kubernetes`: starts on pods of the test cluster beside this machine's.
 //! - `cargo xtask bench live [flags]`: live channel latency and fan-out (release build; root).
 //! - `cargo xtask bench desktop [flags]`: the desktop stream with 1, 5 and 20 viewers (release build; root).
 //! - `cargo xtask bench queue [flags]`: prompt queue throughput and claim latency, SQLite and
@@ -83,6 +84,53 @@ fn main() -> Result<()> {
             test: rest.iter().any(|a| a == "--test"),
         }),
         "bench" => match rest.split_first() {
+            Some((b, flags))
+                if b == "start"
+                    && flags
+                        .windows(2)
+                        .any(|w| w[0] == "--runtime" && w[1] == "kubernetes") =>
+            {
+                deps::ensure(deps::Needs { test: true })?;
+                let flags: Vec<String> = flags
+                    .iter()
+                    .filter(|f| *f != "--runtime" && *f != "kubernetes")
+                    .cloned()
+                    .collect();
+                run::step(
+                    "benchmark: session start, Kubernetes beside this machine (release build)",
+                );
+                run::cmd(
+                    run::cargo()
+                        .args([
+                            "build",
+                            "--release",
+                            "-p",
+                            "tandem-workspace-agent",
+                            "-p",
+                            "tandem-server",
+                        ])
+                        .current_dir(run::root()),
+                )?;
+                let cluster = cluster::Cluster::start()?;
+                let res = run::cmd(
+                    run::cargo()
+                        .args([
+                            "run",
+                            "--release",
+                            "-p",
+                            "tandem-server",
+                            "--example",
+                            "bench_kube_start",
+                            "--",
+                        ])
+                        .args(&flags)
+                        .env("TANDEM_BENCH_KUBECONFIG", &cluster.kubeconfig)
+                        .env("TANDEM_BENCH_REGISTRY", cluster.registry)
+                        .current_dir(run::root()),
+                );
+                drop(cluster);
+                res
+            }
             Some((b, flags)) if b == "start" => {
                 deps::ensure(deps::Needs { test: true })?;
                 run::step("benchmark: session start (release build)");

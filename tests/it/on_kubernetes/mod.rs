@@ -20,7 +20,10 @@ use tandem_protocol::agent;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OnceCell;
 
+mod hostile;
+mod rights;
 mod sessions;
+mod warm_pool;
 
 /// The cluster's kubeconfig and the registry, or `None` (SKIP printed) where there is none.
 fn cluster() -> Option<(PathBuf, String)> {

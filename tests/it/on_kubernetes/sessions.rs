@@ -21,10 +21,10 @@ use crate::harness::TestServer;
 use crate::session_workspaces::{add_repo, events, exec, source_repo, wait_state};
 use crate::snapshots::{git, wait_built};
 
-const KEY: &str = "sk-test-kube-never-leaks";
+pub(super) const KEY: &str = "sk-test-kube-never-leaks";
 
 /// A server whose workspaces are pods in `namespace`, its model `model`.
-async fn server(
+pub(super) async fn server(
     model: &ScriptedModel,
     kubeconfig: std::path::PathBuf,
     registry: String,
@@ -47,6 +47,9 @@ async fn server(
             root_on_node: true,
             start_timeout_secs: 120,
         });
+        // Small, so the tests running at once fit the one node's two cores.
+        c.workspaces.limits.cpus = Some(0.5);
+        c.workspaces.limits.memory_mb = Some(1024);
     })
     .await
     .expect("workspaces are required with Kubernetes");
@@ -61,7 +64,7 @@ async fn server(
 }
 
 /// Builds `repo`'s snapshot (pushed as an image) and waits for it.
-async fn build_snapshot(s: &TestServer, repo: &str) {
+pub(super) async fn build_snapshot(s: &TestServer, repo: &str) {
     let snap: Snapshot = s
         .req(Method::POST, &format!("/api/repos/{repo}/snapshots"))
         .bearer(&s.admin_token)
@@ -72,7 +75,7 @@ async fn build_snapshot(s: &TestServer, repo: &str) {
     assert_eq!(built.state, SnapshotState::Ready, "{:?}", built.error);
 }
 
-async fn pods(client: &kube::Client, namespace: &str) -> Vec<Pod> {
+pub(super) async fn pods(client: &kube::Client, namespace: &str) -> Vec<Pod> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     api.list(&ListParams::default()).await.unwrap().items
 }
