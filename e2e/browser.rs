@@ -47,6 +47,17 @@ pub struct Browser {
     shots: PathBuf,
 }
 
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(pid) = self._driver.id() {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
 impl Browser {
     /// Starts ChromeDriver on a free port and a fresh headless Chromium; screenshots go to
     /// `target/tmp/e2e/<test>/`.
@@ -68,6 +79,9 @@ impl Browser {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
+            // A process group of its own, which the Chromium it starts joins: dropping the
+            // browser ends them all, even when a test ends without closing its session.
+            .process_group(0)
             .spawn()
             .expect("chromedriver starts");
         // Ready when it says so.
@@ -176,27 +190,83 @@ impl Browser {
         }
     }
 
-    /// Clicks the element at `css` (which must be there).
+    /// Clicks the element at `css` (which must be there), once the page lets it be clicked: a
+    /// button still disabled, hidden or covered while the page finishes what it is doing is
+    /// waited for, as a person would.
     pub async fn click(&self, css: &str) {
-        self.client
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no {css:?} to click: {e}"))
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("clicking {css:?}: {e}"));
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let el = self
+                .client
+                .find(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("no {css:?} to click: {e}"));
+            let ready = self.takes_input(&el).await;
+            let problem = if ready {
+                match el.click().await {
+                    Ok(()) => return,
+                    Err(e) => e.to_string(),
+                }
+            } else {
+                "it is hidden or disabled".to_string()
+            };
+            let transient = !ready
+                || problem.contains("not interactable")
+                || problem.contains("click intercepted");
+            assert!(
+                transient && Instant::now() < deadline,
+                "clicking {css:?}: {problem}"
+            );
+            // Between WebDriver round trips; each check is itself an event from the page.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
-    /// Types `text` into the element at `css`, waiting for it to appear.
-    pub async fn type_into(&self, css: &str, text: &str) {
+    /// Whether `el` can take a click or keys now: laid out (not inside something hidden) and not
+    /// disabled. Not WebDriver's "displayed", which says no to a terminal's input box (xterm.js
+    /// keeps it transparent and zero-sized on purpose).
+    async fn takes_input(&self, el: &fantoccini::elements::Element) -> bool {
+        let Ok(arg) = serde_json::to_value(el) else {
+            return false;
+        };
         self.client
-            .wait()
-            .for_element(Locator::Css(css))
+            .execute(
+                "const e = arguments[0]; return e.isConnected && !e.disabled && e.getClientRects().length > 0;",
+                vec![arg],
+            )
             .await
-            .unwrap_or_else(|e| panic!("no {css:?} to type into: {e}"))
-            .send_keys(text)
-            .await
-            .unwrap();
+            .ok()
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+    }
+
+    /// Types `text` into the element at `css`, waiting for it to appear and to take typing (a
+    /// box disabled while the page sends what was typed before).
+    pub async fn type_into(&self, css: &str, text: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let el = self
+                .client
+                .wait()
+                .for_element(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("no {css:?} to type into: {e}"));
+            let ready = self.takes_input(&el).await;
+            let problem = if ready {
+                match el.send_keys(text).await {
+                    Ok(()) => return,
+                    Err(e) => e.to_string(),
+                }
+            } else {
+                "it is hidden or disabled".to_string()
+            };
+            assert!(
+                (!ready || problem.contains("not interactable")) && Instant::now() < deadline,
+                "typing into {css:?}: {problem}"
+            );
+            // Between WebDriver round trips; each check is itself an event from the page.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Signs in with a one-time login code and waits for the dashboard.
@@ -219,6 +289,6 @@ impl Browser {
 
     /// Ends the WebDriver session.
     pub async fn close(self) {
-        let _ = self.client.close().await;
+        let _ = self.client.clone().close().await;
     }
 }

@@ -78,7 +78,10 @@ async fn wait_colour(b: &Browser, want: [u8; 3], name: &str) {
         }
         if Instant::now() > deadline {
             let diag = b.client.execute("const v = document.querySelector('#desktop-video'); return [v.videoWidth, v.videoHeight, v.readyState, v.paused, v.currentTime, String(v.srcObject)];", vec![]).await.unwrap();
-            panic!("the desktop video's centre is {px:?}, not {want:?}; video: {diag}");
+            let frames = frames_decoded(b).await;
+            panic!(
+                "the desktop video's centre is {px:?}, not {want:?}; video: {diag}, {frames} frames decoded"
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -205,8 +208,10 @@ async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewe
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // The picture follows: the button turned red on the video too.
-    wait_frames(&a, later + 10).await;
+    // The picture follows: the button turned red on the video too (frames decoded after the
+    // click, not ones counted while the viewer joined).
+    let clicked = frames_decoded(&a).await;
+    wait_frames(&a, clicked.max(later) + 10).await;
     wait_colour(&a, [0xcc, 0x00, 0x00], "desktop-video-after-click").await;
     a.screenshot("desktop-after-click").await;
 

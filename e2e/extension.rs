@@ -2,8 +2,9 @@
 //! (`--load-extension`, `--headless=new`), its side panel opened as a tab. It pairs, picks an
 //! element on a loopback page whose CSP blocks inline script, sends it as a new session's
 //! prompt (URL, selector, outer HTML, a screenshot cut to the element's box), shows the scripted
-//! agent's reply, queues a follow-up, cuts a 5 MB page's element to its bound, asks to pair
-//! again once its token is revoked (sending nothing), and says so when an address is not Tandem.
+//! agent's reply, queues a follow-up, cuts a 5 MB page's element to its bound, answers an
+//! approval card, shows the session's use, asks to pair again once its token is revoked
+//! (sending nothing), and says so when an address is not Tandem.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -146,7 +147,12 @@ async fn pick(
 #[tokio::test]
 async fn the_extension_pairs_picks_an_element_and_follows_its_session() {
     let Some(web) = web_dir() else { return };
-    let model = ScriptedModel::start(vec![Reply::text(REPLY)]).await;
+    let model = ScriptedModel::start(vec![
+        Reply::text(REPLY),
+        Reply::tool("spawn_sessions", json!({ "prompt": "child: the cart" }))
+            .for_last_prompt("Split this up"),
+    ])
+    .await;
     model.fallback(Reply::text("Queued follow-up done."));
     let Some(images) = crate::fixtures::test_images().await else {
         return;
@@ -337,6 +343,68 @@ async fn the_extension_pairs_picks_an_element_and_follows_its_session() {
     assert!(e["outer_html"].as_str().unwrap().len() <= 32 * 1024);
     assert!(e["outer_html_bytes"].as_u64().unwrap() > 5_000_000);
 
+    // An approval card in the panel: the agent asks to start child sessions (the admins' policy
+    // says ask); the person denies it there with a reason the agent is told. The panel shows
+    // what the session used.
+    let ask = s
+        .req(Method::PUT, "/api/mcp/actions")
+        .bearer(&s.admin_token)
+        .json(&json!({ "rules": [{ "tool": "spawn_sessions", "action": "ask" }] }))
+        .send()
+        .await;
+    assert_eq!(ask.status, StatusCode::OK);
+    b.type_into("#follow-prompt", "Split this up").await;
+    b.click("#follow-send").await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let asked = s
+            .get(&format!("/api/sessions/{sid}/approvals"))
+            .send()
+            .await
+            .json();
+        if asked.as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        if Instant::now() > deadline {
+            let evs = s
+                .get(&format!("/api/sessions/{sid}/events?limit=500"))
+                .send()
+                .await
+                .json();
+            panic!("the agent never asked: {evs}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.wait_text(".entry.approval .approval-head", "start child sessions")
+        .await;
+    b.wait_text(".entry.approval .approval-for", "admin's turn")
+        .await;
+    b.wait_text("#session-spend", "tokens").await;
+    b.screenshot("panel-approval").await;
+    b.type_into(".entry.approval .approval-reason", "not in this session")
+        .await;
+    b.click(".entry.approval .approval-deny").await;
+    b.wait_text(
+        ".entry.approval .approval-outcome",
+        "admin denied it: not in this session",
+    )
+    .await;
+    let approvals = s
+        .get(&format!("/api/sessions/{sid}/approvals"))
+        .send()
+        .await
+        .json();
+    assert_eq!(approvals[0]["state"], "denied", "{approvals}");
+    assert_eq!(approvals[0]["answered_by"]["name"], "admin");
+    wait_until("the agent told of the denial", async || {
+        model
+            .requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("not in this session"))
+            .then_some(())
+    })
+    .await;
+
     // Its token revoked, the panel asks to pair again and sends nothing.
     let tokens = s.get("/api/tokens").send().await.json();
     let ext = tokens
@@ -358,7 +426,7 @@ async fn the_extension_pairs_picks_an_element_and_follows_its_session() {
     b.type_into("#follow-prompt", "This must not arrive").await;
     b.click("#follow-send").await;
     b.wait_text("#error", "Pair again").await;
-    assert_eq!(prompts(&s, &sid).await.len(), 3, "nothing was sent");
+    assert_eq!(prompts(&s, &sid).await.len(), 4, "nothing was sent");
 
     // An address that is not Tandem gets a clear message.
     let input = b
@@ -386,7 +454,7 @@ async fn the_extension_pairs_picks_an_element_and_follows_its_session() {
         let w = b
             .client
             .execute(
-                "const i = document.querySelector('img.context-thumb'); return i && i.complete ? i.naturalWidth : 0",
+                "const i = document.querySelector('img.context-thumb'); if (i) i.scrollIntoView(); return i && i.complete ? i.naturalWidth : 0",
                 vec![],
             )
             .await

@@ -9,19 +9,25 @@
 #[path = "../tests/it/harness.rs"]
 #[allow(dead_code)]
 mod harness;
+#[path = "../tests/it/mcp_servers.rs"]
+#[allow(dead_code)]
+mod mcp_servers;
 #[path = "../tests/it/oidc_provider.rs"]
 #[allow(dead_code)]
 mod oidc_provider;
 
+mod approvals;
 mod automations;
 mod browser;
 mod code;
+mod coediting;
 mod dashboard;
 mod desktop;
 mod extension;
 mod first_run;
 mod fixtures;
 mod hostile;
+mod insights;
 mod people;
 mod reconnect;
 mod session;

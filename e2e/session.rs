@@ -85,7 +85,7 @@ async fn share_link(b: &Browser, role: &str) -> String {
     }
 }
 
-async fn join_as_guest(b: &Browser, url: &str, name: &str) {
+pub async fn join_as_guest(b: &Browser, url: &str, name: &str) {
     b.client.goto(url).await.unwrap();
     b.type_into("#guest-name", name).await;
     b.click("#guest-join").await;

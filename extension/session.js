@@ -6,6 +6,7 @@ import { byId, str, webUrl } from "./dom.js";
 import { clearError, report, showError } from "./notice.js";
 import { showView } from "./views.js";
 import { followSession, pokeTimeline, stopFollowing } from "./timeline.js";
+import { hideSpend, showSpend } from "./spend.js";
 import { buildContext, clearPick } from "./context.js";
 
 let sessionId = null;
@@ -49,7 +50,9 @@ export function openSession(id, summary) {
   const pr = byId("pr-link");
   pr.hidden = true;
   pr.removeAttribute("href");
-  followSession(id, { onState: setState, onPr: setPr });
+  hideSpend();
+  showSpend(id);
+  followSession(id, { onState: setState, onPr: setPr, onTurn: () => sessionId === id && showSpend(id) });
   pokeTimeline();
   api
     .get(`/api/sessions/${encodeURIComponent(id)}`)
@@ -65,6 +68,7 @@ export function openSession(id, summary) {
 
 export function closeSession() {
   sessionId = null;
+  hideSpend();
   stopFollowing();
   document.title = "Tandem";
 }

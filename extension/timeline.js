@@ -1,21 +1,24 @@
 // timeline.js: follows a session's event log (GET /api/sessions/{id}/events every 700 ms) and
 // renders it compactly into #timeline: prompts (with their page context), the agent's streamed
-// replies, tool calls, turn ends and failures; state changes and the pull request go to callbacks.
+// replies, tool calls, approval cards, turn ends, limits reached and failures; state changes, the
+// pull request and the ends of turns (to read the use again) go to callbacks.
 
 import * as api from "./api.js";
+import { approvalAnswered, approvalCard } from "./approvals.js";
 import { byId, h, str } from "./dom.js";
+import { amount } from "./spend.js";
 import { clearError, showError } from "./notice.js";
 
 const POLL_MS = 700;
 const RETRY_MS = 3000;
 const PAGE = 200;
-let follow = null; // { id, lastSeq, replies, urls, stopped, wake, poked, failing, onState, onPr }
+let follow = null; // { id, lastSeq, replies, approvals, urls, stopped, wake, poked, failing, onState, onPr, onTurn }
 
 /** Starts following session `id` (stops any other). */
-export function followSession(id, { onState, onPr }) {
+export function followSession(id, { onState, onPr, onTurn }) {
   stopFollowing();
   byId("timeline").replaceChildren();
-  follow = { id, lastSeq: 0, replies: new Map(), urls: [], stopped: false, wake: null, poked: false, failing: false, onState, onPr };
+  follow = { id, lastSeq: 0, replies: new Map(), approvals: new Map(), urls: [], stopped: false, wake: null, poked: false, failing: false, onState, onPr, onTurn };
   run(follow);
 }
 
@@ -114,6 +117,19 @@ function renderEvent(f, timeline, event) {
       const error = str(event.error, 2000);
       const text = outcome === "completed" ? "done" : outcome === "failed" ? `failed: ${error || "no reason given"}` : `${outcome}${error ? `: ${error}` : ""}`;
       timeline.append(h("div", { className: `entry turn-end${outcome === "failed" ? " failed" : ""}`, text }));
+      f.onTurn();
+      break;
+    }
+    case "approval_asked":
+      approvalCard(f, timeline, event);
+      break;
+    case "approval_answered":
+      approvalAnswered(f, event);
+      break;
+    case "limit_reached": {
+      const l = event.limit && typeof event.limit === "object" ? event.limit : {};
+      timeline.append(h("div", { className: "entry state failed limit-reached", text: `Stopped at ${limitWords(l)}: ${amount(l)} used.` }));
+      f.onTurn();
       break;
     }
     case "state_changed": {
@@ -130,6 +146,23 @@ function renderEvent(f, timeline, event) {
       break;
     default:
       break;
+  }
+}
+
+/** "Ada's budget for today", as the web app says which limit a turn reached. */
+function limitWords(l) {
+  const whose = str(l.whose, 200);
+  switch (l.scope) {
+    case "tree":
+      return `the session tree's budget (root ${whose})`;
+    case "automation":
+      return `the automation ${whose}'s budget per run`;
+    case "person_daily":
+      return `${whose}'s budget for today`;
+    case "repo_daily":
+      return `the repo ${whose}'s budget for today`;
+    default:
+      return "the server's model requests per session tree";
   }
 }
 

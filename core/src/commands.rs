@@ -4,6 +4,7 @@
 //! resolves the acting person with [`active_person`], then calls one of these; none
 //! re-implements one.
 
+use tandem_protocol::approval::{ApprovalState, ApprovalSubject};
 use tandem_protocol::live::{CreateLink, MAX_LINK_TTL_SECS, Role, ShareLink};
 use tandem_protocol::*;
 
@@ -33,6 +34,9 @@ pub struct NewSession {
     pub images: Option<crate::prompt_images::Checked>,
     /// A tighter model budget for its tree than the server's.
     pub max_model_requests: Option<u32>,
+    /// Its tree's own limits in model tokens and micro-dollars (an automation's run).
+    pub max_tokens: Option<i64>,
+    pub max_cost_micros: Option<i64>,
     /// Whether its boot starts now (true), or the surface ties something of its own to it first
     /// (a GitHub issue's row and report) and then calls `supervisor::start_boot`.
     pub boot: bool,
@@ -47,6 +51,8 @@ impl NewSession {
             name: None,
             images: None,
             max_model_requests: None,
+            max_tokens: None,
+            max_cost_micros: None,
             boot: true,
         }
     }
@@ -84,6 +90,8 @@ pub async fn create_session(
     let opening = sessions::Opening {
         images: new.images.as_ref(),
         model_budget: new.max_model_requests,
+        token_budget: new.max_tokens,
+        cost_budget_micros: new.max_cost_micros,
         ..Default::default()
     };
     let detail = sessions::create_opening(
@@ -162,33 +170,45 @@ pub async fn spawn_children(
     asker: Asker,
 ) -> Result<Vec<Session>> {
     let fork = req.fork;
-    let children = sessions::children::spawn(state, parent, author, req, asker).await?;
-    if !fork {
-        for child in &children {
-            crate::supervisor::start_boot(state, child.id);
+    let state = state.clone();
+    // A fork pauses the parent while its layer is copied: it runs to its end.
+    to_the_end(async move {
+        let children = sessions::children::spawn(&state, parent, author, req, asker).await?;
+        if !fork {
+            for child in &children {
+                crate::supervisor::start_boot(&state, child.id);
+            }
         }
-    }
-    Ok(children)
+        Ok(children)
+    })
+    .await
 }
 
 /// Stops a session's workspace (its diff kept) and says who did.
 pub async fn stop_session(state: &Engine, session: SessionId, reason: String) -> Result<()> {
     let host = state.workspaces()?;
-    sessions::workspace::stop(&state.db, &host, session, Some(reason)).await
+    let db = state.db.clone();
+    to_the_end(async move { sessions::workspace::stop(&db, &host, session, Some(reason)).await })
+        .await
 }
 
 /// Suspends a session: its workspace stops, its writable layer is kept for [`resume_session`].
 pub async fn suspend_session(state: &Engine, session: SessionId) -> Result<()> {
     let host = state.workspaces()?;
-    sessions::workspace::suspend(&state.db, &host, session).await
+    let db = state.db.clone();
+    to_the_end(async move { sessions::workspace::suspend(&db, &host, session).await }).await
 }
 
 /// Resumes a suspended session on its kept layer, and its queue goes on where it stopped.
 pub async fn resume_session(state: &Engine, session: SessionId) -> Result<()> {
     let host = state.workspaces()?;
-    sessions::workspace::resume(&state.db, &host, session).await?;
-    turns::kick(state, session);
-    Ok(())
+    let engine = state.clone();
+    to_the_end(async move {
+        sessions::workspace::resume(&engine.db, &host, session).await?;
+        turns::kick(&engine, session);
+        Ok(())
+    })
+    .await
 }
 
 /// Forks a session `count` times from a copy of its workspace, each fork `by`'s.
@@ -199,7 +219,47 @@ pub async fn fork_session(
     count: i64,
 ) -> Result<Vec<Session>> {
     let host = state.workspaces()?;
-    sessions::workspace::fork(&state.db, &host, session, by, count, None).await
+    let (db, by) = (state.db.clone(), by.clone());
+    to_the_end(
+        async move { sessions::workspace::fork(&db, &host, session, &by, count, None).await },
+    )
+    .await
+}
+
+/// Runs a verb that changes a workspace to its end even when its caller goes away (a request
+/// timed out, a client hung up): on a cluster a stop keeps the layer, then deletes the pod, and
+/// cutting it between the two would leave a session neither running nor stopped.
+async fn to_the_end<T: Send + 'static>(
+    verb: impl std::future::Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    tokio::spawn(verb)
+        .await
+        .map_err(|e| Error::Internal(format!("the command stopped short: {e}")))?
+}
+
+/// A person answers an approval the agent asked for (REST, the live channel, Slack): drivers
+/// and the owner may; `role` is theirs in the session.
+pub async fn answer_approval(
+    state: &Engine,
+    session: SessionId,
+    approval: tandem_protocol::ApprovalId,
+    by: &Author,
+    role: Role,
+    req: &tandem_protocol::approval::AnswerApproval,
+) -> Result<tandem_protocol::approval::Approval> {
+    let answered = crate::approvals::answer(&state.db, session, approval, by, role, req).await?;
+    if let (ApprovalState::Approved, ApprovalSubject::Egress { host }) =
+        (answered.state, &answered.subject)
+    {
+        // This session's workspace resolves the name from now on (where this server runs it).
+        if let Some(row) = db::sessions::workspace(&state.db, session).await?
+            && row.hosted_by(&state.workspaces()?.host_id)
+            && let Some(wid) = &row.workspace_id
+        {
+            crate::runtime::dns::grant(wid, host);
+        }
+    }
+    Ok(answered)
 }
 
 /// Stops the running turn; false when none runs.
@@ -287,4 +347,30 @@ pub async fn revoke_link(state: &Engine, session: SessionId, jti: &str, by: &Use
     tx.commit().await?;
     state.hooks.link_revoked(session, jti);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_workspace_verb_runs_to_its_end_when_its_caller_goes_away() {
+        let (begun, started) = tokio::sync::oneshot::channel::<()>();
+        let (open, gate) = tokio::sync::oneshot::channel::<()>();
+        let (done, finished) = tokio::sync::oneshot::channel::<()>();
+        let caller = tokio::spawn(to_the_end(async move {
+            begun.send(()).ok();
+            gate.await.ok();
+            done.send(()).ok();
+            Ok(())
+        }));
+        started.await.unwrap();
+        // The request that asked for it timed out: its handler is dropped mid-verb.
+        caller.abort();
+        assert!(caller.await.unwrap_err().is_cancelled());
+        open.send(()).unwrap();
+        finished
+            .await
+            .expect("the verb finished although its caller went away");
+    }
 }

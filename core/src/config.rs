@@ -9,6 +9,7 @@ use serde::Deserialize;
 pub mod code_origin;
 pub mod kubernetes;
 pub mod oidc;
+pub mod telemetry;
 
 use code_origin::CodeOrigin;
 
@@ -124,6 +125,8 @@ pub struct Config {
     pub slack: Option<SlackConfig>,
     /// `[kubernetes]`: the cluster `runtime = "kubernetes"` runs workspaces on.
     pub kubernetes: Option<kubernetes::KubernetesConfig>,
+    /// `[telemetry]`: `/metrics` and OpenTelemetry traces.
+    pub telemetry: telemetry::TelemetryConfig,
 }
 
 /// `[slack]`: the Slack app people mention to start sessions. Its signing secret and bot token
@@ -346,6 +349,8 @@ pub struct AgentsConfig {
     /// A host code-server (its npm package directory) to bind into workspaces for VS Code, run
     /// with the host's `node`. `cargo xtask` installs one from `images/agents/package.json`.
     pub code_server_dir: Option<PathBuf>,
+    /// How long an agent's tool call waits for a person's approval before it is denied.
+    pub approval_timeout_secs: u64,
 }
 
 impl Default for AgentsConfig {
@@ -364,6 +369,7 @@ impl Default for AgentsConfig {
             provider_tools: Vec::new(),
             opencode_bin: None,
             code_server_dir: None,
+            approval_timeout_secs: 600,
         }
     }
 }
@@ -426,6 +432,8 @@ pub struct FileConfig {
     pub automations: AutomationsConfig,
     pub slack: Option<SlackConfig>,
     pub kubernetes: Option<kubernetes::KubernetesConfig>,
+    #[serde(default)]
+    pub telemetry: telemetry::TelemetryConfig,
 }
 
 /// What flags and environment gave (clap merges the two); `None` = not given.
@@ -478,6 +486,9 @@ impl Config {
     pub fn resolve(over: Overrides) -> Result<Self> {
         let data_dir = over.data_dir.unwrap_or_else(default_data_dir);
         let file = read_file_config(&data_dir)?;
+        if let Some(p) = file.telemetry.problem() {
+            return Err(Error::Config(p));
+        }
         let file_sets = std::fs::read_to_string(data_dir.join(CONFIG_FILE))
             .map(|t| FileSets::of(&t))
             .unwrap_or_default();
@@ -560,6 +571,7 @@ impl Config {
             automations: file.automations,
             slack: file.slack,
             kubernetes: file.kubernetes,
+            telemetry: file.telemetry,
             data_dir,
         })
     }

@@ -34,6 +34,10 @@ pub struct Engine {
     pub permissions: Arc<crate::permissions::Permissions>,
     /// What the surfaces do for the core (a code host's permissions, a turn's gateway, …).
     pub hooks: Arc<dyn Hooks>,
+    /// This server's counters for Prometheus (`/metrics`).
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// This server's traces for an OpenTelemetry collector (`[telemetry] otlp_endpoint`).
+    pub traces: Arc<crate::traces::Traces>,
 }
 
 impl Engine {

@@ -7,13 +7,17 @@
 //! (the server's `serve`) fills in; the compiler, not a convention, keeps the two apart.
 #![forbid(unsafe_code)]
 
+pub mod approvals;
 pub mod availability;
 pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod error;
 pub mod hooks;
+pub mod insights;
 pub mod jwt;
+pub mod mcp;
+pub mod metrics;
 pub mod page_context;
 pub mod permissions;
 pub mod prompt_images;
@@ -22,7 +26,9 @@ pub mod secrets;
 pub mod sessions;
 pub mod settings;
 pub mod snapshots;
+pub mod spend;
 pub mod supervisor;
+pub mod traces;
 pub mod turns;
 
 #[cfg(any(test, feature = "testing"))]

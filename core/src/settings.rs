@@ -6,6 +6,8 @@
 //! when the server next starts.
 
 mod local_dirs;
+mod stored;
+pub use stored::{store, stored};
 
 use std::sync::RwLock;
 use std::time::{Duration, Instant};

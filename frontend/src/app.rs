@@ -6,8 +6,8 @@ use leptos_router::path;
 
 use crate::pages::{
     automations::AutomationsPage, dashboard::Dashboard, embed::Embed, extension::ExtensionPage,
-    invite::InvitePage, join::Join, login::Login, not_found::NotFound, pair::PairPage,
-    people::PeoplePage, session::SessionPage, settings::SettingsPage,
+    insights::InsightsPage, invite::InvitePage, join::Join, login::Login, not_found::NotFound,
+    pair::PairPage, people::PeoplePage, session::SessionPage, settings::SettingsPage,
 };
 
 #[component]
@@ -25,6 +25,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/extension") view=ExtensionPage />
                 <Route path=path!("/settings") view=SettingsPage />
                 <Route path=path!("/automations") view=AutomationsPage />
+                <Route path=path!("/insights") view=InsightsPage />
                 <Route path=path!("/embed/sessions/:id") view=Embed />
             </Routes>
         </Router>

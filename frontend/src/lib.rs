@@ -6,6 +6,7 @@ mod api;
 mod app;
 mod components;
 mod desktop;
+mod editor;
 mod format;
 mod live;
 mod pages;

@@ -7,14 +7,17 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use base64::Engine as _;
 use leptos::prelude::*;
 use send_wrapper::SendWrapper;
+use tandem_protocol::agent::TreeEntry;
 use tandem_protocol::live::*;
 use tandem_protocol::{Event, EventKind, Session, SessionId};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{BinaryType, CloseEvent, MessageEvent, WebSocket};
 
+use crate::editor::Editor;
 use crate::xterm::XTerm;
 
 /// Where the connection is.
@@ -53,6 +56,21 @@ pub struct LiveState {
     pub control_asked: RwSignal<Option<u32>>,
     /// The answer to this tab's desktop offer.
     pub desktop_answer: RwSignal<Option<String>>,
+    /// The workspace's files (and whether the list was cut short), once asked for.
+    pub files: RwSignal<Option<(Vec<TreeEntry>, bool)>>,
+    /// The file open in the Files pane.
+    pub file: RwSignal<Option<OpenFile>>,
+}
+
+/// The file open in the Files pane.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenFile {
+    pub path: String,
+    /// Until the server's `file_opened` says otherwise.
+    pub read_only: bool,
+    pub opened: bool,
+    /// Why it closed under the editor (deleted, renamed, too large, the workspace stopped).
+    pub gone: Option<String>,
 }
 
 struct Inner {
@@ -65,6 +83,8 @@ struct Inner {
     backoff_ms: i32,
     closures: Vec<Box<dyn std::any::Any>>,
     stopped: bool,
+    /// The Files pane's editor: its file, the editor, and a line to go to once it opened.
+    editor: Option<(String, Editor, Option<u32>)>,
 }
 
 /// A live channel; cheap to clone. The browser runs it on one thread; the wrapper lets Leptos
@@ -111,6 +131,8 @@ impl Live {
             refused: RwSignal::new(None),
             control_asked: RwSignal::new(None),
             desktop_answer: RwSignal::new(None),
+            files: RwSignal::new(None),
+            file: RwSignal::new(None),
         };
         let inner = Rc::new(RefCell::new(Inner {
             session,
@@ -121,6 +143,7 @@ impl Live {
             backoff_ms: 500,
             closures: Vec::new(),
             stopped: false,
+            editor: None,
         }));
         let live = Live {
             state,
@@ -151,6 +174,11 @@ impl Live {
                 .events
                 .with_untracked(|e| e.last().map_or(0, |e| e.seq));
             me.send(&WsClient::Subscribe { after });
+            // A file that was open is opened again: the server's document catches it up.
+            let open = me.inner.borrow().editor.as_ref().map(|(p, ..)| p.clone());
+            if let Some(path) = open {
+                me.send(&WsClient::OpenFile { path });
+            }
         });
         let me = self.clone();
         let on_message =
@@ -286,7 +314,141 @@ impl Live {
                 s.refused.set(Some(format!("{request}: {reason}")))
             }
             WsServer::DesktopAnswer { sdp } => s.desktop_answer.set(Some(sdp)),
+            WsServer::FileTree { files, truncated } => s.files.set(Some((files, truncated))),
+            WsServer::FileOpened {
+                path,
+                update,
+                awareness,
+                read_only,
+            } => self.file_opened(path, &update, &awareness, read_only),
+            WsServer::FileUpdate { path, update } => {
+                if let (Some(u), Some((p, e, _))) = (unb64(&update), &self.inner.borrow().editor)
+                    && *p == path
+                {
+                    e.apply_update(&u);
+                }
+            }
+            WsServer::FileAwareness { path, update } => {
+                if let (Some(u), Some((p, e, _))) = (unb64(&update), &self.inner.borrow().editor)
+                    && *p == path
+                {
+                    e.apply_awareness(&u);
+                }
+            }
+            WsServer::FileGone { path, reason } => {
+                if let Some((p, e, _)) = &self.inner.borrow().editor
+                    && *p == path
+                {
+                    e.set_read_only(true);
+                }
+                s.file.update(|f| {
+                    if let Some(f) = f.as_mut().filter(|f| f.path == path) {
+                        f.gone = Some(reason);
+                        f.read_only = true;
+                    }
+                });
+            }
         }
+    }
+
+    fn file_opened(&self, path: String, update: &str, awareness: &str, read_only: bool) {
+        let missing = {
+            let mut i = self.inner.borrow_mut();
+            let Some((p, e, line)) = i.editor.as_mut().filter(|(p, ..)| *p == path) else {
+                return;
+            };
+            let Some(state) = unb64(update) else { return };
+            e.apply_update(&state);
+            if let Some(a) = unb64(awareness).filter(|a| !a.is_empty()) {
+                e.apply_awareness(&a);
+            }
+            e.set_read_only(read_only);
+            if let Some(n) = line.take() {
+                e.goto_line(n);
+            }
+            // Edits typed while the connection was down (none on a first open).
+            let missing = e.missing_from(&state);
+            (missing.len() > 2 && !read_only).then(|| (p.clone(), missing))
+        };
+        if let Some((path, m)) = missing {
+            self.send(&WsClient::FileUpdate {
+                path,
+                update: b64(&m),
+            });
+        }
+        self.state.file.set(Some(OpenFile {
+            path,
+            read_only,
+            opened: true,
+            gone: None,
+        }));
+    }
+
+    /// Opens `path` in an editor in `parent` (closing the one open before), at `line`.
+    pub fn open_file(&self, parent: &web_sys::HtmlElement, path: &str, line: Option<u32>) {
+        // Already open here: only go to the line.
+        if let Some((p, e, _)) = &self.inner.borrow().editor
+            && p == path
+        {
+            if let Some(n) = line {
+                e.goto_line(n);
+            }
+            return;
+        }
+        self.close_file();
+        parent.set_inner_html("");
+        let me = self.state.me.get_untracked();
+        let name = me.as_ref().map(|m| m.name.clone()).unwrap_or_default();
+        let colour = COLOURS[me.map_or(0, |m| m.id as usize) % COLOURS.len()];
+        let weak = Rc::downgrade(&*self.inner);
+        let (w1, p1) = (weak.clone(), path.to_string());
+        let (w2, p2) = (weak, path.to_string());
+        let editor = Editor::open(
+            parent,
+            path,
+            &name,
+            colour,
+            true,
+            move |u| {
+                send_on(
+                    &w1,
+                    &WsClient::FileUpdate {
+                        path: p1.clone(),
+                        update: b64(&u),
+                    },
+                )
+            },
+            move |u| {
+                send_on(
+                    &w2,
+                    &WsClient::FileAwareness {
+                        path: p2.clone(),
+                        update: b64(&u),
+                    },
+                )
+            },
+        );
+        self.inner.borrow_mut().editor = Some((path.to_string(), editor, line));
+        self.state.file.set(Some(OpenFile {
+            path: path.to_string(),
+            read_only: true,
+            opened: false,
+            gone: None,
+        }));
+        self.send(&WsClient::OpenFile {
+            path: path.to_string(),
+        });
+    }
+
+    /// Closes the Files pane's editor, if one is open.
+    pub fn close_file(&self) {
+        let open = self.inner.borrow_mut().editor.take();
+        if let Some((path, editor, _)) = open {
+            // Its cursor's removal goes out first, through the editor's own callback.
+            drop(editor);
+            self.send(&WsClient::CloseFile { path });
+        }
+        self.state.file.set(None);
     }
 
     /// Sends a message (dropped while disconnected: the server state is re-read on reconnect).
@@ -355,5 +517,32 @@ impl Live {
         for (_, x) in i.xterms.drain() {
             x.dispose();
         }
+        i.editor = None;
+    }
+}
+
+/// The cursor colours the server gives participants (by id), for this person's own view.
+const COLOURS: [&str; 8] = [
+    "#e06c75", "#61afef", "#98c379", "#c678dd", "#d19a66", "#56b6c2", "#be5046", "#e5c07b",
+];
+
+fn b64(b: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+fn unb64(s: &str) -> Option<Vec<u8>> {
+    base64::engine::general_purpose::STANDARD.decode(s).ok()
+}
+
+/// Sends on the channel of a live whose handle may be gone (the editor's callbacks).
+fn send_on(inner: &std::rc::Weak<RefCell<Inner>>, m: &WsClient) {
+    let Some(inner) = inner.upgrade() else { return };
+    // The editor calls back outside any borrow of the channel (from input or a microtask).
+    let Ok(i) = inner.try_borrow() else { return };
+    if let Some(ws) = &i.ws
+        && ws.ready_state() == WebSocket::OPEN
+        && let Ok(t) = serde_json::to_string(m)
+    {
+        let _ = ws.send_with_str(&t);
     }
 }

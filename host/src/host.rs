@@ -126,10 +126,11 @@ impl Host {
     }
 
     /// The network a workspace allowed to reach `allow` gets: that allow-list, or none at all.
-    pub fn egress(&self, allow: &[String]) -> Option<Egress> {
+    pub fn egress(&self, allow: &[String], ask: bool) -> Option<Egress> {
         (!allow.is_empty()).then(|| Egress {
             allow: allow.to_vec(),
             hosts: self.egress_hosts.clone(),
+            ask,
         })
     }
 }

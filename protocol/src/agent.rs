@@ -9,6 +9,10 @@ pub mod routes {
     pub const HEALTH: &str = "/health";
     /// `GET ?path=` a file or directory listing, `PUT ?path=` a file.
     pub const FILES: &str = "/files";
+    /// `GET`: the checkout's files ([`super::FileTree`]).
+    pub const FILES_TREE: &str = "/files/tree";
+    /// `POST`: wait for an open file to change ([`super::WatchFile`] → [`super::FileNow`]).
+    pub const FILES_WATCH: &str = "/files/watch";
     pub const GIT_STATUS: &str = "/git/status";
     pub const GIT_COMMIT: &str = "/git/commit";
     /// `GET` the terminals, `POST` a new one.
@@ -111,6 +115,53 @@ pub enum FileView {
 #[serde(deny_unknown_fields)]
 pub struct WriteFile {
     pub content: String,
+    /// Write only if the file's content now has this SHA-256 (hex); else `409` and nothing
+    /// is written (the server's shared documents: a change it has not seen is merged first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_sha: Option<String>,
+}
+
+/// One file of the checkout's tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TreeEntry {
+    /// Relative to the workspace root, `/`-separated.
+    pub path: String,
+    pub size: u64,
+    /// Not UTF-8 text (a NUL byte in its first KiB, or it does not decode).
+    pub binary: bool,
+    /// Not tracked by git yet.
+    pub new: bool,
+}
+
+/// `GET /files/tree`: what git tracks plus new files that are not ignored, sorted by path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FileTree {
+    pub files: Vec<TreeEntry>,
+    /// More than [`crate::live::MAX_TREE_ENTRIES`] files: the rest are left out.
+    pub truncated: bool,
+}
+
+/// `POST /files/watch`: answer once `path`'s content is no longer the one whose SHA-256 is
+/// `known` (hex), or after `wait_ms` (at most 25,000) with `same`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatchFile {
+    pub path: String,
+    pub known: String,
+    pub wait_ms: u32,
+}
+
+/// What a watched file is now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum FileNow {
+    Same,
+    Changed { content: String },
+    Gone,
+    TooLarge { size: u64 },
+    Binary,
 }
 
 /// Query string of the file routes.
@@ -238,6 +289,75 @@ pub struct TurnStart {
     /// the model with the text, other agents find them as files (the prompt names the paths).
     #[serde(default)]
     pub images: Vec<TurnImage>,
+}
+
+/// A repo's MCP server run inside the workspace over stdio (`tandem.toml` `[[mcp]]`): the
+/// builtin agent starts it and asks the gateway ([`APPROVAL_PATH`]) before each call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalMcp {
+    /// Letters, digits, `-` and `_`; its tools reach the model as `<name>__<tool>`.
+    pub name: String,
+    /// The program and its arguments, run in `/workspace`.
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// The gateway as an MCP server itself (streamable HTTP): the same tools, named
+/// `<server>__<tool>`, under the same policy, for agents configured with MCP servers (OpenCode).
+pub const MCP_SERVER_PATH: &str = "/mcp";
+
+/// `GET`: the tools of the remote MCP servers the session may use ([`McpTool`]s; those the
+/// policy denies are not offered).
+pub const MCP_TOOLS_PATH: &str = "/tandem/mcp/tools";
+/// `POST` an [`McpCall`]: the gateway applies the policy (asking a person where it says
+/// `ask`), adds the server's credential, calls it and answers an [`McpOutcome`].
+pub const MCP_CALL_PATH: &str = "/tandem/mcp/call";
+
+/// A remote MCP server's tool as the gateway offers it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpTool {
+    pub server: String,
+    pub tool: String,
+    pub description: String,
+    /// Its JSON Schema for the arguments.
+    pub input_schema: serde_json::Value,
+    pub hints: crate::approval::ToolHints,
+    /// What the policy says of it (`allow` or `ask`).
+    pub action: crate::approval::ToolAction,
+}
+
+/// [`MCP_CALL_PATH`]'s body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpCall {
+    pub server: String,
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+}
+
+/// A tool call's result as the model gets it (text, cut to [`MAX_TOOL_OUTPUT_BYTES`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpOutcome {
+    pub output: String,
+    pub is_error: bool,
+}
+
+/// `POST` an [`AskApproval`] before calling a tool of a server inside the workspace; the
+/// answer is a [`crate::approval::Decision`] (it waits while a person is asked).
+pub const APPROVAL_PATH: &str = "/tandem/approvals";
+
+/// [`APPROVAL_PATH`]'s body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskApproval {
+    pub server: String,
+    pub tool: String,
+    pub arguments: serde_json::Value,
+    #[serde(default)]
+    pub hints: crate::approval::ToolHints,
 }
 
 /// Where the workspace agent writes a turn's images for agents that read files.

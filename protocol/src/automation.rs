@@ -8,7 +8,7 @@ use crate::ids::*;
 use crate::turn::AgentSpec;
 
 /// `POST /api/automations` (a person who may start sessions on the repo).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateAutomation {
@@ -26,6 +26,14 @@ pub struct CreateAutomation {
     /// `max_model_requests_per_session`). None: the server's limit.
     #[serde(default)]
     pub max_model_requests: Option<u32>,
+    /// Each run's budget of model tokens (prompt and completion together, its whole session
+    /// tree). None: no limit of the automation's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<i64>,
+    /// Each run's budget in US dollars, priced from the settings' price table. None: no limit
+    /// of the automation's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
 }
 
 /// When an automation runs.
@@ -46,7 +54,7 @@ pub enum Trigger {
 pub const MAX_CI_RUNS: u32 = 10;
 
 /// What creating an automation answers: a webhook's URL (with its secret) is shown this once.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreatedAutomation {
     pub automation: Automation,
@@ -55,7 +63,7 @@ pub struct CreatedAutomation {
 }
 
 /// An automation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Automation {
     pub id: AutomationId,
@@ -75,6 +83,12 @@ pub struct Automation {
     /// Each run's budget of model requests (none: the server's limit).
     #[serde(default)]
     pub max_model_requests: Option<u32>,
+    /// Each run's budget of model tokens (none: no limit of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<i64>,
+    /// Each run's budget in US dollars (none: no limit of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
 }
 
 /// One run: the period it ran for, and the session it made (or why it made none).

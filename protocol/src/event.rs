@@ -204,6 +204,19 @@ pub enum EventKind {
         prompt_id: Option<PromptId>,
         ignored: Option<String>,
     },
+    /// The agent's call waits for a driver's answer (an approval card).
+    ApprovalAsked { approval: crate::approval::Approval },
+    /// An approval was answered, or timed out (a denial).
+    ApprovalAnswered {
+        approval_id: crate::ApprovalId,
+        state: crate::approval::ApprovalState,
+        /// Who answered; none when it timed out.
+        by: Option<Author>,
+        reason: Option<String>,
+        for_session: bool,
+    },
+    /// A model request was refused at a budget: the turn stops there. Said once per turn.
+    LimitReached { limit: crate::spend::LimitUse },
 }
 
 /// The steps of starting a session's workspace, in order.
@@ -269,6 +282,9 @@ impl EventKind {
             Self::PrReview { .. } => "pr_review",
             Self::PrCheck { .. } => "pr_check",
             Self::PrComment { .. } => "pr_comment",
+            Self::ApprovalAsked { .. } => "approval_asked",
+            Self::ApprovalAnswered { .. } => "approval_answered",
+            Self::LimitReached { .. } => "limit_reached",
         }
     }
 
@@ -456,6 +472,41 @@ impl EventKind {
                     reason.as_deref().unwrap_or("no mention")
                 ),
             },
+            Self::ApprovalAsked { approval } => format!(
+                "the agent asks to {}{}",
+                approval.subject.describe(),
+                approval
+                    .asked_for
+                    .as_ref()
+                    .map(|a| format!(" (for {})", a.name))
+                    .unwrap_or_default()
+            ),
+            Self::ApprovalAnswered {
+                state,
+                by,
+                reason,
+                for_session,
+                ..
+            } => {
+                let who = by.as_ref().map_or("nobody", |a| a.name.as_str());
+                let why = reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                match state {
+                    crate::approval::ApprovalState::Approved if *for_session => {
+                        format!("{who} approved it for the rest of the session")
+                    }
+                    crate::approval::ApprovalState::Approved => format!("{who} approved it"),
+                    crate::approval::ApprovalState::TimedOut => {
+                        format!("nobody answered in time; denied{why}")
+                    }
+                    _ => format!("{who} denied it{why}"),
+                }
+            }
+            Self::LimitReached { limit } => {
+                format!("stopped at {}: {} used", limit.which(), limit.amount())
+            }
         }
     }
 }

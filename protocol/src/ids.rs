@@ -44,6 +44,10 @@ id_type!(
     TokenId
 );
 id_type!(
+    /// One approval asked of the people in a session (an agent's tool call paused for a driver).
+    ApprovalId
+);
+id_type!(
     /// A git remote plus its workspace recipe.
     RepoId
 );

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod approval;
 pub mod automation;
 pub mod event;
 pub mod extension;
@@ -18,6 +19,7 @@ pub mod people;
 pub mod settings;
 pub mod slack;
 pub mod snapshot;
+pub mod spend;
 pub mod turn;
 
 pub use api::*;

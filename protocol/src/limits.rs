@@ -18,6 +18,10 @@ pub const BROWSER_LOGIN_TTL_SECS: i64 = 12 * 60 * 60;
 pub const LOGIN_LINK_TTL_SECS: i64 = 24 * 60 * 60;
 /// Seconds the server gives one HTTP request before answering 408.
 pub const REQUEST_TIMEOUT_SECS: u64 = 30;
+/// Seconds the server gives a request that stops, suspends, resumes or forks a session's
+/// workspace before answering 408 (on a cluster a stop pushes the writable layer and waits for
+/// the pod to go); the verb itself runs to its end either way.
+pub const LIFECYCLE_TIMEOUT_SECS: u64 = 300;
 /// Name of the HttpOnly cookie that carries the browser's JWT.
 pub const SESSION_COOKIE: &str = "tandem_session";
 /// Prefix of API tokens (`Authorization: Bearer tdm_…`).

@@ -47,8 +47,12 @@ pub mod close {
     pub const TOO_SLOW: u16 = 4408;
     /// A frame over [`super::MAX_FRAME_BYTES`].
     pub const TOO_BIG: u16 = 4413;
-    /// Too many connections through one share link ([`super::MAX_GUESTS_PER_LINK`]).
+    /// Too many connections through one share link ([`super::MAX_GUESTS_PER_LINK`]), or
+    /// edits faster than [`super::DOC_UPDATES_PER_SEC`].
     pub const TOO_MANY: u16 = 4429;
+    /// A document update or awareness message that does not decode, or names another
+    /// participant's client.
+    pub const BAD_UPDATE: u16 = 4400;
     /// The server failed.
     pub const INTERNAL: u16 = 4500;
 }
@@ -130,6 +134,53 @@ pub enum WsClient {
     /// Mouse or keyboard on the desktop (the participant who holds control, or any driver
     /// when no one does).
     DesktopInput { input: DesktopInput },
+    /// Answer an approval the agent asked for (drivers and the owner).
+    AnswerApproval {
+        approval: crate::ApprovalId,
+        approve: bool,
+        #[serde(default)]
+        for_session: bool,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// List the workspace's files (answered by `file_tree`).
+    ListFiles,
+    /// Open a file of the workspace as a shared document (everyone; drivers edit, viewers
+    /// watch). Answered by `file_opened`, or `file_gone` when it cannot be opened.
+    OpenFile { path: String },
+    /// Stop following a file.
+    CloseFile { path: String },
+    /// An edit: a Yjs update (v1 encoding, base64) of an open file's document (drivers).
+    FileUpdate { path: String, update: String },
+    /// This participant's cursor and selection in an open file: a y-protocols awareness
+    /// update (base64) for this participant's own client only.
+    FileAwareness { path: String, update: String },
+}
+
+impl WsClient {
+    /// The message's `type`, as a refusal names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Subscribe { .. } => "subscribe",
+            Self::OpenTerminal { .. } => "open_terminal",
+            Self::Resize { .. } => "resize",
+            Self::Presence { .. } => "presence",
+            Self::RequestControl => "request_control",
+            Self::GrantControl { .. } => "grant_control",
+            Self::ReleaseControl => "release_control",
+            Self::TakeControl => "take_control",
+            Self::Prompt { .. } => "prompt",
+            Self::DesktopOffer { .. } => "desktop_offer",
+            Self::DesktopClose => "desktop_close",
+            Self::DesktopInput { .. } => "desktop_input",
+            Self::AnswerApproval { .. } => "answer_approval",
+            Self::ListFiles => "list_files",
+            Self::OpenFile { .. } => "open_file",
+            Self::CloseFile { .. } => "close_file",
+            Self::FileUpdate { .. } => "file_update",
+            Self::FileAwareness { .. } => "file_awareness",
+        }
+    }
 }
 
 /// One input event for the desktop; coordinates are fractions (0..1) of the screen, so any
@@ -212,7 +263,43 @@ pub enum WsServer {
     Refused { request: String, reason: String },
     /// The answer to `desktop_offer` (all candidates in the SDP).
     DesktopAnswer { sdp: String },
+    /// The workspace's files: tracked and new, sorted by path.
+    FileTree {
+        files: Vec<crate::agent::TreeEntry>,
+        truncated: bool,
+    },
+    /// A file opened: its document's whole state (a Yjs v1 update, base64) and everyone's
+    /// cursors in it (a y-protocols awareness update, base64, empty when there are none).
+    FileOpened {
+        path: String,
+        update: String,
+        awareness: String,
+        read_only: bool,
+    },
+    /// Someone else's edit, or the workspace's (the agent, a formatter, `git checkout`).
+    FileUpdate { path: String, update: String },
+    /// Cursors moved, arrived or left (names and colours set by the server).
+    FileAwareness { path: String, update: String },
+    /// The file is no longer open here: deleted or renamed in the workspace, grown past
+    /// [`MAX_DOC_BYTES`], binary, or the workspace stopped.
+    FileGone { path: String, reason: String },
 }
+
+/// Largest file opened as a shared document (bytes of UTF-8); larger files are listed and
+/// marked, and open in VS Code or the terminal instead.
+pub const MAX_DOC_BYTES: usize = 1024 * 1024;
+/// Documents open at once in one session.
+pub const MAX_OPEN_DOCS: usize = 16;
+/// Documents one participant follows at once.
+pub const MAX_DOCS_PER_MEMBER: usize = 4;
+/// People in one document at once.
+pub const MAX_EDITORS_PER_DOC: usize = 32;
+/// Largest single update or awareness message (decoded bytes).
+pub const MAX_DOC_UPDATE_BYTES: usize = 32 * 1024;
+/// Updates a participant may send per second, sustained (bursts of twice as many pass).
+pub const DOC_UPDATES_PER_SEC: u32 = 100;
+/// Files listed in a workspace's tree at most.
+pub const MAX_TREE_ENTRIES: usize = 20_000;
 
 /// A binary frame: the terminal id (big-endian u32) then its bytes.
 pub fn encode_terminal(terminal: u32, bytes: &[u8]) -> Vec<u8> {

@@ -244,5 +244,5 @@ async fn main() -> Result<()> {
         "\n1280×720 at {fps} fps: {:.1} fps delivered, capture+encode {:.1}% of a core (target ≥ 15 fps within one core)",
         base.fps_median, base.encoder_cpu
     );
-    srv.finish().await
+    srv.finish().await.map(drop)
 }

@@ -159,8 +159,10 @@ impl Side {
         }
     }
 
-    /// Stops sessions, all at once.
+    /// Stops sessions, four at a time (cleaning up is not measured; twenty stops at once, each
+    /// computing its diff, outlast a request's time on two cores).
     async fn stop(&self, ids: Vec<SessionId>) -> Result<()> {
+        use futures::StreamExt;
         let c = &self.server.client;
         let stops = ids.into_iter().map(|id| async move {
             let res = c
@@ -168,9 +170,13 @@ impl Side {
                 .send()
                 .await?;
             ensure!(res.status().is_success(), "stop: {}", res.text().await?);
-            Ok(())
+            Ok::<_, anyhow::Error>(())
         });
-        futures::future::try_join_all(stops).await.map(drop)
+        let done: Vec<Result<()>> = futures::stream::iter(stops)
+            .buffer_unordered(4)
+            .collect()
+            .await;
+        done.into_iter().collect()
     }
 }
 

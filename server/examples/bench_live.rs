@@ -69,10 +69,94 @@ async fn screen_until(c: &mut LiveClient, needle: &[u8], buf: &mut Vec<u8>) -> R
     Ok(())
 }
 
+/// One run's figures.
+struct Outcome {
+    metrics: bool,
+    hub: (f64, f64),
+    direct: (f64, f64),
+    got_everything: usize,
+    dropped: usize,
+    lag: (f64, f64),
+    cpu: f64,
+    rss_mib: u64,
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let a = args()?;
-    let srv = bench_common::start("tandem-bench-live-", "").await?;
+    // Without, with, with, without: the same server counting nothing (no `[telemetry]
+    // metrics_token`, as on a server nobody scrapes) and counting everything for `/metrics`,
+    // twice each in an order that a machine growing busier run by run favours neither.
+    let mut outcomes = Vec::new();
+    for metrics in [false, true, true, false] {
+        eprintln!("— metrics {} —", if metrics { "on" } else { "off" });
+        outcomes.push(once(&a, metrics).await?);
+    }
+    println!();
+    println!(
+        "| metrics | keystroke → echo at a 2nd client, median | p99 | direct median | direct p99 | added (median) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for o in &outcomes {
+        println!(
+            "| {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms |",
+            if o.metrics { "on" } else { "off" },
+            o.hub.0,
+            o.hub.1,
+            o.direct.0,
+            o.direct.1,
+            o.hub.0 - o.direct.0
+        );
+    }
+    println!();
+    println!(
+        "| metrics | viewers | rate | seconds | got everything | dropped (4408) | marker lag p50 | p99 | server CPU | server peak RSS |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for o in &outcomes {
+        println!(
+            "| {} | {} | {} KiB/s | {} | {}/{} | {} | {:.1} ms | {:.1} ms | {:.0}% of a core | {} MiB |",
+            if o.metrics { "on" } else { "off" },
+            a.viewers,
+            a.rate_kib,
+            a.seconds,
+            o.got_everything,
+            a.viewers,
+            o.dropped,
+            o.lag.0,
+            o.lag.1,
+            o.cpu,
+            o.rss_mib
+        );
+    }
+    let mean = |metrics: bool, f: fn(&Outcome) -> f64| {
+        let v: Vec<f64> = outcomes
+            .iter()
+            .filter(|o| o.metrics == metrics)
+            .map(f)
+            .collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let (on, off) = (mean(true, |o| o.cpu), mean(false, |o| o.cpu));
+    let cost = (on / off - 1.0) * 100.0;
+    println!(
+        "\nmetrics cost: server CPU {on:.1}% of a core with them against {off:.1}% without for the same fan-out, mean of two runs each ({cost:+.1}%; target under 2%: {}); everything delivered to {:.0} of {} viewers with, {:.0} without",
+        if cost < 2.0 { "met" } else { "NOT met" },
+        mean(true, |o| o.got_everything as f64),
+        a.viewers,
+        mean(false, |o| o.got_everything as f64),
+    );
+    Ok(())
+}
+
+/// The whole benchmark once, on a server with `metrics` counted or not.
+async fn once(a: &Args, metrics: bool) -> Result<Outcome> {
+    let config = if metrics {
+        "[telemetry]\nmetrics_token = \"bench-live-metrics-token-0123\"\n"
+    } else {
+        ""
+    };
+    let srv = bench_common::start("tandem-bench-live-", config).await?;
     let (url, token, pid) = (&srv.url, &srv.token, srv.pid);
     let id = srv
         .ready_session("bench/live", &[("README.md", "bench\n")])
@@ -293,26 +377,15 @@ async fn main() -> Result<()> {
         pct(&mut texts, 0.5)
     );
     let (l50, l99) = (pct(&mut lags.clone(), 0.5), pct(&mut lags, 0.99));
-    println!();
-    println!("| case | median | p99 | baseline median | baseline p99 | added (median) |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    println!(
-        "| keystroke → echo at a 2nd client ({} keys) | {h50:.2} ms | {h99:.2} ms | {b50:.2} ms | {b99:.2} ms | {:.2} ms |",
-        a.keys,
-        h50 - b50
-    );
-    println!();
-    println!(
-        "| viewers | rate | seconds | got everything | dropped (4408) | marker lag p50 | p99 | server CPU | server peak RSS |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    println!(
-        "| {} | {} KiB/s | {} | {full}/{} | {dropped} | {l50:.1} ms | {l99:.1} ms | {cpu:.0}% of a core | {} MiB |",
-        a.viewers,
-        a.rate_kib,
-        a.seconds,
-        a.viewers,
-        rss / 1024
-    );
-    srv.finish().await
+    srv.finish().await?;
+    Ok(Outcome {
+        metrics,
+        hub: (h50, h99),
+        direct: (b50, b99),
+        got_everything: full,
+        dropped,
+        lag: (l50, l99),
+        cpu,
+        rss_mib: rss / 1024,
+    })
 }

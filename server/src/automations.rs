@@ -104,6 +104,20 @@ pub async fn create(
             "max_model_requests is 1 to {cap} (this server's max_model_requests_per_session)"
         )));
     }
+    if req.max_tokens.is_some_and(|n| n < 1) {
+        return Err(Error::Invalid(
+            "max_tokens is at least 1 (leave it out for no token limit of the automation's own)"
+                .into(),
+        ));
+    }
+    if req
+        .max_cost_usd
+        .is_some_and(|d| !d.is_finite() || !(0.000_001..=1_000_000.0).contains(&d))
+    {
+        return Err(Error::Invalid(
+            "max_cost_usd is a dollar amount from 0.000001 to 1000000 (leave it out for no dollar limit of the automation's own)".into(),
+        ));
+    }
     let now = now_ms();
     let (trigger, next_at, secret) = match req.trigger {
         Trigger::Schedule { cron: text } => {
@@ -139,6 +153,9 @@ pub async fn create(
         created_at: Timestamp(now),
         next_at,
         max_model_requests: req.max_model_requests,
+        max_tokens: req.max_tokens,
+        // Kept in micro-dollars, as every cost is.
+        max_cost_usd: req.max_cost_usd.map(|d| (d * 1e6).round() / 1e6),
     };
     let hash = secret.as_deref().map(crate::identity::auth::hash_secret);
     db::automations::insert(&app.db, &a, hash.as_deref()).await?;
@@ -482,6 +499,8 @@ async fn start_run(app: &AppState, a: &Automation, prompt: String) -> Result<Ses
     let new = crate::commands::NewSession {
         name: Some(format!("{} (automation)", a.name)),
         max_model_requests: a.max_model_requests,
+        max_tokens: a.max_tokens,
+        max_cost_micros: a.max_cost_usd.map(|d| (d * 1e6).round() as i64),
         ..crate::commands::NewSession::new(request, AuthorKind::Automation)
     };
     let detail = crate::commands::create_session(app, &creator, new).await?;

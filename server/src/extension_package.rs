@@ -32,6 +32,11 @@ pub const FILES: &[(&str, &[u8])] = &[
     ("api.js", include_bytes!("../../extension/api.js")),
     ("pick.js", include_bytes!("../../extension/pick.js")),
     ("timeline.js", include_bytes!("../../extension/timeline.js")),
+    (
+        "approvals.js",
+        include_bytes!("../../extension/approvals.js"),
+    ),
+    ("spend.js", include_bytes!("../../extension/spend.js")),
     ("connect.js", include_bytes!("../../extension/connect.js")),
     ("context.js", include_bytes!("../../extension/context.js")),
     ("dom.js", include_bytes!("../../extension/dom.js")),

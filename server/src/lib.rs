@@ -31,8 +31,9 @@ use tandem_core::fuzz_support;
 pub use error::{Error, Result};
 // The core (its own crate): the server's modules reach its parts by these names.
 pub use tandem_core::{
-    Engine, availability, commands, config, now_ms, page_context, permissions, prompt_images,
-    repos, secrets, sessions, settings, snapshots, supervisor, turns,
+    Engine, approvals, availability, commands, config, insights, mcp, metrics, now_ms,
+    page_context, permissions, prompt_images, repos, secrets, sessions, settings, snapshots, spend,
+    supervisor, traces, turns,
 };
 // The host layer (its own crate): the server's modules reach it by these names.
 pub use http::app;

@@ -11,7 +11,7 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::routing::Route;
 use tandem_protocol::ApiError;
-use tandem_protocol::limits::REQUEST_TIMEOUT_SECS;
+use tandem_protocol::limits::{LIFECYCLE_TIMEOUT_SECS, REQUEST_TIMEOUT_SECS};
 use tower::{Layer, Service};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{OpenApi, RefOr};
@@ -129,6 +129,7 @@ async fn openapi_json(Extension(Document(json)): Extension<Document>) -> Respons
         (name = "extension", description = "The Chrome extension: pairing and page rules"),
         (name = "automations", description = "Prompts a repo runs on a schedule or a webhook"),
         (name = "admin", description = "Settings, secrets and the audit log (admins)"),
+        (name = "spend", description = "Prices, budgets, and what the agents cost and got merged"),
     )
 )]
 struct ApiDoc;
@@ -166,7 +167,9 @@ impl Modify for CommonAnswers {
         let answers = [
             (
                 "408",
-                format!("No answer within {REQUEST_TIMEOUT_SECS} seconds (`timeout`)"),
+                format!(
+                    "No answer within {REQUEST_TIMEOUT_SECS} seconds, {LIFECYCLE_TIMEOUT_SECS} for stopping, suspending, resuming or forking a workspace, which goes on to its end (`timeout`)"
+                ),
             ),
             (
                 "413",

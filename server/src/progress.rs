@@ -105,6 +105,15 @@ pub enum News {
     },
     /// The session failed: what failed and what to do.
     Failed(String),
+    /// The agent asks a driver about a call (a card with buttons).
+    ApprovalAsked(Box<tandem_protocol::approval::Approval>),
+    /// An approval was answered or timed out: who, in words.
+    ApprovalAnswered {
+        approval: tandem_protocol::ApprovalId,
+        outcome: String,
+    },
+    /// A turn stopped at a budget: which, whose, and the use against it.
+    LimitReached(tandem_protocol::spend::LimitUse),
 }
 
 /// Folds `event` into `view`, adding what is news to `news`.
@@ -153,6 +162,14 @@ pub fn fold(view: &mut View, news: &mut Vec<News>, event: &Event) {
                 url: url.clone(),
             });
         }
+        EventKind::ApprovalAsked { approval } => {
+            news.push(News::ApprovalAsked(Box::new(approval.clone())));
+        }
+        EventKind::ApprovalAnswered { approval_id, .. } => news.push(News::ApprovalAnswered {
+            approval: *approval_id,
+            outcome: event.kind.summary(),
+        }),
+        EventKind::LimitReached { limit } => news.push(News::LimitReached(limit.clone())),
         _ => {}
     }
 }

@@ -23,6 +23,8 @@ struct Row {
     created_at: i64,
     next_at: Option<i64>,
     max_model_requests: Option<i64>,
+    max_tokens: Option<i64>,
+    max_cost_micros: Option<i64>,
 }
 
 impl Row {
@@ -48,13 +50,16 @@ impl Row {
             max_model_requests: self
                 .max_model_requests
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            max_tokens: self.max_tokens,
+            max_cost_usd: self.max_cost_micros.map(|m| m as f64 / 1e6),
         })
     }
 }
 
 const SELECT: &str =
     "SELECT a.id, a.repo_id, r.name AS repo_name, a.name, a.prompt, a.schedule, a.ci_max_runs, a.agent,
-        a.created_by, u.name AS created_by_name, a.created_at, a.next_at, a.max_model_requests
+        a.created_by, u.name AS created_by_name, a.created_at, a.next_at, a.max_model_requests,
+        a.max_tokens, a.max_cost_micros
     FROM automations a JOIN repos r ON r.id = a.repo_id JOIN users u ON u.id = a.created_by";
 
 /// Stores `a`; a webhook's with the hash of its URL's secret.
@@ -65,8 +70,8 @@ pub async fn insert(mut ex: impl Conn, a: &Automation, webhook_hash: Option<&str
         Trigger::CiFailure { max_runs } => (None, Some(i64::from(*max_runs))),
     };
     sqlx::query(
-        "INSERT INTO automations (id, repo_id, name, prompt, schedule, webhook_hash, agent, created_by, created_at, next_at, ci_max_runs, max_model_requests)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        "INSERT INTO automations (id, repo_id, name, prompt, schedule, webhook_hash, agent, created_by, created_at, next_at, ci_max_runs, max_model_requests, max_tokens, max_cost_micros)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
     )
     .bind(a.id.to_string())
     .bind(a.repo_id.to_string())
@@ -80,6 +85,8 @@ pub async fn insert(mut ex: impl Conn, a: &Automation, webhook_hash: Option<&str
     .bind(a.next_at.map(|t| t.0))
     .bind(ci)
     .bind(a.max_model_requests.map(i64::from))
+    .bind(a.max_tokens)
+    .bind(a.max_cost_usd.map(|d| (d * 1e6).round() as i64))
     .execute(ex.ex())
     .await?;
     Ok(())
@@ -258,4 +265,16 @@ pub async fn runs(mut ex: impl Conn, id: AutomationId, limit: i64) -> Result<Vec
             })
         })
         .collect()
+}
+
+/// The name of the automation whose run session `root` is, if it is one.
+pub async fn name_of_run(mut ex: impl Conn, root: SessionId) -> Result<Option<String>> {
+    let row: Option<(String,)> = sqlx::query_as(
+        "SELECT a.name FROM automation_runs r JOIN automations a ON a.id = r.automation_id
+         WHERE r.session_id = $1",
+    )
+    .bind(root.to_string())
+    .fetch_optional(ex.ex())
+    .await?;
+    Ok(row.map(|(n,)| n))
 }

@@ -30,7 +30,33 @@ pub struct EventBus {
     control: broadcast::Sender<String>,
     /// Ends the PostgreSQL listener (dropped with the bus, or on [`EventBus::stop`]).
     stop: Mutex<Option<oneshot::Sender<()>>>,
+    /// Told of every event this process appends (its metrics).
+    observer: ObserverSlot,
 }
+
+#[derive(Default)]
+struct ObserverSlot(std::sync::OnceLock<Observer>);
+
+impl std::fmt::Debug for ObserverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("observer")
+    }
+}
+
+/// What [`EventBus::observe`] is told of.
+pub enum Observation<'a> {
+    /// An event this process appended.
+    Event(SessionId, &'a tandem_protocol::EventKind),
+    /// A prompt claimed by a turn after waiting in its queue this long (ms).
+    PromptWaited(i64),
+    /// A snapshot build ended.
+    SnapshotBuilt { ok: bool },
+    /// A snapshot was set aside after failing starts again and again (the breaker).
+    BreakerTripped,
+}
+
+/// What [`EventBus::observe`] calls.
+pub type Observer = Box<dyn Fn(Observation<'_>) + Send + Sync>;
 
 impl Default for EventBus {
     fn default() -> Self {
@@ -38,11 +64,25 @@ impl Default for EventBus {
             sessions: Default::default(),
             control: broadcast::channel(CONTROL_QUEUE).0,
             stop: Mutex::new(None),
+            observer: ObserverSlot::default(),
         }
     }
 }
 
 impl EventBus {
+    /// Sets what is told of every event this process appends (once; later calls are ignored).
+    pub fn observe(&self, f: Observer) {
+        let _ = self.observer.0.set(f);
+    }
+
+    /// Tells the observer of an event appended (in a transaction that may still roll back:
+    /// what it counts is what was attempted).
+    pub fn observed(&self, what: Observation<'_>) {
+        if let Some(f) = self.observer.0.get() {
+            f(what);
+        }
+    }
+
     /// A watch of `session`'s newest committed sequence number (as far as this process knows).
     pub fn subscribe(&self, session: SessionId) -> watch::Receiver<i64> {
         let mut map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());

@@ -34,6 +34,8 @@ pub async fn append(tx: &mut Tx, session: SessionId, at: i64, kind: EventKind) -
     .execute(&mut *tx.tx)
     .await?;
     tx.appended(session, seq);
+    tx.bus
+        .observed(crate::bus::Observation::Event(session, &kind));
     Ok(Event {
         session_id: session,
         seq,

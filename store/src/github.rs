@@ -285,7 +285,13 @@ pub async fn set_pull_request_state(
     state: PrState,
     now: i64,
 ) -> Result<bool> {
-    let r = sqlx::query("UPDATE pull_requests SET state = $1, updated_at = $2 WHERE session_id = $3 AND state <> $1")
+    // When it was merged or closed is kept (review time); a reopened one forgets both.
+    let r = sqlx::query(
+        "UPDATE pull_requests SET state = $1, updated_at = $2,
+            merged_at = CASE WHEN $1 = 'merged' THEN $2 WHEN $1 = 'open' THEN NULL ELSE merged_at END,
+            closed_at = CASE WHEN $1 = 'closed' THEN $2 WHEN $1 = 'open' THEN NULL ELSE closed_at END
+         WHERE session_id = $3 AND state <> $1",
+    )
         .bind(state.as_str())
         .bind(now)
         .bind(session.to_string())

@@ -90,7 +90,17 @@ pub async fn finish(
     .bind(runner)
     .execute(&mut *conn.tx)
     .await?;
-    Ok(done.rows_affected() == 1)
+    let ended = done.rows_affected() == 1;
+    if ended && matches!(to, PromptState::Stopped | PromptState::Failed) {
+        sqlx::query(
+            "UPDATE sessions SET interrupted_turns = interrupted_turns + 1
+             WHERE id = (SELECT session_id FROM prompts WHERE id = $1)",
+        )
+        .bind(id.to_string())
+        .execute(&mut *conn.tx)
+        .await?;
+    }
+    Ok(ended)
 }
 
 /// Puts an interrupted prompt back in the queue: `first` keeps its place (it runs next),
@@ -109,7 +119,17 @@ pub async fn requeue(conn: &mut Tx, id: PromptId, first: bool, count: bool) -> R
     .bind(id.to_string())
     .execute(&mut *conn.tx)
     .await?;
-    Ok(done.rows_affected() == 1)
+    let requeued = done.rows_affected() == 1;
+    if requeued && count {
+        sqlx::query(
+            "UPDATE sessions SET retries = retries + 1
+             WHERE id = (SELECT session_id FROM prompts WHERE id = $1)",
+        )
+        .bind(id.to_string())
+        .execute(&mut *conn.tx)
+        .await?;
+    }
+    Ok(requeued)
 }
 
 /// Moves a prompt from `from` to `to`; false if it was not in `from`.
@@ -231,4 +251,13 @@ pub async fn pending_by(
             ))
         })
         .collect()
+}
+
+/// Prompts waiting in every queue.
+pub async fn count_queued(mut ex: impl Conn) -> Result<i64> {
+    let (n,): (i64,) =
+        sqlx::query_as("SELECT CAST(COUNT(*) AS BIGINT) FROM prompts WHERE state = 'queued'")
+            .fetch_one(ex.ex())
+            .await?;
+    Ok(n)
 }

@@ -93,7 +93,7 @@ pub async fn insert(conn: &mut Tx, s: &Session) -> Result<()> {
     // found in the same statement.
     sqlx::query(&format!(
         "{} INSERT INTO sessions (id, repo_id, state, title, branch, author_kind, author_user_id, author_name,
-         created_at, updated_at, last_seq, parent_id, agent, private, root_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, {})",
+         created_at, updated_at, last_seq, parent_id, agent, private, state_since, root_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $9, {})",
         crate::trees::up("$11", "$14"),
         crate::trees::ROOT
     ))
@@ -144,6 +144,10 @@ pub async fn insert_prompt(conn: &mut Tx, p: &Prompt) -> Result<()> {
     .bind(images_json(&p.images))
     .execute(&mut *conn.tx)
     .await?;
+    sqlx::query("UPDATE sessions SET prompts_count = prompts_count + 1 WHERE id = $1")
+        .bind(p.session_id.to_string())
+        .execute(&mut *conn.tx)
+        .await?;
     Ok(())
 }
 
@@ -331,11 +335,21 @@ pub async fn transition(
         .bind(id.to_string())
         .fetch_one(&mut *conn.tx)
         .await?;
-    sqlx::query("UPDATE sessions SET state = $1 WHERE id = $2")
-        .bind(to.as_str())
-        .bind(id.to_string())
-        .execute(&mut *conn.tx)
-        .await?;
+    // The time spent in the state it leaves is added to its sandbox time.
+    sqlx::query(
+        "UPDATE sessions SET state = $1,
+            running_ms = running_ms + CASE WHEN state IN ('starting', 'ready', 'running', 'idle')
+                AND state_since IS NOT NULL AND state_since < $3 THEN $3 - state_since ELSE 0 END,
+            suspended_ms = suspended_ms + CASE WHEN state = 'suspended'
+                AND state_since IS NOT NULL AND state_since < $3 THEN $3 - state_since ELSE 0 END,
+            state_since = $3
+         WHERE id = $2",
+    )
+    .bind(to.as_str())
+    .bind(id.to_string())
+    .bind(now)
+    .execute(&mut *conn.tx)
+    .await?;
     let from = SessionState::parse(&from)
         .ok_or_else(|| Error::Internal(format!("stored state {from:?} unknown")))?;
     super::events::append(conn, id, now, EventKind::StateChanged { from, to, reason }).await?;
@@ -485,4 +499,13 @@ pub async fn in_states(mut ex: impl Conn, states: &[SessionState]) -> Result<Vec
     ))
     .fetch_all(ex.ex())
     .await?)
+}
+
+/// How many sessions are in each state (states with none are left out).
+pub async fn count_by_state(mut ex: impl Conn) -> Result<Vec<(String, i64)>> {
+    Ok(
+        sqlx::query_as("SELECT state, CAST(COUNT(*) AS BIGINT) FROM sessions GROUP BY state")
+            .fetch_all(ex.ex())
+            .await?,
+    )
 }

@@ -401,3 +401,96 @@ async fn a_runs_session_stops_at_its_automations_budget() {
         (2, Some(2))
     );
 }
+
+#[tokio::test]
+async fn a_runs_session_stops_at_its_automations_dollar_limit() {
+    use scripted_model::{Reply, ScriptedModel};
+    use tandem_protocol::spend::{LimitKind, LimitScope};
+    use tandem_protocol::*;
+    // Every answer: 100 prompt and 20 completion tokens, a command to run again.
+    let model = ScriptedModel::start(vec![]).await;
+    model.fallback(Reply::tool("run_command", json!({ "command": "true" })));
+    let url = model.base_url.clone();
+    let Some(s) = crate::workspaces::server(move |c| {
+        c.agents.model_base_url = Some(url);
+        c.agents.model = "scripted-1".into();
+        c.agents.max_model_requests_per_session = 50;
+    })
+    .await
+    else {
+        return;
+    };
+    // $2 per million prompt tokens, $10 per million completion tokens: $0.0004 an answer.
+    let res = s
+        .req(Method::PUT, "/api/spend/prices")
+        .bearer(&s.admin_token)
+        .json(&json!({ "models": { "scripted-1": { "input_per_mtok": 2.0, "output_per_mtok": 10.0 } } }))
+        .send()
+        .await;
+    assert_eq!(res.status, StatusCode::OK);
+    let src = crate::session_workspaces::source_repo("[workspace]\nsetup = []\n");
+    let repo = crate::session_workspaces::add_repo(&s, "acme/dollars", src.path()).await;
+    for (bad, why) in [
+        (json!({ "max_cost_usd": -1.0 }), "max_cost_usd"),
+        (json!({ "max_cost_usd": 0.0 }), "max_cost_usd"),
+        (json!({ "max_tokens": 0 }), "max_tokens"),
+    ] {
+        let mut body = json!({ "repo_id": repo, "name": "bad", "prompt": "p", "trigger": { "kind": "webhook" } });
+        body.as_object_mut()
+            .unwrap()
+            .extend(bad.as_object().unwrap().clone());
+        let res = s.post("/api/automations", body).send().await;
+        let msg = res.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+        assert!(msg.contains(why), "{msg}");
+    }
+    let made = s
+        .post(
+            "/api/automations",
+            json!({ "repo_id": repo, "name": "thrifty", "prompt": "fix {{body.error}}", "trigger": { "kind": "webhook" }, "max_cost_usd": 0.001, "max_tokens": 1_000_000 }),
+        )
+        .send()
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.json());
+    assert_eq!(made.json()["automation"]["max_cost_usd"], 0.001);
+    assert_eq!(made.json()["automation"]["max_tokens"], 1_000_000);
+    let listed = s.get("/api/automations").send().await.json();
+    assert_eq!(listed[0]["max_cost_usd"], 0.001, "{listed}");
+    let hook = made.json()["webhook_url"].as_str().unwrap().to_string();
+    let path = hook.split_once("/api/").unwrap().1;
+    let run = s
+        .req(Method::POST, &format!("/api/{path}"))
+        .json(&json!({ "error": "TypeError" }))
+        .send()
+        .await;
+    assert_eq!(run.status, StatusCode::ACCEPTED, "{}", run.json());
+    let session: SessionId = run.json()["session_id"].as_str().unwrap().parse().unwrap();
+    let evs = crate::agent_runs::wait_events(&s, session, |e| {
+        e.iter()
+            .any(|e| matches!(e.kind, EventKind::TurnEnded { .. }))
+    })
+    .await;
+    // $0.0004, $0.0008, $0.0012: the fourth request finds the $0.001 spent and is refused.
+    assert_eq!(
+        model.requests().len(),
+        3,
+        "no model request past the run's dollars"
+    );
+    let reached: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::LimitReached { limit } => Some(limit.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reached.len(), 1, "{reached:?}");
+    assert_eq!(
+        (reached[0].scope, reached[0].kind, reached[0].whose.as_str()),
+        (LimitScope::Automation, LimitKind::CostMicros, "thrifty")
+    );
+    assert_eq!((reached[0].used, reached[0].limit), (1_200, 1_000));
+    assert!(
+        reached[0].which().contains("thrifty"),
+        "{}",
+        reached[0].which()
+    );
+}

@@ -397,6 +397,24 @@ async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuse
         .send()
         .await;
     assert_eq!(opened.status, StatusCode::OK);
+    // The field's page has loaded (its title says its empty value) before anything is typed:
+    // on a busy machine a click sent sooner lands on the page before it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let page: DesktopPage = s
+            .get(&format!("/api/sessions/{id}/desktop"))
+            .send()
+            .await
+            .parse();
+        if page.title.as_deref() == Some("v:") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the field's page never loaded: {page:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let key = |key: &str, ctrl: bool| DesktopInput::Key {
         key: key.into(),
         ctrl,

@@ -400,3 +400,95 @@ async fn a_wildcard_name_resolves_through_the_servers_name_server_and_a_refused_
         "an allowed name is not reported"
     );
 }
+
+/// `egress_ask`: a name off the allow-list becomes an approval in the session's timeline;
+/// approved by a driver, that session's workspace resolves and reaches it — another session of
+/// the same repo still does not.
+#[tokio::test]
+async fn a_name_off_the_allow_list_is_asked_about_and_once_approved_reachable_for_that_session_only()
+ {
+    if crate::workspaces::image().await.is_none() {
+        return;
+    }
+    let out = outside().await;
+    let (allowed, blocked) = (out.allowed, out.blocked);
+    let s = crate::workspaces::server(|c| {
+        c.egress_hosts
+            .insert("allowed.test".into(), vec![IpAddr::V4(allowed)]);
+        c.egress_hosts
+            .insert("api.example.test".into(), vec![IpAddr::V4(blocked)]);
+    })
+    .await
+    .unwrap();
+    let src = tempfile::tempdir().unwrap();
+    git(src.path(), &["init", "-q"]);
+    std::fs::write(
+        src.path().join("tandem.toml"),
+        "[workspace]\negress = [\"allowed.test\"]\negress_ask = true\n",
+    )
+    .unwrap();
+    git(src.path(), &["add", "-A"]);
+    git(src.path(), &["commit", "-qm", "egress"]);
+    let repo = crate::session_workspaces::add_repo(&s, "acme/ask", src.path()).await;
+    let a = crate::session_workspaces::start_session(&s, &repo)
+        .await
+        .session
+        .id;
+    let b = crate::session_workspaces::start_session(&s, &repo)
+        .await
+        .session
+        .id;
+    let get = "exec 3<>/dev/tcp/api.example.test/8080 && printf 'GET / HTTP/1.0\\r\\nHost: api.example.test\\r\\n\\r\\n' >&3 && cat <&3";
+
+    let r = exec(&s, a, "getent hosts api.example.test || echo UNRESOLVED").await;
+    assert_eq!(r.stdout.trim(), "UNRESOLVED", "{r:?}");
+    let evs = crate::agent_runs::wait_events(&s, a, |e| {
+        e.iter()
+            .any(|e| matches!(&e.kind, EventKind::ApprovalAsked { .. }))
+    })
+    .await;
+    let card = evs
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ApprovalAsked { approval } => Some(approval.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        card.subject,
+        approval::ApprovalSubject::Egress {
+            host: "api.example.test".into()
+        }
+    );
+    let r = exec(&s, a, get).await;
+    assert!(
+        !r.stdout.contains("hello from outside"),
+        "not before the answer: {r:?}"
+    );
+
+    let answered = s
+        .post(
+            &format!("/api/sessions/{a}/approvals/{}", card.id),
+            json!({ "approve": true }),
+        )
+        .send()
+        .await;
+    assert_eq!(answered.status, axum::http::StatusCode::OK);
+    let r = exec(&s, a, get).await;
+    assert!(
+        r.stdout.contains("hello from outside"),
+        "approved, the session reaches it: {r:?}"
+    );
+    // The other session of the same repo does not.
+    let r = exec(&s, b, get).await;
+    assert!(!r.stdout.contains("hello from outside"), "{r:?}");
+    let r = exec(
+        &s,
+        b,
+        &format!(
+            "timeout 2 bash -c 'exec 3<>/dev/tcp/{blocked}/8080' && echo OPEN || echo BLOCKED"
+        ),
+    )
+    .await;
+    assert_eq!(r.stdout.trim(), "BLOCKED", "{r:?}");
+}

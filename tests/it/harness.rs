@@ -238,7 +238,7 @@ pub fn remove_workspaces(data: &std::path::Path) {
 }
 
 /// Processes making something of data dir `data`: a container (`runc … run`), a disk
-/// (`losetup`, `mkfs.ext4`), a layer copy (`cp`).
+/// (`mount -o loop`, `mkfs.ext4`), a layer copy (`cp`).
 fn makers_of(data: &std::path::Path) -> Vec<i32> {
     let dir = data.as_os_str().as_encoded_bytes();
     all_pids()
@@ -247,7 +247,7 @@ fn makers_of(data: &std::path::Path) -> Vec<i32> {
             let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
             let names = args.iter().any(|a| a.starts_with(dir));
             let tool = args.first().is_some_and(|a| {
-                [&b"losetup"[..], b"mkfs.ext4", b"cp"]
+                [&b"losetup"[..], b"mount", b"mkfs.ext4", b"cp"]
                     .iter()
                     .any(|t| a.ends_with(t))
             });
@@ -353,6 +353,7 @@ impl TestServer {
             automations: Default::default(),
             slack: None,
             kubernetes: None,
+            telemetry: Default::default(),
             workspaces: Default::default(),
         };
         tweak(&mut config);

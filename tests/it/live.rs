@@ -74,6 +74,11 @@ impl Peer {
                 WsServer::Control { controller } => self.controller = controller,
                 WsServer::ControlRequested { .. } | WsServer::DesktopAnswer { .. } => {}
                 WsServer::Refused { request, reason } => self.refused.push((request, reason)),
+                WsServer::FileTree { .. }
+                | WsServer::FileOpened { .. }
+                | WsServer::FileUpdate { .. }
+                | WsServer::FileAwareness { .. }
+                | WsServer::FileGone { .. } => {}
             },
             Incoming::Terminal(_, bytes) => {
                 self.screen.extend(bytes);
@@ -153,7 +158,7 @@ impl Peer {
 }
 
 /// A running session with no agent (a shared workspace).
-async fn shared_session(s: &TestServer) -> SessionId {
+pub(crate) async fn shared_session(s: &TestServer) -> SessionId {
     let src = source_repo("[workspace]\nsetup = []\n");
     let repo = add_repo(
         s,
@@ -174,11 +179,11 @@ async fn shared_session(s: &TestServer) -> SessionId {
     created.session.id
 }
 
-async fn user(s: &TestServer, name: &str) -> String {
+pub(crate) async fn user(s: &TestServer, name: &str) -> String {
     crate::agent_runs::another_user(s, name).await.1
 }
 
-async fn link(s: &TestServer, id: SessionId, body: serde_json::Value) -> ShareLink {
+pub(crate) async fn link(s: &TestServer, id: SessionId, body: serde_json::Value) -> ShareLink {
     let res = s
         .post(&format!("/api/sessions/{id}/links"), body)
         .send()

@@ -15,6 +15,13 @@ use crate::harness::{Backend, TestServer, Transport};
 
 /// Every operation the API serves, as `METHOD /api/path`.
 const ROUTES: &[&str] = &[
+    "DELETE /api/mcp/servers/{name}",
+    "GET /api/mcp/actions",
+    "GET /api/mcp/servers",
+    "GET /api/sessions/{id}/approvals",
+    "POST /api/sessions/{id}/approvals/{approval}",
+    "PUT /api/mcp/actions",
+    "PUT /api/mcp/servers/{name}",
     "GET /api/artifacts/{id}/{sig}",
     "GET /api/audit",
     "GET /api/auth/github",
@@ -110,6 +117,13 @@ const ROUTES: &[&str] = &[
     "GET /api/slack/settings",
     "PUT /api/slack/settings",
     "GET /api/snapshots/{id}",
+    "GET /api/spend/budgets",
+    "PUT /api/spend/budgets",
+    "GET /api/spend/prices",
+    "PUT /api/spend/prices",
+    "GET /api/insights",
+    "GET /api/insights/csv",
+    "GET /api/sessions/{id}/spend",
     "GET /api/tokens",
     "POST /api/tokens",
     "DELETE /api/tokens/{id}",

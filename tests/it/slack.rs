@@ -869,3 +869,209 @@ async fn deliveries_are_signed_fresh_and_handled_once(backend: Backend) {
     .await;
     assert_eq!(sessions(&s).await.len(), 4);
 }
+
+/// An approval card in the session's Slack thread: the tool, its arguments, who started the
+/// turn, and buttons; a watcher's click is refused, the owner's approves, the card then says
+/// who answered and the call runs.
+#[tokio::test]
+async fn an_approval_is_answered_from_the_slack_thread_by_the_sessions_driver_only() {
+    let Some(mcp) = crate::approvals::servers_dir() else {
+        return;
+    };
+    let script = vec![
+        Reply::tool(
+            "everything__gzip-file-as-resource",
+            json!({ "name": "notes.gz", "data": "data:text/plain;base64,aGVsbG8=", "outputType": "resource" }),
+        )
+        .for_prompt("compress the notes")
+        .at_step(0),
+    ];
+    let fake = FakeSlack::start(SIGNING_SECRET, BOT_TOKEN).await;
+    let config = slack_config(&fake);
+    let Some(w) = crate::github::world_on(Backend::Sqlite, script, move |c| {
+        c.slack = Some(config);
+    })
+    .await
+    else {
+        return;
+    };
+    w.model.fallback(Reply::text("Compressed."));
+    store_secrets(&w.s).await;
+    let server = crate::approvals::Everything::start(&mcp).await;
+    let put =
+        w.s.req(Method::PUT, "/api/mcp/servers/everything").bearer(&w.s.admin_token)
+            .json(&json!({ "url": server.url, "secret": "everything_token", "secret_value": crate::approvals::SECRET }))
+            .send()
+            .await;
+    assert_eq!(
+        put.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&put.body)
+    );
+    let repo = crate::github::import(&w).await;
+    let res =
+        w.s.req(Method::PUT, &format!("/api/repos/{repo}/access"))
+            .bearer(&w.s.admin_token)
+            .json(&json!({ "access": "everyone", "grants": [] }))
+            .send()
+            .await;
+    assert_eq!(res.status, StatusCode::OK);
+    invite(&w.s, "alice", false).await;
+    invite(&w.s, "bob", false).await;
+    fake.add_user("U1ALICE", "alice", Some("alice@acme.test"));
+    fake.add_user("U2BOB", "bob", Some("bob@acme.test"));
+    fake.add_channel(CHANNEL, "web");
+    let events = format!("{}/api/slack/events", w.s.url);
+    let clicks = format!("{}/api/slack/interactivity", w.s.url);
+    let ask = fake.post_as(
+        "U1ALICE",
+        CHANNEL,
+        None,
+        &mention("compress the notes repo=calc"),
+    );
+    fake.send_event(&events, &fake.event_for(CHANNEL, &ask, true))
+        .await;
+    // The workspace boots and the agent reaches the call first (slow on a busy machine).
+    let id = crate::github::wait_for("the session", async || {
+        sessions(&w.s).await.first().map(|s| s.id)
+    })
+    .await;
+    crate::agent_runs::wait_events(&w.s, id, |e| {
+        e.iter()
+            .any(|e| matches!(e.kind, EventKind::ApprovalAsked { .. }))
+    })
+    .await;
+    let card = fake
+        .wait_for("the approval card in the thread", |f| {
+            in_thread(f, &ask)
+                .into_iter()
+                .find(|m| has_button(m, "tandem_approve"))
+        })
+        .await;
+    let shown = card.blocks.to_string();
+    assert!(
+        shown.contains("gzip-file-as-resource")
+            && shown.contains("notes.gz")
+            && shown.contains("alice"),
+        "the card shows the tool, its arguments and whose turn: {shown}"
+    );
+    assert!(has_button(&card, "tandem_approve_session") && has_button(&card, "tandem_deny"));
+
+    // Bob watches (the session is Alice's): his click changes nothing and he is told why.
+    let (code, _) = fake
+        .click(&clicks, "U2BOB", CHANNEL, &card.ts, "tandem_approve")
+        .await;
+    assert_eq!(code, 200);
+    told(&fake, "U2BOB", "viewer").await;
+    let pending: Vec<approval::Approval> =
+        w.s.get(&format!("/api/sessions/{id}/approvals"))
+            .send()
+            .await
+            .parse();
+    assert_eq!(pending[0].state, approval::ApprovalState::Pending);
+
+    // Alice approves: the card says so (its buttons gone) and the call runs.
+    let (code, _) = fake
+        .click(&clicks, "U1ALICE", CHANNEL, &card.ts, "tandem_approve")
+        .await;
+    assert_eq!(code, 200);
+    crate::agent_runs::wait_events(&w.s, id, |e| {
+        e.iter().any(|e| matches!(&e.kind, EventKind::ApprovalAnswered { by: Some(by), .. } if by.name == "alice"))
+    })
+    .await;
+    fake.wait_for("the card to say who approved", |f| {
+        f.messages().into_iter().find(|m| {
+            m.ts == card.ts
+                && m.text.contains("alice approved it")
+                && !has_button(m, "tandem_approve")
+        })
+    })
+    .await;
+    let evs = crate::agent_runs::wait_events(&w.s, id, |e| {
+        e.iter()
+            .any(|e| matches!(e.kind, EventKind::TurnEnded { .. }))
+    })
+    .await;
+    assert!(evs.iter().any(|e| matches!(&e.kind,
+        EventKind::ToolResult { name, is_error: false, .. } if name == "everything__gzip-file-as-resource")));
+}
+
+#[tokio::test]
+async fn a_turn_stopped_at_a_budget_says_which_in_its_slack_thread() {
+    let fake = FakeSlack::start(SIGNING_SECRET, BOT_TOKEN).await;
+    let config = slack_config(&fake);
+    let Some(w) = crate::github::world_on(Backend::Sqlite, vec![], move |c| {
+        c.slack = Some(config);
+    })
+    .await
+    else {
+        return;
+    };
+    // An agent that would run `true` for ever, at $0.01 a model request (100 prompt tokens at
+    // $100 per million), in session trees of at most $0.025.
+    w.model
+        .fallback(Reply::tool("run_command", json!({ "command": "true" })));
+    store_secrets(&w.s).await;
+    for (path, body) in [
+        (
+            "/api/spend/prices",
+            json!({ "models": { "scripted-1": { "input_per_mtok": 100.0, "output_per_mtok": 0.0 } } }),
+        ),
+        (
+            "/api/spend/budgets",
+            json!({ "tree": { "cost_usd": 0.025 } }),
+        ),
+    ] {
+        let res =
+            w.s.req(Method::PUT, path)
+                .bearer(&w.s.admin_token)
+                .json(&body)
+                .send()
+                .await;
+        assert_eq!(res.status, StatusCode::OK, "{path}: {}", res.json());
+    }
+    let repo = crate::github::import(&w).await;
+    let res =
+        w.s.req(Method::PUT, &format!("/api/repos/{repo}/access"))
+            .bearer(&w.s.admin_token)
+            .json(&json!({ "access": "everyone", "grants": [] }))
+            .send()
+            .await;
+    assert_eq!(res.status, StatusCode::OK);
+    invite(&w.s, "alice", false).await;
+    fake.add_user("U1ALICE", "alice", Some("alice@acme.test"));
+    fake.add_channel(CHANNEL, "web");
+    let ask = fake.post_as(
+        "U1ALICE",
+        CHANNEL,
+        None,
+        &mention("loop for ever repo=calc"),
+    );
+    fake.send_event(
+        &format!("{}/api/slack/events", w.s.url),
+        &fake.event_for(CHANNEL, &ask, true),
+    )
+    .await;
+    let id = crate::github::wait_for("the session", async || {
+        sessions(&w.s).await.first().map(|s| s.id)
+    })
+    .await;
+    crate::agent_runs::wait_events(&w.s, id, |e| {
+        e.iter()
+            .any(|e| matches!(e.kind, EventKind::LimitReached { .. }))
+    })
+    .await;
+    let said = fake
+        .wait_for("the budget's message in the thread", |f| {
+            in_thread(f, &ask)
+                .into_iter()
+                .find(|m| m.text.contains("stopped at"))
+        })
+        .await;
+    assert!(
+        said.text.contains("the session tree's budget") && said.text.contains("$0.03 of $0.025"),
+        "the thread says which limit and the use against it: {}",
+        said.text
+    );
+}

@@ -45,7 +45,12 @@ pub fn commit_recipe(repo: &Path, setup: &[&str]) -> String {
 }
 
 pub async fn wait_built(s: &TestServer, id: &str) -> Snapshot {
-    let deadline = Instant::now() + Duration::from_secs(180);
+    wait_built_within(s, id, Duration::from_secs(180)).await
+}
+
+/// [`wait_built`], allowing `limit`.
+pub async fn wait_built_within(s: &TestServer, id: &str, limit: Duration) -> Snapshot {
+    let deadline = Instant::now() + limit;
     loop {
         let snap: Snapshot = s.get(&format!("/api/snapshots/{id}")).send().await.parse();
         if snap.state != SnapshotState::Building {

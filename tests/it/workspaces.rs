@@ -104,13 +104,21 @@ async fn env(kind: Kind) -> Option<Env> {
         return None;
     }
     let dir = crate::harness::test_dir();
-    let rt = OciRuntime::new(kind, &dir.path().join("data")).unwrap();
+    // As the server runs them: every process under `tandem-confine` where that applies.
+    let rt = OciRuntime::new(kind, &dir.path().join("data"))
+        .unwrap()
+        .with_init(&confine_bin());
     Some(Env {
         kind,
         rt,
         image,
         dir,
     })
+}
+
+/// `tandem-confine`, built next to `tandem` by `cargo xtask test`.
+pub fn confine_bin() -> PathBuf {
+    std::path::Path::new(env!("CARGO_BIN_EXE_tandem")).with_file_name("tandem-confine")
 }
 
 /// Runs a test body once per OCI runtime.
@@ -582,3 +590,150 @@ async fn a_workspace_fills_only_its_own_disk(env: Env) {
     }
 }
 runtimes!(a_workspace_fills_only_its_own_disk);
+
+/// Every process of a workspace starts under `tandem-confine` with the seccomp filter the host
+/// compiled once, for every workspace: the runtime's config carries no profile for it to
+/// compile; the init and `exec`'d commands are filtered and refused what the profile refuses;
+/// the program is execute-only inside (so not traceable before its filter is in) and its mount
+/// cannot be moved or written; a link a layer planted at the mount point is replaced.
+async fn the_seccomp_filter_is_compiled_once_and_every_process_starts_under_it(env: Env) {
+    if env.kind == Kind::Runsc {
+        // gVisor filters syscalls itself.
+        assert!(!env.rt.precompiled_seccomp());
+        return;
+    }
+    assert!(
+        env.rt.precompiled_seccomp(),
+        "{:?} starts workspaces under {} (built by `cargo xtask test`)",
+        env.kind,
+        confine_bin().display()
+    );
+    let program =
+        std::fs::read(env.dir.path().join("data/runtime/confine/tandem-confine")).unwrap();
+    assert!(
+        tandem_host::runtime::confine::is_static(&program),
+        "no loader or library of the workspace's runs in it before its filter"
+    );
+    let planted = env.dir.path().join("planted");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::os::unix::fs::symlink("/tmp", planted.join(".tandem")).unwrap();
+    let mut ids = Vec::new();
+    for layers in [vec![], vec![], vec![planted.clone()]] {
+        ids.push(env.rt.start(env.spec(layers)).await.unwrap().id);
+    }
+    assert_eq!(
+        tandem_host::runtime::seccomp_bpf::compilations(),
+        1,
+        "one compilation for every workspace this process starts"
+    );
+    for id in &ids {
+        let config: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(
+                env.dir
+                    .path()
+                    .join(format!("data/workspaces/{id}/config.json")),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert!(config["linux"]["seccomp"].is_null(), "{}", config["linux"]);
+        assert_eq!(config["process"]["args"][0], "/.tandem/tandem-confine");
+        let status = env
+            .sh(
+                id,
+                "grep -hE '^(NoNewPrivs|Seccomp):' /proc/1/status /proc/self/status",
+            )
+            .await;
+        assert_eq!(
+            status.stdout, "NoNewPrivs:\t1\nSeccomp:\t2\nNoNewPrivs:\t1\nSeccomp:\t2\n",
+            "{status:?}"
+        );
+        for attack in [
+            "unshare --user --map-root-user true",
+            "mkdir -p /mnt/x && mount -t tmpfs none /mnt/x",
+        ] {
+            let r = env.sh(id, attack).await;
+            assert_ne!(r.code, Some(0), "{attack:?} worked: {r:?}");
+            assert!(
+                r.stderr.contains("not permitted") || r.stderr.contains("denied"),
+                "{attack:?}: {r:?}"
+            );
+        }
+        let read = env.sh(id, "cat /.tandem/tandem-confine > /dev/null").await;
+        assert!(read.stderr.contains("Permission denied"), "{read:?}");
+        let moved = env.sh(id, "mv /.tandem /elsewhere").await;
+        assert_ne!(moved.code, Some(0), "{moved:?}");
+        let written = env.sh(id, "echo x > /.tandem/seccomp.bpf").await;
+        assert!(written.stderr.contains("Read-only"), "{written:?}");
+        let kind = env.sh(id, "stat -c %F /.tandem").await;
+        assert_eq!(kind.stdout, "directory\n", "{kind:?}");
+    }
+    for id in &ids {
+        env.rt.stop(id, Keep::Nothing).await.unwrap();
+    }
+}
+runtimes!(the_seccomp_filter_is_compiled_once_and_every_process_starts_under_it);
+
+/// Disks are made ahead of need: a start takes a spare copy of the formatted template (a
+/// rename, not a copy), and the spares are made again in the background.
+async fn a_start_takes_a_disk_made_ahead_and_the_spares_refill(env: Env) {
+    use std::os::unix::fs::MetadataExt;
+    use tandem_host::runtime::disk;
+    assert!(env.rt.disk_limits(), "this host gives workspaces disks");
+    let templates = env.dir.path().join("data/runtime/disks");
+    let bytes = env.spec(vec![]).limits.disk_bytes.max(disk::MIN_BYTES);
+    let refilled = async || {
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        while disk::spares(&templates, bytes).len() < disk::SPARES {
+            assert!(Instant::now() < deadline, "the spare disks were never made");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    let first = env.rt.start(env.spec(vec![])).await.unwrap();
+    refilled().await;
+    let ready: Vec<u64> = disk::spares(&templates, bytes)
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().ino())
+        .collect();
+    let second = env.rt.start(env.spec(vec![])).await.unwrap();
+    let image = env
+        .dir
+        .path()
+        .join(format!("data/workspaces/{}/{}", second.id, disk::IMAGE));
+    let taken = std::fs::metadata(&image).unwrap().ino();
+    assert!(
+        ready.contains(&taken),
+        "the second start took a spare disk ({taken} not in {ready:?})"
+    );
+    refilled().await;
+    // Its loop device frees itself with the unmount (autoclear): a crash leaves none behind.
+    let image = std::fs::canonicalize(&image).unwrap();
+    let device = std::fs::read_dir("/sys/block")
+        .unwrap()
+        .flatten()
+        .find(|d| {
+            std::fs::read_to_string(d.path().join("loop/backing_file"))
+                .is_ok_and(|f| std::path::Path::new(f.trim()) == image)
+        })
+        .expect("a loop device serves the disk");
+    assert_eq!(
+        std::fs::read_to_string(device.path().join("loop/autoclear"))
+            .unwrap()
+            .trim(),
+        "1"
+    );
+    for id in [&first.id, &second.id] {
+        env.rt.stop(id, Keep::Nothing).await.unwrap();
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read_to_string(device.path().join("loop/backing_file"))
+        .is_ok_and(|f| std::path::Path::new(f.trim()) == image)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the disk's loop device outlived its workspace"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+runtimes!(a_start_takes_a_disk_made_ahead_and_the_spares_refill);

@@ -44,7 +44,7 @@ fn io(path: &str, e: std::io::Error) -> FileError {
 }
 
 /// Checks the shape of a relative path: no absolute paths, no `..`, no NUL.
-fn lexical(rel: &str) -> Result<PathBuf, FileError> {
+pub(crate) fn lexical(rel: &str) -> Result<PathBuf, FileError> {
     if rel.contains('\0') {
         return Err(bad("the path contains a NUL byte"));
     }
@@ -169,7 +169,33 @@ pub fn write(root: &Path, rel: &str, data: &[u8]) -> Result<(), FileError> {
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent).map_err(|e| io(rel, e))?;
     }
-    std::fs::write(&target, data).map_err(|e| io(rel, e))
+    replace(&target, data).map_err(|e| io(rel, e))
+}
+
+/// Replaces `target` atomically: a reader (the agent, an editor, `git diff`) sees the old
+/// content or the new, never half of it. The new file keeps the old one's permissions.
+fn replace(target: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = target.parent().unwrap_or(Path::new("."));
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tandem-{}-{n}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        if let Ok(meta) = std::fs::metadata(target) {
+            f.set_permissions(meta.permissions())?;
+        }
+        std::fs::rename(&tmp, target)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 #[cfg(test)]

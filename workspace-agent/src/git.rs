@@ -8,7 +8,11 @@ use tandem_protocol::agent::{GitChange, GitCommit, GitCommitted, GitStatus};
 /// A failed git call: status and message.
 pub type GitError = (StatusCode, String);
 
-async fn git(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, GitError> {
+pub(crate) async fn git(
+    root: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<String, GitError> {
     let out = tokio::process::Command::new("git")
         .arg("-C")
         .arg(root)

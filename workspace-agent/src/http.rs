@@ -70,6 +70,8 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
     let app = Router::new()
         .route(routes::HEALTH, get(health))
         .route(routes::FILES, get(read).put(write))
+        .route(routes::FILES_TREE, get(tree))
+        .route(routes::FILES_WATCH, post(watch))
         .route(routes::GIT_STATUS, get(git_status))
         .route(routes::GIT_COMMIT, post(git_commit))
         .route(routes::PTYS, get(list_ptys).post(open_pty))
@@ -147,11 +149,38 @@ async fn read(State(a): State<Arc<Agent>>, Query(q): Query<FileQuery>) -> Respon
     }
 }
 
+async fn tree(State(a): State<Arc<Agent>>) -> Response {
+    match crate::watch::tree(&a.root).await {
+        Ok(t) => Json(t).into_response(),
+        Err((status, msg)) => error(status, "git", msg),
+    }
+}
+
+async fn watch(State(a): State<Arc<Agent>>, Json(w): Json<agent::WatchFile>) -> Response {
+    match crate::watch::watch(&a.root, w).await {
+        Ok(now) => Json(now).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
 async fn write(
     State(a): State<Arc<Agent>>,
     Query(q): Query<FileQuery>,
     Json(body): Json<WriteFile>,
 ) -> Response {
+    if let Some(want) = &body.if_sha {
+        let now = files::confined(&a.root, &q.path)
+            .ok()
+            .and_then(|p| std::fs::read(p).ok())
+            .map(|b| crate::watch::sha256(&b));
+        if now.as_ref() != Some(want) {
+            return error(
+                StatusCode::CONFLICT,
+                "changed",
+                format!("{:?} changed since it was read", q.path),
+            );
+        }
+    }
     match files::write(&a.root, &q.path, body.content.as_bytes()) {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => e.into_response(),

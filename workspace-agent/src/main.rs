@@ -21,6 +21,7 @@ mod layer;
 mod pty;
 mod turns;
 mod vnc;
+mod watch;
 mod xinput;
 
 fn main() -> Result<()> {

@@ -71,7 +71,6 @@ pub fn ensure(needs: Needs) -> Result<()> {
             ("ip", "iproute2"),
             // Per-workspace disks: ext4 images on loop devices.
             ("mkfs.ext4", "e2fsprogs"),
-            ("losetup", "util-linux"),
         ] {
             if which(bin).is_none() && !std::path::Path::new("/usr/sbin").join(bin).exists() {
                 apt.push(pkg);
@@ -108,6 +107,11 @@ pub fn ensure(needs: Needs) -> Result<()> {
         npm_ci(
             &run::root().join("tests/oidc-provider"),
             "the test OpenID provider (tests/oidc-provider/package-lock.json)",
+        )?;
+        // The MCP servers the tools tests run against (npm's reference servers).
+        npm_ci(
+            &run::root().join("tests/mcp-servers"),
+            "the test MCP servers (tests/mcp-servers/package-lock.json)",
         )?;
     }
     run::done(t);
@@ -278,6 +282,10 @@ fn npm() -> Result<()> {
     npm_ci(
         &run::root().join("frontend"),
         "npm packages (frontend/package-lock.json)",
+    )?;
+    npm_ci(
+        &run::root().join("frontend/editor"),
+        "the shared editor's npm packages (frontend/editor/package-lock.json)",
     )
 }
 

@@ -21,10 +21,18 @@
 //!   extension for a server, unpacked in `target/extension/tandem` and as `target/extension/tandem.zip`.
 //! - `cargo xtask bench start [flags]`: the session start benchmark (release build; root);
 //!   `--runtime kubernetes`: starts on pods of the test cluster beside this machine's.
+//! - `cargo xtask bench burst [--sessions N]`: 50 sessions started at once against 50 one after
+//!   another, then all stopped and the leak check (release build; root).
+//! - `cargo xtask bench density [flags]`: idle sessions added until 1,000 or a start degrades;
+//!   memory per workspace counted whole, idle wakeups (release build; root).
 //! - `cargo xtask bench live [flags]`: live channel latency and fan-out (release build; root).
+//! - `cargo xtask bench edit [flags]`: 20 editors in one shared file, keystroke → every other
+//!   editor against the terminal's keystroke path, memory per open document (release; root).
 //! - `cargo xtask bench desktop [flags]`: the desktop stream with 1, 5 and 20 viewers (release build; root).
 //! - `cargo xtask bench queue [flags]`: prompt queue throughput and claim latency, SQLite and
 //!   PostgreSQL (release build).
+//! - `cargo xtask bench insights [flags]`: `/api/insights` over a generated month of 100,000
+//!   sessions, SQLite and PostgreSQL (release build).
 
 use anyhow::{Result, bail};
 
@@ -32,6 +40,7 @@ mod cluster;
 mod deps;
 mod docs;
 mod leaks;
+mod phoenix;
 mod postgres;
 mod run;
 mod schemathesis;
@@ -99,18 +108,7 @@ fn main() -> Result<()> {
                 run::step(
                     "benchmark: session start, Kubernetes beside this machine (release build)",
                 );
-                run::cmd(
-                    run::cargo()
-                        .args([
-                            "build",
-                            "--release",
-                            "-p",
-                            "tandem-workspace-agent",
-                            "-p",
-                            "tandem-server",
-                        ])
-                        .current_dir(run::root()),
-                )?;
+                run::build_server(true)?;
                 let cluster = cluster::Cluster::start()?;
                 let res = run::cmd(
                     run::cargo()
@@ -134,11 +132,7 @@ fn main() -> Result<()> {
             Some((b, flags)) if b == "start" => {
                 deps::ensure(deps::Needs { test: true })?;
                 run::step("benchmark: session start (release build)");
-                run::cmd(
-                    run::cargo()
-                        .args(["build", "--release", "-p", "tandem-workspace-agent"])
-                        .current_dir(run::root()),
-                )?;
+                run::build_server(true)?;
                 run::cmd(
                     run::cargo()
                         .args([
@@ -176,12 +170,45 @@ fn main() -> Result<()> {
                 drop(pg);
                 res
             }
+            Some((b, flags)) if b == "insights" => {
+                run::step(
+                    "benchmark: insights over 100,000 sessions on SQLite and PostgreSQL (release build)",
+                );
+                let pg = postgres::Postgres::start()?;
+                let res = run::cmd(
+                    run::cargo()
+                        .args([
+                            "run",
+                            "--release",
+                            "-p",
+                            "tandem-server",
+                            "--example",
+                            "bench_insights",
+                            "--",
+                        ])
+                        .args(flags)
+                        .env("TANDEM_BENCH_POSTGRES_URL", &pg.url)
+                        .current_dir(run::root()),
+                );
+                drop(pg);
+                res
+            }
             Some((b, flags)) if b == "live" => release_bench("bench_live", "live channel", flags),
+            Some((b, flags)) if b == "edit" => release_bench("bench_edit", "shared editing", flags),
+            Some((b, flags)) if b == "burst" => {
+                release_bench("bench_burst", "sessions started at once", flags)?;
+                // Every session was stopped through the API: nothing of theirs may be left.
+                leaks::check()
+            }
+            Some((b, flags)) if b == "density" => {
+                release_bench("bench_density", "idle sessions on one host", flags)?;
+                leaks::check()
+            }
             Some((b, flags)) if b == "desktop" => {
                 release_bench("bench_desktop", "desktop stream", flags)
             }
             _ => bail!(
-                "benchmarks: `cargo xtask bench start`, `cargo xtask bench queue` or `cargo xtask bench live`"
+                "benchmarks: `cargo xtask bench start`, `burst`, `density`, `queue`, `live`, `edit`, `desktop` or `insights`"
             ),
         },
         "help" | "--help" | "-h" => {
@@ -205,12 +232,7 @@ fn main() -> Result<()> {
 fn release_bench(example: &str, what: &str, flags: &[String]) -> Result<()> {
     deps::ensure(deps::Needs { test: true })?;
     run::step(&format!("benchmark: {what} (release build; root)"));
-    run::cmd(
-        run::cargo()
-            .args(run::SERVER_BINARIES)
-            .arg("--release")
-            .current_dir(run::root()),
-    )?;
+    run::build_server(true)?;
     run::cmd(
         run::cargo()
             .args([

@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-/// `cargo build` arguments for everything `tandem serve` runs: the server binary and the
-/// workspace agent it binds into workspaces. Both binaries are named: `--bin` filters the
-/// binaries of every package given, so `--bin tandem` alone would drop the agent.
+/// `cargo build` arguments for the server binary and the workspace agent it binds into
+/// workspaces. Both binaries are named: `--bin` filters the binaries of every package given, so
+/// `--bin tandem` alone would drop the agent. [`build_server`] builds them and
+/// `tandem-confine`.
 pub const SERVER_BINARIES: &[&str] = &[
     "build",
     "-p",
@@ -21,10 +22,34 @@ pub const SERVER_BINARIES: &[&str] = &[
     "tandem-workspace-agent",
 ];
 
+/// Builds everything `tandem serve` runs ([`SERVER_BINARIES`] and [`build_confine`]).
+pub fn build_server(release: bool) -> Result<()> {
+    let mut c = cargo();
+    c.args(SERVER_BINARIES).current_dir(root());
+    if release {
+        c.arg("--release");
+    }
+    cmd(&mut c)?;
+    build_confine(release)
+}
+
+/// Builds `tandem-confine` linked statically: it runs in workspaces before their seccomp filter
+/// is in, so it must not run a workspace's own dynamic loader and libraries (the server refuses
+/// a dynamically linked one). `cargo rustc` gives the flag to this one binary only.
+pub fn build_confine(release: bool) -> Result<()> {
+    let mut c = cargo();
+    c.args(["rustc", "-p", "tandem-confine", "--bin", "tandem-confine"])
+        .current_dir(root());
+    if release {
+        c.arg("--release");
+    }
+    cmd(c.args(["--", "-C", "target-feature=+crt-static"]))
+}
+
 /// The binaries `up` needs in `profile_dir` (`target/release` or `target/debug`), checked
 /// after the build so a filtered build can never pass unnoticed.
 pub fn check_server_binaries(profile_dir: &Path) -> Result<()> {
-    for bin in ["tandem", "tandem-workspace-agent"] {
+    for bin in ["tandem", "tandem-workspace-agent", "tandem-confine"] {
         let p = profile_dir.join(bin);
         if !p.is_file() {
             bail!("the build did not produce {}", p.display());
@@ -75,6 +100,15 @@ pub fn output(c: &mut Command) -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+/// A new Python venv at `dir` (whatever was there goes) with pip's `requirement` installed.
+pub fn venv(dir: &Path, requirement: &str) -> Result<()> {
+    let _ = std::fs::remove_dir_all(dir);
+    cmd(Command::new("python3").args(["-m", "venv"]).arg(dir))?;
+    cmd(Command::new(dir.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .arg(requirement))
 }
 
 /// The path of `name` on `PATH`.

@@ -39,11 +39,7 @@ pub fn run(install: bool) -> Result<()> {
         "schemathesis {VERSION}: every /api operation against /api/openapi.json"
     ));
     let venv = venv(install)?;
-    run::cmd(
-        run::cargo()
-            .args(run::SERVER_BINARIES)
-            .current_dir(run::root()),
-    )?;
+    run::build_server(false)?;
     let bin = run::target_dir().join("debug/tandem");
     let out = run::target_dir().join("schemathesis");
     let _ = std::fs::remove_dir_all(&out);
@@ -103,13 +99,7 @@ fn venv(install: bool) -> Result<PathBuf> {
         "    installing schemathesis {VERSION} into {}",
         dir.display()
     );
-    let _ = std::fs::remove_dir_all(&dir);
-    run::cmd(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
-    run::cmd(
-        Command::new(dir.join("bin/pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check"])
-            .arg(format!("schemathesis=={VERSION}")),
-    )?;
+    run::venv(&dir, &format!("schemathesis=={VERSION}"))?;
     Ok(dir)
 }
 

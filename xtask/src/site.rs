@@ -91,6 +91,24 @@ pub fn build(profile: Profile) -> Result<PathBuf> {
     std::fs::copy(xterm.join("lib/xterm.js"), site.join("xterm/xterm.js"))
         .context("xterm.js: run `cargo xtask deps`")?;
     std::fs::copy(xterm.join("css/xterm.css"), site.join("xterm/xterm.css"))?;
+    // The shared editor (CodeMirror 6, yjs, y-codemirror.next from npm), bundled by esbuild.
+    let editor = root.join("frontend/editor");
+    std::fs::create_dir_all(site.join("editor"))?;
+    cmd(Command::new(editor.join("node_modules/.bin/esbuild"))
+        .args([
+            "src/editor.js",
+            "--bundle",
+            "--minify",
+            "--format=iife",
+            "--target=es2020",
+            "--log-level=warning",
+        ])
+        .arg(format!(
+            "--outfile={}",
+            site.join("editor/editor.js").display()
+        ))
+        .current_dir(&editor))
+    .context("bundling the editor: run `cargo xtask deps`")?;
     // noVNC's library (ES modules; the desktop's fallback where WebRTC cannot reach).
     let novnc = root.join("frontend/node_modules/@novnc/novnc");
     std::fs::create_dir_all(site.join("novnc/core"))?;

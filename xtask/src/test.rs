@@ -85,6 +85,13 @@ pub fn run(o: Options) -> Result<()> {
             ])
             .current_dir(run::root()),
     )?;
+    run::build_confine(false)?;
+    // Installed with everything else; without installs, used where it is already there.
+    let phoenix = if o.install {
+        Some(crate::phoenix::python(true)?)
+    } else {
+        crate::phoenix::python(false).ok()
+    };
     let pg = Postgres::start()?;
     let t = run::step(
         "cargo test (unit, integration on SQLite + PostgreSQL, e2e in headless Chromium)",
@@ -96,6 +103,7 @@ pub fn run(o: Options) -> Result<()> {
             .env("TANDEM_E2E_WEB_DIR", &site)
             .env("TANDEM_E2E_REQUIRE", "1")
             .env("TANDEM_TEST_REQUIRE_WORKSPACES", "1")
+            .env("TANDEM_TEST_REQUIRE_MCP", "1")
             .env(
                 "TANDEM_TEST_IMAGES_DIR",
                 run::target_dir().join("tandem-test-images"),
@@ -104,17 +112,27 @@ pub fn run(o: Options) -> Result<()> {
             .env("TANDEM_TEST_CODE_SERVER", deps::code_server_dir())
             .env_remove("TANDEM_TOKEN")
             .env_remove("TANDEM_URL");
+        if let Some(python) = &phoenix {
+            c.env("TANDEM_TEST_PHOENIX", python)
+                .env("TANDEM_TEST_REQUIRE_PHOENIX", "1");
+        }
     };
     // The Kubernetes runtime's tests run on their own, with the cluster up only for them: the
     // rest of the suite runs on a machine without it.
-    let mut all = run::cargo();
-    all.args(["test", "--workspace"]);
-    env(&mut all);
-    let mut counts = run::cargo_test(
-        all.arg("--")
-            .args(&o.filter)
-            .args(["--skip", KUBERNETES_TESTS]),
-    )?;
+    // A filter naming only Kubernetes tests runs those alone.
+    let only_kubernetes =
+        !o.filter.is_empty() && o.filter.iter().all(|f| f.starts_with(KUBERNETES_TESTS));
+    let mut counts = run::TestCounts::default();
+    if !only_kubernetes {
+        let mut all = run::cargo();
+        all.args(["test", "--workspace"]);
+        env(&mut all);
+        counts = run::cargo_test(
+            all.arg("--")
+                .args(&o.filter)
+                .args(["--skip", KUBERNETES_TESTS]),
+        )?;
+    }
     run::done(t);
     if o.filter.is_empty() || o.filter.iter().any(|f| f.contains("kubernetes")) {
         let cluster = crate::cluster::Cluster::start()?;
@@ -128,7 +146,12 @@ pub fn run(o: Options) -> Result<()> {
                 .env("TANDEM_TEST_REGISTRY", cluster.registry)
                 .env("TANDEM_TEST_REQUIRE_KUBERNETES", "1")
                 .arg("--")
-                .arg(KUBERNETES_TESTS)
+                // The filters narrow it; without one, every Kubernetes test.
+                .args(o.filter.is_empty().then_some(KUBERNETES_TESTS))
+                // Each test runs pods on the same two cores as the cluster's own control
+                // plane, the registry and the image pulls: two at once keeps every pod start
+                // and push well inside its limits on a fresh machine (three did not).
+                .arg("--test-threads=2")
                 .args(&o.filter),
         )?;
         run::done(t);

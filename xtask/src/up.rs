@@ -61,12 +61,7 @@ pub fn run(o: Options) -> Result<()> {
     } else {
         "building the server (release; ~10 min the first time)"
     });
-    let mut build = run::cargo();
-    build.args(run::SERVER_BINARIES).current_dir(run::root());
-    if !o.debug {
-        build.arg("--release");
-    }
-    cmd(&mut build)?;
+    run::build_server(!o.debug)?;
     run::done(t);
     let profile_dir = run::target_dir().join(if o.debug { "debug" } else { "release" });
     run::check_server_binaries(&profile_dir)?;

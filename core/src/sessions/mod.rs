@@ -57,6 +57,9 @@ pub struct Opening<'a> {
     pub images: Option<&'a crate::prompt_images::Checked>,
     /// A tighter model budget for its tree than the server's (an automation's).
     pub model_budget: Option<u32>,
+    /// Its tree's own limits in model tokens and micro-dollars (an automation's run).
+    pub token_budget: Option<i64>,
+    pub cost_budget_micros: Option<i64>,
 }
 
 /// [`create`] with an [`Opening`].
@@ -82,6 +85,8 @@ async fn create_full(
         title,
         images,
         model_budget,
+        token_budget,
+        cost_budget_micros,
     } = opening;
     let prompt = req.prompt.trim().to_string();
     let agent = req.agent.clone().unwrap_or_else(|| default_agent.clone());
@@ -170,6 +175,9 @@ async fn create_full(
     db::sessions::insert(&mut tx, &session).await?;
     if let Some(n) = model_budget {
         db::sessions::set_model_budget(&mut tx, session.id, i64::from(n)).await?;
+    }
+    if token_budget.is_some() || cost_budget_micros.is_some() {
+        db::spend::set_tree_budgets(&mut tx, session.id, token_budget, cost_budget_micros).await?;
     }
     let mut last = db::events::append(
         &mut tx,

@@ -82,6 +82,9 @@ pub async fn build(db: &Db, host: &Host, repo: &Repo, mut snap: Snapshot) -> Res
     }
     snap.log = tail(&log, MAX_LOG_BYTES);
     db::snapshots::finish(db, &snap).await?;
+    db.observed(db::bus::Observation::SnapshotBuilt {
+        ok: snap.state == SnapshotState::Ready,
+    });
     Ok(snap)
 }
 
@@ -119,7 +122,7 @@ async fn run_build(
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let spec = host.build_spec(&id, env.clone(), limits, host.egress(&recipe.egress))?;
+        let spec = host.build_spec(&id, env.clone(), limits, host.egress(&recipe.egress, false))?;
         host.runtime.start(spec).await?;
         let result = run_setup(db, host, snap.id, &id, &recipe, &env, log).await;
         host.runtime.stop(&id, Keep::Upper).await?;

@@ -25,6 +25,10 @@ pub const FILE: &str = "tandem.toml";
 pub struct RecipeFile {
     #[serde(default)]
     pub workspace: Recipe,
+    /// MCP servers run inside the workspace (`[[mcp]]`); the builtin agent reads them from
+    /// the checkout, this only refuses a malformed entry at snapshot build.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<tandem_protocol::agent::LocalMcp>,
 }
 
 /// How to prepare and start a workspace for a repo.
@@ -44,6 +48,10 @@ pub struct Recipe {
     /// Domains the workspace may reach; empty means no network.
     #[serde(default)]
     pub egress: Vec<String>,
+    /// With an allow-list: a name off it becomes an approval ("the agent wants to reach …"),
+    /// and once a driver approves, this session's workspace reaches it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub egress_ask: bool,
     /// Readiness checks run after `start`, each retried until it exits 0 (e.g. `pg_isready`).
     #[serde(default)]
     pub ready: Vec<String>,

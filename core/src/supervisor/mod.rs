@@ -204,6 +204,7 @@ async fn start_host(state: &Engine, host: Arc<Host>) -> Result<()> {
 fn record_blocked_egress(state: &Engine) {
     let mut rx = crate::runtime::dns::blocked();
     let db = state.db.clone();
+    let timeout = Duration::from_secs(state.config.agents.approval_timeout_secs);
     tokio::spawn(async move {
         loop {
             let b = match rx.recv().await {
@@ -211,18 +212,33 @@ fn record_blocked_egress(state: &Engine) {
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(_) => return,
             };
-            if let Err(e) = record_blocked(&db, b).await {
+            if let Err(e) = record_blocked(&db, b, timeout).await {
                 tracing::warn!(error = %e, "recording refused lookups failed");
             }
         }
     });
 }
 
-async fn record_blocked(db: &Db, b: crate::runtime::dns::Blocked) -> Result<()> {
+async fn record_blocked(db: &Db, b: crate::runtime::dns::Blocked, timeout: Duration) -> Result<()> {
     use crate::sessions::bounds::{self, Bound};
     let Some(session) = db::sessions::by_workspace(db, &b.workspace).await? else {
         return Ok(());
     };
+    if b.ask {
+        // Each name is asked about once a session: a denial (or no answer) is not asked again.
+        for name in &b.names {
+            let subject = tandem_protocol::approval::ApprovalSubject::Egress { host: name.clone() };
+            if db::approvals::granted(db, session, &subject.grant_key()).await? {
+                // Approved before this workspace started (a resume): let it through again.
+                crate::runtime::dns::grant(&b.workspace, name);
+                continue;
+            }
+            if !db::approvals::asked_before(db, session, &subject.grant_key()).await? {
+                let args = serde_json::json!({ "host": name });
+                crate::approvals::ask_later(db, session, subject, &args, timeout).await?;
+            }
+        }
+    }
     let mut names = b.names.into_iter();
     let Some(name) = names.next() else {
         return Ok(());
@@ -254,34 +270,49 @@ async fn supervise(
         if let Err(e) = crate::turns::sweep(&state, None).await {
             tracing::warn!(error = %e, "checking for abandoned turns failed");
         }
-        let rows = match db::sessions::in_states(&db, &SessionState::LIVE).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(error = %e, "supervisor could not list sessions");
-                continue;
-            }
+        // Approvals whose waiter went with a stopped server are denials once their time is up.
+        if let Err(e) = crate::approvals::sweep(&db).await {
+            tracing::warn!(error = %e, "timing out unanswered approvals failed");
+        }
+        look_for_deaths(&state, &db, &host).await;
+    }
+}
+
+/// One look at every live workspace this host runs: a session whose workspace's init is gone,
+/// while no verb of its own is taking it down, failed (or, a pod taken away, boots again).
+pub async fn look_for_deaths(state: &Engine, db: &Db, host: &Arc<Host>) {
+    let rows = match db::sessions::in_states(db, &SessionState::LIVE).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "supervisor could not list sessions");
+            return;
+        }
+    };
+    let live: std::collections::HashSet<String> =
+        rows.iter().filter_map(|r| r.workspace_id.clone()).collect();
+    state.hooks.supervised(state, &live).await;
+    for row in rows {
+        // Another server's host runs that workspace; its instance means nothing here.
+        if !row.hosted_by(&host.host_id) {
+            continue;
+        }
+        let (Some(instance), Some(wid), Ok(id)) = (
+            row.workspace_pid,
+            row.workspace_id.clone(),
+            row.id.parse::<SessionId>(),
+        ) else {
+            continue;
         };
-        let live: std::collections::HashSet<String> =
-            rows.iter().filter_map(|r| r.workspace_id.clone()).collect();
-        state.hooks.supervised(&state, &live).await;
-        for row in rows {
-            // Another server's host runs that workspace; its instance means nothing here.
-            if !row.hosted_by(&host.host_id) {
-                continue;
+        if workspace::taking_down(id) {
+            continue;
+        }
+        if !host.runtime.alive(&wid, instance as i32).await {
+            // It says so itself once it has made sure (a verb may have ended it since).
+            if let Err(e) = workspace::workspace_died(db, host, id, &wid).await {
+                tracing::error!(session = %id, error = %e, "recording a dead workspace failed");
             }
-            let (Some(instance), Some(wid), Ok(id)) = (
-                row.workspace_pid,
-                row.workspace_id.clone(),
-                row.id.parse::<SessionId>(),
-            ) else {
-                continue;
-            };
-            if !host.runtime.alive(&wid, instance as i32).await {
-                tracing::warn!(session = %id, "workspace died");
-                if let Err(e) = workspace::workspace_died(&db, &host, id, &wid).await {
-                    tracing::error!(session = %id, error = %e, "recording a dead workspace failed");
-                }
-            }
+            // A lost pod's session is queued again: it boots at once.
+            start_boot(state, id);
         }
     }
 }

@@ -222,6 +222,9 @@ pub async fn claim(db: &Db, session: SessionId, runner: &str) -> Result<Claim> {
             was_running: was == SessionState::Running,
         });
     };
+    db.observed(db::bus::Observation::PromptWaited(
+        now.saturating_sub(prompt.created_at.0),
+    ));
     let agent = match &prompt.agent {
         Some(a) => a.clone(),
         None => db::sessions::agent(&mut tx, session)

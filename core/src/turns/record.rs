@@ -51,6 +51,53 @@ pub struct Recorder {
     /// The session (or its tree) reached its bound for events, or for artifacts, this turn.
     events_full: bool,
     artifacts_full: bool,
+    /// Calls this turn that ran a test command (their results count as tests run).
+    test_calls: std::collections::HashSet<String>,
+}
+
+/// Commands that run a project's tests, as an agent writes them (the first words of a shell
+/// command, after any `cd …&&`).
+const TEST_COMMANDS: &[&str] = &[
+    "cargo test",
+    "cargo nextest",
+    "cargo xtask test",
+    "npm test",
+    "npm run test",
+    "npx jest",
+    "npx vitest",
+    "yarn test",
+    "pnpm test",
+    "pytest",
+    "python -m pytest",
+    "python3 -m pytest",
+    "go test",
+    "make test",
+    "mvn test",
+    "gradle test",
+    "./gradlew test",
+    "bundle exec rspec",
+    "rspec",
+    "dotnet test",
+    "./test.sh",
+    "sh test.sh",
+    "bash test.sh",
+];
+
+/// Whether a `run_command` call's arguments run tests.
+fn runs_tests(name: &str, arguments: &serde_json::Value) -> bool {
+    if name != "run_command" && name != "bash" && name != "shell" {
+        return false;
+    }
+    let Some(command) = arguments.get("command").and_then(serde_json::Value::as_str) else {
+        return false;
+    };
+    command.split("&&").chain(command.split(';')).any(|part| {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        let line = words.join(" ");
+        TEST_COMMANDS
+            .iter()
+            .any(|t| line == *t || line.starts_with(&format!("{t} ")))
+    })
 }
 
 impl Recorder {
@@ -82,6 +129,7 @@ impl Recorder {
             room_age: 0,
             events_full: false,
             artifacts_full: false,
+            test_calls: Default::default(),
         }
     }
 
@@ -267,6 +315,9 @@ impl Recorder {
                 name,
                 arguments,
             } => {
+                if runs_tests(&name, &arguments) && self.test_calls.len() < 10_000 {
+                    self.test_calls.insert(call_id.clone());
+                }
                 let json = arguments.to_string();
                 let long = json.len() > MAX_EVENT_OUTPUT_BYTES;
                 let event = |artifact: Option<ArtifactId>| EventKind::ToolCall {
@@ -314,6 +365,10 @@ impl Recorder {
                 exit_code,
                 duration_ms,
             } => {
+                if self.test_calls.remove(&call_id) {
+                    let passed = !is_error && exit_code == Some(0);
+                    db::spend::count_test_run(&self.db, self.session, passed).await?;
+                }
                 let mut cut = output.clone();
                 let truncated =
                     crate::sessions::workspace::truncate(&mut cut, MAX_EVENT_OUTPUT_BYTES);
@@ -488,4 +543,23 @@ fn cut_fields(mut frame: TurnFrame) -> TurnFrame {
         | TurnFrame::End { .. } => {}
     }
     frame
+}
+
+#[cfg(test)]
+mod test_commands {
+    use serde_json::json;
+
+    #[test]
+    fn test_runs_are_told_from_other_commands() {
+        let run = |c: &str| super::runs_tests("run_command", &json!({ "command": c }));
+        assert!(run("cargo test -p foo"));
+        assert!(run("cd web && npm test"));
+        assert!(run("python -m pytest -x tests/"));
+        assert!(!run("cargo build"));
+        assert!(!run("echo cargo test"));
+        assert!(!super::runs_tests(
+            "write_file",
+            &json!({ "command": "cargo test" })
+        ));
+    }
 }

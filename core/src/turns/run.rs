@@ -173,6 +173,13 @@ pub(super) async fn run(
         }
         Err(e) => {
             tracing::warn!(session = %session, error = %e, "a turn was interrupted");
+            // A pod the cluster took away: the session is queued for a new one before its
+            // prompt is queued again, so the prompt waits for that pod instead of failing
+            // against the gone one.
+            if host.runtime.taken_away(&wid).await {
+                crate::sessions::workspace::workspace_died(db, &host, session, &wid).await?;
+                crate::supervisor::start_boot(state, session);
+            }
             interrupt(
                 db,
                 &state.config.agents,

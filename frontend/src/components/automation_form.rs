@@ -32,6 +32,8 @@ pub fn AutomationForm(repos: Signal<Vec<Repo>>, on_created: Callback<()>) -> imp
     let max_runs = RwSignal::new(String::from("2"));
     let prompt = RwSignal::new(String::new());
     let budget = RwSignal::new(String::new());
+    let max_tokens = RwSignal::new(String::new());
+    let max_cost = RwSignal::new(String::new());
     let error = RwSignal::new(None::<ApiError>);
     let busy = RwSignal::new(false);
     let made = RwSignal::new(None::<MadeWebhook>);
@@ -83,6 +85,37 @@ pub fn AutomationForm(repos: Signal<Vec<Repo>>, on_created: Callback<()>) -> imp
             )));
             return;
         };
+        let t_text = max_tokens.get_untracked().trim().replace(',', "");
+        let max_tokens_n = if t_text.is_empty() {
+            None
+        } else if let Ok(n) = t_text.parse::<i64>()
+            && n > 0
+        {
+            Some(n)
+        } else {
+            error.set(Some(invalid(
+                "The token limit is a whole number of tokens, or empty for none.",
+            )));
+            return;
+        };
+        let c_text = max_cost
+            .get_untracked()
+            .trim()
+            .trim_start_matches('$')
+            .to_string();
+        let max_cost_usd = if c_text.is_empty() {
+            None
+        } else if let Ok(d) = c_text.parse::<f64>()
+            && d.is_finite()
+            && d > 0.0
+        {
+            Some(d)
+        } else {
+            error.set(Some(invalid(
+                "The dollar limit is an amount such as 2 or 0.50, or empty for none.",
+            )));
+            return;
+        };
         let what = format!("Making the automation {n}");
         let req = CreateAutomation {
             repo_id,
@@ -91,6 +124,8 @@ pub fn AutomationForm(repos: Signal<Vec<Repo>>, on_created: Callback<()>) -> imp
             trigger: t,
             agent: None,
             max_model_requests,
+            max_tokens: max_tokens_n,
+            max_cost_usd,
         };
         busy.set(true);
         spawn_local(async move {
@@ -105,6 +140,8 @@ pub fn AutomationForm(repos: Signal<Vec<Repo>>, on_created: Callback<()>) -> imp
                     cron.set(String::new());
                     prompt.set(String::new());
                     budget.set(String::new());
+                    max_tokens.set(String::new());
+                    max_cost.set(String::new());
                     on_created.run(());
                 }
                 Err(e) => error.set(Some(api::failed(&what, e))),
@@ -168,6 +205,16 @@ pub fn AutomationForm(repos: Signal<Vec<Repo>>, on_created: Callback<()>) -> imp
                 <input id="automation-budget" type="number" min="1" placeholder="the server's limit"
                     prop:value=budget on:input=move |ev| budget.set(event_target_value(&ev)) />
                 <span class="muted small">"the most model requests one run's session may make"</span>
+            </label>
+            <label>"Tokens per run (optional)"
+                <input id="automation-max-tokens" inputmode="numeric" placeholder="no limit of its own"
+                    prop:value=max_tokens on:input=move |ev| max_tokens.set(event_target_value(&ev)) />
+                <span class="muted small">"prompt and completion tokens of the run and its child sessions"</span>
+            </label>
+            <label>"Dollars per run (optional)"
+                <input id="automation-max-cost" inputmode="decimal" placeholder="no limit of its own"
+                    prop:value=max_cost on:input=move |ev| max_cost.set(event_target_value(&ev)) />
+                <span class="muted small">"priced from the settings' price table; the run's turn stops there"</span>
             </label>
             <div class="row">
                 <button type="submit" class="primary" id="automation-create"

@@ -63,8 +63,29 @@ fn side_by_side(patch: &str) -> Vec<(String, String, &'static str)> {
     rows
 }
 
+/// The first changed line of `file` in the new version, from the patch's hunk headers.
+fn first_line(patch: &str, file: &str) -> u32 {
+    let mut inside = false;
+    for l in patch.lines() {
+        if let Some(p) = l.strip_prefix("+++ ") {
+            inside = p.strip_prefix("b/").unwrap_or(p) == file;
+        } else if inside && let Some(h) = l.strip_prefix("@@ ") {
+            let plus = h.split(' ').find_map(|w| w.strip_prefix('+'));
+            if let Some(n) = plus.and_then(|w| w.split(',').next()?.parse().ok()) {
+                return n;
+            }
+        }
+    }
+    1
+}
+
 #[component]
-pub fn DiffView(session: SessionId, refresh: Signal<usize>) -> impl IntoView {
+pub fn DiffView(
+    session: SessionId,
+    refresh: Signal<usize>,
+    /// Where "open" sends a changed file (the Files pane, at its first change).
+    open_at: RwSignal<Option<(String, u32)>>,
+) -> impl IntoView {
     let diff = RwSignal::new(None::<Result<Diff, String>>);
     let split = RwSignal::new(false);
     Effect::new(move |_| {
@@ -97,7 +118,11 @@ pub fn DiffView(session: SessionId, refresh: Signal<usize>) -> impl IntoView {
                         view! { <pre class="patch">{d.patch.lines().map(|l| view! { <div class=line_class(l)>{l.to_string()}</div> }).collect_view()}</pre> }.into_any()
                     };
                     view! {
-                        <ul class="files" id="diff-files">{files.into_iter().map(|f| view! { <li>{f}</li> }).collect_view()}</ul>
+                        <ul class="files" id="diff-files">{files.into_iter().map(|f| {
+                            let line = first_line(&d.patch, &f);
+                            let path = f.clone();
+                            view! { <li>{f}" "<button class="link" data-open=path.clone() on:click=move |_| open_at.set(Some((path.clone(), line)))>"open"</button></li> }
+                        }).collect_view()}</ul>
                         {body}
                     }.into_any()
                 }

@@ -1,4 +1,4 @@
-//! The top bar: product name, the automations, the Chrome extension's page, the admins' pages, who is signed in, sign out.
+//! The top bar: product name, the automations, the insights, the Chrome extension's page, the admins' pages, who is signed in, sign out.
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -23,6 +23,7 @@ pub fn Header(user: Signal<Option<User>>) -> impl IntoView {
             <span class="spacer"></span>
             {move || user.get().map(|u| view! {
                 <a class="link" id="nav-automations" href="/automations">"Automations"</a>
+                <a class="link" id="nav-insights" href="/insights">"Insights"</a>
                 <a class="link" id="nav-extension" href="/extension">"Chrome extension"</a>
                 {u.is_admin.then(|| view! {
                     <a class="link" id="nav-people" href="/people">"People"</a>

@@ -1,16 +1,20 @@
 //! Reusable pieces of pages.
 
+pub mod approval;
 pub mod audit;
 pub mod automation_form;
 pub mod automation_runs;
+pub mod bar_chart;
 pub mod code;
 pub mod desktop;
 pub mod diff;
 pub mod error_box;
+pub mod files;
 pub mod header;
 pub mod host_banner;
 pub mod invites;
 pub mod local_repos;
+pub mod mcp_settings;
 pub mod new_session;
 pub mod no_access;
 pub mod page_rules;
@@ -22,6 +26,8 @@ pub mod repo_access;
 pub mod repo_form;
 pub mod share;
 pub mod slack_settings;
+pub mod spend;
+pub mod spend_settings;
 pub mod terminal;
 pub mod timeline;
 pub mod visibility;

@@ -7,6 +7,7 @@ use tandem_protocol::links::{self, Target, safe_url};
 use tandem_protocol::{Event, EventKind, TurnOutcome};
 
 use crate::api;
+use crate::components::approval::ApprovalCard;
 use crate::components::prompt_context::PromptContextBlock;
 
 /// Markdown to HTML, with raw HTML shown as text (never interpreted), links only to safe
@@ -44,10 +45,25 @@ pub fn markdown(src: &str) -> String {
     out
 }
 
-fn item(e: &Event) -> Option<AnyView> {
+/// What lets a timeline answer approvals: the live channel's send, and whether this person
+/// drives.
+#[derive(Clone, Copy)]
+pub struct Answers {
+    pub send: Callback<tandem_protocol::live::WsClient>,
+    pub can_drive: Signal<bool>,
+    /// Opens a file the timeline names in the Files pane (the session page has one).
+    pub open_file: Option<Callback<String>>,
+}
+
+fn item(e: &Event, events: RwSignal<Vec<Event>>, answers: Option<Answers>) -> Option<AnyView> {
     let seq = e.seq;
     let v = match &e.kind {
         EventKind::AgentDelta { .. } => return None,
+        EventKind::ApprovalAsked { approval } => view! {
+            <ApprovalCard approval=approval.clone() seq=seq events answer=answers.map(|a| a.send)
+                can_drive=answers.map_or(Signal::stored(false), |a| a.can_drive) />
+        }
+        .into_any(),
         EventKind::PromptQueued { author, text, mode, context, .. } => view! {
             <li class="ev prompt" data-seq=seq><span class="who">{author.name.clone()}</span>
                 {matches!(mode, tandem_protocol::PromptMode::Steer).then(|| view! { <span class="badge badge-run">"steer"</span> })}
@@ -122,6 +138,21 @@ fn item(e: &Event) -> Option<AnyView> {
             </li>
         }.into_any(),
         EventKind::Error { message } => view! { <li class="ev bad" data-seq=seq role="alert">{message.clone()}</li> }.into_any(),
+        EventKind::LimitReached { limit } => view! {
+            <li class="ev bad limit" data-seq=seq role="alert">
+                {format!("Stopped at {}: {} used. ", limit.which(), limit.amount())}
+                <span class="muted">"An admin raises budgets on the settings page; daily budgets start again at midnight UTC."</span>
+            </li>
+        }.into_any(),
+        EventKind::FileChanged { path, .. } if answers.is_some_and(|a| a.open_file.is_some()) => {
+            let open = answers.and_then(|a| a.open_file);
+            let p = path.clone();
+            view! {
+                <li class="ev meta" data-seq=seq>{e.kind.summary()}" "
+                    <button class="link" data-open=path.clone() on:click=move |_| if let Some(o) = open { o.run(p.clone()) }>"open"</button>
+                </li>
+            }.into_any()
+        }
         _ => view! { <li class="ev meta" data-seq=seq>{e.kind.summary()}</li> }.into_any(),
     };
     Some(v)
@@ -143,7 +174,13 @@ fn streaming(events: &[Event]) -> String {
 }
 
 #[component]
-pub fn Timeline(events: RwSignal<Vec<Event>>, #[prop(optional)] compact: bool) -> impl IntoView {
+pub fn Timeline(
+    events: RwSignal<Vec<Event>>,
+    #[prop(optional)] compact: bool,
+    /// Approval cards answer through this; without it they only show.
+    #[prop(optional)]
+    answers: Option<Answers>,
+) -> impl IntoView {
     let list = NodeRef::<leptos::html::Ol>::new();
     // Follow the newest event.
     Effect::new(move |_| {
@@ -155,7 +192,7 @@ pub fn Timeline(events: RwSignal<Vec<Event>>, #[prop(optional)] compact: bool) -
     view! {
         <ol class=if compact { "timeline compact" } else { "timeline" } id="timeline" aria-live="polite" node_ref=list>
             <For each=move || events.get() key=|e| e.seq let:e>
-                {item(&e)}
+                {item(&e, events, answers)}
             </For>
             {move || {
                 let t = events.with(|e| streaming(e));

@@ -4,6 +4,7 @@ pub mod automations;
 pub mod dashboard;
 pub mod embed;
 pub mod extension;
+pub mod insights;
 pub mod invite;
 pub mod join;
 pub mod login;

@@ -12,12 +12,14 @@ use crate::api;
 use crate::components::code::CodePane;
 use crate::components::desktop::DesktopPane;
 use crate::components::diff::DiffView;
+use crate::components::files::FilesPane;
 use crate::components::header::Header;
 use crate::components::no_access::{Missing, NoAccess};
 use crate::components::participants::Participants;
 use crate::components::prompt_box::{PromptBox, Queue};
 use crate::components::pull_request::PullRequestBar;
 use crate::components::share::ShareDialog;
+use crate::components::spend::SpendLine;
 use crate::components::terminal::TerminalPane;
 use crate::components::timeline::Timeline;
 use crate::components::visibility::{PrivateBadge, PrivateToggle};
@@ -180,6 +182,12 @@ pub fn SessionPage() -> impl IntoView {
         let t = tab.get();
         let what = if t == "terminal" {
             active_terminal.get().map(|a| format!("terminal {a}"))
+        } else if t == "files" {
+            Some(
+                s.file
+                    .with(|f| f.as_ref().map(|f| format!("file {}", f.path)))
+                    .unwrap_or(t),
+            )
         } else {
             Some(t)
         };
@@ -205,6 +213,23 @@ pub fn SessionPage() -> impl IntoView {
     let live_for_people = live.clone();
     let new_terminal = live.clone();
     let live_for_desktop = live.clone();
+    let live_for_files = live.clone();
+    // A file to open in the Files pane at a line (from the diff).
+    let open_at = RwSignal::new(None::<(String, u32)>);
+    Effect::new(move |_| {
+        // Setting the same tab again would make the pane (and its open editor) anew.
+        if open_at.get().is_some() && tab.get_untracked() != "files" {
+            tab.set("files".into());
+        }
+    });
+    let live_for_answers = live.clone();
+    let answers = crate::components::timeline::Answers {
+        send: Callback::new(move |m: WsClient| live_for_answers.send(&m)),
+        can_drive,
+        open_file: Some(Callback::new(move |path: String| {
+            open_at.set(Some((path, 1)))
+        })),
+    };
 
     view! {
         <Header user=Signal::derive(move || user.get()) />
@@ -250,13 +275,14 @@ pub fn SessionPage() -> impl IntoView {
                 })}
                 {move || s.refused.get().map(|r| view! { <p class="notice" id="refused">{r}</p> })}
                 {move || (role.get() == Role::Owner).then(|| view! { <PrivateToggle session=id private on_changed=on_visibility /> })}
+                <SpendLine session=id events=s.events />
                 <PullRequestBar session=id events=s.events can_drive=can_drive />
             </section>
             <div class="columns">
                 <div class="col-main">
                     <section class="card">
                         <h2>"Timeline"</h2>
-                        <Timeline events=s.events />
+                        <Timeline events=s.events answers />
                         <Queue session=id detail user=Signal::derive(move || user.get()) reload />
                         {move || {
                             let no_agent = s.session.get().is_some_and(|x| x.agent == tandem_protocol::AgentSpec::None);
@@ -279,6 +305,7 @@ pub fn SessionPage() -> impl IntoView {
                                 }
                             </For>
                             {move || can_drive.get().then(|| { let nt = new_terminal.clone(); view! { <button class="link" id="terminal-new" on:click=move |_| nt.send(&WsClient::OpenTerminal { cols: 120, rows: 32 })>"+"</button> } })}
+                            <button role="tab" id="tab-files" class:active=move || tab.get() == "files" on:click=move |_| tab.set("files".into())>"Files"</button>
                             <button role="tab" id="tab-diff" class:active=move || tab.get() == "diff" on:click=move |_| tab.set("diff".into())>"Diff"</button>
                             <button role="tab" id="tab-code" class:active=move || tab.get() == "code" on:click=move |_| tab.set("code".into())>"VS Code"</button>
                             <button role="tab" id="tab-desktop" class:active=move || tab.get() == "desktop" on:click=move |_| tab.set("desktop".into())>"Desktop"</button>
@@ -296,7 +323,8 @@ pub fn SessionPage() -> impl IntoView {
                         {move || (tab.get() == "terminal" && s.terminals.with(|t| t.is_empty())).then(|| view! {
                             <p class="muted">"The terminal appears once the session's workspace is running."</p>
                         })}
-                        {move || (tab.get() == "diff").then(|| view! { <DiffView session=id refresh=Signal::derive(move || file_changes.get()) /> })}
+                        {move || (tab.get() == "files").then(|| view! { <FilesPane live=live_for_files.clone() open_at /> })}
+                        {move || (tab.get() == "diff").then(|| view! { <DiffView session=id refresh=Signal::derive(move || file_changes.get()) open_at /> })}
                         {move || (tab.get() == "code").then(|| if can_drive.get() {
                             view! { <CodePane session=id /> }.into_any()
                         } else {

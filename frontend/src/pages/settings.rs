@@ -136,6 +136,8 @@ pub fn SettingsPage() -> impl IntoView {
             {move || user.get().is_some_and(|u| u.is_admin).then(|| view! {
                 <PageRules repos=Signal::derive(move || repos.get().unwrap_or_default()) />
                 <SlackSettingsCard repos=Signal::derive(move || repos.get().unwrap_or_default()) />
+                <crate::components::mcp_settings::McpSettingsCard />
+                <crate::components::spend_settings::SpendSettingsCard />
             })}
         </main>
     }

@@ -6,14 +6,14 @@
 //! disk and the database never fill up from a workspace.
 //!
 //! Images are copies of a template formatted once per size (a copy of the few megabytes of
-//! metadata, holes kept), so a start costs a copy, a loop device and a mount: about 25 ms.
+//! metadata, holes kept). [`SPARES`] copies of each size are made ahead of need, in the
+//! background after each start takes one, so a start costs a rename, and one `mount -o loop`.
 //! The disk stays mounted while its layer is kept (a suspended session); the next start mounts
 //! it again if the host rebooted meanwhile.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use nix::mount::{MsFlags, mount};
 use nix::unistd::Whence;
 use tokio::process::Command;
 
@@ -34,7 +34,7 @@ pub fn unavailable() -> Option<String> {
     if !Path::new("/dev/loop-control").exists() {
         return Some("the kernel has no loop devices (/dev/loop-control; modprobe loop)".into());
     }
-    for (bin, pkg) in [("mkfs.ext4", "e2fsprogs"), ("losetup", "util-linux")] {
+    for (bin, pkg) in [("mkfs.ext4", "e2fsprogs"), ("mount", "mount")] {
         let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
             .iter()
             .any(|d| Path::new(d).join(bin).exists());
@@ -88,6 +88,82 @@ async fn template(dir: &Path, bytes: i64) -> Result<PathBuf> {
     // Another start may have made it meanwhile; either copy is the same.
     std::fs::rename(&tmp, &path)?;
     Ok(path)
+}
+
+/// Copies of each template kept ready for the next starts.
+pub const SPARES: usize = 2;
+
+/// Where the spare copies of the template of `bytes` wait.
+pub fn spares_dir(templates: &Path, bytes: i64) -> PathBuf {
+    templates.join(format!("spare-{bytes}"))
+}
+
+/// The spare copies of the template of `bytes` ready now.
+pub fn spares(templates: &Path, bytes: i64) -> Vec<PathBuf> {
+    std::fs::read_dir(spares_dir(templates, bytes))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "img"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Moves a spare copy of the template of `bytes` to `to`; false when there is none (or it is on
+/// another filesystem).
+fn take_spare(templates: &Path, bytes: i64, to: &Path) -> bool {
+    spares(templates, bytes)
+        .iter()
+        .any(|p| std::fs::rename(p, to).is_ok())
+}
+
+fn same_filesystem(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev(),
+        _ => false,
+    }
+}
+
+/// Makes spare copies of `template` until there are [`SPARES`], in the background; one refill
+/// per size at a time.
+fn refill(templates: &Path, bytes: i64, template: PathBuf) {
+    static REFILLING: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let dir = spares_dir(templates, bytes);
+    if !REFILLING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(dir.clone())
+    {
+        return;
+    }
+    let templates = templates.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let made = std::fs::create_dir_all(&dir);
+        // What a refill cut short (a crash) left behind.
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if e.path().extension().is_some_and(|x| x == "new") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        while made.is_ok() && spares(&templates, bytes).len() < SPARES {
+            let name = uuid::Uuid::new_v4().simple().to_string();
+            let tmp = dir.join(format!(".{name}.new"));
+            if let Err(e) = copy_sparse(&template, &tmp)
+                .and_then(|()| Ok(std::fs::rename(&tmp, dir.join(format!("{name}.img")))?))
+            {
+                tracing::warn!("making a spare workspace disk: {e}");
+                let _ = std::fs::remove_file(&tmp);
+                break;
+            }
+        }
+        REFILLING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&dir);
+    });
 }
 
 /// Copies `from` to `to` keeping its holes (only the data extents are read and written).
@@ -189,40 +265,32 @@ pub async fn ensure(dir: &Path, templates: &Path, bytes: i64) -> Result<PathBuf>
     if !image.exists() {
         let bytes = bytes.max(MIN_BYTES);
         let template = template(templates, bytes).await?;
-        let tmp = dir.join(".disk.img.new");
-        let (t, n) = (template.clone(), tmp.clone());
-        tokio::task::spawn_blocking(move || copy_sparse(&t, &n))
-            .await
-            .map_err(|e| Error::Internal(format!("copying a disk template: {e}")))??;
-        std::fs::rename(&tmp, &image)?;
+        // Spares are renamed into place: only where both are on one filesystem.
+        let pooled = same_filesystem(dir, templates);
+        if !(pooled && take_spare(templates, bytes, &image)) {
+            let tmp = dir.join(".disk.img.new");
+            let (t, n) = (template.clone(), tmp.clone());
+            tokio::task::spawn_blocking(move || copy_sparse(&t, &n))
+                .await
+                .map_err(|e| Error::Internal(format!("copying a disk template: {e}")))??;
+            std::fs::rename(&tmp, &image)?;
+        }
+        if pooled {
+            refill(templates, bytes, template);
+        }
     }
-    let dev = run(
-        Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&image),
+    // One `mount -o loop`: it binds the image to a free loop device set to free itself
+    // (autoclear) and mounts it, so the device goes with the unmount, and a crash before the
+    // mount leaves none behind. `discard`: what the workspace deletes is given back to the
+    // host's disk.
+    run(
+        Command::new("mount")
+            .args(["-t", "ext4", "-o", "loop,discard,nosuid,nodev,noatime"])
+            .arg(&image)
+            .arg(&mnt),
         "attaching a workspace disk",
     )
     .await?;
-    // `discard`: what the workspace deletes is given back to the host's disk.
-    let mounted = mount(
-        Some(Path::new(&dev)),
-        &mnt,
-        Some("ext4"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOATIME,
-        Some("discard"),
-    );
-    // Detaching a mounted loop device only marks it: the kernel frees it at the unmount, so
-    // a crash leaves no device behind a disk that is no longer mounted.
-    let detached = run(
-        Command::new("losetup").arg("--detach").arg(&dev),
-        "detaching a workspace disk",
-    )
-    .await;
-    mounted.map_err(|e| Error::Internal(format!("mounting {}: {e}", mnt.display())))?;
-    if let Err(e) = detached {
-        let _ = unmount(dir);
-        return Err(e);
-    }
     Ok(mnt)
 }
 

@@ -43,6 +43,8 @@ pub struct Blocked {
     pub workspace: String,
     pub lookups: u64,
     pub names: Vec<String>,
+    /// The workspace's recipe says to ask a person about a refused name.
+    pub ask: bool,
 }
 
 /// The refused lookups of one workspace not yet reported. Constant work per lookup and constant
@@ -102,6 +104,39 @@ pub fn blocked() -> broadcast::Receiver<Blocked> {
 static BLOCKED: std::sync::LazyLock<broadcast::Sender<Blocked>> =
     std::sync::LazyLock::new(|| broadcast::channel(256).0);
 
+/// Names a person allowed for one workspace (an approved egress request), by workspace id.
+static GRANTED: std::sync::LazyLock<Mutex<std::collections::HashMap<String, Vec<String>>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Most names one workspace may be granted.
+pub const MAX_GRANTED_NAMES: usize = 256;
+
+/// Lets workspace `workspace` resolve (and so reach) `name` from now on.
+pub fn grant(workspace: &str, name: &str) {
+    let mut all = GRANTED.lock().unwrap_or_else(|e| e.into_inner());
+    let names = all.entry(workspace.to_string()).or_default();
+    let name = name.to_ascii_lowercase();
+    if names.len() < MAX_GRANTED_NAMES && !names.contains(&name) {
+        names.push(name);
+    }
+}
+
+/// Forgets a stopped workspace's grants.
+pub fn forget(workspace: &str) {
+    GRANTED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(workspace);
+}
+
+fn granted(workspace: &str, name: &str) -> bool {
+    GRANTED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(workspace)
+        .is_some_and(|n| n.iter().any(|g| g == name))
+}
+
 /// True when `name` (lower case, no trailing dot) matches an allow-list `pattern`: the name
 /// itself, or any subdomain of `x` for `*.x` (not `x` itself).
 pub fn allowed(patterns: &[String], name: &str) -> bool {
@@ -121,6 +156,8 @@ pub struct Resolver {
     /// The set answered IPv6 addresses join (`a6<index>`), when the link has IPv6.
     pub set6: Option<String>,
     pub upstream: Option<SocketAddr>,
+    /// [`Blocked::ask`].
+    pub ask: bool,
     /// Refused lookups not yet reported (held for a few instructions at a time, never across
     /// an await).
     refused: Mutex<Tally>,
@@ -141,8 +178,15 @@ impl Resolver {
             set,
             set6,
             upstream: host_name_server(),
+            ask: false,
             refused: Mutex::new(Tally::default()),
         }
+    }
+
+    /// Reports refused names as ones to ask a person about.
+    pub fn asking(mut self, ask: bool) -> Self {
+        self.ask = ask;
+        self
     }
 
     /// Serves queries on `socket` until the task is aborted, and reports the refused lookups
@@ -201,7 +245,7 @@ impl Resolver {
         }
         let name = query.name().to_lowercase().to_ascii();
         let name = name.trim_end_matches('.').to_string();
-        if !allowed(&self.patterns, &name) {
+        if !allowed(&self.patterns, &name) && !granted(&self.workspace, &name) {
             self.report(&name);
             res.set_response_code(ResponseCode::NXDomain);
             return res.to_vec().ok();
@@ -316,6 +360,7 @@ impl Resolver {
             workspace: self.workspace.clone(),
             lookups,
             names,
+            ask: self.ask,
         });
     }
 }

@@ -16,6 +16,8 @@ use serde::Serialize;
 use crate::Result;
 
 pub mod beside;
+pub mod cgroup_usage;
+pub mod confine;
 pub mod disk;
 pub mod dns;
 #[cfg(test)]
@@ -29,9 +31,12 @@ pub mod limits;
 mod local_agent;
 pub mod network;
 pub mod oci;
+mod oci_exec;
 mod overlay;
 pub mod seccomp;
+pub mod seccomp_bpf;
 mod spec;
+mod start_phases;
 pub mod userns;
 
 /// Largest stdout or stderr kept from one `exec` (the rest is dropped and reported truncated).
@@ -143,6 +148,11 @@ pub trait Runtime: Send + Sync {
     /// keeps the writable layer (a resumed or forked session's work): the caller stops with
     /// [`Keep::Nothing`] to drop a fresh one.
     fn start(&self, spec: WorkspaceSpec) -> BoxFuture<'_, Result<Workspace>>;
+    /// How long [`Runtime::start`] may take where that is longer than a local start (a pod
+    /// is scheduled and pulls its image first); callers wait at least this long.
+    fn start_limit(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// Runs a command inside a running workspace and waits for it.
     fn exec<'a>(&'a self, id: &'a str, req: ExecRequest) -> BoxFuture<'a, Result<ExecOutput>>;
     /// True while the workspace's init is alive.
@@ -153,6 +163,12 @@ pub trait Runtime: Send + Sync {
     /// made while it runs).
     fn freezes(&self) -> bool {
         true
+    }
+    /// Whether workspace `id` was taken away (its pod deleted: a drained or lost node, a
+    /// person, the cluster's routine) rather than dying in place: its session gets a new one,
+    /// where a workspace whose init exited (or was evicted past its own limits) fails it.
+    fn taken_away<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
     }
     /// Makes workspace `from`'s files (running or kept) what workspace `to` starts with,
     /// where the runtime keeps them itself (a cluster's registry); on this machine

@@ -24,6 +24,9 @@ pub struct Egress {
     pub allow: Vec<String>,
     /// Static name → addresses entries, used before the host's resolver.
     pub hosts: BTreeMap<String, Vec<IpAddr>>,
+    /// A refused name is reported as one to ask a person about ([`super::dns::grant`] then
+    /// lets it through for this workspace).
+    pub ask: bool,
 }
 
 /// A workspace's network, as recorded in its directory (`net.json`) so a stop can undo it.
@@ -49,6 +52,9 @@ pub struct Net {
     pub hosts: BTreeMap<String, Vec<IpAddr>>,
     #[serde(default)]
     pub workspace: String,
+    /// [`Egress::ask`].
+    #[serde(default)]
+    pub ask: bool,
 }
 
 /// The name servers this process runs, by network namespace.
@@ -81,7 +87,8 @@ pub async fn ensure_dns(net: &Net) -> Result<()> {
         net.hosts.clone(),
         format!("a{}", net.index),
         net.ws_ip6.map(|_| format!("a6{}", net.index)),
-    );
+    )
+    .asking(net.ask);
     running.insert(net.netns.clone(), tokio::spawn(resolver.serve(sock)));
     Ok(())
 }
@@ -303,6 +310,7 @@ pub async fn setup(wid: &str, dir: &Path, egress: &Egress) -> Result<Net> {
             .collect(),
         hosts: egress.hosts.clone(),
         workspace: wid.to_string(),
+        ask: egress.ask,
     };
     // Recorded first, so a failure half-way is still undone by `teardown`.
     std::fs::write(
@@ -433,6 +441,7 @@ pub async fn teardown(dir: &Path) -> Result<()> {
     {
         h.abort();
     }
+    super::dns::forget(&net.workspace);
     let tag = format!("\"tdm-{}\"", net.index);
     for (family, table, chain) in [
         ("inet", "tandem", "forward"),

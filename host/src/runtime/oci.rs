@@ -9,12 +9,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
 use super::{
-    AgentStream, ExecOutput, ExecRequest, GatewayListener, Keep, Limits, MAX_EXEC_OUTPUT, Runtime,
-    Workspace, WorkspaceSpec, beside::Beside, local_agent, overlay, spec, validate_id,
+    AgentStream, ExecOutput, ExecRequest, GatewayListener, Keep, Limits, Runtime, Workspace,
+    WorkspaceSpec, beside::Beside, local_agent, overlay, spec, validate_id,
 };
 use crate::{Error, Result};
 
@@ -36,6 +35,11 @@ pub struct OciRuntime {
     /// Where disk templates are kept, when workspaces get disks of their own ([`disk`]).
     pub(super) disks: Option<PathBuf>,
     pub(super) seccomp: bool,
+    /// `tandem-confine` and the precompiled filter, when every process starts under them
+    /// ([`super::confine`]); otherwise the runtime applies the profile itself.
+    pub(super) confine: Option<PathBuf>,
+    /// Where the most recent start spent its time (the start benchmark prints it).
+    pub(super) last_start: std::sync::Mutex<Vec<(&'static str, f64)>>,
 }
 
 impl OciRuntime {
@@ -77,7 +81,39 @@ impl OciRuntime {
             disks: (c.disks && super::disk::unavailable().is_none())
                 .then(|| data_dir.join("runtime").join("disks")),
             seccomp: c.seccomp && kind != Kind::Runsc,
+            confine: None,
+            last_start: Default::default(),
         })
+    }
+
+    /// The most recent start's phases and their milliseconds, in order.
+    pub fn last_start_phases(&self) -> Vec<(&'static str, f64)> {
+        self.last_start
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Starts every workspace process under `bin` (`tandem-confine`) with the seccomp filter
+    /// compiled once, where that holds against the workspace ([`super::confine`]: seccomp on,
+    /// in a user namespace); else, or when `bin` is missing, the runtime applies the profile.
+    pub fn with_init(mut self, bin: &Path) -> Self {
+        if !self.seccomp || !self.userns {
+            return self;
+        }
+        match super::confine::prepare(&self.data_dir.join("runtime"), bin) {
+            Ok(dir) => self.confine = Some(dir),
+            Err(e) => tracing::warn!(
+                "the runtime compiles the seccomp profile at every start ({} cannot be used: {e})",
+                bin.display()
+            ),
+        }
+        self
+    }
+
+    /// True when workspace processes start under `tandem-confine`'s precompiled filter.
+    pub fn precompiled_seccomp(&self) -> bool {
+        self.confine.is_some()
     }
 
     /// True when each workspace has a disk of its own (a size limit on what it writes).
@@ -108,7 +144,7 @@ impl OciRuntime {
         self.userns
     }
 
-    fn command(&self) -> Command {
+    pub(super) fn command(&self) -> Command {
         let mut c = if self.kind == Kind::Crun
             && super::doctor::cgroups() == super::doctor::Cgroups::Hybrid
         {
@@ -168,9 +204,11 @@ impl OciRuntime {
             want.limits.pids = want.limits.pids.max(RUNSC_MIN_PIDS);
         }
         let want = &want;
+        let mut phases = super::start_phases::Phases::default();
         // The workspace's own layer sits on its own disk, with the overlay's work directory
         // beside it (they must share a filesystem).
         let upper = self.prepare_inner(&want.id, want.limits).await?;
+        phases.end("disk");
         let work = upper.with_file_name("work");
         let rootfs = dir.join("rootfs");
         for d in [&upper, &work, &rootfs] {
@@ -200,6 +238,14 @@ impl OciRuntime {
             }
             None => None,
         };
+        phases.end("network");
+        if let Some(dir) = &self.confine {
+            want.files.binds.push(Bind {
+                host: dir.clone(),
+                container: super::confine::MOUNT.into(),
+                readonly: true,
+            });
+        }
         let want = &want;
         let owner = self.userns.then_some(super::userns::HOST_BASE);
         if self.userns {
@@ -219,19 +265,33 @@ impl OciRuntime {
                 super::userns::own(&b.host)?;
             }
         }
+        phases.end("user namespace");
         overlay::mount_overlay(&want.files.layers, &upper, &work, &rootfs)?;
+        if self.confine.is_some() {
+            super::confine::clear_mount_point(&rootfs)?;
+        }
         // Bind targets must exist in the root; creating them lands in the writable layer, which
         // workspace code may have written (resumed and forked layers, a snapshot's setup): every
         // step is resolved inside the root, never through a link it planted.
         for b in &want.files.binds {
             super::inroot::ensure(&rootfs, Path::new(&b.container), b.host.is_dir(), owner)?;
         }
-        spec::build(want, &rootfs, netns.as_deref(), self.seccomp, self.userns)?
-            .save(dir.join("config.json"))
-            .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
+        phases.end("mount");
+        let confine = self.confine.is_some();
+        spec::build(
+            want,
+            &rootfs,
+            netns.as_deref(),
+            self.seccomp && !confine,
+            confine,
+            self.userns,
+        )?
+        .save(dir.join("config.json"))
+        .map_err(|e| Error::Internal(format!("writing config.json: {e}")))?;
         // The container inherits these descriptors, so they must be files, not pipes a wait
         // would block on.
         // On the workspace's disk when it has one: what its init prints is its to fill.
+        phases.end("spec");
         let log_path = work.with_file_name("init.log");
         let log = std::fs::File::create(&log_path)?;
         let pid_file = dir.join("init.pid");
@@ -257,6 +317,8 @@ impl OciRuntime {
                 init_log.trim()
             )));
         }
+        phases.end("runtime run");
+        *self.last_start.lock().unwrap_or_else(|p| p.into_inner()) = phases.done;
         let pid = std::fs::read_to_string(&pid_file)?
             .trim()
             .parse()
@@ -267,67 +329,7 @@ impl OciRuntime {
         })
     }
 
-    async fn exec_inner(&self, id: &str, req: ExecRequest) -> Result<ExecOutput> {
-        validate_id(id)?;
-        if req.argv.is_empty() {
-            return Err(Error::Invalid("exec needs a command".into()));
-        }
-        let mut c = self.command();
-        c.arg("exec");
-        // The init's confinement for every exec'd process: crun does not take the config's
-        // `noNewPrivileges` for `exec`; the seccomp filter comes from the config on both.
-        if self.kind != Kind::Runsc {
-            c.arg("--no-new-privs");
-        }
-        if let Some(cwd) = &req.cwd {
-            c.args(["--cwd", cwd]);
-        }
-        // The workspace's own environment first (crun does not give `exec` the init's), then the
-        // request's.
-        let base = oci_spec::runtime::Spec::load(self.dir(id).join("config.json"))
-            .ok()
-            .and_then(|s| s.process().as_ref().and_then(|p| p.env().clone()))
-            .unwrap_or_default();
-        for kv in base {
-            c.arg("--env").arg(kv);
-        }
-        for (k, v) in &req.env {
-            c.arg("--env").arg(format!("{k}={v}"));
-        }
-        c.arg(id);
-        // The timeout is enforced inside the workspace, so the command dies with it, not only
-        // the runtime's client process.
-        if let Some(t) = req.timeout_secs {
-            c.args(["timeout", "-s", "KILL", &t.to_string()]);
-        }
-        c.args(&req.argv);
-        let mut child = c
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::Config(format!("cannot run {}: {e}", self.kind.binary())))?;
-        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-        let ((out, t1), (err, t2)) = tokio::join!(read_capped(stdout), read_capped(stderr));
-        let status = child.wait().await?;
-        // The runtime's own refusal (no such container here) is not the command's output.
-        if !status.success() && !self.is_running_inner(id).await? {
-            return Err(Error::Conflict(format!(
-                "workspace {id} is not running on this server"
-            )));
-        }
-        let code = status
-            .code()
-            .or_else(|| std::os::unix::process::ExitStatusExt::signal(&status).map(|s| 128 + s));
-        Ok(ExecOutput {
-            code,
-            stdout: out,
-            stderr: err,
-            truncated: t1 || t2,
-        })
-    }
-
-    async fn is_running_inner(&self, id: &str) -> Result<bool> {
+    pub(super) async fn is_running_inner(&self, id: &str) -> Result<bool> {
         match self.run(&["state", id]).await {
             Ok(json) => {
                 let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
@@ -393,27 +395,6 @@ fn remove_dir_all_writable(p: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         r => r,
     }
-}
-
-/// Reads a pipe to the end, keeping the first [`MAX_EXEC_OUTPUT`] bytes.
-async fn read_capped(pipe: Option<impl AsyncRead + Unpin>) -> (String, bool) {
-    let Some(mut pipe) = pipe else {
-        return (String::new(), false);
-    };
-    let mut kept = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut truncated = false;
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = MAX_EXEC_OUTPUT.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-                truncated |= n > room;
-            }
-        }
-    }
-    (String::from_utf8_lossy(&kept).to_string(), truncated)
 }
 
 impl Runtime for OciRuntime {

@@ -24,13 +24,15 @@ fn oci(e: oci_spec::OciSpecError) -> Error {
 }
 
 /// The spec for `want`, with its root at `rootfs`.
-/// `seccomp`: apply the default profile (runc and crun; gVisor filters syscalls itself).
+/// `seccomp`: the runtime applies the default profile (runc and crun; gVisor filters syscalls
+/// itself). `confine`: the init starts under `tandem-confine` instead ([`super::confine`]).
 /// `userns`: a user namespace whose root is host uid [`super::userns::HOST_BASE`].
 pub fn build(
     want: &WorkspaceSpec,
     rootfs: &Path,
     netns: Option<&Path>,
     seccomp: bool,
+    confine: bool,
     userns: bool,
 ) -> Result<Spec> {
     let mut spec = Spec::default();
@@ -42,7 +44,11 @@ pub fn build(
     spec.set_root(Some(root));
 
     let mut process = Process::default();
-    let mut args = vec![INIT.to_string(), "-s".into(), "--".into()];
+    let mut args = match confine {
+        true => super::confine::prefix(),
+        false => Vec::new(),
+    };
+    args.extend([INIT.to_string(), "-s".into(), "--".into()]);
     args.extend(want.init.iter().cloned());
     process.set_args(Some(args));
     let mut env = vec![

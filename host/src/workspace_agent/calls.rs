@@ -104,8 +104,19 @@ impl WorkspaceAgent<'_> {
 
     /// Writes a file of the checkout (at most [`agent::MAX_FILE_BYTES`]).
     pub async fn write_file(&self, path: &str, content: String) -> Result<()> {
+        self.write_file_if(path, content, None).await
+    }
+
+    /// Writes a file only if its content now hashes to `if_sha` (SHA-256, hex); a file changed
+    /// meanwhile is [`crate::Error::Conflict`] and is left as it is.
+    pub async fn write_file_if(
+        &self,
+        path: &str,
+        content: String,
+        if_sha: Option<String>,
+    ) -> Result<()> {
         check_file_size(&content)?;
-        let body = json(&agent::WriteFile { content })?;
+        let body = json(&agent::WriteFile { content, if_sha })?;
         self.expect(
             "writing a file",
             Method::PUT,
@@ -115,6 +126,34 @@ impl WorkspaceAgent<'_> {
         )
         .await
         .map(drop)
+    }
+
+    /// The checkout's files: tracked and new (the Files pane's tree).
+    pub async fn file_tree(&self) -> Result<agent::FileTree> {
+        let body = self
+            .expect(
+                "listing the files",
+                Method::GET,
+                routes::FILES_TREE,
+                None,
+                StatusCode::OK,
+            )
+            .await?;
+        parse("file tree", &body)
+    }
+
+    /// Waits (up to `w.wait_ms`) for a file to differ from the content hashed in `w.known`.
+    pub async fn watch_file(&self, w: &agent::WatchFile) -> Result<agent::FileNow> {
+        let body = self
+            .expect(
+                "watching a file",
+                Method::POST,
+                routes::FILES_WATCH,
+                Some(json(w)?),
+                StatusCode::OK,
+            )
+            .await?;
+        parse("watch answer", &body)
     }
 
     /// The checkout's branch, HEAD and changed paths.

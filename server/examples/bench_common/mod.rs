@@ -97,7 +97,8 @@ pub async fn start(prefix: &str, config: &str) -> Result<BenchServer> {
 impl BenchServer {
     /// Stops the server, then every workspace under its data dir (workspaces outlive their
     /// server on purpose; a benchmark's must not outlive the benchmark).
-    pub async fn finish(mut self) -> Result<()> {
+    /// How many workspaces were still running (and were stopped here).
+    pub async fn finish(mut self) -> Result<usize> {
         self._server.kill().await?;
         let config = tandem_server::config::Config::resolve(tandem_server::config::Overrides {
             data_dir: Some(self.data.clone()),
@@ -109,12 +110,13 @@ impl BenchServer {
         let ws = tandem_server::serve::workspaces(&config, None)
             .await
             .map_err(anyhow::Error::msg)?;
-        for id in ws.runtime.list().await? {
+        let left = ws.runtime.list().await?;
+        for id in &left {
             ws.runtime
-                .stop(&id, tandem_server::runtime::Keep::Nothing)
+                .stop(id, tandem_server::runtime::Keep::Nothing)
                 .await?;
         }
-        Ok(())
+        Ok(left.len())
     }
 
     /// A repo `name` of `files` and a ready session of it without an agent.
@@ -174,6 +176,7 @@ impl BenchServer {
 }
 
 /// utime+stime (clock ticks) and peak RSS (KiB) of a process.
+#[allow(dead_code)] // not every benchmark uses it
 pub fn usage(pid: u32) -> (u64, u64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let fields: Vec<&str> = stat
@@ -195,4 +198,71 @@ pub fn usage(pid: u32) -> (u64, u64) {
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0);
     (ticks, hwm)
+}
+
+/// The `q` quantile of `v` (nearest rank: p99 of 50 values is the largest).
+#[allow(dead_code)] // not every benchmark uses it
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len());
+    s[rank - 1]
+}
+
+/// Server-side milliseconds from a session's creation to its `ready` boot event.
+#[allow(dead_code)] // not every benchmark uses it
+pub async fn ready_ms(c: &Client, s: &Session) -> Result<f64> {
+    let page = c.events(s.id, 0).await?;
+    let ready = page
+        .events
+        .iter()
+        .find(|e| {
+            matches!(
+                e.kind,
+                EventKind::BootPhase {
+                    phase: BootPhase::Ready,
+                    ..
+                }
+            )
+        })
+        .context("no ready event")?;
+    Ok((ready.at.0 - s.created_at.0) as f64)
+}
+
+/// Waits until every session of `ids` is in `state` (one list request per round), failing on a
+/// failed one.
+#[allow(dead_code)] // not every benchmark uses it
+pub async fn wait_all(
+    c: &Client,
+    repo: RepoId,
+    ids: &[SessionId],
+    state: SessionState,
+) -> Result<Vec<Session>> {
+    let want: std::collections::HashSet<SessionId> = ids.iter().copied().collect();
+    let t0 = Instant::now();
+    loop {
+        let list: Vec<Session> = c
+            .request(
+                reqwest::Method::GET,
+                &format!("/api/sessions?repo_id={repo}&limit=500"),
+            )
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        let mine: Vec<Session> = list.into_iter().filter(|s| want.contains(&s.id)).collect();
+        if let Some(f) = mine.iter().find(|s| s.state == SessionState::Failed) {
+            anyhow::bail!("session {} failed", f.id);
+        }
+        if mine.len() == want.len() && mine.iter().all(|s| s.state == state) {
+            return Ok(mine);
+        }
+        ensure!(
+            t0.elapsed() < Duration::from_secs(600),
+            "sessions did not reach {} in 10 minutes",
+            state.as_str()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -158,6 +158,8 @@ pub(super) async fn git_relay(
                 "a session may push only its own branch {allowed}, not {other}"
             )));
         }
+        g.gate(session, "push", serde_json::json!({ "refs": refs }))
+            .await?;
     }
     let head = head.freeze();
     let body = futures::StreamExt::chain(

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use tandem_protocol::*;
@@ -19,9 +19,14 @@ use crate::Host;
 use crate::state::AppState;
 use crate::{Error, Result, db, sessions};
 
+mod chat;
 mod git_relay;
+mod mcp;
+mod mcp_server;
 mod model_relay;
 mod tools;
+mod usage;
+use chat::*;
 pub use git_relay::*;
 use tools::*;
 
@@ -41,6 +46,8 @@ pub struct Gateways {
     attachments: Mutex<HashMap<SessionId, (u32, usize)>>,
     /// Bytes of model requests being read and parsed now, server-wide ([`MAX_PARSING_BYTES`]).
     parsing: Arc<tokio::sync::Semaphore>,
+    /// Connections to the remote MCP servers.
+    mcp: mcp::McpClients,
 }
 
 /// A workspace's gateway listener.
@@ -93,6 +100,7 @@ impl Default for Gateways {
             listening: Mutex::new(HashMap::new()),
             attachments: Default::default(),
             parsing: Arc::new(tokio::sync::Semaphore::new(MAX_PARSING_BYTES)),
+            mcp: Default::default(),
         }
     }
 }
@@ -132,12 +140,27 @@ impl Gateways {
         // root only, locally).
         let listener = Accepting(host.listen_gateway(wid, instance).await?);
         let mut listening = self.listening.lock().unwrap_or_else(|e| e.into_inner());
-        let router = router().with_state(Gw {
+        let gw = Gw {
             app: app.clone(),
             wid: wid.to_string(),
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
             parsing: Arc::new(tokio::sync::Semaphore::new(MAX_PARSING_BYTES_PER_WORKSPACE)),
-        });
+        };
+        let metrics = app.metrics.clone();
+        let router = router()
+            .with_state(gw.clone())
+            .nest_service(agent::MCP_SERVER_PATH, mcp_server::service(gw))
+            .layer(axum::middleware::from_fn(
+                move |req: axum::extract::Request, next: axum::middleware::Next| {
+                    let metrics = metrics.clone();
+                    async move {
+                        let route = route_label(req.uri().path());
+                        let res = next.run(req).await;
+                        metrics.gateway_request(route, res.status().as_u16());
+                        res
+                    }
+                },
+            ));
         let wid_owned = wid.to_string();
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
@@ -173,6 +196,33 @@ impl Gateways {
     }
 }
 
+/// A gateway request's route for the metrics: one of a fixed few (a workspace names the rest
+/// of the path, and must not grow the metrics' labels).
+fn route_label(path: &str) -> &'static str {
+    const EXACT: &[&str] = &[
+        "/v1/chat/completions",
+        "/v1/models",
+        agent::GIT_CREDENTIAL_PATH,
+        agent::PULL_REQUEST_PATH,
+        agent::ATTACHMENT_PATH,
+        agent::MCP_TOOLS_PATH,
+        agent::MCP_CALL_PATH,
+        agent::APPROVAL_PATH,
+    ];
+    if let Some(p) = EXACT.iter().find(|p| **p == path) {
+        return p;
+    }
+    if path.starts_with("/tandem/children") {
+        "/tandem/children"
+    } else if path.starts_with(agent::GIT_RELAY_PREFIX) {
+        "/git"
+    } else if path.starts_with(agent::MCP_SERVER_PATH) {
+        agent::MCP_SERVER_PATH
+    } else {
+        "other"
+    }
+}
+
 pub(super) fn router() -> Router<Gw> {
     Router::new()
         .route("/v1/chat/completions", post(chat))
@@ -184,6 +234,9 @@ pub(super) fn router() -> Router<Gw> {
         .route(agent::GIT_CREDENTIAL_PATH, post(git_credential))
         .route(agent::PULL_REQUEST_PATH, post(pull_request))
         .route(agent::ATTACHMENT_PATH, post(attachment))
+        .route(agent::MCP_TOOLS_PATH, get(mcp::tools))
+        .route(agent::MCP_CALL_PATH, post(mcp::call))
+        .route(agent::APPROVAL_PATH, post(mcp::approval))
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         // A push can be far larger than any model request: streamed through, never buffered.
         .route(
@@ -210,6 +263,36 @@ impl Gw {
         db::sessions::by_workspace(&self.app.db, &self.wid)
             .await?
             .ok_or_else(|| Error::Forbidden("this workspace belongs to no live session".into()))
+    }
+
+    /// Whether the policy lets the agent take Tandem's own `action` here (asking a driver
+    /// where it says so); refused with the reason the agent reads.
+    async fn gate(
+        &self,
+        session: SessionId,
+        action: &str,
+        arguments: serde_json::Value,
+    ) -> Result<()> {
+        let repo = sessions::get(&self.app.db, session)
+            .await?
+            .session
+            .repo_name;
+        let timeout = std::time::Duration::from_secs(self.app.config.agents.approval_timeout_secs);
+        let d = crate::approvals::gate_action(
+            &self.app.db,
+            session,
+            &repo,
+            action,
+            &arguments,
+            timeout,
+        )
+        .await?;
+        match d.allowed {
+            true => Ok(()),
+            false => Err(Error::Forbidden(
+                d.message.unwrap_or_else(|| "denied".into()),
+            )),
+        }
     }
 
     /// Who the agent acts for: the author of the running prompt, as an automation.
@@ -369,97 +452,6 @@ fn origin(url: &str) -> String {
         Ok(u) if u.has_host() => u.origin().ascii_serialization(),
         _ => "(as configured)".into(),
     }
-}
-
-/// The model's answer, streamed to the workspace; `slot` is held until its body ends.
-fn answer(res: reqwest::Response, slot: tokio::sync::OwnedSemaphorePermit) -> Response {
-    let status = StatusCode::from_u16(res.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    let content_type = res
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json")
-        .to_string();
-    let stream = futures::StreamExt::map(res.bytes_stream(), move |r| {
-        let _held = &slot;
-        r.map_err(std::io::Error::other)
-    });
-    (
-        status,
-        [("content-type", content_type)],
-        Body::from_stream(stream),
-    )
-        .into_response()
-}
-
-/// A request relayed as it is (the model list).
-pub(super) async fn upstream(g: &Gw, path: &str) -> Result<Response> {
-    g.session().await?;
-    let endpoint = g.endpoint().await?;
-    // Taken before the model is asked, given back when its answer's body ends.
-    let slot = g.slot().await?;
-    let res = endpoint
-        .send(g, path, None)
-        .await
-        .map_err(|e| endpoint.unreachable(e))?;
-    Ok(answer(res, slot))
-}
-
-/// A model request: read within the server's bound on bytes being parsed, checked against the
-/// admin's policy (the model pinned, one answer, bounded length, content inline, no
-/// provider-side tools, the tree's identity), then — with the endpoint configured — counted
-/// against the session tree's budget, then relayed. A refused request costs no budget, nor one
-/// that never reached the endpoint (it could not be connected to); one the provider answered,
-/// even with an error, counts.
-pub(super) async fn chat(
-    State(g): State<Gw>,
-    headers: axum::http::HeaderMap,
-    body: Body,
-) -> Result<Response> {
-    let session = g.session().await?;
-    let root = db::trees::root_of(&g.app.db, session)
-        .await?
-        .unwrap_or(session);
-    let agents = &g.app.config.agents;
-    let body = {
-        // The shares are held until the parsed request is dropped.
-        let (body, _shares) = g.read_model_request(&headers, body).await?;
-        let model = g.app.settings.model();
-        model_relay::relayable(
-            &body,
-            &model_relay::Policy {
-                model: &model.model,
-                allowed_models: &agents.allowed_models,
-                max_output_tokens: agents.max_output_tokens,
-                provider_tools: &agents.provider_tools,
-                identity: &model_relay::identity(root),
-            },
-        )?
-    };
-    let endpoint = g.endpoint().await?;
-    let slot = g.slot().await?;
-    sessions::budget::take_model_request(&g.app.db, agents.max_model_requests_per_session, session)
-        .await?;
-    match endpoint
-        .send(&g, "chat/completions", Some(body.into()))
-        .await
-    {
-        Ok(res) => Ok(answer(res, slot)),
-        Err(e) => {
-            // Never sent: the provider did not see it, so the tree did not spend it.
-            if e.is_connect()
-                && let Err(back) =
-                    sessions::budget::give_back_model_request(&g.app.db, session).await
-            {
-                tracing::warn!(%session, error = %back, "a model request not sent was not given back");
-            }
-            Err(endpoint.unreachable(e))
-        }
-    }
-}
-
-pub(super) async fn models(State(g): State<Gw>) -> Result<Response> {
-    upstream(&g, "models").await
 }
 
 /// A runtime's gateway listener, as axum serves it.

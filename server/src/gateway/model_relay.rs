@@ -96,8 +96,17 @@ pub fn identity(root: SessionId) -> String {
     format!("tandem-{hex}")
 }
 
-/// `body` as it may be relayed, or why it may not be (a 4xx that says what to change).
-pub fn relayable(body: &[u8], policy: &Policy) -> Result<Vec<u8>> {
+/// A request as it is relayed, and the model it names (what its tokens are priced at).
+#[derive(Debug)]
+pub struct Relayed {
+    pub body: Vec<u8>,
+    pub model: String,
+}
+
+/// `body` as it may be relayed, or why it may not be (a 4xx that says what to change). A
+/// streamed answer is asked to end with its usage (`stream_options.include_usage`): the
+/// gateway counts the tokens the provider reports, never what the workspace says.
+pub fn relayable(body: &[u8], policy: &Policy) -> Result<Relayed> {
     let mut req: Map<String, Value> = match serde_json::from_slice(body) {
         Ok(Value::Object(m)) => m,
         Ok(_) => return Err(bad("the model request is not a JSON object".into())),
@@ -143,7 +152,24 @@ pub fn relayable(body: &[u8], policy: &Policy) -> Result<Vec<u8>> {
         }
         messages.iter().try_for_each(message)?;
     }
-    Ok(serde_json::to_vec(&req).expect("a JSON value serializes"))
+    if req.get("stream").and_then(Value::as_bool) == Some(true) {
+        let options = req
+            .entry("stream_options")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !options.is_object() {
+            *options = Value::Object(Map::new());
+        }
+        options["include_usage"] = Value::Bool(true);
+    }
+    let model = req
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(policy.model)
+        .to_string();
+    Ok(Relayed {
+        body: serde_json::to_vec(&req).expect("a JSON value serializes"),
+        model,
+    })
 }
 
 /// Lowers a token limit above `max` to it, and gives a request that names none
@@ -367,7 +393,8 @@ mod tests {
             provider_tools,
             identity: "tandem-tree",
         };
-        relayable(body.to_string().as_bytes(), &policy).map(|b| serde_json::from_slice(&b).unwrap())
+        relayable(body.to_string().as_bytes(), &policy)
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
     }
 
     #[test]

@@ -9,6 +9,12 @@ pub(super) async fn spawn_children(
 ) -> Result<(StatusCode, Json<Vec<Session>>)> {
     let session = g.session().await?;
     let author = g.author(session).await?;
+    g.gate(
+        session,
+        "spawn_sessions",
+        serde_json::json!({ "prompt": req.prompt, "variants": req.variants, "fork": req.fork }),
+    )
+    .await?;
     Ok((
         StatusCode::CREATED,
         Json(
@@ -85,6 +91,12 @@ pub(super) async fn pull_request(
         .ok_or_else(|| {
             Error::Forbidden("a pull request can be opened by the agent only during a turn".into())
         })?;
+    g.gate(
+        session,
+        "open_pull_request",
+        serde_json::json!({ "title": req.title, "draft": req.draft }),
+    )
+    .await?;
     Ok(Json(
         crate::github::pr::open(&g.app, session, &author, req).await?,
     ))

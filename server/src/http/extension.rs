@@ -3,8 +3,8 @@
 //! opens the pairing's page, sees what asks (label, when, from which address) and types the code
 //! the extension shows — the link never carries it;
 //! the extension polls with its device secret and takes its token once — scoped to starting
-//! sessions, prompting and reading (`auth::scope_allows`), expiring, listed and revocable with
-//! the person's tokens.
+//! sessions, prompting, answering approvals and reading (`auth::scope_allows`), expiring,
+//! listed and revocable with the person's tokens.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

@@ -2,14 +2,10 @@
 //! everywhere else). Each submodule exposes its own `router()`; the API's routes are registered
 //! from their OpenAPI annotations ([`crate::openapi::ApiRouter`]), which `GET /api/openapi.json` serves.
 
-use std::time::Duration;
-
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
-use tandem_protocol::limits::{MAX_BODY_BYTES, MAX_CONTEXT_BODY_BYTES, REQUEST_TIMEOUT_SECS};
+use tandem_protocol::limits::{MAX_BODY_BYTES, MAX_CONTEXT_BODY_BYTES};
 use tower_http::compression::CompressionLayer;
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::state::AppState;
@@ -18,6 +14,7 @@ use crate::state::AppState;
 pub(crate) type ApiRouter = crate::openapi::ApiRouter<AppState>;
 
 mod admin;
+mod approvals;
 mod auth;
 mod automations;
 mod csrf;
@@ -27,6 +24,7 @@ mod headers;
 mod health;
 mod json_errors;
 mod links;
+mod metrics;
 mod oidc;
 mod people;
 mod prompts;
@@ -37,6 +35,8 @@ mod sessions;
 mod settings;
 mod slack;
 mod snapshots;
+mod spend;
+mod timeout;
 mod tokens;
 mod web;
 
@@ -48,6 +48,7 @@ pub fn app(state: AppState) -> Router {
     let api = ApiRouter::new()
         .merge(health::router())
         .merge(admin::router())
+        .merge(approvals::router())
         .merge(auth::router())
         .merge(automations::router())
         .merge(github::router())
@@ -61,6 +62,7 @@ pub fn app(state: AppState) -> Router {
         .merge(settings::router())
         .merge(slack::router())
         .merge(snapshots::router())
+        .merge(spend::router())
         .merge(
             ApiRouter::new()
                 .merge(sessions::hosted_router())
@@ -72,10 +74,7 @@ pub fn app(state: AppState) -> Router {
         .finish();
     let api = api
         .fallback(json_errors::no_such_route)
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            Duration::from_secs(REQUEST_TIMEOUT_SECS),
-        ))
+        .layer(axum::middleware::from_fn(timeout::layer))
         // The request's own bound (`body_limit`); extractors take what it lets through.
         .layer(DefaultBodyLimit::max(MAX_CONTEXT_BODY_BYTES))
         .layer(axum::middleware::from_fn(body_limit))
@@ -93,6 +92,8 @@ pub fn app(state: AppState) -> Router {
         ));
     Router::new()
         .merge(own)
+        // Prometheus's, with its own bearer token.
+        .merge(metrics::router())
         // VS Code, proxied (outside /api: it is a web app of its own, under its base path).
         .merge(crate::vscode::router().route_layer(forward))
         .layer(axum::middleware::from_fn_with_state(

@@ -16,6 +16,9 @@ use crate::Result;
 use crate::state::AppState;
 use crate::workspace_agent::WorkspaceAgent;
 
+pub mod doc;
+pub mod docs;
+mod files;
 pub mod hub;
 mod recheck;
 pub mod socket;
@@ -36,6 +39,8 @@ pub const REATTACH_EVERY: std::time::Duration = std::time::Duration::from_secs(5
 pub struct Live {
     pub session: SessionId,
     pub hub: Hub,
+    /// The files open in the session page's Files pane.
+    pub docs: docs::Docs,
     upstreams: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
@@ -59,6 +64,18 @@ pub struct Hubs {
 }
 
 impl Hubs {
+    /// People connected to this process's live sessions.
+    pub fn members(&self) -> usize {
+        let all: Vec<_> = self
+            .map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        all.iter().map(|l| l.hub.snapshot().0.len()).sum()
+    }
+
     /// The user holding control of `session`'s live hub, if a signed-in participant does
     /// (`Some(None)`: someone without an account does).
     pub fn controller_of(&self, session: SessionId) -> Option<Option<tandem_protocol::UserId>> {
@@ -94,6 +111,7 @@ impl Hubs {
         let live = Arc::new(Live {
             session,
             hub: Hub::default(),
+            docs: docs::Docs::default(),
             upstreams: Mutex::new(Vec::new()),
         });
         map.insert(session, live.clone());

@@ -172,7 +172,7 @@ async fn run(
     ));
     let (sink, stream) = socket.split();
     let signal = inbox.close_signal();
-    let writer = tokio::spawn(write(sink, inbox, watches));
+    let writer = tokio::spawn(write(sink, inbox, watches, state.metrics.clone()));
     let mut member = Member {
         state: state.clone(),
         live: live.clone(),
@@ -191,6 +191,7 @@ async fn run(
         p.abort();
     }
     live.hub.leave(me.id);
+    live.docs.leave(me.id);
     state.hubs.release(&live);
     out.close(1000);
     // The writer says goodbye if the client still reads; it is not waited for beyond that.
@@ -209,6 +210,7 @@ async fn write(
     mut sink: futures::stream::SplitSink<WebSocket, Message>,
     mut inbox: Inbox,
     mut watches: Watches,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
 ) {
     let mut beat = tokio::time::interval(Duration::from_secs(HEARTBEAT_SECS));
     beat.tick().await;
@@ -217,6 +219,9 @@ async fn write(
         tokio::select! {
             biased;
             code = signal.closed() => {
+                if code == close::TOO_SLOW {
+                    metrics.live_slow();
+                }
                 let reason = match code {
                     close::TOO_SLOW => "too slow: fell too far behind",
                     close::FORBIDDEN => "access revoked",
@@ -231,7 +236,9 @@ async fn write(
                 let Some(out) = out else { return };
                 // A client that takes nothing for this long is gone (its TCP window stays shut).
                 match tokio::time::timeout(WRITE_STALL, write_queued(&mut sink, &mut inbox, out)).await {
-                    Ok(Ok(())) => {}
+                    Ok(Ok(n)) => {
+                        metrics.live_sent(n);
+                    }
                     _ => return,
                 }
             }
@@ -264,7 +271,7 @@ async fn write_queued(
     sink: &mut futures::stream::SplitSink<WebSocket, Message>,
     inbox: &mut Inbox,
     first: Out,
-) -> Result<(), axum::Error> {
+) -> Result<usize, axum::Error> {
     let mut items = vec![first];
     while items.len() < BATCH_ITEMS {
         match inbox.rx.try_recv() {
@@ -307,7 +314,7 @@ async fn write_queued(
     }
     sink.flush().await?;
     inbox.written_bytes(taken);
-    Ok(())
+    Ok(taken)
 }
 
 /// One terminal frame from consecutive frames of the same terminal (no copy for one).
@@ -392,20 +399,7 @@ impl Member {
 
     async fn handle(&mut self, m: WsClient) {
         let hub = &self.live.hub;
-        let what = match &m {
-            WsClient::Subscribe { .. } => "subscribe",
-            WsClient::OpenTerminal { .. } => "open_terminal",
-            WsClient::Resize { .. } => "resize",
-            WsClient::Presence { .. } => "presence",
-            WsClient::RequestControl => "request_control",
-            WsClient::GrantControl { .. } => "grant_control",
-            WsClient::ReleaseControl => "release_control",
-            WsClient::TakeControl => "take_control",
-            WsClient::Prompt { .. } => "prompt",
-            WsClient::DesktopOffer { .. } => "desktop_offer",
-            WsClient::DesktopClose => "desktop_close",
-            WsClient::DesktopInput { .. } => "desktop_input",
-        };
+        let what = m.name();
         let result: Result<(), String> = match m {
             WsClient::Subscribe { after } => {
                 if after < 0 {
@@ -457,6 +451,29 @@ impl Member {
             WsClient::ReleaseControl => hub.release_control(self.id),
             WsClient::TakeControl => hub.take_control(self.id),
             WsClient::Prompt { text, mode } => self.prompt(text, mode).await,
+            WsClient::AnswerApproval {
+                approval,
+                approve,
+                for_session,
+                reason,
+            } => {
+                let req = tandem_protocol::approval::AnswerApproval {
+                    approve,
+                    for_session,
+                    reason,
+                };
+                crate::commands::answer_approval(
+                    &self.state,
+                    self.live.session,
+                    approval,
+                    &self.author(),
+                    self.access.role,
+                    &req,
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+            }
             WsClient::DesktopOffer { sdp } => {
                 self.desktop = None;
                 let may_start = self.access.role.can_drive();
@@ -473,6 +490,19 @@ impl Member {
                 self.desktop = None;
                 Ok(())
             }
+            m @ (WsClient::ListFiles
+            | WsClient::OpenFile { .. }
+            | WsClient::CloseFile { .. }
+            | WsClient::FileUpdate { .. }
+            | WsClient::FileAwareness { .. }) => {
+                let who = super::files::Who {
+                    id: self.id,
+                    out: &self.out,
+                    may_edit: self.access.role.can_drive(),
+                    name: &self.access.name,
+                };
+                super::files::handle(&self.state, &self.live, who, m).await
+            }
             WsClient::DesktopInput { input } => match hub.may_control(self.id) {
                 Ok(()) => crate::desktop::input(&self.state, self.live.session, vec![input])
                     .await
@@ -485,20 +515,25 @@ impl Member {
         }
     }
 
-    async fn prompt(&self, text: String, mode: PromptMode) -> Result<(), String> {
-        if !self.access.role.can_drive() {
-            return Err("viewers cannot send prompts".into());
-        }
+    /// This member as the author of what they do.
+    fn author(&self) -> Author {
         let kind = if self.access.user_id.is_some() {
             AuthorKind::User
         } else {
             AuthorKind::Guest
         };
-        let author = Author {
+        Author {
             kind,
             user_id: self.access.user_id,
             name: self.access.name.clone(),
-        };
+        }
+    }
+
+    async fn prompt(&self, text: String, mode: PromptMode) -> Result<(), String> {
+        if !self.access.role.can_drive() {
+            return Err("viewers cannot send prompts".into());
+        }
+        let author = self.author();
         let session = self.live.session;
         crate::commands::submit_prompt(
             &self.state,

@@ -95,6 +95,15 @@ impl Server {
             .map(crate::slack::Slack::new)
             .transpose()?;
         let hooks = Arc::new(hooks::ServerHooks::default());
+        let traces = Arc::new(tandem_core::traces::Traces::new(
+            config.telemetry.otlp_endpoint.as_deref(),
+        )?);
+        // Counted only where something reads them.
+        let metrics = Arc::new(if config.telemetry.metrics_token.is_some() {
+            crate::metrics::Metrics::default()
+        } else {
+            crate::metrics::Metrics::off()
+        });
         let engine = Engine {
             db,
             jwt: Arc::new(jwt),
@@ -108,7 +117,16 @@ impl Server {
             turns,
             permissions: Default::default(),
             hooks: hooks.clone(),
+            metrics,
+            traces,
         };
+        let (metrics, traces) = (engine.metrics.clone(), engine.traces.clone());
+        engine.db.observe(Box::new(move |o| {
+            if let tandem_core::db::bus::Observation::Event(session, kind) = &o {
+                traces.event(*session, kind);
+            }
+            metrics.observe(o)
+        }));
         let state = AppState::new(App {
             engine,
             gateways: Default::default(),
@@ -247,8 +265,11 @@ pub async fn workspaces(
         .map_err(|e| internal("the server id", e.to_string()))?;
     let (rt, cluster) = match kind {
         Some(kind) => {
+            // Every workspace process starts under `tandem-confine` (built beside the agent)
+            // with the seccomp filter compiled once, where that holds; else the runtime applies it.
             let rt = OciRuntime::new(kind, &config.data_dir)
-                .map_err(|e| internal("the runtime", e.to_string()))?;
+                .map_err(|e| internal("the runtime", e.to_string()))?
+                .with_init(&agent_bin.with_file_name("tandem-confine"));
             (Arc::new(rt) as Arc<dyn runtime::Runtime>, None)
         }
         None => on_kubernetes(config, &agent_key).await?,

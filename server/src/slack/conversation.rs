@@ -26,6 +26,10 @@ const MAX_CONTEXT_CHARS: usize = 16_000;
 /// The action ids of our buttons and menus.
 pub const STOP: &str = "tandem_stop";
 pub const CHOOSE_REPO: &str = "tandem_repo";
+/// An approval card's buttons; their value is `<session>/<approval>`.
+pub const APPROVE: &str = "tandem_approve";
+pub const APPROVE_SESSION: &str = "tandem_approve_session";
+pub const DENY: &str = "tandem_deny";
 
 /// A message someone wrote where the app is.
 #[derive(Clone, Debug)]
@@ -433,6 +437,43 @@ pub async fn action(
                     format!("stopped by {} from Slack", user.name),
                 )
                 .await?)
+            }
+            APPROVE | APPROVE_SESSION | DENY => {
+                let (session, approval) = a
+                    .value
+                    .as_deref()
+                    .and_then(|v| v.split_once('/'))
+                    .and_then(|(s, a)| {
+                        Some((s.parse::<SessionId>().ok()?, a.parse::<ApprovalId>().ok()?))
+                    })
+                    .ok_or_else(|| {
+                        Error::BadRequest("an approval button without its approval".into())
+                    })?;
+                let Some(user) = person(app, slack, team, slack_user, channel, None).await? else {
+                    return Ok(());
+                };
+                let access = crate::permissions::require(app, session, &user, Role::Viewer).await?;
+                let author = Author {
+                    kind: AuthorKind::Slack,
+                    user_id: Some(user.id),
+                    name: user.name.clone(),
+                };
+                let approve = a.action_id.0 != DENY;
+                let req = tandem_protocol::approval::AnswerApproval {
+                    approve,
+                    for_session: a.action_id.0 == APPROVE_SESSION,
+                    reason: (!approve).then(|| "denied from Slack".to_string()),
+                };
+                crate::commands::answer_approval(
+                    app,
+                    session,
+                    approval,
+                    &author,
+                    access.role,
+                    &req,
+                )
+                .await?;
+                Ok(())
             }
             CHOOSE_REPO => {
                 let pending_id = a.block_id.as_ref().map(|b| b.0.clone()).unwrap_or_default();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use slack_morphism::prelude::*;
 use tandem_protocol::{Session, SessionId, SessionState};
 
-use super::conversation::STOP;
+use super::conversation::{APPROVE, APPROVE_SESSION, DENY, STOP};
 use super::text::{MAX_POST_CHARS, escape, escape_cut};
 use crate::progress::{Again, News, View, due};
 use crate::state::AppState;
@@ -101,6 +101,59 @@ fn render(app: &AppState, view: &View, quiet: bool) -> SlackMessageContent {
         .with_blocks(blocks)
 }
 
+/// An approval card: what the agent wants to do (and, unless the session is quiet, with what
+/// arguments), with buttons for drivers.
+fn approval_card(
+    app: &AppState,
+    a: &tandem_protocol::approval::Approval,
+    quiet: bool,
+) -> SlackMessageContent {
+    let who = a
+        .asked_for
+        .as_ref()
+        .map(|p| format!(" (during {}'s turn)", escape_cut(&p.name, 80)))
+        .unwrap_or_default();
+    let mut text = format!(
+        ":raised_hand: *The agent asks to {}*{who}",
+        escape_cut(&a.subject.describe(), 200)
+    );
+    if quiet {
+        text.push_str(&format!(
+            "\n<{}|See its arguments in the session.>",
+            session_url(app, a.session_id)
+        ));
+    } else {
+        let args = serde_json::to_string_pretty(&a.arguments).unwrap_or_default();
+        // Inside a code block Slack formats nothing; a run of backticks would end it early.
+        let args = args.replace('`', "'");
+        text.push_str(&format!("\n```{}```", escape_cut(&args, 1500)));
+    }
+    let value = format!("{}/{}", a.session_id, a.id);
+    let button = |label: &str, action: &str| {
+        SlackBlockButtonElement::new(pt!(label.to_string()))
+            .with_action_id(action.into())
+            .with_value(value.clone())
+    };
+    let blocks = slack_blocks![
+        some_into(SlackSectionBlock::new().with_text(md!(text))),
+        some_into(SlackActionsBlock::new(vec![
+            SlackActionBlockElement::Button(
+                button("Approve", APPROVE).with_style(SlackBlockButtonStyle::Primary)
+            ),
+            SlackActionBlockElement::Button(button("Approve for this session", APPROVE_SESSION)),
+            SlackActionBlockElement::Button(
+                button("Deny", DENY).with_style(SlackBlockButtonStyle::Danger)
+            ),
+        ]))
+    ];
+    SlackMessageContent::new()
+        .with_text(format!(
+            ":raised_hand: The agent asks to {}",
+            escape_cut(&a.subject.describe(), 200)
+        ))
+        .with_blocks(blocks)
+}
+
 /// The first status message of a session just started.
 pub fn first(app: &AppState, s: &Session, repo: &str) -> SlackMessageContent {
     render(
@@ -133,6 +186,8 @@ async fn react(app: &AppState, channel: &str, ts: &str, name: &str, on: bool) {
 /// A session's thread, as its progress follower writes to it.
 pub struct Status {
     thread: db::slack::Thread,
+    /// The approval cards this follower posted (approval → message), edited when answered.
+    cards: std::collections::HashMap<tandem_protocol::ApprovalId, String>,
     /// What the status message shows (without the elapsed time), and when it was edited.
     shown: String,
     edited_at: i64,
@@ -145,6 +200,7 @@ impl Status {
             .ok_or_else(|| Error::NotFound(format!("session {session} has no Slack thread")))?;
         Ok(Self {
             thread,
+            cards: Default::default(),
             shown: String::new(),
             edited_at: 0,
         })
@@ -252,6 +308,44 @@ impl Status {
                         )
                         .await?;
                     react(app, channel, &asked, "eyes", false).await;
+                }
+                News::LimitReached(limit) => {
+                    slack
+                        .post(
+                            app,
+                            channel,
+                            Some(thread),
+                            SlackMessageContent::new().with_text(format!(
+                                ":money_with_wings: The turn stopped at {}: {} used. An admin raises budgets on Tandem's settings page; daily budgets start again at midnight UTC.",
+                                escape_cut(&limit.which(), 200),
+                                escape_cut(&limit.amount(), 100)
+                            )),
+                        )
+                        .await?;
+                }
+                News::ApprovalAsked(approval) => {
+                    let card = approval_card(app, approval, quiet);
+                    let ts = slack.post(app, channel, Some(thread), card).await?;
+                    self.cards.insert(approval.id, ts);
+                }
+                News::ApprovalAnswered { approval, outcome } => {
+                    let text = format!(
+                        ":ballot_box_with_check: Approval: {}",
+                        escape_cut(outcome, 300)
+                    );
+                    // Blocks given: an update without them would keep the card's buttons.
+                    let content = SlackMessageContent::new()
+                        .with_text(text.clone())
+                        .with_blocks(slack_blocks![some_into(
+                            SlackSectionBlock::new().with_text(md!(text))
+                        )]);
+                    match self.cards.get(approval) {
+                        // The card itself says who answered; its buttons go.
+                        Some(ts) => slack.update(app, channel, ts, content).await?,
+                        None => {
+                            slack.post(app, channel, Some(thread), content).await?;
+                        }
+                    }
                 }
             }
             news.pop_front();

@@ -243,7 +243,7 @@ async fn the_command_agent_runs_a_cli_with_the_prompt_and_reports_failures() {
 }
 
 /// The opencode binary `cargo xtask test` installs, or `None` (with the reason printed).
-fn opencode() -> Option<std::path::PathBuf> {
+pub fn opencode() -> Option<std::path::PathBuf> {
     let path = std::env::var_os("TANDEM_TEST_OPENCODE")
         .map(std::path::PathBuf::from)
         .filter(|p| p.is_file());

@@ -14,7 +14,7 @@ use crate::harness::TestServer;
 use crate::session_workspaces::{add_repo, events, exec, source_repo, wait_state};
 use crate::snapshots::wait_built;
 
-mod agents;
+pub mod agents;
 mod faults;
 mod page;
 mod queue;

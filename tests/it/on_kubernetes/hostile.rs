@@ -47,7 +47,7 @@ async fn a_hostile_pod_reaches_neither_the_node_nor_the_outside_and_is_evicted_p
             runtime_class: None,
             user_namespaces: false,
             root_on_node: true,
-            start_timeout_secs: 120,
+            start_timeout_secs: 240,
         });
         c.workspaces.limits.disk_gb = Some(1);
         c.workspaces.limits.memory_mb = Some(512);
@@ -55,6 +55,7 @@ async fn a_hostile_pod_reaches_neither_the_node_nor_the_outside_and_is_evicted_p
     })
     .await
     .expect("workspaces are required with Kubernetes");
+    super::seed_packed_image(&s, &registry).await;
     let src = source_repo("[workspace]\nsetup = []\n");
     let repo = add_repo(&s, "acme/hostile", src.path()).await;
     build_snapshot(&s, &repo).await;

@@ -73,6 +73,66 @@ async fn fifty_session_start_stop_cycles_leave_no_mount_cgroup_or_process() {
     }
 }
 
+/// Stops and suspends that take a while (many at once) outlast a supervisor tick: the
+/// workspace's init is gone before the session says stopped, and that is not a death.
+#[tokio::test]
+async fn sessions_stopped_and_suspended_together_are_not_taken_for_dead() {
+    let Some(s) = server().await else { return };
+    let src = source_repo("[workspace]\n");
+    let repo = add_repo(&s, "acme/together", src.path()).await;
+    let mut ids = Vec::new();
+    for _ in 0..12 {
+        ids.push(start_session(&s, &repo).await.session.id);
+    }
+    let verbs = ids.iter().enumerate().map(|(i, id)| {
+        let s = &s;
+        async move {
+            let verb = if i % 2 == 0 { "stop" } else { "suspend" };
+            let res = s
+                .req(Method::POST, &format!("/api/sessions/{id}/{verb}"))
+                .bearer(&s.admin_token)
+                .send()
+                .await;
+            assert_eq!(res.status, StatusCode::OK, "{verb}: {:?}", res.body);
+        }
+    });
+    // The supervisor looks again and again while the verbs run (it looks once a second on its
+    // own): each look lands inside some verb's stop.
+    let host = s.state.workspaces().unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let looks = async {
+        let mut n = 0;
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            tandem_server::supervisor::look_for_deaths(&s.state, &s.state.db, &host).await;
+            n += 1;
+            tokio::task::yield_now().await;
+        }
+        n
+    };
+    let verbs = async {
+        futures::future::join_all(verbs).await;
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    };
+    let (looked, ()) = tokio::join!(looks, verbs);
+    assert!(looked > 1, "the supervisor looked during the verbs");
+    for (i, id) in ids.iter().enumerate() {
+        let d: SessionDetail = s.get(&format!("/api/sessions/{id}")).send().await.parse();
+        let want = if i % 2 == 0 {
+            SessionState::Stopped
+        } else {
+            SessionState::Suspended
+        };
+        let errors: Vec<String> = events(&s, *id)
+            .await
+            .into_iter()
+            .filter(|e| e.kind.type_name() == "error")
+            .map(|e| format!("{:?}", e.kind))
+            .collect();
+        assert_eq!(d.session.state, want, "{id}: {errors:?}");
+        assert!(errors.is_empty(), "{id} was taken for dead: {errors:?}");
+    }
+}
+
 #[tokio::test]
 async fn the_cli_runs_commands_shows_diffs_forks_and_stops_sessions() {
     let Some(s) = server().await else { return };

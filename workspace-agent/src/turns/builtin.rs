@@ -9,7 +9,7 @@ use tandem_protocol::agent::{TurnFrame, TurnStart};
 use tandem_protocol::{TurnOutcome, Usage};
 
 use super::changes::Snapshot;
-use super::{Ctx, Ending, model, tools};
+use super::{Ctx, Ending, mcp, model, tools};
 
 /// How often streamed text is sent on (coalescing keeps the event log small).
 const DELTA_EVERY: Duration = Duration::from_millis(50);
@@ -79,7 +79,20 @@ async fn steps(
     messages: &mut Vec<Value>,
     usage: &mut Usage,
 ) -> Ending {
-    let tools = tools::definitions();
+    let mcp = mcp::McpTools::load(&ctx.root).await;
+    if !mcp.problems.is_empty() {
+        ctx.send(TurnFrame::Message {
+            text: format!(
+                "Some MCP tools are missing this turn: {}",
+                mcp.problems.join("; ")
+            ),
+        })
+        .await;
+    }
+    let mut tools = tools::definitions();
+    if let Some(all) = tools.as_array_mut() {
+        all.extend(mcp.definitions().iter().cloned());
+    }
     for _ in 0..start.max_steps.max(1) {
         let mut request = vec![json!({ "role": "system", "content": SYSTEM })];
         request.extend(messages.iter().cloned());
@@ -135,6 +148,17 @@ async fn steps(
                     is_error: true,
                     exit_code: None,
                     duration_ms: 0,
+                }
+            } else if mcp.has(&call.name) {
+                // It may wait for a person's approval: a stop must not wait with it.
+                tokio::select! {
+                    out = mcp.call(&call.name, &args) => out,
+                    () = ctx.cancel.cancelled() => tools::Outcome {
+                        output: "[stopped while it waited]".into(),
+                        is_error: true,
+                        exit_code: None,
+                        duration_ms: 0,
+                    },
                 }
             } else {
                 tools::call(ctx, &call.name, &args).await

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 mod builtin;
 mod changes;
 mod command;
+mod mcp;
 pub mod model;
 mod opencode;
 mod process;

@@ -37,6 +37,13 @@ fn config(model: &str) -> String {
             "options": { "baseURL": format!("http://{GATEWAY_LOOPBACK}/v1"), "apiKey": "tandem-gateway" },
             "models": { model: { "name": model, "limit": { "context": 128000, "output": 8192 } } },
         } },
+        // The company's tools, through the gateway: the same policy and approvals as the builtin
+        // agent's, the credentials added there.
+        "mcp": { "tandem": {
+            "type": "remote",
+            "url": format!("http://{GATEWAY_LOOPBACK}{}", tandem_protocol::agent::MCP_SERVER_PATH),
+            "enabled": true,
+        } },
     })
     .to_string()
 }

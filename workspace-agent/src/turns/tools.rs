@@ -159,6 +159,13 @@ fn fail(output: impl Into<String>) -> (String, bool, Option<i32>) {
     (output.into(), true, None)
 }
 
+/// Whether `name` is one of the builtin tools (an MCP tool may not shadow one).
+pub fn is_builtin(name: &str) -> bool {
+    definitions()
+        .as_array()
+        .is_some_and(|all| all.iter().any(|t| t["function"]["name"] == name))
+}
+
 fn arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
     args[key]
         .as_str()

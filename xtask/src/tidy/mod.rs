@@ -138,6 +138,11 @@ pub const TEST_BOUNDARY: &[&str] = &[
 /// White-box tests, named: `(test file, server module, why it cannot go through HTTP)`.
 pub const WHITE_BOX: &[(&str, &str, &str)] = &[
     (
+        "tests/it/session_workspaces/lifecycle.rs",
+        "supervisor",
+        "the supervisor's look, run again and again inside the verbs' stops instead of once a second",
+    ),
+    (
         "tests/it/store.rs",
         "sessions",
         "seeds sessions directly to race claims on the store",

@@ -209,6 +209,7 @@ pub(super) async fn snapshot_fault(db: &Db, snap: &Snapshot, e: Error) -> Error 
     let limit = tandem_protocol::limits::SNAPSHOT_BREAKER_FAILURES;
     match db::snapshots::boot_failed(db, snap.id, limit, now_ms()).await {
         Ok(true) => {
+            db.observed(db::bus::Observation::BreakerTripped);
             tracing::warn!(snapshot = %snap.id, "snapshot set aside after {limit} failed starts in a row");
             Error::Invalid(format!(
                 "{e} (snapshot {} has failed {limit} starts in a row and is set aside: new sessions start from the good one before it)",

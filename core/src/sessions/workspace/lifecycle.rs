@@ -22,6 +22,7 @@ pub async fn stop(db: &Db, host: &Host, id: SessionId, reason: Option<String>) -
         }
         _ => {}
     }
+    let _down = TakingDown::new(id);
     let row = db::sessions::workspace(db, id).await?;
     if let Some(wid) = row.as_ref().and_then(|r| r.workspace_id.clone()) {
         let base = row.and_then(|r| r.base_commit);
@@ -55,6 +56,51 @@ pub(super) async fn revoke_credential(host: &Host, id: SessionId) {
     host.credentials.revoke(id).await;
 }
 
+/// A pod the cluster took away (evicted, its node lost): the session is queued to boot again —
+/// from its last kept files if it has them (a suspend, a fork), else its snapshot — and the
+/// prompt the loss interrupted (queued again first by its turn) runs again on the new one.
+async fn workspace_lost(db: &Db, host: &Host, id: SessionId, wid: &str) -> Result<()> {
+    let message = "the workspace's pod went (evicted, or its node was lost): a new one starts from the session's last kept files or its snapshot, and the interrupted prompt runs again; changes since then are lost".to_string();
+    // Starting first: no turn claims the session (its prompt waits for the new pod) and the
+    // boot loop leaves it alone until what is left of the old pod is gone.
+    let mut tx = db.begin().await?;
+    db::events::append(
+        &mut tx,
+        id,
+        now_ms(),
+        EventKind::Error {
+            message: message.clone(),
+        },
+    )
+    .await?;
+    let was = db::sessions::transition_from(
+        &mut tx,
+        id,
+        &SessionState::LIVE,
+        SessionState::Starting,
+        Some(message),
+        now_ms(),
+    )
+    .await?;
+    if was.is_none() {
+        return Ok(());
+    }
+    tx.commit().await?;
+    let _ = host.runtime.stop(wid, Keep::Upper).await;
+    let mut tx = db.begin().await?;
+    db::sessions::transition_from(
+        &mut tx,
+        id,
+        &[SessionState::Starting],
+        SessionState::Queued,
+        None,
+        now_ms(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// Marks a session whose workspace died `failed`, and cleans up what is left of it — only if
 /// it is still live: the supervisor read its state before looking at the process, and a session
 /// stopped (or suspended) in between lost its workspace on purpose.
@@ -62,12 +108,20 @@ pub async fn workspace_died(db: &Db, host: &Host, id: SessionId, wid: &str) -> R
     let message =
         "the workspace stopped unexpectedly (its init process exited); start a new session"
             .to_string();
-    // Not live any more (stopped or suspended since the supervisor read it): nothing died.
+    // Not live any more (stopped or suspended since the supervisor read it), or being taken
+    // down by its own verb: nothing died.
+    if taking_down(id) {
+        return Ok(());
+    }
     let live = db::sessions::get(db, id)
         .await?
         .is_some_and(|s| s.state.is_live());
     if !live {
         return Ok(());
+    }
+    tracing::warn!(session = %id, "workspace died");
+    if host.runtime.taken_away(wid).await {
+        return workspace_lost(db, host, id, wid).await;
     }
     // What is left of it goes before the session says it failed.
     let _ = host.runtime.stop(wid, Keep::Upper).await;
@@ -153,6 +207,7 @@ pub async fn start_interrupted(
 pub async fn suspend(db: &Db, host: &Host, id: SessionId) -> Result<()> {
     let live = live_workspace(db, id).await?;
     let wid = live.id;
+    let _down = TakingDown::new(id);
     keep_diff(db, host, id, &wid, live.base_commit.as_deref()).await?;
     host.runtime.stop(&wid, Keep::Upper).await?;
     let row = db::sessions::workspace(db, id).await?;

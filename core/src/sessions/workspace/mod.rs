@@ -23,6 +23,7 @@ mod events;
 mod fork;
 mod lifecycle;
 mod start;
+mod taking_down;
 
 pub use boot::*;
 pub use checkout::*;
@@ -31,6 +32,7 @@ pub use events::{audit, event, truncate};
 pub use fork::*;
 pub use lifecycle::*;
 pub use start::*;
+pub use taking_down::{TakingDown, taking_down};
 
 /// How long each boot phase may take before the session fails.
 pub const DEADLINE_SNAPSHOT: Duration = Duration::from_secs(30 * 60);

@@ -45,7 +45,7 @@ pub async fn spec_for(
     wid: &str,
 ) -> Result<WorkspaceSpec> {
     let recipe = recipe_at(host, repo, commit).await?;
-    let egress = host.egress(&recipe.egress);
+    let egress = host.egress(&recipe.egress, recipe.egress_ask);
     let limits = host.limits(&recipe.limits)?;
     Ok(host
         .session_spec(wid, repo, snapshot, limits, egress)
@@ -70,7 +70,9 @@ pub async fn start_on(
         let spec = spec_for(host, repo, snapshot, commit, wid).await?;
         let started = within(
             "starting the workspace",
-            DEADLINE_STARTING,
+            host.runtime
+                .start_limit()
+                .map_or(DEADLINE_STARTING, |l| l.max(DEADLINE_STARTING)),
             host.runtime.start(spec),
         )
         .await?;

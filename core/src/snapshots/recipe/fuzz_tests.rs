@@ -62,6 +62,7 @@ fn check_recipe(r: &Recipe) {
     // Encoded again (as a `tandem.toml`), it is the same recipe with the same hash.
     let file = RecipeFile {
         workspace: r.clone(),
+        mcp: Vec::new(),
     };
     let text = toml::to_string(&file).unwrap_or_else(|e| panic!("{r:?} does not encode: {e}"));
     let back = Recipe::parse(Some(&text)).unwrap_or_else(|e| panic!("{text:?}: {e}"));
@@ -192,6 +193,7 @@ fn recipe() -> impl Strategy<Value = Recipe> {
                 setup,
                 start,
                 env,
+                egress_ask: !egress.is_empty() && ports.len() % 2 == 1,
                 ports,
                 egress,
                 ready,
@@ -220,7 +222,7 @@ proptest! {
 
     #[test]
     fn valid_recipes_round_trip(r in recipe()) {
-        let text = toml::to_string(&RecipeFile { workspace: r.clone() }).unwrap();
+        let text = toml::to_string(&RecipeFile { workspace: r.clone(), mcp: Vec::new() }).unwrap();
         let back = Recipe::parse(Some(&text))
             .map_err(|e| TestCaseError::fail(format!("{text:?}: {e}")))?;
         prop_assert_eq!(back.hash(), r.hash());
@@ -229,7 +231,7 @@ proptest! {
 
     #[test]
     fn mutated_recipes_never_panic(r in recipe(), muts in mutations()) {
-        let text = toml::to_string(&RecipeFile { workspace: r }).unwrap();
+        let text = toml::to_string(&RecipeFile { workspace: r, mcp: Vec::new() }).unwrap();
         // The file is read as UTF-8 text.
         check(&String::from_utf8_lossy(&mutate(text.as_bytes(), &muts)));
     }

@@ -199,7 +199,20 @@ impl super::KubernetesRuntime {
     }
 
     /// Keeps the work of workspace `id`'s running pod as what workspace `as_id` starts with.
+    /// One keep of a pod at a time: a stop and the supervisor's cleanup of a pod that died
+    /// meanwhile must not push the same tag at once (the registry refuses one of two manifests
+    /// written together).
     pub(super) async fn keep_as(&self, id: &str, as_id: &str) -> Result<()> {
+        let one = {
+            let mut all = KEEPING.lock().unwrap_or_else(|e| e.into_inner());
+            all.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
+            all.entry(id.to_string()).or_default().clone()
+        };
+        let _one = one.lock().await;
+        self.keep_as_alone(id, as_id).await
+    }
+
+    async fn keep_as_alone(&self, id: &str, as_id: &str) -> Result<()> {
         let Some(keeper) = &self.keeper else {
             // Nothing is lost: the pod runs on until its work can be kept.
             return Err(Error::Unavailable(format!(
@@ -306,6 +319,11 @@ pub fn check(file: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// Pods whose files are being kept now, one keep each at a time.
+static KEEPING: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+> = std::sync::LazyLock::new(Default::default);
 
 #[cfg(test)]
 mod tests {

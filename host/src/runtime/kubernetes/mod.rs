@@ -474,7 +474,6 @@ impl Runtime for KubernetesRuntime {
     }
 
     fn prepare<'a>(&'a self, id: &'a str, _limits: Limits) -> BoxFuture<'a, Result<()>> {
-        // A pod's writable layer is its node's, bounded by its ephemeral-storage limit.
         Box::pin(async move { pod::check_name(id) })
     }
 
@@ -511,6 +510,23 @@ impl Runtime for KubernetesRuntime {
 
     fn freezes(&self) -> bool {
         false
+    }
+
+    fn start_limit(&self) -> Option<Duration> {
+        Some(self.settings.start_timeout + Duration::from_secs(30)) // + making, deleting
+    }
+    fn taken_away<'a>(&'a self, id: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            if self.is_stopping(id) {
+                return false;
+            }
+            match bounded("reading the pod", self.pods.get_opt(id)).await {
+                // Gone, or going: deleted by someone else. An evicted pod stays, failed.
+                Ok(None) => true,
+                Ok(Some(p)) => p.metadata.deletion_timestamp.is_some(),
+                Err(_) => false,
+            }
+        })
     }
 
     fn copy_kept<'a>(&'a self, from: &'a str, to: &'a str) -> BoxFuture<'a, Result<()>> {
@@ -568,7 +584,13 @@ impl Runtime for KubernetesRuntime {
                 return true;
             }
             match bounded("reading the pod", self.pods.get_opt(id)).await {
-                Ok(Some(p)) => running(&p) && instance_of(&p) == instance,
+                // Being deleted by someone else (an eviction, a person, a lost node's
+                // cleanup): gone already, though its containers may run out their grace.
+                Ok(Some(p)) => {
+                    running(&p)
+                        && p.metadata.deletion_timestamp.is_none()
+                        && instance_of(&p) == instance
+                }
                 Ok(None) => false,
                 // The API server not answering is not the workspace dying.
                 Err(_) => true,

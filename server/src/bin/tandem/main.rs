@@ -201,16 +201,52 @@ fn main() -> Result<()> {
         .map_err(|e| anyhow::anyhow!("{e}"));
     }
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG").unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=info")
-            }),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    log_init();
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(run(cli))
+}
+
+/// What `serve` fills in once it knows the OpenTelemetry collector: the process's own spans
+/// (each HTTP request's) go there beside the sessions' traces.
+type OtelLayer = tracing_opentelemetry::OpenTelemetryLayer<
+    tracing_subscriber::Registry,
+    opentelemetry_sdk::trace::SdkTracer,
+>;
+static OTEL: std::sync::OnceLock<
+    tracing_subscriber::reload::Handle<Option<OtelLayer>, tracing_subscriber::Registry>,
+> = std::sync::OnceLock::new();
+static OTEL_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The log on stderr (`TANDEM_LOG`), and a place for the OpenTelemetry layer: Tandem's own
+/// spans, and its info events and worse as their events.
+fn log_init() {
+    use tracing_subscriber::filter::FilterExt;
+    use tracing_subscriber::prelude::*;
+    let (otel, handle) = tracing_subscriber::reload::Layer::new(None::<OtelLayer>);
+    let _ = OTEL.set(handle);
+    // Tandem's own spans and its info events and worse, and nothing at all until a collector
+    // is configured (the flag), so a server without one pays nothing for it.
+    let ours = tracing_subscriber::filter::Targets::new()
+        .with_target("tandem_server", tracing::Level::DEBUG)
+        .with_target("tandem_core", tracing::Level::DEBUG)
+        .with_target("tandem_host", tracing::Level::DEBUG)
+        .with_target("tandem_store", tracing::Level::DEBUG)
+        .and(tracing_subscriber::filter::filter_fn(|m| {
+            OTEL_ON.load(std::sync::atomic::Ordering::Relaxed)
+                && (m.is_span() || *m.level() <= tracing::Level::INFO)
+        }));
+    tracing_subscriber::registry()
+        .with(otel.with_filter(ours))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(
+                    tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG").unwrap_or_else(
+                        |_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=info"),
+                    ),
+                ),
+        )
+        .init();
 }
 
 async fn run(cli: Cli) -> Result<()> {
@@ -422,6 +458,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let data_dir = config.data_dir.clone();
     let web = config.web_dir.clone();
     let server = tandem_server::serve::Server::bind(config).await?;
+    if let (Some(provider), Some(handle)) = (server.state().traces.provider(), OTEL.get()) {
+        use opentelemetry::trace::TracerProvider;
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("tandem-server"));
+        if handle.modify(|l| *l = Some(layer)).is_ok() {
+            OTEL_ON.store(true, std::sync::atomic::Ordering::Relaxed);
+            tracing::callsite::rebuild_interest_cache();
+        }
+    }
     let url = server.url();
     // Plain stdout, not the log: the login link is a secret and logs are shipped elsewhere.
     println!("Tandem {} is listening on {url}", tandem_server::VERSION);
@@ -446,7 +490,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
         }
         None => println!("  sign in:   `tandem login-link` prints a new one-time login link"),
     }
-    server.run(tandem_server::serve::shutdown_signal()).await?;
+    let traces = server.state().traces.clone();
+    let ran = server.run(tandem_server::serve::shutdown_signal()).await;
+    // What the collector has not been sent yet goes before the process does.
+    tokio::task::spawn_blocking(move || traces.flush()).await?;
+    ran?;
     println!("Tandem stopped.");
     Ok(())
 }

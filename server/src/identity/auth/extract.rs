@@ -69,8 +69,9 @@ impl FromRequestParts<AppState> for CurrentUser {
     }
 }
 
-/// What a scoped token may do: the extension's, start sessions, send prompts and read sessions,
-/// their events and repos (whatever its person may see; the routes check that).
+/// What a scoped token may do: the extension's, start sessions, send prompts, answer approval
+/// cards and read sessions, their events, use and repos (whatever its person may see and do in
+/// the session; the routes check that).
 pub fn scope_allows(scope: &str, method: &axum::http::Method, route: &str) -> bool {
     use axum::http::Method;
     if scope != crate::identity::auth::EXTENSION_SCOPE {
@@ -85,9 +86,15 @@ pub fn scope_allows(scope: &str, method: &axum::http::Method, route: &str) -> bo
         "/api/sessions/{id}/events",
         "/api/sessions/{id}/pr",
         "/api/sessions/{id}/artifacts/{artifact}",
+        "/api/sessions/{id}/spend",
         "/api/extension/rules",
     ];
-    let writes = ["/api/sessions", "/api/sessions/{id}/prompts"];
+    // Answering an approval card in the side panel (the route still wants a driver).
+    let writes = [
+        "/api/sessions",
+        "/api/sessions/{id}/prompts",
+        "/api/sessions/{id}/approvals/{approval}",
+    ];
     (*method == Method::GET && reads.contains(&route))
         || (*method == Method::POST && writes.contains(&route))
 }
