@@ -75,17 +75,33 @@ pub async fn ensure() -> Result<()> {
     *running = Some(child);
     drop(running);
     let deadline = tokio::time::Instant::now() + START_TIMEOUT;
-    while tokio::net::TcpStream::connect(("127.0.0.1", PORT))
-        .await
-        .is_err()
-    {
+    // code-server listens before it has its routes (it answers "Cannot GET /" meanwhile):
+    // ready once its health route answers.
+    while !healthy().await {
         if tokio::time::Instant::now() > deadline {
             bail!(
-                "code-server did not listen within {} s (see {HOME}/code-server.log)",
+                "code-server did not answer within {} s (see {HOME}/code-server.log)",
                 START_TIMEOUT.as_secs()
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(())
+}
+
+/// Whether code-server answers `GET /healthz` with 200.
+async fn healthy() -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let answer = async {
+        let mut c = tokio::net::TcpStream::connect(("127.0.0.1", PORT)).await?;
+        c.write_all(b"GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .await?;
+        let mut head = [0u8; 12];
+        c.read_exact(&mut head).await?;
+        Ok::<_, std::io::Error>(head)
+    };
+    match tokio::time::timeout(Duration::from_secs(5), answer).await {
+        Ok(Ok(head)) => head.starts_with(b"HTTP/1.") && &head[9..12] == b"200",
+        _ => false,
+    }
 }
