@@ -351,7 +351,9 @@ async fn a_server_whose_image_is_gone_still_stops_the_workspaces_it_runs() {
     assert_eq!(stopped.session.state, SessionState::Stopped);
     // The workspace's init is gone (reaped by the runtime).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains("(tini)")) {
+    while std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.contains("(dumb-init)"))
+    {
         assert!(Instant::now() < deadline, "the workspace kept running");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -108,19 +108,10 @@ fn main() -> Result<()> {
                 run::step(
                     "benchmark: session start, Kubernetes beside this machine (release build)",
                 );
-                run::build_server(true)?;
+                let bench = run::build_bench("bench_kube_start")?;
                 let cluster = cluster::Cluster::start()?;
                 let res = run::cmd(
-                    run::cargo()
-                        .args([
-                            "run",
-                            "--release",
-                            "-p",
-                            "tandem-server",
-                            "--example",
-                            "bench_kube_start",
-                            "--",
-                        ])
+                    std::process::Command::new(bench)
                         .args(&flags)
                         .env("TANDEM_BENCH_KUBECONFIG", &cluster.kubeconfig)
                         .env("TANDEM_BENCH_REGISTRY", cluster.registry)
@@ -132,18 +123,9 @@ fn main() -> Result<()> {
             Some((b, flags)) if b == "start" => {
                 deps::ensure(deps::Needs { test: true })?;
                 run::step("benchmark: session start (release build)");
-                run::build_server(true)?;
+                let bench = run::build_bench("bench_start")?;
                 run::cmd(
-                    run::cargo()
-                        .args([
-                            "run",
-                            "--release",
-                            "-p",
-                            "tandem-server",
-                            "--example",
-                            "bench_start",
-                            "--",
-                        ])
+                    std::process::Command::new(bench)
                         .args(flags)
                         .current_dir(run::root()),
                 )
@@ -151,18 +133,10 @@ fn main() -> Result<()> {
             Some((b, flags)) if b == "queue" => {
                 deps::ensure(deps::Needs { test: true })?;
                 run::step("benchmark: prompt queue on SQLite and PostgreSQL (release build)");
+                let bench = run::build_bench("bench_queue")?;
                 let pg = postgres::Postgres::start()?;
                 let res = run::cmd(
-                    run::cargo()
-                        .args([
-                            "run",
-                            "--release",
-                            "-p",
-                            "tandem-server",
-                            "--example",
-                            "bench_queue",
-                            "--",
-                        ])
+                    std::process::Command::new(bench)
                         .args(flags)
                         .env("TANDEM_BENCH_POSTGRES_URL", &pg.url)
                         .current_dir(run::root()),
@@ -174,18 +148,10 @@ fn main() -> Result<()> {
                 run::step(
                     "benchmark: insights over 100,000 sessions on SQLite and PostgreSQL (release build)",
                 );
+                let bench = run::build_bench("bench_insights")?;
                 let pg = postgres::Postgres::start()?;
                 let res = run::cmd(
-                    run::cargo()
-                        .args([
-                            "run",
-                            "--release",
-                            "-p",
-                            "tandem-server",
-                            "--example",
-                            "bench_insights",
-                            "--",
-                        ])
+                    std::process::Command::new(bench)
                         .args(flags)
                         .env("TANDEM_BENCH_POSTGRES_URL", &pg.url)
                         .current_dir(run::root()),
@@ -227,23 +193,14 @@ fn main() -> Result<()> {
     }
 }
 
-/// A benchmark against the release `tandem serve` and workspace agent: builds both, then runs
-/// the example with `flags`.
+/// A benchmark against the release `tandem serve` and workspace agent: builds them and the
+/// benchmark `example` (a binary of `tandem-bench`), then runs it with `flags`.
 fn release_bench(example: &str, what: &str, flags: &[String]) -> Result<()> {
     deps::ensure(deps::Needs { test: true })?;
     run::step(&format!("benchmark: {what} (release build; root)"));
-    run::build_server(true)?;
+    let bench = run::build_bench(example)?;
     run::cmd(
-        run::cargo()
-            .args([
-                "run",
-                "--release",
-                "-p",
-                "tandem-server",
-                "--example",
-                example,
-                "--",
-            ])
+        std::process::Command::new(bench)
             .args(flags)
             .current_dir(run::root()),
     )

@@ -33,6 +33,19 @@ pub fn build_server(release: bool) -> Result<()> {
     build_confine(release)
 }
 
+/// Builds the release server, its agent and `tandem-confine` as [`build_server`] does, and the
+/// benchmark `bench` (a binary of `tandem-bench`) in the same `cargo build`, whose dependencies
+/// add no feature to the server's: the server `cargo xtask up` built is reused, not rebuilt.
+/// Returns the benchmark's path.
+pub fn build_bench(bench: &str) -> Result<PathBuf> {
+    cmd(cargo()
+        .args(SERVER_BINARIES)
+        .args(["-p", "tandem-bench", "--bin", bench, "--release"])
+        .current_dir(root()))?;
+    build_confine(true)?;
+    Ok(target_dir().join("release").join(bench))
+}
+
 /// Builds `tandem-confine` linked statically: it runs in workspaces before their seccomp filter
 /// is in, so it must not run a workspace's own dynamic loader and libraries (the server refuses
 /// a dynamically linked one). `cargo rustc` gives the flag to this one binary only.

@@ -57,7 +57,10 @@ pub fn alive(init_pid: i32) -> bool {
     let state = stat
         .rsplit_once(") ")
         .and_then(|(_, rest)| rest.chars().next());
-    stat.contains("(tini)") && state != Some('Z')
+    super::spec::INIT_COMMS
+        .iter()
+        .any(|c| stat.contains(&format!("({c})")))
+        && state != Some('Z')
 }
 
 /// The gateway's socket in directory `dir` (bound read-only at the gateway's socket directory).
@@ -165,7 +168,7 @@ mod tests {
     #[test]
     fn a_dead_or_foreign_process_is_not_a_live_init() {
         assert!(!alive(i32::MAX));
-        // This test process is alive, but no workspace's init (tini).
+        // This test process is alive, but no workspace's init (dumb-init).
         assert!(!alive(i32::try_from(std::process::id()).unwrap()));
     }
 }

@@ -13,8 +13,18 @@ use oci_spec::runtime::{
 use super::WorkspaceSpec;
 use crate::{Error, Result};
 
-/// Where the init binary (tini, from the image) lives.
-pub const INIT: &str = "/usr/bin/tini";
+/// Where the init binary (dumb-init, from the image) lives. It blocks in `sigwait` until a
+/// signal comes (a child's exit among them): an idle workspace's init never wakes. (tini, before
+/// it, woke once a second to reap.)
+pub const INIT: &str = "/usr/bin/dumb-init";
+
+/// The init's arguments before the workspace's first process: signals go to that process alone
+/// (not to a process group; the agent puts what it runs in groups of its own).
+pub const INIT_ARGS: [&str; 2] = ["--single-child", "--"];
+
+/// The names the kernel gives the init process (`/proc/PID/comm`): dumb-init, or tini in a
+/// workspace an earlier version started (workspaces outlive the server).
+pub const INIT_COMMS: [&str; 2] = ["dumb-init", "tini"];
 
 /// The CPU period the quota is measured against (100 ms).
 const CPU_PERIOD_US: u64 = 100_000;
@@ -48,7 +58,8 @@ pub fn build(
         true => super::confine::prefix(),
         false => Vec::new(),
     };
-    args.extend([INIT.to_string(), "-s".into(), "--".into()]);
+    args.push(INIT.to_string());
+    args.extend(INIT_ARGS.map(String::from));
     args.extend(want.init.iter().cloned());
     process.set_args(Some(args));
     let mut env = vec![

@@ -123,7 +123,7 @@ pub const MACHINE_NAMES: &[&str] = &[
 pub const LOCAL_RUNTIME_NAMED_BY: &[&str] = &[
     "server/src/serve",
     "server/src/bin",
-    "server/examples",
+    "bench/src",
     "tests/it",
 ];
 
@@ -256,6 +256,7 @@ pub const WHITE_BOX: &[(&str, &str, &str)] = &[
 
 /// Source roots the rules look at.
 const ROOTS: &[&str] = &[
+    "bench",
     "protocol",
     "core",
     "server",
@@ -555,6 +556,7 @@ fn is_test_file(path: &str) -> bool {
         || path.ends_with("tests.rs")
         || path.contains("/tests/")
         || path.contains("/examples/")
+        || path.starts_with("bench/")
 }
 
 /// Index into [`LAYERS`], or one past it for a feature.

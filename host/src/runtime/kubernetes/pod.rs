@@ -1,4 +1,4 @@
-//! The Pod a workspace runs as: its image, its first process behind tini, its limits as
+//! The Pod a workspace runs as: its image, its first process behind dumb-init, its limits as
 //! requests and limits, and the confinement a cluster gives (seccomp `RuntimeDefault`, no
 //! privilege escalation, the capabilities a local workspace has less `NET_RAW` and `MKNOD`, no
 //! service-account token, no service links). Pure: built from the spec and the runtime's
@@ -25,13 +25,13 @@ pub const INSTALLATION_LABEL: &str = "tandem.dev/installation";
 pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 pub const WORKSPACE: &str = "workspace";
 /// The container's name.
+use crate::runtime::spec::{INIT, INIT_ARGS};
+
 pub const CONTAINER: &str = "workspace";
 /// Where the workspace agent listens inside the pod: its own loopback, which only the API
 /// server's port-forward (entering the pod's network namespace through its node) reaches.
 pub const AGENT_LISTEN: &str = "127.0.0.1:7311";
 pub const AGENT_PORT: u16 = 7311;
-/// The image's init (as on this machine: reaps zombies, forwards signals).
-const INIT: &str = "/usr/bin/tini";
 /// The capabilities a workspace's processes keep: the container default less `NET_RAW` (no
 /// raw sockets to spoof from) and `MKNOD`.
 pub const CAPABILITIES: [&str; 12] = [
@@ -82,7 +82,17 @@ pub fn build(want: &WorkspaceSpec, settings: &Settings) -> Result<Pod> {
             want.id
         )));
     }
-    let mut command = vec![INIT.to_string(), "-s".into(), "--".into()];
+    // The image's init (reaps zombies, forwards signals): images pushed before dumb-init
+    // (kept workspaces, older snapshots) have tini instead. `exec` keeps PID 1.
+    let mut command: Vec<String> = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!(
+            "if [ -x {INIT} ]; then exec {INIT} {} \"$@\"; fi; exec /usr/bin/tini -s -- \"$@\"",
+            INIT_ARGS.join(" ")
+        ),
+        "sh".into(),
+    ];
     command.extend(want.init.iter().cloned());
     let mut env: Vec<Value> = [
         (
@@ -255,9 +265,10 @@ mod tests {
         assert_eq!(
             c["command"],
             json!([
-                "/usr/bin/tini",
-                "-s",
-                "--",
+                "/bin/sh",
+                "-c",
+                "if [ -x /usr/bin/dumb-init ]; then exec /usr/bin/dumb-init --single-child -- \"$@\"; fi; exec /usr/bin/tini -s -- \"$@\"",
+                "sh",
                 "/run/tandem/bin/tandem-workspace-agent",
                 "serve"
             ])

@@ -10,10 +10,9 @@ use tandem_protocol::*;
 use tandem_server::client::Client;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-pub const TEST_RECIPE: &str = include_str!("../../../images/test/image.toml");
+pub const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
 
 /// The release server, running until this is dropped (each benchmark reads what it needs).
-#[allow(dead_code)]
 pub struct BenchServer {
     pub url: String,
     pub token: String,
@@ -176,7 +175,6 @@ impl BenchServer {
 }
 
 /// utime+stime (clock ticks) and peak RSS (KiB) of a process.
-#[allow(dead_code)] // not every benchmark uses it
 pub fn usage(pid: u32) -> (u64, u64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let fields: Vec<&str> = stat
@@ -201,7 +199,6 @@ pub fn usage(pid: u32) -> (u64, u64) {
 }
 
 /// The `q` quantile of `v` (nearest rank: p99 of 50 values is the largest).
-#[allow(dead_code)] // not every benchmark uses it
 pub fn quantile(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
@@ -210,7 +207,6 @@ pub fn quantile(v: &[f64], q: f64) -> f64 {
 }
 
 /// Server-side milliseconds from a session's creation to its `ready` boot event.
-#[allow(dead_code)] // not every benchmark uses it
 pub async fn ready_ms(c: &Client, s: &Session) -> Result<f64> {
     let page = c.events(s.id, 0).await?;
     let ready = page
@@ -231,7 +227,6 @@ pub async fn ready_ms(c: &Client, s: &Session) -> Result<f64> {
 
 /// Waits until every session of `ids` is in `state` (one list request per round), failing on a
 /// failed one.
-#[allow(dead_code)] // not every benchmark uses it
 pub async fn wait_all(
     c: &Client,
     repo: RepoId,

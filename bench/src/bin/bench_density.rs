@@ -14,7 +14,7 @@
 //!
 //! Flags: `--sessions N` (1000), `--batch N` (4), `--step N` (100), `--idle-secs N` (20).
 
-mod bench_common;
+use tandem_bench as bench_common;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -15,9 +15,7 @@ use anyhow::{Context, Result, bail, ensure};
 use tandem_protocol::*;
 use tandem_server::client::Client;
 
-// Shared with the other release benchmarks, which use the rest of it.
-#[allow(dead_code)]
-mod bench_common;
+use tandem_bench as bench_common;
 
 const LIMITS: &str = "[workspaces.limits]\ncpus = 0.2\nmemory_mb = 256\ndisk_gb = 1\n";
 

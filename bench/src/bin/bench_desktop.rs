@@ -17,7 +17,7 @@ use tandem_protocol::live::{WsClient, WsServer};
 use tandem_server::client::desktop::DesktopViewer;
 use tandem_server::client::live::{Credentials, Incoming, LiveClient};
 
-mod bench_common;
+use tandem_bench as bench_common;
 
 /// A page that repaints every frame (a moving gradient and a clock): the encoder's real work.
 const BUSY_PAGE: &str = r#"<!doctype html><title>busy</title><body style="margin:0">

@@ -20,7 +20,7 @@ use tandem_server::client::Client;
 use tandem_server::config::{Config, sqlite_url};
 use tandem_server::serve::Server;
 
-const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
+const TEST_RECIPE: &str = include_str!("../../../images/test/image.toml");
 
 struct Args {
     runs: usize,

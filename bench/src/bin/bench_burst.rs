@@ -8,7 +8,7 @@
 //!
 //! Flags: `--sessions N` (default 50).
 
-mod bench_common;
+use tandem_bench as bench_common;
 
 use std::time::Instant;
 

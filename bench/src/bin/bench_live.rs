@@ -14,7 +14,7 @@ use futures::{SinkExt, StreamExt};
 use tandem_protocol::live::{WsClient, WsServer};
 use tandem_server::client::live::{Credentials, Incoming, LiveClient};
 
-mod bench_common;
+use tandem_bench as bench_common;
 
 struct Args {
     keys: usize,

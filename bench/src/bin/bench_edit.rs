@@ -19,7 +19,7 @@ use tandem_server::client::live::{Credentials, Incoming, LiveClient};
 use yrs::updates::decoder::Decode;
 use yrs::{GetString, OffsetKind, Options, Text, Transact, Update};
 
-mod bench_common;
+use tandem_bench as bench_common;
 
 const FILE: &str = "doc.rs";
 
