@@ -1,7 +1,7 @@
 //! What the release benchmarks against `tandem serve` share: the server in its own process on a
 //! throwaway data dir, an API token, and a ready session of a throwaway repo.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -11,6 +11,32 @@ use tandem_server::client::Client;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 pub const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
+
+/// A new directory under the system's temporary directory (`TANDEM_BENCH_DIR` if set), removed
+/// with what it holds when dropped. Not the `tempfile` crate: it turns on features of crates the
+/// server depends on (rustix's defaults), so building a benchmark would rebuild the server.
+pub struct WorkDir(PathBuf);
+
+impl WorkDir {
+    pub fn new(prefix: &str) -> std::io::Result<Self> {
+        let base = std::env::var("TANDEM_BENCH_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| std::env::temp_dir());
+        let dir = base.join(format!("{prefix}{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir(&dir)?;
+        Ok(Self(dir))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// The release server, running until this is dropped (each benchmark reads what it needs).
 pub struct BenchServer {
@@ -22,7 +48,7 @@ pub struct BenchServer {
     pub data: PathBuf,
     pub images_dir: PathBuf,
     pub recipe: PathBuf,
-    pub work: tempfile::TempDir,
+    pub work: WorkDir,
     _server: tokio::process::Child,
 }
 
@@ -38,7 +64,7 @@ pub async fn start(prefix: &str, config: &str) -> Result<BenchServer> {
     );
     let images_dir = target.join("tandem-test-images");
     tandem_server::images::build(&images_dir, TEST_RECIPE, |_| {}).await?;
-    let work = tempfile::Builder::new().prefix(prefix).tempdir()?;
+    let work = WorkDir::new(prefix)?;
     let recipe = work.path().join("image.toml");
     std::fs::write(&recipe, TEST_RECIPE)?;
     let data = work.path().join("data");

@@ -135,7 +135,7 @@ async fn bench(db: Db, backend: &str, a: &Args) -> Result<Vec<(String, Duration,
 #[tokio::main]
 async fn main() -> Result<()> {
     let a = args()?;
-    let dir = tempfile::tempdir()?;
+    let dir = tandem_bench::WorkDir::new("tandem-bench-insights-")?;
     let mut reports = Vec::new();
     // `TANDEM_BENCH_SQLITE` keeps the SQLite database there (to look into it afterwards).
     let path = std::env::var_os("TANDEM_BENCH_SQLITE")

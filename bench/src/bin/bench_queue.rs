@@ -289,7 +289,7 @@ async fn bench(db: Db, backend: &'static str, metered: bool, a: &Args) -> Result
 async fn main() -> Result<()> {
     let a = args()?;
     let mut reports = Vec::new();
-    let dir = tempfile::tempdir()?;
+    let dir = tandem_bench::WorkDir::new("tandem-bench-queue-")?;
     let postgres = std::env::var("TANDEM_BENCH_POSTGRES_URL").ok();
     if postgres.is_none() {
         eprintln!(

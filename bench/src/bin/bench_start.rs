@@ -238,13 +238,7 @@ async fn main() -> Result<()> {
     let images_dir = target.join("tandem-test-images");
     eprintln!("building/finding the test image…");
     let image = tandem_server::images::build(&images_dir, TEST_RECIPE, |_| {}).await?;
-    let work = tempfile::Builder::new()
-        .prefix("tandem-bench-")
-        .tempdir_in(
-            std::env::var("TANDEM_BENCH_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|_| std::env::temp_dir()),
-        )?;
+    let work = tandem_bench::WorkDir::new("tandem-bench-")?;
     let recipe = work.path().join("image.toml");
     std::fs::write(&recipe, TEST_RECIPE)?;
     let data = work.path().join("data");
