@@ -22,7 +22,9 @@ impl WorkDir {
         let base = std::env::var("TANDEM_BENCH_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|_| std::env::temp_dir());
-        let dir = base.join(format!("{prefix}{}", uuid::Uuid::new_v4().simple()));
+        // Short: workspace sockets live under it, and a socket's path has at most 107 bytes.
+        let unique = uuid::Uuid::new_v4().simple().to_string();
+        let dir = base.join(format!("{prefix}{}", &unique[..8]));
         std::fs::create_dir(&dir)?;
         Ok(Self(dir))
     }

@@ -85,6 +85,8 @@ pub struct Config {
     pub snapshot_interval_secs: u64,
     /// Good snapshots kept per repo (besides those in use).
     pub snapshot_keep: usize,
+    /// How often workspaces whose sessions ended are swept (seconds; 0 = never).
+    pub orphan_sweep_secs: u64,
     /// Agents and the model they use (`[agents]` in the file).
     pub agents: AgentsConfig,
     /// The GitHub App (`[github]` in the file); none turns GitHub off.
@@ -403,6 +405,7 @@ pub struct FileConfig {
     pub agent_bin: Option<PathBuf>,
     pub snapshot_interval_secs: Option<u64>,
     pub snapshot_keep: Option<usize>,
+    pub orphan_sweep_secs: Option<u64>,
     pub images_dir: Option<PathBuf>,
     pub image_recipe: Option<PathBuf>,
     pub runtime: Option<String>,
@@ -523,6 +526,7 @@ impl Config {
                 .snapshot_interval_secs
                 .unwrap_or(DEFAULT_SNAPSHOT_INTERVAL_SECS),
             snapshot_keep: file.snapshot_keep.unwrap_or(DEFAULT_SNAPSHOT_KEEP),
+            orphan_sweep_secs: file.orphan_sweep_secs.unwrap_or(30),
             agents: crate::config::AgentsConfig {
                 opencode_bin: over.opencode_bin.or(file.agents.opencode_bin.clone()),
                 code_server_dir: over.code_server_dir.or(file.agents.code_server_dir.clone()),

@@ -260,6 +260,13 @@ pub const KEPT_DIRS: [&str; 2] = ["/workspace", "/root"];
 /// agent itself listens on [`GATEWAY_SOCKET`] and carries each connection to it over one of the
 /// connections the server keeps open to it ([`routes::GATEWAY_BRIDGE`]).
 pub const GATEWAY_BRIDGE_ENV: &str = "TANDEM_GATEWAY_BRIDGE";
+/// Set (to `1`) where the workspace's egress goes through the server's proxy (a pod with an
+/// allow-list): the agent listens on [`EGRESS_PROXY_PORT`] of the workspace's loopback and
+/// carries each connection there to the gateway, which takes `CONNECT name:port` (and
+/// absolute-form plain HTTP) as a request to reach out.
+pub const EGRESS_PROXY_ENV: &str = "TANDEM_EGRESS_PROXY";
+/// The workspace's egress proxy port, on its own loopback (`HTTPS_PROXY` names it).
+pub const EGRESS_PROXY_PORT: u16 = 7312;
 /// The byte the agent sends on a bridge when a connection to the gateway takes it; the
 /// connection's own bytes follow.
 pub const BRIDGE_TAKEN: u8 = 0x01;

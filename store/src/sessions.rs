@@ -501,6 +501,45 @@ pub async fn in_states(mut ex: impl Conn, states: &[SessionState]) -> Result<Vec
     .await?)
 }
 
+/// Whether any session, ended or not, records workspace `wid` as its own.
+pub async fn named(mut ex: impl Conn, wid: &str) -> Result<bool> {
+    let row: Option<(i64,)> =
+        sqlx::query_as("SELECT 1 FROM sessions WHERE workspace_id = $1 LIMIT 1")
+            .bind(wid)
+            .fetch_optional(ex.ex())
+            .await?;
+    Ok(row.is_some())
+}
+
+/// Whether workspace `wid` is left over from sessions that ended on server `host`'s host: some
+/// session names it — as the workspace recorded for it, or (`session_prefix`, the start of a
+/// session id an `s-` workspace id is made from) as the one its boot started before recording
+/// it — and every such session has stopped or failed there. A workspace no session here names
+/// (another installation's, another server's warm pool) is not.
+pub async fn left_over(
+    mut ex: impl Conn,
+    wid: &str,
+    session_prefix: Option<&str>,
+    host: &str,
+) -> Result<bool> {
+    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT state, workspace_host FROM sessions WHERE workspace_id = $1 OR id LIKE $2",
+    )
+    .bind(wid)
+    // An empty pattern matches no session id.
+    .bind(session_prefix.map_or(String::new(), |p| format!("{p}%")))
+    .fetch_all(ex.ex())
+    .await?;
+    let ended = [
+        SessionState::Stopped.as_str(),
+        SessionState::Failed.as_str(),
+    ];
+    Ok(!rows.is_empty()
+        && rows
+            .iter()
+            .all(|(state, h)| ended.contains(&state.as_str()) && h.as_deref() == Some(host)))
+}
+
 /// How many sessions are in each state (states with none are left out).
 pub async fn count_by_state(mut ex: impl Conn) -> Result<Vec<(String, i64)>> {
     Ok(

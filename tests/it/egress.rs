@@ -25,11 +25,11 @@ fn ip(args: &[&str]) {
 }
 
 /// A namespace standing in for the internet, linked to the host by a veth pair.
-struct Outside {
+pub(crate) struct Outside {
     ns: String,
     link: String,
-    allowed: Ipv4Addr,
-    blocked: Ipv4Addr,
+    pub(crate) allowed: Ipv4Addr,
+    pub(crate) blocked: Ipv4Addr,
     allowed6: Ipv6Addr,
     blocked6: Ipv6Addr,
     _web: tokio::process::Child,
@@ -47,7 +47,7 @@ impl Drop for Outside {
     }
 }
 
-async fn outside() -> Outside {
+pub(crate) async fn outside() -> Outside {
     let n: u8 = (uuid::Uuid::new_v4().as_u128() % 200) as u8 + 20;
     let (ns, link) = (format!("tdmtest{n}"), format!("tdmt{n}"));
     let (host, allowed, blocked) = (

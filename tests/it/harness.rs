@@ -340,6 +340,7 @@ impl TestServer {
             snapshot_interval_secs: 0,
             agents: Default::default(),
             snapshot_keep: 3,
+            orphan_sweep_secs: 30,
             code_url: None,
             advertise_url: None,
             github: None,

@@ -118,3 +118,25 @@ pub fn accept(bridges: Option<Bridges>, req: Request) -> Response {
         .body(axum::body::Body::empty())
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
+
+/// The workspace's egress proxy ([`tandem_protocol::agent::EGRESS_PROXY_ENV`]): each connection
+/// to [`tandem_protocol::agent::EGRESS_PROXY_PORT`] on the loopback is carried to the gateway
+/// (over a bridge, as any connection to the gateway socket), where the server decides what it
+/// may reach.
+pub async fn spawn_egress_proxy() -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind((
+        std::net::Ipv4Addr::LOCALHOST,
+        tandem_protocol::agent::EGRESS_PROXY_PORT,
+    ))
+    .await?;
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut gateway) = tokio::net::UnixStream::connect(GATEWAY_SOCKET).await {
+                    let _ = tokio::io::copy_bidirectional(&mut conn, &mut gateway).await;
+                }
+            });
+        }
+    });
+    Ok(())
+}

@@ -67,6 +67,11 @@ pub async fn serve(socket: PathBuf, root: PathBuf, token: String) -> Result<()> 
         },
     });
     crate::forward::spawn();
+    if std::env::var(agent::EGRESS_PROXY_ENV).is_ok_and(|v| v == "1") {
+        crate::bridge::spawn_egress_proxy()
+            .await
+            .context("listening for the egress proxy")?;
+    }
     let app = Router::new()
         .route(routes::HEALTH, get(health))
         .route(routes::FILES, get(read).put(write))

@@ -1,7 +1,8 @@
 //! The daemon inside every workspace: serves the server over the workspace's unix socket.
 //! `tandem-workspace-agent serve [--socket PATH] [--root DIR]`; the token comes from
 //! `TANDEM_AGENT_TOKEN`. `tandem-workspace-agent git-credential get` is git's credential helper
-//! inside the workspace (`credential.rs`).
+//! inside the workspace (`credential.rs`). `tandem-workspace-agent isolate-network` takes a pod's
+//! network away before its workspace starts (`isolate.rs`).
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ mod files;
 mod forward;
 mod git;
 mod http;
+mod isolate;
 mod layer;
 mod pty;
 mod turns;
@@ -32,12 +34,13 @@ fn main() -> Result<()> {
     match it.next().map(String::as_str) {
         Some("serve") => {}
         Some("git-credential") => return credential::run(it.next().map(String::as_str)),
+        Some("isolate-network") => return isolate::network(),
         Some("--version") => {
             println!("tandem-workspace-agent {}", env!("CARGO_PKG_VERSION"));
             return Ok(());
         }
         _ => bail!(
-            "usage: tandem-workspace-agent serve [--socket PATH] [--root DIR] | git-credential get|store|erase"
+            "usage: tandem-workspace-agent serve [--socket PATH] [--root DIR] | git-credential get|store|erase | isolate-network"
         ),
     }
     while let Some(flag) = it.next() {

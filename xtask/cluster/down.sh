@@ -2,7 +2,7 @@
 # Tear down the cluster started by up.sh: no processes, mounts, netns, interfaces,
 # cgroups or containerd/kubelet/etcd state are left. Keeps the cached source, Go build
 # cache, binaries and image tarballs under /root/.cache/tandem-kubernetes (not $RUN).
-# Idempotent: safe to run when nothing is up.
+# Idempotent: safe to run when nothing is up. Fails (exit 1) when anything it made is left.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
@@ -81,7 +81,8 @@ for pass in 1 2 3; do
   m=$(mounts); [ -n "$m" ] || break
   while IFS= read -r mp; do umount "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null; done <<< "$m"
 done
-[ -z "$(mounts)" ] || log "WARNING: mounts left: $(mounts | tr '\n' ' ')"
+failed=0
+[ -z "$(mounts)" ] || { log "LEFT: mounts: $(mounts | tr '\n' ' ')"; failed=1; }
 rm -f /run/netns/cni-* 2>/dev/null
 # containerd's netns helper bind-mounts /run/netns onto itself (shared); drop it if nothing else uses it
 if [ -d /run/netns ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
@@ -101,7 +102,7 @@ fi
 for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
   [ -d "$h/kubepods" ] || continue
   find "$h/kubepods" -depth -type d -exec rmdir {} \; 2>/dev/null
-  [ -d "$h/kubepods" ] && log "WARNING: could not remove $h/kubepods"
+  [ -d "$h/kubepods" ] && { log "LEFT: cgroup $h/kubepods"; failed=1; }
 done
 
 # 7. state on disk
@@ -111,6 +112,12 @@ rm -rf "$HOME/.kube/cache/discovery/127.0.0.1_$APISERVER_PORT"
 
 # 8. report anything left
 left=$(for n in kubelet kube-apiserver kube-controller-manager kube-scheduler etcd registry containerd shim; do our_pids $n; done)
-[ -z "$left" ] || log "WARNING: processes left: $left"
+[ -z "$left" ] || { log "LEFT: processes: $left"; failed=1; }
+ip link show cni0 >/dev/null 2>&1 && { log "LEFT: the bridge cni0"; failed=1; }
 ip -o link show type veth 2>/dev/null | grep -q . && log "NOTE: veth interfaces exist: $(ip -o link show type veth | awk -F': ' '{print $2}' | tr '\n' ' ')"
-log "down: done"
+if [ $failed = 0 ]; then
+  log "down: done, nothing left"
+else
+  log 'down: something was left (above); run cargo xtask cluster down again, or remove it by hand'
+  exit 1
+fi

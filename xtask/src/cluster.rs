@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::run::{self, cmd};
 
@@ -19,6 +19,8 @@ pub struct Cluster {
     /// The admin kubeconfig.
     pub kubeconfig: PathBuf,
     pub registry: &'static str,
+    /// [`Cluster::stop`] ran.
+    stopped: bool,
 }
 
 fn script(name: &str) -> Command {
@@ -47,12 +49,29 @@ impl Cluster {
         Ok(Self {
             kubeconfig: cache().join("run/admin.kubeconfig"),
             registry: REGISTRY,
+            stopped: false,
         })
     }
 }
 
+impl Cluster {
+    /// Stops the cluster; fails when anything it made is left (processes, mounts, cgroups,
+    /// the bridge).
+    pub fn stop(mut self) -> Result<()> {
+        self.stopped = true;
+        let t = run::step("Kubernetes down");
+        cmd(&mut script("down.sh")).context("the cluster left something behind")?;
+        run::done(t);
+        Ok(())
+    }
+}
+
 impl Drop for Cluster {
+    /// A run that ended early still takes the cluster down.
     fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
         let t = run::step("Kubernetes down");
         if let Err(e) = cmd(&mut script("down.sh")) {
             eprintln!("    the cluster did not stop cleanly: {e}");
@@ -74,7 +93,7 @@ pub fn run(args: &[String]) -> Result<()> {
             std::mem::forget(c);
             Ok(())
         }
-        Some("down") => cmd(&mut script("down.sh")),
+        Some("down") => cmd(&mut script("down.sh")).context("the cluster left something behind"),
         _ => anyhow::bail!("usage: cargo xtask cluster up|down"),
     }
 }

@@ -117,8 +117,9 @@ fn main() -> Result<()> {
                         .env("TANDEM_BENCH_REGISTRY", cluster.registry)
                         .current_dir(run::root()),
                 );
-                drop(cluster);
-                res
+                let down = cluster.stop();
+                res?;
+                down
             }
             Some((b, flags)) if b == "start" => {
                 deps::ensure(deps::Needs { test: true })?;

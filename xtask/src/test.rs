@@ -158,7 +158,8 @@ pub fn run(o: Options) -> Result<()> {
         counts.passed += more.passed;
         counts.failed += more.failed;
         counts.ignored += more.ignored;
-        drop(cluster);
+        // Nothing of the cluster is left, or the run fails.
+        cluster.stop()?;
     }
     eprintln!(
         "    {} passed, {} failed, {} ignored in cargo test",

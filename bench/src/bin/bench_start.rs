@@ -260,6 +260,7 @@ async fn main() -> Result<()> {
         oidc: Vec::new(),
         desktop: Default::default(),
         snapshot_keep: 100,
+        orphan_sweep_secs: 30,
         code_url: None,
         advertise_url: None,
         file_sets: Default::default(),

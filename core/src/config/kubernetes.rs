@@ -39,6 +39,16 @@ pub struct KubernetesConfig {
     /// How long a pod may take to run: scheduling, pulling its image, starting (seconds).
     #[serde(default = "default_start_timeout")]
     pub start_timeout_secs: u64,
+    /// Take every pod's links but loopback down before its workspace starts (an init container
+    /// with `CAP_NET_ADMIN`): no network whatever the network plugin enforces. Off only where
+    /// the namespace's Pod Security level refuses `NET_ADMIN` (baseline, restricted) and the
+    /// plugin enforces NetworkPolicies.
+    #[serde(default = "default_isolate_links")]
+    pub isolate_links: bool,
+}
+
+fn default_isolate_links() -> bool {
+    true
 }
 
 fn default_namespace() -> String {

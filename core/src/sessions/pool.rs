@@ -2,7 +2,8 @@
 //! snapshot, so claiming one for a new session skips the container start.
 //!
 //! The pool lives in memory; unclaimed pool workspaces left by a previous server process are
-//! removed at start (their ids start with `w-`; a claimed one is its session's).
+//! removed at start by the server that started them ([`super::orphans`]; their ids start with
+//! `w-` and the server's tag; a claimed one is its session's).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,6 +17,36 @@ use crate::runtime::Keep;
 
 /// Prefix of pool workspace ids.
 pub const PREFIX: &str = "w-";
+
+/// A new pool workspace id on host `host_id`: `w-<host tag>-<random>`. The tag keeps one
+/// server's leftovers apart from another's where servers share a runtime's listing (the pods of
+/// one installation on a cluster).
+pub fn new_id(host_id: &str) -> String {
+    format!(
+        "{PREFIX}{}-{}",
+        host_tag(host_id),
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
+
+/// Eight hex digits naming host `host_id` in its pool workspaces' ids.
+pub fn host_tag(host_id: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(host_id.as_bytes());
+    digest[..4].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `id` is a pool workspace that host `host_id` started, or one of a version that did
+/// not tag them (`w-` and 16 hex digits).
+pub fn started_by(id: &str, host_id: &str) -> bool {
+    match id.strip_prefix(PREFIX) {
+        Some(rest) => match rest.split_once('-') {
+            Some((tag, _)) => tag == host_tag(host_id),
+            None => true,
+        },
+        None => false,
+    }
+}
 
 /// A started, unclaimed workspace.
 #[derive(Clone, Debug)]
@@ -49,6 +80,15 @@ impl WarmPool {
             .unwrap_or_else(|p| p.into_inner())
             .get(&repo)
             .map_or(vec![], |l| l.iter().map(|w| w.snapshot).collect())
+    }
+
+    /// Whether workspace `id` waits in a pool.
+    pub fn holds(&self, id: &str) -> bool {
+        self.ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .any(|l| l.iter().any(|w| w.workspace_id == id))
     }
 
     /// How many are ready for `repo`.
@@ -121,10 +161,7 @@ impl WarmPool {
             return Ok(());
         };
         while self.ready(repo.id) < size {
-            let wid = format!(
-                "{PREFIX}{}",
-                &uuid::Uuid::new_v4().simple().to_string()[..16]
-            );
+            let wid = new_id(&host.host_id);
             let init_pid = crate::sessions::workspace::start_on(
                 host,
                 repo,
@@ -147,22 +184,33 @@ impl WarmPool {
     }
 }
 
-/// Removes pool workspaces a previous server process left behind: unclaimed ones only. A
-/// session that claimed a pool workspace keeps its `w-` id, so a workspace recorded for a
-/// session that has not ended (live, starting, suspended: its layer is the person's work) is
-/// never one of them.
-pub async fn remove_orphans(db: &Db, host: &Host) -> Result<()> {
-    use tandem_protocol::SessionState::*;
-    let claimed: std::collections::HashSet<String> =
-        db::sessions::in_states(db, &[Queued, Starting, Ready, Running, Idle, Suspended])
-            .await?
-            .into_iter()
-            .filter_map(|row| row.workspace_id)
-            .collect();
-    for id in host.runtime.list().await? {
-        if id.starts_with(PREFIX) && !claimed.contains(&id) {
-            let _ = host.runtime.stop(&id, Keep::Nothing).await;
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_id_names_the_host_that_started_it() {
+        let id = new_id("host-a");
+        assert!(crate::runtime::validate_id(&id).is_ok(), "{id}");
+        assert!(
+            id.len() <= 63
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+            "a pod's name: {id}"
+        );
+        assert!(started_by(&id, "host-a"));
+        assert!(
+            !started_by(&id, "host-b"),
+            "another replica's pool workspace"
+        );
+        assert!(!started_by(
+            &crate::sessions::workspace::workspace_id(tandem_protocol::SessionId(
+                uuid::Uuid::new_v4()
+            )),
+            "host-a"
+        ));
+        // Untagged ids of earlier versions are any server's to clean up.
+        assert!(started_by("w-0123456789abcdef", "host-b"));
     }
-    Ok(())
 }

@@ -15,6 +15,8 @@ use crate::{Result, now_ms};
 
 use crate::sessions::boots::tell_waiting;
 
+pub mod orphans;
+
 /// Most workspaces booting at once.
 pub const MAX_CONCURRENT_BOOTS: usize = 8;
 /// How often live workspaces are checked.
@@ -147,7 +149,7 @@ async fn start_host(state: &Engine, host: Arc<Host>) -> Result<()> {
     record_blocked_egress(state);
     // Where the other servers forward requests about this host's sessions.
     state.hooks.host_ready(state, &host);
-    crate::sessions::pool::remove_orphans(&db, &host).await?;
+    orphans::at_start(&db, &host).await?;
     for row in db::sessions::in_states(&db, &[SessionState::Starting]).await? {
         // Another server's host is starting that one.
         if !row.hosted_by(&host.host_id) {
@@ -180,6 +182,14 @@ async fn start_host(state: &Engine, host: Arc<Host>) -> Result<()> {
     }
     db::snapshots::fail_interrupted(&db, now_ms()).await?;
     crate::turns::recover(state).await?;
+    if state.config.orphan_sweep_secs > 0 {
+        tokio::spawn(orphans::sweep_forever(
+            db.clone(),
+            host.clone(),
+            state.pool.clone(),
+            Duration::from_secs(state.config.orphan_sweep_secs),
+        ));
+    }
     tokio::spawn(supervise(
         state.clone(),
         db.clone(),

@@ -50,7 +50,7 @@ pub struct Blocked {
 /// The refused lookups of one workspace not yet reported. Constant work per lookup and constant
 /// memory: a count, at most [`MAX_EGRESS_REPORT_NAMES`] names, and when the last report went.
 #[derive(Debug, Default)]
-struct Tally {
+pub(super) struct Tally {
     /// When the last report went (none yet: the next refusal is reported at once).
     last: Option<Instant>,
     lookups: u64,
@@ -60,7 +60,7 @@ struct Tally {
 impl Tally {
     /// Counts one refused lookup of `name`; the report to send now, if one is due: the first
     /// refusal after a quiet period goes at once, the others wait for [`Tally::due`].
-    fn note(&mut self, name: &str, now: Instant) -> Option<(u64, Vec<String>)> {
+    pub(super) fn note(&mut self, name: &str, now: Instant) -> Option<(u64, Vec<String>)> {
         self.lookups = self.lookups.saturating_add(1);
         // At most MAX_EGRESS_REPORT_NAMES compared: constant work.
         if self.names.len() < MAX_EGRESS_REPORT_NAMES && !self.names.iter().any(|n| n == name) {
@@ -73,7 +73,7 @@ impl Tally {
     }
 
     /// When the refusals counted since the last report are to be reported, if any are.
-    fn due_at(&self) -> Option<Instant> {
+    pub(super) fn due_at(&self) -> Option<Instant> {
         match self.last {
             Some(t) if self.lookups > 0 => Some(t + REPORT_EVERY),
             _ => None,
@@ -81,7 +81,7 @@ impl Tally {
     }
 
     /// The report of the refusals counted so far, if it is due at `now`.
-    fn due(&mut self, now: Instant) -> Option<(u64, Vec<String>)> {
+    pub(super) fn due(&mut self, now: Instant) -> Option<(u64, Vec<String>)> {
         self.due_at()
             .is_some_and(|at| at <= now)
             .then(|| self.take(now))
@@ -129,7 +129,8 @@ pub fn forget(workspace: &str) {
         .remove(workspace);
 }
 
-fn granted(workspace: &str, name: &str) -> bool {
+/// Whether a person allowed `name` for workspace `workspace`.
+pub(super) fn granted(workspace: &str, name: &str) -> bool {
     GRANTED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -355,14 +356,19 @@ impl Resolver {
         }
     }
 
-    fn send(&self, (lookups, names): (u64, Vec<String>)) {
-        let _ = BLOCKED.send(Blocked {
-            workspace: self.workspace.clone(),
-            lookups,
-            names,
-            ask: self.ask,
-        });
+    fn send(&self, report: (u64, Vec<String>)) {
+        announce(&self.workspace, self.ask, report);
     }
+}
+
+/// Announces refused names of workspace `workspace` ([`blocked`]).
+pub(super) fn announce(workspace: &str, ask: bool, (lookups, names): (u64, Vec<String>)) {
+    let _ = BLOCKED.send(Blocked {
+        workspace: workspace.to_string(),
+        lookups,
+        names,
+        ask,
+    });
 }
 
 /// Adds `addrs` to the nftables set, each for its TTL.

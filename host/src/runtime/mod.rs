@@ -23,6 +23,7 @@ pub mod dns;
 #[cfg(test)]
 mod dns_internal_tests;
 pub mod doctor;
+pub mod egress_proxy;
 mod inroot;
 pub mod kind;
 pub mod kubernetes;
@@ -138,6 +139,10 @@ pub enum Keep {
     Nothing,
     /// Keep it on disk (suspend, archive, snapshot capture).
     Upper,
+    /// Take the workspace down without keeping anything new, and without deleting what was
+    /// kept before (a workspace whose keep failed, taken down anyway: on a cluster its last
+    /// suspend's image stays; locally the layer stays on disk, as with [`Keep::Upper`]).
+    Kept,
 }
 
 /// A workspace runtime.

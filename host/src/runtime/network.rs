@@ -18,7 +18,7 @@ use tokio::process::Command;
 use crate::{Error, Result};
 
 /// What a workspace may reach.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Egress {
     /// Domain names (exact).
     pub allow: Vec<String>,

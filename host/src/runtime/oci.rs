@@ -356,7 +356,7 @@ impl OciRuntime {
         overlay::unmount(&dir.join("rootfs"))?;
         super::network::teardown(&dir).await?;
         let disk = dir.join(super::disk::MOUNT);
-        if keep == Keep::Upper && super::disk::is_mounted(&disk) {
+        if keep != Keep::Nothing && super::disk::is_mounted(&disk) {
             // The kept layer stays on its mounted disk; what was beside it there goes.
             for entry in std::fs::read_dir(&disk).into_iter().flatten().flatten() {
                 if entry.file_name() != "upper" && entry.file_name() != "lost+found" {
@@ -370,7 +370,7 @@ impl OciRuntime {
         // Everything but a kept writable layer goes (bundle, mount point, work dir, sockets).
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let name = entry.file_name();
-            if keep == Keep::Upper
+            if keep != Keep::Nothing
                 && (name == "upper" || name == super::disk::MOUNT || name == super::disk::IMAGE)
             {
                 continue;

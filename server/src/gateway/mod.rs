@@ -20,6 +20,7 @@ use crate::state::AppState;
 use crate::{Error, Result, db, sessions};
 
 mod chat;
+mod egress;
 mod git_relay;
 mod mcp;
 mod mcp_server;
@@ -161,9 +162,26 @@ impl Gateways {
                     }
                 },
             ));
+        // A request to reach out (the workspace's egress proxy) is not one for a route.
+        let egress_wid = wid.to_string();
+        let service = tower::ServiceBuilder::new()
+            .layer(axum::middleware::from_fn(
+                move |req: axum::extract::Request, next: axum::middleware::Next| {
+                    let wid = egress_wid.clone();
+                    async move {
+                        if egress::asks_out(&req) {
+                            egress::serve(&wid, req).await
+                        } else {
+                            next.run(req).await
+                        }
+                    }
+                },
+            ))
+            .service(router);
+        let service = axum::ServiceExt::<axum::extract::Request>::into_make_service(service);
         let wid_owned = wid.to_string();
         let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
+            if let Err(e) = axum::serve(listener, service).await {
                 tracing::warn!(workspace = %wid_owned, error = %e, "a gateway stopped");
             }
         });

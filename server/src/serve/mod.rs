@@ -337,7 +337,9 @@ async fn on_kubernetes(
         runtime_class: k.runtime_class.clone(),
         user_namespaces: k.user_namespaces,
         start_timeout: std::time::Duration::from_secs(k.start_timeout_secs),
+        isolate_links: k.isolate_links,
         root_on_node: k.root_on_node,
+        ..Settings::default()
     };
     let registry = || tandem_host::registry::Registry::new(&k.registry, k.registry_insecure, None);
     let scratch = config.data_dir.join("cluster-layers");

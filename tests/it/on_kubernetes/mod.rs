@@ -181,6 +181,8 @@ async fn cluster_env() -> Option<Cluster> {
         start_timeout: std::time::Duration::from_secs(120),
         // Kubernetes 1.20 has no user namespaces, and this cluster no sandboxed runtime.
         root_on_node: true,
+        // The test deletes the policy and wants the next start to see it gone.
+        policy_recheck: std::time::Duration::ZERO,
         ..Settings::default()
     };
     let rt = KubernetesRuntime::new(client.clone(), settings)
@@ -360,7 +362,9 @@ async fn a_pod_starts_from_a_pushed_image_confined_runs_commands_answers_through
     };
     assert!(e.to_string().contains("not the one that started"), "{e}");
 
-    // Another workspace cannot reach this one's agent: it listens on its pod's own loopback.
+    // Another workspace cannot reach this one's agent: it listens on its pod's own loopback,
+    // and the pods have no link up but loopback (whatever the network plugin enforces: this
+    // cluster's enforces no policy, and the pods share a bridge).
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), &c.namespace);
     let ip = pods
         .get(&id)
@@ -386,7 +390,7 @@ async fn a_pod_starts_from_a_pushed_image_confined_runs_commands_answers_through
     );
     let across = sh(&c.rt, &other, &probe(ip)).await;
     assert!(
-        across.stdout.contains("Connection refused") && across.stdout.ends_with("rc=1\n"),
+        across.stdout.contains("Network is unreachable") && across.stdout.ends_with("rc=1\n"),
         "{across:?}"
     );
 
@@ -437,7 +441,7 @@ async fn a_pod_starts_from_a_pushed_image_confined_runs_commands_answers_through
 }
 
 #[tokio::test]
-async fn a_pod_deleted_behind_the_runtimes_back_is_dead_and_a_missing_image_fails_its_start_at_once()
+async fn a_pod_deleted_behind_the_runtimes_back_is_dead_a_missing_image_fails_its_start_at_once_and_pods_go_with_their_policy()
  {
     let Some(c) = cluster_env().await else { return };
     let id = wid();
@@ -485,4 +489,58 @@ async fn a_pod_deleted_behind_the_runtimes_back_is_dead_and_a_missing_image_fail
         pods.get_opt(&missing).await.unwrap().is_none(),
         "the failed pod was left"
     );
+
+    // Every pod is owned by the installation's isolation policy: removing the policy (an
+    // operator tearing the installation down) removes its pods — none runs without it — and
+    // the next start makes the policy again.
+    let policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy> =
+        Api::namespaced(c.client.clone(), &c.namespace);
+    let owned = wid();
+    c.rt.start(spec(&owned, &c.image, "t")).await.unwrap();
+    let policy = policies.get("tandem-workspaces-it").await.unwrap();
+    let owners = pods
+        .get(&owned)
+        .await
+        .unwrap()
+        .metadata
+        .owner_references
+        .unwrap();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(
+        (
+            owners[0].kind.as_str(),
+            owners[0].name.as_str(),
+            Some(&owners[0].uid)
+        ),
+        (
+            "NetworkPolicy",
+            "tandem-workspaces-it",
+            policy.metadata.uid.as_ref()
+        )
+    );
+    policies
+        .delete("tandem-workspaces-it", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while pods.get_opt(&owned).await.unwrap().is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a pod outlived the policy that owns it"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let again = wid();
+    c.rt.start(spec(&again, &c.image, "t")).await.unwrap();
+    let remade = policies.get("tandem-workspaces-it").await.unwrap();
+    assert_ne!(remade.metadata.uid, policy.metadata.uid, "a new policy");
+    let owners = pods
+        .get(&again)
+        .await
+        .unwrap()
+        .metadata
+        .owner_references
+        .unwrap();
+    assert_eq!(Some(&owners[0].uid), remade.metadata.uid.as_ref());
+    c.rt.stop(&again, Keep::Nothing).await.unwrap();
 }

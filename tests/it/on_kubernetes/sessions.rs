@@ -47,6 +47,7 @@ pub(super) async fn server(
             // Kubernetes 1.20 has no user namespaces, and this cluster no sandboxed runtime.
             root_on_node: true,
             start_timeout_secs: 240,
+            isolate_links: true,
         });
         // Small, so the tests running at once fit the one node's two cores.
         c.workspaces.limits.cpus = Some(0.5);

@@ -93,6 +93,44 @@ async fn a_warm_pool_of_pods_is_claimed_by_new_sessions_with_a_live_terminal_ref
     assert_eq!(now.len(), 2, "{now:?}");
     assert!(now.contains(&warm[0]), "the claimed pod runs on: {now:?}");
 
+    // A server starting again removes the pool pods it left, never another replica's: one of
+    // theirs (its name carries their tag) waits beside this server's new pool pod.
+    let host = s.state.workspaces().unwrap();
+    let waiting = now.iter().find(|n| **n != warm[0]).unwrap().clone();
+    assert!(tandem_server::sessions::pool::started_by(
+        &waiting,
+        &host.host_id
+    ));
+    let api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), &ns.name);
+    let mut theirs = api.get(&waiting).await.unwrap();
+    let their_name = tandem_server::sessions::pool::new_id("another-replica");
+    theirs.metadata = kube::api::ObjectMeta {
+        name: Some(their_name.clone()),
+        labels: theirs.metadata.labels.take(),
+        ..Default::default()
+    };
+    theirs.status = None;
+    api.create(&Default::default(), &theirs).await.unwrap();
+    tandem_server::supervisor::orphans::at_start(&s.state.db, &host)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut left = names(pods(&client, &ns.name).await);
+        left.sort();
+        let mut want = vec![warm[0].clone(), their_name.clone()];
+        want.sort();
+        if left == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after a restart's clean-up: {left:?}, want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    api.delete(&their_name, &Default::default()).await.unwrap();
+
     // Drained: the waiting pod goes, the session's stays.
     set_pool(0).await;
     wait_warm(&s, &repo, 0).await;

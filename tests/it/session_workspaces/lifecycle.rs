@@ -133,6 +133,89 @@ async fn sessions_stopped_and_suspended_together_are_not_taken_for_dead() {
     }
 }
 
+/// A workspace still running after its session ended on this host (a stop cut short between
+/// the two; a boot that failed before it recorded its workspace) is removed by the sweep — on
+/// the second look that finds it so, never the first — with its files kept; a live session's
+/// stays, and so does one whose session another server hosted (that server sweeps its own).
+#[tokio::test]
+async fn a_workspace_left_running_after_its_session_ended_is_swept_on_the_second_look() {
+    // The server's own sweep stays off: this test sweeps by hand.
+    let Some(s) = crate::workspaces::server(|c| c.orphan_sweep_secs = 0).await else {
+        return;
+    };
+    let src = source_repo("[workspace]\n");
+    let repo = add_repo(&s, "acme/swept", src.path()).await;
+    let db = &s.state.db;
+    let host = s.state.workspaces().unwrap();
+    let mut ids = vec![];
+    for _ in 0..4 {
+        ids.push(start_session(&s, &repo).await.session.id);
+    }
+    let [stopped, unrecorded, elsewhere, live] = ids[..] else {
+        unreachable!()
+    };
+    let mut workspaces = vec![];
+    for id in [stopped, unrecorded, elsewhere, live] {
+        let row = tandem_store::sessions::workspace(db, id)
+            .await
+            .unwrap()
+            .unwrap();
+        workspaces.push(row.workspace_id.unwrap());
+    }
+    // A boot that failed after starting its workspace and before recording it.
+    tandem_store::sessions::set_workspace(db, unrecorded, &host.host_id, None, None, None, None)
+        .await
+        .unwrap();
+    // A session another server's host ran (a replica on the same cluster).
+    tandem_store::sessions::set_host(db, elsewhere, "another-server")
+        .await
+        .unwrap();
+    // The sessions end; their workspaces do not (the server went in between).
+    for id in [stopped, unrecorded, elsewhere] {
+        let mut tx = db.begin().await.unwrap();
+        tandem_store::sessions::transition(
+            &mut tx,
+            id,
+            SessionState::Stopped,
+            None,
+            tandem_server::now_ms(),
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+    }
+    let sweeper = tandem_server::supervisor::orphans::Sweeper::default();
+    let pool = &s.state.pool;
+    let first = sweeper.sweep(db, &host, pool).await.unwrap();
+    assert!(first.is_empty(), "the first look only suspects: {first:?}");
+    let mut second = sweeper.sweep(db, &host, pool).await.unwrap();
+    second.sort();
+    let mut expected = vec![workspaces[0].clone(), workspaces[1].clone()];
+    expected.sort();
+    assert_eq!(second, expected);
+    let listed = host.runtime.list().await.unwrap();
+    for (w, running) in workspaces.iter().zip([false, false, true, true]) {
+        assert_eq!(listed.contains(w), running, "{w}: {listed:?}");
+    }
+    assert!(
+        s.dir
+            .path()
+            .join("data/workspaces")
+            .join(&workspaces[0])
+            .exists(),
+        "its files are kept, as a stop keeps them"
+    );
+    assert_eq!(
+        exec(&s, live, "echo still-here").await.stdout,
+        "still-here\n"
+    );
+    assert!(sweeper.sweep(db, &host, pool).await.unwrap().is_empty());
+    host.runtime
+        .stop(&workspaces[2], tandem_host::runtime::Keep::Nothing)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn the_cli_runs_commands_shows_diffs_forks_and_stops_sessions() {
     let Some(s) = server().await else { return };

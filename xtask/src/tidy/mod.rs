@@ -138,6 +138,16 @@ pub const TEST_BOUNDARY: &[&str] = &[
 /// White-box tests, named: `(test file, server module, why it cannot go through HTTP)`.
 pub const WHITE_BOX: &[(&str, &str, &str)] = &[
     (
+        "tests/it/on_kubernetes/warm_pool.rs",
+        "sessions",
+        "a pod named as another replica names its pool pods, which no API of this server makes",
+    ),
+    (
+        "tests/it/on_kubernetes/warm_pool.rs",
+        "supervisor",
+        "a restart's clean-up of pool pods, run beside another replica's pod without restarting",
+    ),
+    (
         "tests/it/session_workspaces/lifecycle.rs",
         "supervisor",
         "the supervisor's look, run again and again inside the verbs' stops instead of once a second",

@@ -54,9 +54,26 @@ pub const EXEC_DEFAULT_TIMEOUT_SECS: u64 = 600;
 
 pub const EXEC_MAX_TIMEOUT_SECS: u64 = 3600;
 
+/// Prefix of session workspace ids.
+pub const PREFIX: &str = "s-";
+
 /// The runtime id of a session's workspace.
 pub fn workspace_id(session: SessionId) -> String {
-    format!("s-{}", &session.0.simple().to_string()[..16])
+    format!("{PREFIX}{}", &session.0.simple().to_string()[..16])
+}
+
+/// The start every session id has whose [`workspace_id`] is `wid` (`s-` and 16 hex digits: the
+/// id's first three groups), or none for another id.
+pub fn session_prefix(wid: &str) -> Option<String> {
+    let hex = wid.strip_prefix(PREFIX)?;
+    if hex.len() != 16
+        || !hex
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    {
+        return None;
+    }
+    Some(format!("{}-{}-{}-", &hex[..8], &hex[8..12], &hex[12..16]))
 }
 
 /// Where a stopped session's diff was kept before the store kept it (versions before

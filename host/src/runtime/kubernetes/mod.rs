@@ -8,24 +8,25 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{AttachParams, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{AttachParams, ListParams, PostParams};
 use kube::{Api, Client};
 
+use super::egress_proxy;
 use super::{
     AgentStream, ExecOutput, ExecRequest, GatewayListener, Keep, Limits, Runtime, Workspace,
     WorkspaceSpec,
 };
 use crate::{Error, Result};
 
+mod isolation;
 pub mod keep;
+mod lifecycle;
 pub mod pod;
 mod status;
 mod stopping;
 
-use status::{exit_code, instance_of, judge, read_capped, running, waiting_reason};
+use status::{exit_code, instance_of, read_capped, running, waiting_reason};
 
 /// How the runtime uses its cluster.
 #[derive(Clone, Debug)]
@@ -44,6 +45,14 @@ pub struct Settings {
     /// sandboxed runtime class: a cluster older than 1.30 without gVisor or Kata). Without it
     /// such a start is refused.
     pub root_on_node: bool,
+    /// How long the isolation policy's uid (every pod's owner) is taken as current before it
+    /// is read again. A policy deleted and made again within it gives the pods started
+    /// meanwhile an owner that is gone: the garbage collector removes them and their sessions
+    /// start again, as after any lost pod.
+    pub policy_recheck: Duration,
+    /// Take the pod's links but loopback down before its workspace starts (an init container
+    /// with `CAP_NET_ADMIN`; `[kubernetes] isolate_links`).
+    pub isolate_links: bool,
 }
 
 impl Default for Settings {
@@ -55,6 +64,8 @@ impl Default for Settings {
             user_namespaces: false,
             start_timeout: Duration::from_secs(300),
             root_on_node: false,
+            policy_recheck: Duration::from_secs(10),
+            isolate_links: true,
         }
     }
 }
@@ -62,6 +73,8 @@ impl Default for Settings {
 /// Workspaces as pods of one cluster.
 pub struct KubernetesRuntime {
     pods: Api<Pod>,
+    /// The installation's isolation policy, every pod's owner.
+    isolation: isolation::Isolation,
     settings: Settings,
     /// Keeps a stopping pod's work (none: such a stop is refused).
     keeper: Option<keep::Keeper>,
@@ -89,31 +102,14 @@ impl KubernetesRuntime {
     /// A runtime on the cluster `client` talks to; makes sure the isolation policy exists.
     pub async fn new(client: Client, settings: Settings) -> Result<Self> {
         pod::check_name(&settings.installation)?;
-        let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &settings.namespace);
-        let policy: NetworkPolicy = serde_json::from_value(pod::isolation(&settings))
-            .map_err(|e| Error::Internal(format!("the isolation policy: {e}")))?;
-        let name = policy.metadata.name.clone().unwrap_or_default();
-        match policies.create(&PostParams::default(), &policy).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                policies
-                    .replace(&name, &PostParams::default(), &{
-                        let mut p = policy.clone();
-                        p.metadata.resource_version = policies
-                            .get(&name)
-                            .await
-                            .map_err(kube_error("reading the isolation policy"))?
-                            .metadata
-                            .resource_version;
-                        p
-                    })
-                    .await
-                    .map_err(kube_error("updating the isolation policy"))?;
-            }
-            Err(e) => return Err(kube_error("making the isolation policy")(e)),
-        }
+        let isolation = isolation::Isolation::ensure(
+            Api::namespaced(client.clone(), &settings.namespace),
+            &settings,
+        )
+        .await?;
         Ok(Self {
             pods: Api::namespaced(client, &settings.namespace),
+            isolation,
             settings,
             keeper: None,
             stopping: Default::default(),
@@ -157,7 +153,10 @@ impl KubernetesRuntime {
                 "a workspace's root would be the node's root: set user namespaces (Kubernetes 1.30 and later) or a sandboxed runtime class (gVisor, Kata), or accept root on the node explicitly".into(),
             ));
         }
-        let pod = pod::build(&want, s)?;
+        let mut pod = pod::build(&want, s)?;
+        // Owned by the policy that isolates it: a pod never outlives its isolation, and
+        // removing the installation's policy removes its pods (the cluster's garbage collector).
+        pod.metadata.owner_references = Some(vec![self.isolation.owner().await?]);
         let made = bounded(
             "starting the workspace's pod",
             self.pods.create(&PostParams::default(), &pod),
@@ -180,6 +179,12 @@ impl KubernetesRuntime {
             )));
         }
         let version = made.metadata.resource_version.clone().unwrap_or_default();
+        // Its connections out come through the gateway to the server's proxy, by this start's
+        // rules only.
+        egress_proxy::end(&want.id);
+        if let Some(egress) = &want.egress {
+            egress_proxy::serve(&want.id, egress);
+        }
         match tokio::time::timeout(
             self.settings.start_timeout,
             self.until_running(&want.id, &version),
@@ -192,6 +197,7 @@ impl KubernetesRuntime {
             }),
             Ok(Err(e)) => {
                 let _ = self.delete(&want.id).await;
+                egress_proxy::end(&want.id);
                 Err(e)
             }
             Err(_) => {
@@ -204,115 +210,13 @@ impl KubernetesRuntime {
                     .and_then(|p| waiting_reason(&p))
                     .unwrap_or_else(|| "no reason given".into());
                 let _ = self.delete(&want.id).await;
+                egress_proxy::end(&want.id);
                 Err(Error::Unavailable(format!(
                     "the workspace's pod did not run within {} s ({why}); see `kubectl -n {} describe pod {}`",
                     self.settings.start_timeout.as_secs(),
                     self.settings.namespace,
                     want.id
                 )))
-            }
-        }
-    }
-
-    /// Waits until pod `name` runs, from `version` on; fails as soon as it cannot.
-    async fn until_running(&self, name: &str, version: &str) -> Result<Pod> {
-        let params = WatchParams::default().fields(&format!("metadata.name={name}"));
-        let mut version = version.to_string();
-        loop {
-            // A pod that runs already (its events came before the watch) is taken at once.
-            if let Some(p) = self
-                .pods
-                .get_opt(name)
-                .await
-                .map_err(kube_error("reading the pod"))?
-            {
-                if let Some(done) = judge(&p)? {
-                    return Ok(done);
-                }
-                version = p.metadata.resource_version.clone().unwrap_or(version);
-            } else {
-                return Err(Error::Unavailable(format!(
-                    "the workspace's pod {name} was deleted while it started"
-                )));
-            }
-            let mut events = self
-                .pods
-                .watch(&params, &version)
-                .await
-                .map_err(kube_error("watching the pod"))?
-                .boxed();
-            while let Some(event) = events
-                .try_next()
-                .await
-                .map_err(kube_error("watching the pod"))?
-            {
-                match event {
-                    WatchEvent::Added(p) | WatchEvent::Modified(p) => {
-                        if let Some(done) = judge(&p)? {
-                            return Ok(done);
-                        }
-                    }
-                    WatchEvent::Deleted(_) => {
-                        return Err(Error::Unavailable(format!(
-                            "the workspace's pod {name} was deleted while it started"
-                        )));
-                    }
-                    // Too old a version, or the watch ended: read it again and go on.
-                    WatchEvent::Error(_) | WatchEvent::Bookmark(_) => break,
-                }
-            }
-        }
-    }
-
-    async fn delete(&self, name: &str) -> Result<()> {
-        // Not forced (a grace of 0 would drop the object before the kubelet killed anything):
-        // the pod is gone once the kubelet confirms its containers are.
-        let params = DeleteParams {
-            grace_period_seconds: Some(1),
-            ..DeleteParams::default()
-        };
-        match self.pods.delete(name, &params).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-            Err(e) => return Err(kube_error("stopping the workspace's pod")(e)),
-        }
-        // Gone once the API server no longer has it: the kubelet confirmed its containers died.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        let params = WatchParams::default().fields(&format!("metadata.name={name}"));
-        loop {
-            let Some(p) = self
-                .pods
-                .get_opt(name)
-                .await
-                .map_err(kube_error("reading the pod"))?
-            else {
-                return Ok(());
-            };
-            let version = p.metadata.resource_version.unwrap_or_default();
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Err(Error::Unavailable(format!(
-                    "the workspace's pod {name} is still there a minute after it was deleted"
-                )));
-            }
-            let mut events = self
-                .pods
-                .watch(&params, &version)
-                .await
-                .map_err(kube_error("watching the pod"))?
-                .boxed();
-            let gone = tokio::time::timeout(left, async {
-                while let Ok(Some(e)) = events.try_next().await {
-                    if matches!(e, WatchEvent::Deleted(_)) {
-                        return true;
-                    }
-                }
-                false
-            })
-            .await
-            .unwrap_or(false);
-            if gone {
-                return Ok(());
             }
         }
     }
@@ -497,12 +401,29 @@ impl Runtime for KubernetesRuntime {
                 // A failure leaves the pod running: nothing is lost.
                 self.keep_inner(id).await?;
             }
-            self.delete(id).await?;
+            let deleted = self.delete(id).await;
+            egress_proxy::end(id);
+            deleted?;
             if keep == Keep::Nothing
                 && let Some(keeper) = &self.keeper
             {
                 // What it kept before goes too, as a local workspace's layer does.
                 keeper.forget(id).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn reattach<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            pod::check_name(id)?;
+            // A restarted server serves the pod's egress again, by what it was started with.
+            if let Some(egress) = bounded("reading the pod", self.pods.get_opt(id))
+                .await?
+                .as_ref()
+                .and_then(pod::egress)
+            {
+                egress_proxy::serve(id, &egress);
             }
             Ok(())
         })

@@ -28,6 +28,8 @@ pub const WORKSPACE: &str = "workspace";
 use crate::runtime::spec::{INIT, INIT_ARGS};
 
 pub const CONTAINER: &str = "workspace";
+/// The init container that takes the pod's network away ([`build`]).
+pub const ISOLATE_CONTAINER: &str = "isolate-network";
 /// Where the workspace agent listens inside the pod: its own loopback, which only the API
 /// server's port-forward (entering the pod's network namespace through its node) reaches.
 pub const AGENT_LISTEN: &str = "127.0.0.1:7311";
@@ -109,6 +111,21 @@ pub fn build(want: &WorkspaceSpec, settings: &Settings) -> Result<Pod> {
     .iter()
     .map(|(k, v)| json!({ "name": k, "value": v }))
     .collect();
+    if want.egress.is_some() {
+        // Egress by the allow-list goes through the server's proxy, which the agent listens
+        // for on the pod's loopback (the pod itself has no network).
+        let proxy = format!(
+            "http://127.0.0.1:{}",
+            tandem_protocol::agent::EGRESS_PROXY_PORT
+        );
+        env.push(json!({ "name": tandem_protocol::agent::EGRESS_PROXY_ENV, "value": "1" }));
+        for k in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
+            env.push(json!({ "name": k, "value": proxy }));
+        }
+        for k in ["NO_PROXY", "no_proxy"] {
+            env.push(json!({ "name": k, "value": "localhost,127.0.0.1,::1" }));
+        }
+    }
     env.extend(
         want.env
             .iter()
@@ -160,13 +177,36 @@ pub fn build(want: &WorkspaceSpec, settings: &Settings) -> Result<Pod> {
         // counts against the pod's ephemeral storage.
         "volumes": [{ "name": "tmp", "emptyDir": { "sizeLimit": "1Gi" } }],
     });
+    if settings.isolate_links {
+        // Before the workspace: every interface but loopback down, by the one container that
+        // may (the workspace's own has no CAP_NET_ADMIN to bring one up again). No network,
+        // whatever the cluster's network plugin enforces. An image pushed by a version before
+        // this one has an agent without `isolate-network` (it answers with its usage): such a
+        // pod starts with its links (only the NetworkPolicy holds), so its session is not lost.
+        let agent = tandem_protocol::agent::BINARY;
+        spec["initContainers"] = json!([{
+            "name": ISOLATE_CONTAINER,
+            "image": image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["/bin/sh", "-c", format!(
+                "out=$({agent} isolate-network 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] && exit 0; \
+                 case \"$out\" in *usage:*) echo 'an agent from before isolate-network: links left up'; exit 0;; esac; exit $rc"
+            )],
+            "resources": { "requests": requests, "limits": resources },
+            "securityContext": {
+                "allowPrivilegeEscalation": false,
+                "privileged": false,
+                "capabilities": { "drop": ["ALL"], "add": ["NET_ADMIN"] },
+            },
+        }]);
+    }
     if let Some(class) = &settings.runtime_class {
         spec["runtimeClassName"] = json!(class);
     }
     if settings.user_namespaces {
         spec["hostUsers"] = json!(false);
     }
-    let pod = json!({
+    let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -180,7 +220,28 @@ pub fn build(want: &WorkspaceSpec, settings: &Settings) -> Result<Pod> {
         },
         "spec": spec,
     });
+    if let Some(egress) = &want.egress {
+        // What the proxy lets it reach, for a restarted server to take it back ([`egress`]).
+        let rules = serde_json::to_string(egress)
+            .map_err(|e| Error::Internal(format!("the pod's egress: {e}")))?;
+        pod["metadata"]["annotations"] = json!({ EGRESS_ANNOTATION: rules });
+    }
     serde_json::from_value(pod).map_err(|e| Error::Internal(format!("building the pod: {e}")))
+}
+
+/// The annotation that holds a pod's egress allow-list (written by the server only: a pod has
+/// no rights on the cluster's API).
+pub const EGRESS_ANNOTATION: &str = "tandem.dev/egress";
+
+/// The egress allow-list pod `pod` was started with, if any.
+pub fn egress(pod: &Pod) -> Option<crate::runtime::network::Egress> {
+    let rules = pod.metadata.annotations.as_ref()?.get(EGRESS_ANNOTATION)?;
+    serde_json::from_str(rules).ok()
+}
+
+/// The name of the installation's isolation policy, which owns its pods.
+pub fn isolation_name(settings: &Settings) -> String {
+    format!("tandem-workspaces-{}", settings.installation)
 }
 
 /// The NetworkPolicy that gives the installation's workspace pods no network: no ingress
@@ -191,7 +252,7 @@ pub fn isolation(settings: &Settings) -> Value {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {
-            "name": format!("tandem-workspaces-{}", settings.installation),
+            "name": isolation_name(settings),
             "namespace": settings.namespace,
             "labels": { MANAGED_BY_LABEL: MANAGED_BY, INSTALLATION_LABEL: settings.installation },
         },
@@ -275,7 +336,26 @@ mod tests {
         );
         assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
         assert_eq!(c["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+        // The one container that may take the network away does, before the workspace.
+        let init = &v["spec"]["initContainers"][0];
+        let command = init["command"][2].as_str().unwrap();
+        assert!(
+            command.contains(&format!(
+                "{} isolate-network",
+                tandem_protocol::agent::BINARY
+            )),
+            "{command}"
+        );
+        assert_eq!(
+            init["securityContext"]["capabilities"],
+            json!({ "drop": ["ALL"], "add": ["NET_ADMIN"] })
+        );
+        assert_eq!(init["securityContext"]["allowPrivilegeEscalation"], false);
         let caps = c["securityContext"]["capabilities"]["add"].to_string();
+        assert!(
+            !caps.contains("NET_ADMIN"),
+            "the workspace cannot bring a link up: {caps}"
+        );
         assert!(
             !caps.contains("NET_RAW") && !caps.contains("SYS_ADMIN"),
             "{caps}"
@@ -304,6 +384,49 @@ mod tests {
         assert_eq!(v["metadata"]["labels"][INSTALLATION_LABEL], "abc123");
         assert!(v["spec"].get("runtimeClassName").is_none());
         assert!(v["spec"].get("hostUsers").is_none());
+    }
+
+    #[test]
+    fn a_pod_with_an_allow_list_names_the_proxy_and_carries_its_rules() {
+        let plain = build(&spec(Files::image("r/ws@sha256:ab")), &settings()).unwrap();
+        assert_eq!(egress(&plain), None);
+        let env = serde_json::to_value(&plain).unwrap()["spec"]["containers"][0]["env"].clone();
+        assert!(
+            !env.to_string().contains("PROXY"),
+            "no proxy without an allow-list: {env}"
+        );
+        let mut want = spec(Files::image("r/ws@sha256:ab"));
+        let rules = crate::runtime::network::Egress {
+            allow: vec!["example.com".into(), "*.crates.io".into()],
+            hosts: [(
+                "example.com".to_string(),
+                vec!["192.0.2.1".parse().unwrap()],
+            )]
+            .into(),
+            ask: true,
+        };
+        want.egress = Some(rules.clone());
+        let pod = build(&want, &settings()).unwrap();
+        assert_eq!(
+            egress(&pod),
+            Some(rules),
+            "a restarted server reads them back"
+        );
+        let env = serde_json::to_value(&pod).unwrap()["spec"]["containers"][0]["env"].clone();
+        let value = |name: &str| {
+            env.as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == name)
+                .map(|e| e["value"].clone())
+        };
+        assert_eq!(value("HTTPS_PROXY"), Some(json!("http://127.0.0.1:7312")));
+        assert_eq!(value("http_proxy"), Some(json!("http://127.0.0.1:7312")));
+        assert_eq!(
+            value(tandem_protocol::agent::EGRESS_PROXY_ENV),
+            Some(json!("1"))
+        );
+        assert_eq!(value("NO_PROXY"), Some(json!("localhost,127.0.0.1,::1")));
     }
 
     #[test]

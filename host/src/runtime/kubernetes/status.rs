@@ -58,8 +58,17 @@ pub(super) fn running(p: &Pod) -> bool {
 /// Why the pod is not running, as its status says.
 pub(super) fn waiting_reason(p: &Pod) -> Option<String> {
     let status = p.status.as_ref()?;
-    for c in status.container_statuses.iter().flatten() {
-        let state = c.state.as_ref()?;
+    // The init container that takes the network away first (one that ended well is done).
+    let init = status.init_container_statuses.iter().flatten().filter(|c| {
+        c.state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .is_none_or(|t| t.exit_code != 0)
+    });
+    for c in init.chain(status.container_statuses.iter().flatten()) {
+        let Some(state) = c.state.as_ref() else {
+            continue;
+        };
         if let Some(w) = &state.waiting {
             return Some(format!(
                 "{}: {}",
