@@ -205,6 +205,7 @@ pub async fn resume_session(state: &Engine, session: SessionId) -> Result<()> {
     let engine = state.clone();
     to_the_end(async move {
         sessions::workspace::resume(&engine.db, &host, session).await?;
+        crate::supervisor::open_egress_gateway(&engine, session).await;
         turns::kick(&engine, session);
         Ok(())
     })
@@ -219,10 +220,14 @@ pub async fn fork_session(
     count: i64,
 ) -> Result<Vec<Session>> {
     let host = state.workspaces()?;
-    let (db, by) = (state.db.clone(), by.clone());
-    to_the_end(
-        async move { sessions::workspace::fork(&db, &host, session, &by, count, None).await },
-    )
+    let (engine, by) = (state.clone(), by.clone());
+    to_the_end(async move {
+        let forks = sessions::workspace::fork(&engine.db, &host, session, &by, count, None).await?;
+        for fork in &forks {
+            crate::supervisor::open_egress_gateway(&engine, fork.id).await;
+        }
+        Ok(forks)
+    })
     .await
 }
 

@@ -58,6 +58,7 @@ pub fn start_boot(state: &Engine, id: SessionId) {
             state.boots.forget(id);
             workspace::boot(&state.db, &host, &state.pool, id).await?;
             drop(permit);
+            open_egress_gateway(&state, id).await;
             Ok(())
         }
         .await;
@@ -68,6 +69,22 @@ pub fn start_boot(state: &Engine, id: SessionId) {
             Err(e) => tracing::error!(session = %id, error = %e, "booting a session failed"),
         }
     });
+}
+
+/// Opens the gateway of session `id`'s workspace now, where its egress goes through it (a pod
+/// with an allow-list: [`crate::runtime::egress_proxy`]): the workspace's own connections out
+/// need no turn to be running. Elsewhere the gateway opens with the first turn.
+pub async fn open_egress_gateway(state: &Engine, id: SessionId) {
+    let Ok(Some(row)) = db::sessions::workspace(&state.db, id).await else {
+        return;
+    };
+    let live = SessionState::parse(&row.state).is_some_and(SessionState::is_live);
+    if let (true, Some(wid), Some(pid)) = (live, row.workspace_id, row.workspace_pid)
+        && crate::runtime::egress_proxy::rules(&wid).is_some()
+        && let Err(e) = state.hooks.ensure_gateway(state, &wid, pid as i32).await
+    {
+        tracing::warn!(session = %id, error = %e, "opening the workspace's gateway for its egress failed");
+    }
 }
 
 /// Every [`RETRY_INTERVAL`]: probes the host again while it cannot run workspaces (and starts
@@ -175,9 +192,13 @@ async fn start_host(state: &Engine, host: Arc<Host>) -> Result<()> {
     for row in db::sessions::in_states(&db, &SessionState::LIVE).await? {
         if row.hosted_by(&host.host_id)
             && let Some(wid) = &row.workspace_id
-            && let Err(e) = host.runtime.reattach(wid).await
         {
-            tracing::warn!(workspace = %wid, error = %e, "taking a workspace's network back failed");
+            if let Err(e) = host.runtime.reattach(wid).await {
+                tracing::warn!(workspace = %wid, error = %e, "taking a workspace's network back failed");
+            }
+            if let Ok(id) = row.id.parse() {
+                open_egress_gateway(state, id).await;
+            }
         }
     }
     db::snapshots::fail_interrupted(&db, now_ms()).await?;
