@@ -77,9 +77,13 @@ mounts() {
     grep -E -e "^($CONTAINERD_STATE|$CONTAINERD_ROOT|$KUBELET_ROOT|$RUN)(/|\$)" -e '^(/var)?/run/netns/cni-' |
     awk '{print length, $0}' | sort -rn | cut -d' ' -f2-
 }
-for pass in 1 2 3; do
+for pass in 1 2 3 4; do
   m=$(mounts); [ -n "$m" ] || break
   while IFS= read -r mp; do umount "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null; done <<< "$m"
+  # containerd bind-mounts /run/netns onto itself; a netns mounted before that bind sits under
+  # it, out of umount's reach: take the bind away (never lazily: it stays while anything is
+  # mounted in it, another program's netns included) and look again
+  mountpoint -q /run/netns && umount /run/netns 2>/dev/null
 done
 failed=0
 [ -z "$(mounts)" ] || { log "LEFT: mounts: $(mounts | tr '\n' ' ')"; failed=1; }
