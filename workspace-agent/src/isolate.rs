@@ -39,13 +39,22 @@ pub fn network() -> Result<()> {
                         _ => None,
                     })
                     .unwrap_or_else(|| link.header.index.to_string());
-                handle
+                let index = link.header.index;
+                let down = handle
                     .link()
-                    .set(LinkUnspec::new_with_index(link.header.index).down().build())
+                    .set(LinkUnspec::new_with_index(index).down().build())
                     .execute()
-                    .await
-                    .with_context(|| format!("taking {name} down"))?;
-                println!("{name}: down");
+                    .await;
+                match down {
+                    Ok(()) => println!("{name}: down"),
+                    // A netlink without RTM_SETLINK (gVisor's): the link goes altogether.
+                    Err(e) => {
+                        handle.link().del(index).execute().await.with_context(|| {
+                            format!("taking {name} down ({e}), then deleting it")
+                        })?;
+                        println!("{name}: deleted (it could not be taken down: {e})");
+                    }
+                }
             }
             Ok(())
         })

@@ -90,7 +90,8 @@ failed=0
 rm -f /run/netns/cni-* 2>/dev/null
 # containerd's netns helper bind-mounts /run/netns onto itself (shared); drop it if nothing else uses it
 if [ -d /run/netns ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
-  while mountpoint -q /run/netns; do umount /run/netns 2>/dev/null || umount -l /run/netns || break; done
+  # never lazily: a netns another program mounts meanwhile must stay reachable
+  while mountpoint -q /run/netns; do umount /run/netns 2>/dev/null || break; done
   rmdir /run/netns 2>/dev/null || true
 fi
 

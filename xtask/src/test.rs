@@ -134,6 +134,7 @@ pub fn run(o: Options) -> Result<()> {
         )?;
     }
     run::done(t);
+    let mut down = Ok(());
     if o.filter.is_empty() || o.filter.iter().any(|f| f.contains("kubernetes")) {
         let cluster = crate::cluster::Cluster::start()?;
         let t = run::step("cargo test: the Kubernetes runtime against the cluster");
@@ -158,13 +159,14 @@ pub fn run(o: Options) -> Result<()> {
         counts.passed += more.passed;
         counts.failed += more.failed;
         counts.ignored += more.ignored;
-        // Nothing of the cluster is left, or the run fails.
-        cluster.stop()?;
+        // Nothing of the cluster is left, or the run fails (after the counts are said).
+        down = cluster.stop();
     }
     eprintln!(
         "    {} passed, {} failed, {} ignored in cargo test",
         counts.passed, counts.failed, counts.ignored
     );
+    down?;
     drop(pg);
     if o.filter.is_empty() {
         // The REST API against its OpenAPI document (needs the image the tests built).

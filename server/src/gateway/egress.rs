@@ -65,7 +65,12 @@ pub async fn serve(wid: &str, req: Request) -> Response {
         });
         return StatusCode::OK.into_response();
     }
-    forward(tunnel, authority.as_str(), req).await
+    // The Host header names the target alone (no user info a URL may carry).
+    let target = match authority.port() {
+        Some(p) => format!("{}:{}", authority.host(), p.as_str()),
+        None => authority.host().to_string(),
+    };
+    forward(tunnel, &target, req).await
 }
 
 /// Sends a plain HTTP request on in origin form over `tunnel`.
