@@ -11,6 +11,9 @@ use super::status::judge;
 use super::{KubernetesRuntime, kube_error};
 use crate::{Error, Result};
 
+/// How long a deleted pod may take to be gone.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(180);
+
 impl KubernetesRuntime {
     /// Waits until pod `name` runs, from `version` on; fails as soon as it cannot.
     pub(super) async fn until_running(&self, name: &str, version: &str) -> Result<Pod> {
@@ -75,7 +78,9 @@ impl KubernetesRuntime {
             Err(e) => return Err(kube_error("stopping the workspace's pod")(e)),
         }
         // Gone once the API server no longer has it: the kubelet confirmed its containers died.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        // A busy node confirms late (seen past a minute on the two-core test node while another
+        // pod filled its disk and was evicted).
+        let deadline = tokio::time::Instant::now() + DELETE_TIMEOUT;
         let params = WatchParams::default().fields(&format!("metadata.name={name}"));
         loop {
             let Some(p) = self
@@ -90,7 +95,8 @@ impl KubernetesRuntime {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
                 return Err(Error::Unavailable(format!(
-                    "the workspace's pod {name} is still there a minute after it was deleted"
+                    "the workspace's pod {name} is still there {} s after it was deleted: see `kubectl describe pod {name}` (its node may be unreachable)",
+                    DELETE_TIMEOUT.as_secs()
                 )));
             }
             let mut events = self
