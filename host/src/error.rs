@@ -37,5 +37,25 @@ pub enum Error {
     Internal(String),
 }
 
+impl Error {
+    /// The same error again, for each of several callers that shared the work that failed (an
+    /// i/o error's kind becomes its message).
+    pub fn again(&self) -> Self {
+        match self {
+            Self::BadRequest(m) => Self::BadRequest(m.clone()),
+            Self::Invalid(m) => Self::Invalid(m.clone()),
+            Self::Forbidden(m) => Self::Forbidden(m.clone()),
+            Self::NotFound(m) => Self::NotFound(m.clone()),
+            Self::TooLarge(m) => Self::TooLarge(m.clone()),
+            Self::Conflict(m) => Self::Conflict(m.clone()),
+            Self::Unavailable(m) => Self::Unavailable(m.clone()),
+            Self::BadGateway(m) => Self::BadGateway(m.clone()),
+            Self::Config(m) => Self::Config(m.clone()),
+            Self::Io(e) => Self::Internal(format!("i/o: {e}")),
+            Self::Internal(m) => Self::Internal(m.clone()),
+        }
+    }
+}
+
 /// `Result` with the host layer's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -83,7 +83,27 @@ pub async fn update(
     auth: Option<&str>,
 ) -> Result<(PathBuf, String)> {
     let dir = path(data_dir, repo);
+    let name = format!("refs/heads/{branch}");
     if dir.join("HEAD").exists() {
+        // Where the remote has the branch (one round trip, refs only), against where the
+        // mirror has it: no fetch when it has not moved, the usual case at a session start.
+        let verify = format!("{name}^{{commit}}");
+        let (ls, rev) = (
+            ["ls-remote", "origin", name.as_str()],
+            ["rev-parse", "--verify", verify.as_str()],
+        );
+        let (remote, mirror) =
+            tokio::join!(git_with(&ls, Some(&dir), auth), git(&rev, Some(&dir)),);
+        let at_remote = remote?.lines().find_map(|l| {
+            l.split_once('\t')
+                .filter(|(_, r)| *r == name)
+                .map(|(c, _)| c.to_string())
+        });
+        if let (Some(remote), Ok(mirror)) = (at_remote, mirror)
+            && remote == mirror
+        {
+            return Ok((dir, mirror));
+        }
         // No automatic gc or maintenance on this hot path: with many loose objects git would
         // start repacking in the background at every session start. The snapshot refresh
         // packs mirrors instead.
@@ -119,11 +139,7 @@ pub async fn update(
         }
     }
     let commit = git(
-        &[
-            "rev-parse",
-            "--verify",
-            &format!("refs/heads/{branch}^{{commit}}"),
-        ],
+        &["rev-parse", "--verify", &format!("{name}^{{commit}}")],
         Some(&dir),
     )
     .await
@@ -156,12 +172,46 @@ pub async fn checkout(mirror: &Path, repo: &Repo, branch: &str, dest: &Path) -> 
     Ok(())
 }
 
+/// Files read at a full commit id, which never change: a start reads its recipe without a
+/// `git` process once any start has read it. Bounded: texts up to [`KEPT_FILE_BYTES`], at most
+/// [`KEPT_FILES`] (then the whole cache starts again).
+type Kept = std::collections::HashMap<(PathBuf, String, String), Option<String>>;
+static KEPT: std::sync::Mutex<Option<Kept>> = std::sync::Mutex::new(None);
+const KEPT_FILES: usize = 512;
+const KEPT_FILE_BYTES: usize = 64 << 10;
+
+fn kept() -> std::sync::MutexGuard<'static, Option<Kept>> {
+    KEPT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A full commit id (SHA-1 or SHA-256), not a name that can move.
+fn is_commit_id(s: &str) -> bool {
+    matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// A file of `commit` as stored in the mirror, if it exists there.
 pub async fn read_file(mirror: &Path, commit: &str, file: &str) -> Result<Option<String>> {
-    match git(&["show", &format!("{commit}:{file}")], Some(mirror)).await {
-        Ok(text) => Ok(Some(text)),
-        Err(_) => Ok(None),
+    let key = (mirror.to_path_buf(), commit.to_string(), file.to_string());
+    let pinned = is_commit_id(commit);
+    if pinned && let Some(hit) = kept().as_ref().and_then(|k| k.get(&key)) {
+        return Ok(hit.clone());
     }
+    let text = match git(&["show", &format!("{commit}:{file}")], Some(mirror)).await {
+        Ok(text) => Some(text),
+        // Absent for good only when git says the commit has no such path (not when the commit
+        // is not fetched yet, or git failed for another reason).
+        Err(e) if pinned && e.to_string().contains("does not exist in") => None,
+        Err(_) => return Ok(None),
+    };
+    if pinned && text.as_ref().is_none_or(|t| t.len() <= KEPT_FILE_BYTES) {
+        let mut k = kept();
+        let k = k.get_or_insert_default();
+        if k.len() >= KEPT_FILES {
+            k.clear();
+        }
+        k.insert(key, text.clone());
+    }
+    Ok(text)
 }
 
 /// Packs a mirror's objects (off the session-start path), so clones and fetches stay fast.
@@ -200,6 +250,64 @@ pub async fn bundle(mirror: &Path, base: Option<&str>, branch: &str) -> Result<O
     read
 }
 
+/// The longest a mirror's fetch may take (git is killed with it).
+const FETCH_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The fetches of each mirror's branches ([`crate::Host::fetch_mirror`]).
+#[derive(Default)]
+struct Fetches {
+    /// How many fetches of the branch have started.
+    started: std::sync::atomic::AtomicU64,
+    /// The last one's number and answer; held while a fetch runs.
+    last: tokio::sync::Mutex<Option<(u64, Result<String>)>>,
+}
+
+impl Fetches {
+    fn slot(data_dir: &Path, repo: &Repo, branch: &str) -> std::sync::Arc<Fetches> {
+        type Slots = std::collections::HashMap<(PathBuf, String), std::sync::Arc<Fetches>>;
+        static SLOTS: std::sync::Mutex<Option<Slots>> = std::sync::Mutex::new(None);
+        let mut slots = SLOTS.lock().unwrap_or_else(|p| p.into_inner());
+        let slots = slots.get_or_insert_default();
+        // Only branches being fetched now keep a slot.
+        slots.retain(|_, s| std::sync::Arc::strong_count(s) > 1);
+        slots
+            .entry((path(data_dir, repo), branch.to_string()))
+            .or_default()
+            .clone()
+    }
+
+    /// `work`'s answer: run now, or that of a run that started after this call came.
+    async fn shared(
+        &self,
+        work: impl std::future::Future<Output = Result<String>>,
+    ) -> Result<String> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let arrived = self.started.load(SeqCst);
+        let mut last = self.last.lock().await;
+        if let Some((n, answer)) = &*last
+            && *n > arrived
+        {
+            return match answer {
+                Ok(commit) => Ok(commit.clone()),
+                Err(e) => Err(e.again()),
+            };
+        }
+        let n = self.started.fetch_add(1, SeqCst) + 1;
+        // A remote that hangs holds up only the callers waiting now, not every later one.
+        let answer = tokio::time::timeout(FETCH_LIMIT, work)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::BadGateway(format!(
+                    "the repo's remote did not answer in {} s",
+                    FETCH_LIMIT.as_secs()
+                )))
+            });
+        let shared = answer.as_ref().map(Clone::clone).map_err(Error::again);
+        *last = Some((n, shared));
+        answer
+    }
+}
+
 impl crate::Host {
     /// What `branch` of `repo`'s mirror has past `base`, as a git bundle: how a workspace
     /// that cannot see the mirror (a pod) catches up.
@@ -220,10 +328,19 @@ impl crate::Host {
 
     /// Fetches `branch` of `repo` into its mirror (made on first use, with the code host's
     /// credential when it has one); returns the branch's commit.
+    ///
+    /// Callers share fetches: one of a branch runs at a time, and every caller that came
+    /// before a fetch started takes that fetch's answer (it looked at the remote after they
+    /// asked). Fifty sessions started at once from one repo fetch once or twice, not fifty
+    /// times.
     pub async fn fetch_mirror(&self, repo: &Repo, branch: &str) -> Result<String> {
-        let auth = self.credentials.remote_auth(repo).await?;
-        let (_, commit) = update(&self.data_dir, repo, branch, auth.as_deref()).await?;
-        Ok(commit)
+        Fetches::slot(&self.data_dir, repo, branch)
+            .shared(async {
+                let auth = self.credentials.remote_auth(repo).await?;
+                let (_, commit) = update(&self.data_dir, repo, branch, auth.as_deref()).await?;
+                Ok(commit)
+            })
+            .await
     }
 
     /// `file` at `commit` of `repo`'s mirror, if it is there.
@@ -239,5 +356,98 @@ impl crate::Host {
     /// Packs `repo`'s mirror (off the session-start path).
     pub async fn pack_mirror(&self, repo: &Repo) -> Result<()> {
         pack(&self.data_dir, repo).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn callers_that_came_before_a_fetch_started_share_it() {
+        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+        let slot = std::sync::Arc::new(Fetches::default());
+        let runs = std::sync::Arc::new(AtomicU64::new(0));
+        let (open, gate) = tokio::sync::watch::channel(false);
+        let call = |slot: std::sync::Arc<Fetches>| {
+            let (runs, mut gate) = (runs.clone(), gate.clone());
+            tokio::spawn(async move {
+                slot.shared(async {
+                    let n = runs.fetch_add(1, SeqCst) + 1;
+                    gate.wait_for(|open| *open).await.unwrap();
+                    Ok(format!("fetch {n}"))
+                })
+                .await
+                .unwrap()
+            })
+        };
+        let first = call(slot.clone());
+        while runs.load(SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // Forty-nine more while the first runs: they came after it started, so they wait for
+        // the next one and share it.
+        let rest: Vec<_> = (0..49).map(|_| call(slot.clone())).collect();
+        tokio::task::yield_now().await;
+        open.send(true).unwrap();
+        assert_eq!(first.await.unwrap(), "fetch 1");
+        for r in rest {
+            assert_eq!(r.await.unwrap(), "fetch 2");
+        }
+        assert_eq!(runs.load(SeqCst), 2);
+        // One that comes after both ended looks again.
+        assert_eq!(call(slot.clone()).await.unwrap(), "fetch 3");
+    }
+
+    #[tokio::test]
+    async fn a_file_read_at_a_commit_id_is_read_from_git_once() {
+        let t = tempfile::tempdir().unwrap();
+        let repo = t.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        std::fs::write(repo.join("tandem.toml"), "start = []\n").unwrap();
+        for args in [
+            &["init", "--quiet"][..],
+            &["add", "tandem.toml"],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@example.com",
+                "commit",
+                "--quiet",
+                "-m",
+                "one",
+            ],
+        ] {
+            git(args, Some(&repo)).await.unwrap();
+        }
+        let commit = git(&["rev-parse", "HEAD"], Some(&repo)).await.unwrap();
+        let read = async |at: &str, file: &str| read_file(&repo, at, file).await.unwrap();
+        assert_eq!(
+            read(&commit, "tandem.toml").await.as_deref(),
+            Some("start = []")
+        );
+        assert_eq!(
+            read("HEAD", "tandem.toml").await.as_deref(),
+            Some("start = []")
+        );
+        assert_eq!(read(&commit, "missing").await, None);
+        // With the repository gone, git can answer nothing: what is still read came from the
+        // cache, and only at the commit id (a branch or HEAD can move).
+        std::fs::remove_dir_all(&repo).unwrap();
+        std::fs::create_dir_all(&repo).unwrap();
+        assert_eq!(
+            read(&commit, "tandem.toml").await.as_deref(),
+            Some("start = []")
+        );
+        assert_eq!(read("HEAD", "tandem.toml").await, None);
+        // A commit the mirror does not have yet is not taken as one without the file.
+        let other = "0123456789012345678901234567890123456789";
+        assert_eq!(read(other, "tandem.toml").await, None);
+        assert!(!kept().as_ref().unwrap().contains_key(&(
+            repo.clone(),
+            other.into(),
+            "tandem.toml".into()
+        )));
     }
 }

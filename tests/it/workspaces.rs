@@ -772,8 +772,9 @@ async fn the_seccomp_filter_is_compiled_once_and_every_process_starts_under_it(e
 }
 runtimes!(the_seccomp_filter_is_compiled_once_and_every_process_starts_under_it);
 
-/// Disks are made ahead of need: a start takes a spare copy of the formatted template (a
-/// rename, not a copy), and the spares are made again in the background.
+/// Disks are made ahead of need: a start takes a spare copy of the formatted template already
+/// attached to its loop device and mounted (a rename and a move, not a copy or a mount), and
+/// the spares are made again in the background.
 async fn a_start_takes_a_disk_made_ahead_and_the_spares_refill(env: Env) {
     use std::os::unix::fs::MetadataExt;
     use tandem_host::runtime::disk;
@@ -793,6 +794,20 @@ async fn a_start_takes_a_disk_made_ahead_and_the_spares_refill(env: Env) {
         .iter()
         .map(|p| std::fs::metadata(p).unwrap().ino())
         .collect();
+    let loop_of = |image: &std::path::Path| {
+        let image = std::fs::canonicalize(image).unwrap();
+        std::fs::read_dir("/sys/block")
+            .unwrap()
+            .flatten()
+            .find(|d| {
+                std::fs::read_to_string(d.path().join("loop/backing_file"))
+                    .is_ok_and(|f| std::path::Path::new(f.trim()) == image)
+            })
+    };
+    let devices: Vec<std::ffi::OsString> = disk::spares(&templates, bytes)
+        .iter()
+        .map(|p| loop_of(p).expect("a ready spare is attached").file_name())
+        .collect();
     let second = env.rt.start(env.spec(vec![])).await.unwrap();
     let image = env
         .dir
@@ -805,15 +820,25 @@ async fn a_start_takes_a_disk_made_ahead_and_the_spares_refill(env: Env) {
     );
     refilled().await;
     // Its loop device frees itself with the unmount (autoclear): a crash leaves none behind.
+    let device = loop_of(&image).expect("a loop device serves the disk");
+    assert!(
+        devices.contains(&device.file_name()),
+        "the start attached no device: the spare's ({:?} in {devices:?})",
+        device.file_name()
+    );
+    // What is mounted at the workspace's disk is that very device (not another spare's, not
+    // the host's own disk).
+    let at = image.with_file_name(disk::MOUNT);
+    assert!(disk::is_mounted(&at), "{} is a mount point", at.display());
+    let dev = std::fs::read_to_string(device.path().join("dev")).unwrap();
+    let (major, minor) = dev.trim().split_once(':').unwrap();
+    let st = std::fs::metadata(&at).unwrap().dev();
+    assert_eq!(
+        (nix::sys::stat::major(st), nix::sys::stat::minor(st)),
+        (major.parse().unwrap(), minor.parse().unwrap()),
+        "the workspace's disk is mounted from its own loop device"
+    );
     let image = std::fs::canonicalize(&image).unwrap();
-    let device = std::fs::read_dir("/sys/block")
-        .unwrap()
-        .flatten()
-        .find(|d| {
-            std::fs::read_to_string(d.path().join("loop/backing_file"))
-                .is_ok_and(|f| std::path::Path::new(f.trim()) == image)
-        })
-        .expect("a loop device serves the disk");
     assert_eq!(
         std::fs::read_to_string(device.path().join("loop/autoclear"))
             .unwrap()

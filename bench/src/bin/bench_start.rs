@@ -136,9 +136,7 @@ async fn wait_snapshot(c: &Client, id: SnapshotId) -> Result<Snapshot> {
 /// Starts a session and returns server-side ms from its creation to its `ready` event.
 async fn start_once(c: &Client, repo: RepoId) -> Result<(f64, SessionId)> {
     let (ms, id, phases) = start_with_phases(c, repo).await?;
-    if std::env::var_os("TANDEM_BENCH_PHASES").is_some() {
-        eprintln!("    phases: {phases}");
-    }
+    eprintln!("    phases: {phases}");
     Ok((ms, id))
 }
 
@@ -208,6 +206,7 @@ struct Row {
     case: String,
     runs: usize,
     median: f64,
+    p99: f64,
     min: f64,
     max: f64,
 }
@@ -218,6 +217,7 @@ fn row(case: &str, mut v: Vec<f64>) -> Row {
     Row {
         case: case.into(),
         runs: v.len(),
+        p99: tandem_bench::quantile(&v, 0.99),
         median: median(&mut v),
         min,
         max,
@@ -407,11 +407,11 @@ async fn main() -> Result<()> {
         .await?;
     ensure!(res.status().is_success(), "reset warm pool");
 
-    println!("\n| case | runs | median ms | min ms | max ms |\n|---|---|---|---|---|");
+    println!("\n| case | runs | median ms | p99 ms | min ms | max ms |\n|---|---|---|---|---|---|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} |",
-            r.case, r.runs, r.median, r.min, r.max
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            r.case, r.runs, r.median, r.p99, r.min, r.max
         );
     }
     let ratio = medians[1] / medians[0];
@@ -508,19 +508,17 @@ async fn confinement_cost(image: &Path, work: &Path, confine: &Path, runs: usize
                 egress: None,
             };
             let t = Instant::now();
-            rt.start(spec).await?;
+            let started = rt.start(spec).await?;
             let ms = t.elapsed().as_secs_f64() * 1000.0;
             rt.stop(&id, Keep::Nothing).await?;
             // The first round shifts layers and formats disk templates: not timed.
             if round > 0 {
                 times.push(ms);
             }
-            let phases: Vec<String> = rt
-                .last_start_phases()
-                .iter()
-                .map(|(p, ms)| format!("{p} {ms:.1}"))
-                .collect();
-            eprintln!("[confinement] {label}: {ms:.0} ms ({})", phases.join(", "));
+            eprintln!(
+                "[confinement] {label}: {ms:.0} ms ({})",
+                tandem_server::runtime::describe_steps(&started.took)
+            );
         }
     }
     let base = {

@@ -6,17 +6,23 @@
 //! disk and the database never fill up from a workspace.
 //!
 //! Images are copies of a template formatted once per size (a copy of the few megabytes of
-//! metadata, holes kept). [`SPARES`] copies of each size are made ahead of need, in the
-//! background after each start takes one, so a start costs a rename, and one `mount -o loop`.
-//! The disk stays mounted while its layer is kept (a suspended session); the next start mounts
-//! it again if the host rebooted meanwhile.
+//! metadata, holes kept). [`SPARES`] of each size are made ahead of need, in the background
+//! after each start takes one: copied, attached to a loop device and mounted detached
+//! ([`loop_device`]), so a start costs a rename and a `move_mount`. The disk stays mounted
+//! while its layer is kept (a suspended session); the next start mounts it again if the host
+//! rebooted meanwhile.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::OwnedFd;
+use std::sync::Mutex;
+
 use nix::unistd::Whence;
 use tokio::process::Command;
 
+use super::loop_device;
 use crate::{Error, Result};
 
 /// The smallest disk a workspace can have (ext4 and its journal need room).
@@ -90,7 +96,9 @@ async fn template(dir: &Path, bytes: i64) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// Copies of each template kept ready for the next starts.
+/// Disks of each size kept ready for the next starts: copied from the template, attached to a
+/// loop device and mounted detached ([`loop_device`]), so a start renames one and moves its
+/// mount into place.
 pub const SPARES: usize = 2;
 
 /// Where the spare copies of the template of `bytes` wait.
@@ -98,24 +106,93 @@ pub fn spares_dir(templates: &Path, bytes: i64) -> PathBuf {
     templates.join(format!("spare-{bytes}"))
 }
 
-/// The spare copies of the template of `bytes` ready now.
+/// A spare disk, mounted nowhere yet; dropping it unmounts it and frees its loop device.
+struct Ready {
+    image: PathBuf,
+    mount: OwnedFd,
+}
+
+/// This process's ready spares, by [`spares_dir`]. Only the process that mounted a spare may
+/// hand it out: its mount lives in that process's file descriptor.
+static READY: Mutex<BTreeMap<PathBuf, Vec<Ready>>> = Mutex::new(BTreeMap::new());
+
+fn ready() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, Vec<Ready>>> {
+    READY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The images of the spare disks of `bytes` ready now (attached and mounted, in this process).
 pub fn spares(templates: &Path, bytes: i64) -> Vec<PathBuf> {
-    std::fs::read_dir(spares_dir(templates, bytes))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "img"))
-                .collect()
-        })
+    ready()
+        .get(&spares_dir(templates, bytes))
+        .map(|r| r.iter().map(|r| r.image.clone()).collect())
         .unwrap_or_default()
 }
 
-/// Moves a spare copy of the template of `bytes` to `to`; false when there is none (or it is on
-/// another filesystem).
-fn take_spare(templates: &Path, bytes: i64, to: &Path) -> bool {
-    spares(templates, bytes)
-        .iter()
-        .any(|p| std::fs::rename(p, to).is_ok())
+/// How many runtimes use the disk templates under each directory: spares are kept only while
+/// one does.
+static OWNERS: Mutex<BTreeMap<PathBuf, usize>> = Mutex::new(BTreeMap::new());
+
+fn owners() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, usize>> {
+    OWNERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A runtime gives its workspaces disks from `templates` (until [`let_go`]).
+pub fn hold(templates: &Path) {
+    *owners().entry(templates.to_path_buf()).or_default() += 1;
+}
+
+/// A runtime that used `templates` goes away; the last one's ready spares are unmounted (and a
+/// refill still running keeps none).
+pub fn let_go(templates: &Path) {
+    {
+        let mut o = owners();
+        match o.get_mut(templates) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                return;
+            }
+            _ => {
+                o.remove(templates);
+            }
+        }
+    }
+    let gone: Vec<Vec<Ready>> = {
+        let mut r = ready();
+        let dirs: Vec<PathBuf> = r
+            .keys()
+            .filter(|d| d.starts_with(templates))
+            .cloned()
+            .collect();
+        dirs.iter().filter_map(|d| r.remove(d)).collect()
+    };
+    for spare in gone.into_iter().flatten() {
+        let _ = std::fs::remove_file(&spare.image);
+    }
+}
+
+/// Takes a ready spare of `bytes`: its image renamed to `to`, its filesystem mounted at
+/// `at`. False when there is none (or it is on another filesystem).
+fn take_spare(templates: &Path, bytes: i64, to: &Path, at: &Path) -> bool {
+    let dir = spares_dir(templates, bytes);
+    loop {
+        let Some(spare) = ready().get_mut(&dir).and_then(Vec::pop) else {
+            return false;
+        };
+        // A spare that cannot move is dropped (unmounted); the next one may.
+        if std::fs::rename(&spare.image, to).is_err() {
+            let _ = std::fs::remove_file(&spare.image);
+            continue;
+        }
+        match loop_device::place(&spare.mount, at) {
+            Ok(()) => return true,
+            Err(e) => {
+                tracing::warn!("placing a spare workspace disk: {e}");
+                drop(spare);
+                let _ = std::fs::remove_file(to);
+                return false;
+            }
+        }
+    }
 }
 
 fn same_filesystem(a: &Path, b: &Path) -> bool {
@@ -126,11 +203,12 @@ fn same_filesystem(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Makes spare copies of `template` until there are [`SPARES`], in the background; one refill
-/// per size at a time.
+/// Makes spare disks of `template` until [`SPARES`] are ready, in the background; one refill
+/// per size at a time. What an earlier process left in the spares directory (its mounts went
+/// with it) is removed first, unless a loop device still serves it.
 fn refill(templates: &Path, bytes: i64, template: PathBuf) {
-    static REFILLING: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    static REFILLING: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+    static SWEPT: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
     let dir = spares_dir(templates, bytes);
     if !REFILLING
         .lock()
@@ -140,23 +218,56 @@ fn refill(templates: &Path, bytes: i64, template: PathBuf) {
         return;
     }
     let templates = templates.to_path_buf();
-    tokio::task::spawn_blocking(move || {
+    tokio::spawn(async move {
         let made = std::fs::create_dir_all(&dir);
-        // What a refill cut short (a crash) left behind.
-        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            if e.path().extension().is_some_and(|x| x == "new") {
-                let _ = std::fs::remove_file(e.path());
+        if SWEPT
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(dir.clone())
+        {
+            // Their mounts went with the process that made them; unlinking an image a loop
+            // device still holds is harmless.
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                if e.path().extension().is_some_and(|x| x == "staging") {
+                    loop_device::clear_staging(&e.path());
+                } else {
+                    let _ = std::fs::remove_file(e.path());
+                }
             }
         }
-        while made.is_ok() && spares(&templates, bytes).len() < SPARES {
+        let count = || ready().get(&dir).map_or(0, Vec::len);
+        while made.is_ok() && count() < SPARES {
             let name = uuid::Uuid::new_v4().simple().to_string();
-            let tmp = dir.join(format!(".{name}.new"));
-            if let Err(e) = copy_sparse(&template, &tmp)
-                .and_then(|()| Ok(std::fs::rename(&tmp, dir.join(format!("{name}.img")))?))
-            {
-                tracing::warn!("making a spare workspace disk: {e}");
-                let _ = std::fs::remove_file(&tmp);
-                break;
+            let (tmp, image, staging) = (
+                dir.join(format!(".{name}.new")),
+                dir.join(format!("{name}.img")),
+                dir.join(format!("{name}.staging")),
+            );
+            let (t, i) = (template.clone(), image.clone());
+            let spare = tokio::task::spawn_blocking(move || {
+                copy_sparse(&t, &tmp)?;
+                std::fs::rename(&tmp, &i)?;
+                loop_device::open(&i, &staging)
+            })
+            .await
+            .map_err(|e| Error::Internal(format!("making a spare disk: {e}")))
+            .and_then(|r| r);
+            match spare {
+                Ok(mount) if owners().contains_key(&templates) => ready()
+                    .entry(dir.clone())
+                    .or_default()
+                    .push(Ready { image, mount }),
+                // Its runtime went away meanwhile: dropped (unmounted).
+                Ok(_) => {
+                    let _ = std::fs::remove_file(&image);
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!("making a spare workspace disk: {e}");
+                    let _ = std::fs::remove_file(dir.join(format!(".{name}.new")));
+                    let _ = std::fs::remove_file(&image);
+                    break;
+                }
             }
         }
         REFILLING
@@ -234,20 +345,61 @@ fn attached(image: &Path) -> bool {
 
 /// True if `target` is a mount point.
 pub fn is_mounted(target: &Path) -> bool {
-    super::overlay::is_mounted(target)
+    loop_device::is_mount_point(target)
 }
 
-/// Makes sure workspace directory `dir` has its disk of `bytes` mounted at `dir/disk`: made
-/// from the template when it has none, mounted again when it has one (its size then stays).
+/// One at a time per workspace directory: two starts of one workspace must not attach its
+/// image twice. Starts of different workspaces do not wait for each other.
+async fn one_at_a_time(dir: &Path) -> tokio::sync::OwnedMutexGuard<()> {
+    static HELD: Mutex<BTreeMap<PathBuf, std::sync::Weak<tokio::sync::Mutex<()>>>> =
+        Mutex::new(BTreeMap::new());
+    let lock = {
+        let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+        held.retain(|_, w| w.strong_count() > 0);
+        match held.get(dir).and_then(std::sync::Weak::upgrade) {
+            Some(l) => l,
+            None => {
+                let l = std::sync::Arc::new(tokio::sync::Mutex::new(()));
+                held.insert(dir.to_path_buf(), std::sync::Arc::downgrade(&l));
+                l
+            }
+        }
+    };
+    lock.lock_owned().await
+}
+
+/// Makes sure workspace directory `dir` has its disk of `bytes` mounted at `dir/disk`: a
+/// ready spare (or a copy of the template) when it has none, its own mounted again when it has
+/// one (its size then stays).
 pub async fn ensure(dir: &Path, templates: &Path, bytes: i64) -> Result<PathBuf> {
-    // One at a time: two starts of one workspace must not attach its image twice.
-    static ONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    let _one = ONE.lock().await;
+    let _one = one_at_a_time(dir).await;
     let mnt = dir.join(MOUNT);
+    let image = dir.join(IMAGE);
+    if !image.exists() && !is_mounted(&mnt) {
+        // A new workspace: nothing of it is attached yet.
+        std::fs::create_dir_all(&mnt)?;
+        let bytes = bytes.max(MIN_BYTES);
+        let template = template(templates, bytes).await?;
+        // Spares are renamed into place: only where both are on one filesystem.
+        let pooled = same_filesystem(dir, templates);
+        let taken = pooled && take_spare(templates, bytes, &image, &mnt);
+        if pooled {
+            refill(templates, bytes, template.clone());
+        }
+        if taken {
+            return Ok(mnt);
+        }
+        let tmp = dir.join(".disk.img.new");
+        let (t, n) = (template, tmp.clone());
+        tokio::task::spawn_blocking(move || copy_sparse(&t, &n))
+            .await
+            .map_err(|e| Error::Internal(format!("copying a disk template: {e}")))??;
+        std::fs::rename(&tmp, &image)?;
+        return mount_at(&image, &mnt).await;
+    }
     if is_mounted(&mnt) {
         return Ok(mnt);
     }
-    let image = dir.join(IMAGE);
     std::fs::create_dir_all(&mnt)?;
     // The kernel lets go of a loop device after its unmount in the background: wait for that
     // (briefly). One still attached after that is in use (a lazy unmount), and mounting it a
@@ -262,36 +414,12 @@ pub async fn ensure(dir: &Path, templates: &Path, bytes: i64) -> Result<PathBuf>
             image.display()
         )));
     }
-    if !image.exists() {
-        let bytes = bytes.max(MIN_BYTES);
-        let template = template(templates, bytes).await?;
-        // Spares are renamed into place: only where both are on one filesystem.
-        let pooled = same_filesystem(dir, templates);
-        if !(pooled && take_spare(templates, bytes, &image)) {
-            let tmp = dir.join(".disk.img.new");
-            let (t, n) = (template.clone(), tmp.clone());
-            tokio::task::spawn_blocking(move || copy_sparse(&t, &n))
-                .await
-                .map_err(|e| Error::Internal(format!("copying a disk template: {e}")))??;
-            std::fs::rename(&tmp, &image)?;
-        }
-        if pooled {
-            refill(templates, bytes, template);
-        }
-    }
-    // One `mount -o loop`: it binds the image to a free loop device set to free itself
-    // (autoclear) and mounts it, so the device goes with the unmount, and a crash before the
-    // mount leaves none behind. `discard`: what the workspace deletes is given back to the
-    // host's disk.
-    run(
-        Command::new("mount")
-            .args(["-t", "ext4", "-o", "loop,discard,nosuid,nodev,noatime"])
-            .arg(&image)
-            .arg(&mnt),
-        "attaching a workspace disk",
-    )
-    .await?;
-    Ok(mnt)
+    mount_at(&image, &mnt).await
+}
+
+async fn mount_at(image: &Path, mnt: &Path) -> Result<PathBuf> {
+    loop_device::mount_at(image, mnt).await?;
+    Ok(mnt.to_path_buf())
 }
 
 /// Unmounts workspace directory `dir`'s disk (its device goes with it); fine if it has none.

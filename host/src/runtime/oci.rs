@@ -38,8 +38,6 @@ pub struct OciRuntime {
     /// `tandem-confine` and the precompiled filter, when every process starts under them
     /// ([`super::confine`]); otherwise the runtime applies the profile itself.
     pub(super) confine: Option<PathBuf>,
-    /// Where the most recent start spent its time (the start benchmark prints it).
-    pub(super) last_start: std::sync::Mutex<Vec<(&'static str, f64)>>,
 }
 
 impl OciRuntime {
@@ -72,26 +70,21 @@ impl OciRuntime {
                     false
                 }
             };
+        let disks = (c.disks && super::disk::unavailable().is_none())
+            .then(|| data_dir.join("runtime").join("disks"));
+        if let Some(templates) = &disks {
+            super::disk::hold(templates);
+        }
         Ok(Self {
             kind,
             data_dir: data_dir.clone(),
             state_dir,
             workspaces_dir,
             userns,
-            disks: (c.disks && super::disk::unavailable().is_none())
-                .then(|| data_dir.join("runtime").join("disks")),
+            disks,
             seccomp: c.seccomp && kind != Kind::Runsc,
             confine: None,
-            last_start: Default::default(),
         })
-    }
-
-    /// The most recent start's phases and their milliseconds, in order.
-    pub fn last_start_phases(&self) -> Vec<(&'static str, f64)> {
-        self.last_start
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
     }
 
     /// Starts every workspace process under `bin` (`tandem-confine`) with the seccomp filter
@@ -318,7 +311,6 @@ impl OciRuntime {
             )));
         }
         phases.end("runtime run");
-        *self.last_start.lock().unwrap_or_else(|p| p.into_inner()) = phases.done;
         let pid = std::fs::read_to_string(&pid_file)?
             .trim()
             .parse()
@@ -326,6 +318,7 @@ impl OciRuntime {
         Ok(Workspace {
             id: want.id.clone(),
             instance: pid,
+            took: phases.done,
         })
     }
 
@@ -385,6 +378,14 @@ impl OciRuntime {
         // Gone unless it still holds a kept layer.
         let _ = std::fs::remove_dir(&dir);
         Ok(())
+    }
+}
+
+impl Drop for OciRuntime {
+    fn drop(&mut self) {
+        if let Some(templates) = &self.disks {
+            super::disk::let_go(templates);
+        }
     }
 }
 

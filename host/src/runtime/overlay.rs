@@ -63,11 +63,7 @@ pub fn unmount(target: &Path) -> Result<()> {
     }
 }
 
-/// True if `target` is a mount point (per /proc/self/mountinfo).
+/// True if `target` is a mount point.
 pub fn is_mounted(target: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let t = target.to_string_lossy();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(&*t))
+    super::loop_device::is_mount_point(target)
 }

@@ -112,10 +112,10 @@ pub(super) async fn boot_inner(
     phase(db, id, t0, BootPhase::Starting, Some(detail)).await?;
     let start = async {
         if let Some(w) = &warm {
-            return Ok((w.workspace_id.clone(), w.init_pid));
+            return Ok((w.workspace_id.clone(), w.init_pid, None));
         }
         let wid = workspace_id(id);
-        let init_pid = start_on(
+        let (init_pid, took) = start_timed(
             host,
             &repo,
             snap.id,
@@ -124,7 +124,7 @@ pub(super) async fn boot_inner(
             Keep::Nothing,
         )
         .await?;
-        Ok::<_, Error>((wid, init_pid))
+        Ok::<_, Error>((wid, init_pid, Some(took)))
     };
     // The mirror fetches the remote's delta while the container starts.
     let (started, head) = tokio::join!(start, async {
@@ -135,7 +135,7 @@ pub(super) async fn boot_inner(
         .await;
         r.map(|head| (head, t.elapsed().as_millis()))
     },);
-    let (wid, init_pid) = started?;
+    let (wid, init_pid, took) = started?;
     db::sessions::set_workspace(
         db,
         id,
@@ -155,15 +155,16 @@ pub(super) async fn boot_inner(
         id,
         t0,
         BootPhase::Syncing,
-        Some(if current {
-            format!("at {}, fetched in {fetch_ms} ms", short(Some(&head)))
-        } else {
-            format!(
-                "{} → {}, fetched in {fetch_ms} ms",
-                short(snap.commit.as_deref()),
-                short(Some(&head))
-            )
-        }),
+        Some(format!(
+            "{}, fetched in {fetch_ms} ms{}",
+            if current {
+                format!("at {}", short(Some(&head)))
+            } else {
+                format!("{} → {}", short(snap.commit.as_deref()), short(Some(&head)))
+            },
+            took.map(|t| format!("; the workspace: {}", runtime::describe_steps(&t)))
+                .unwrap_or_default()
+        )),
     )
     .await?;
     if !current {

@@ -66,8 +66,27 @@ pub async fn start_on(
     wid: &str,
     on_failure: Keep,
 ) -> Result<i32> {
+    Ok(start_timed(host, repo, snapshot, commit, wid, on_failure)
+        .await?
+        .0)
+}
+
+/// [`start_on`], also saying where the start spent its time: the spec (recipe, the
+/// workspace's disk), the runtime's own steps, the agent's first answer.
+pub async fn start_timed(
+    host: &Host,
+    repo: &Repo,
+    snapshot: SnapshotId,
+    commit: Option<&str>,
+    wid: &str,
+    on_failure: Keep,
+) -> Result<(i32, Vec<(&'static str, f64)>)> {
     let started = async {
+        let t = Instant::now();
+        let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
         let spec = spec_for(host, repo, snapshot, commit, wid).await?;
+        let mut took = vec![("spec and disk", ms(t))];
+        let t = Instant::now();
         let started = within(
             "starting the workspace",
             host.runtime
@@ -76,10 +95,18 @@ pub async fn start_on(
             host.runtime.start(spec),
         )
         .await?;
+        let runtime_ms = ms(t);
+        took.extend(started.took.iter().copied());
+        let listed: f64 = started.took.iter().map(|(_, ms)| ms).sum();
+        if runtime_ms - listed >= 0.05 {
+            took.push(("runtime, other", runtime_ms - listed));
+        }
+        let t = Instant::now();
         WorkspaceAgent::new(host, wid, started.instance)
             .wait_ready(DEADLINE_AGENT)
             .await?;
-        Ok::<_, Error>(started.instance)
+        took.push(("agent first answer", ms(t)));
+        Ok::<_, Error>((started.instance, took))
     }
     .await;
     if started.is_err() && on_failure == Keep::Nothing {

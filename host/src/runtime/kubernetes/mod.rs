@@ -153,6 +153,7 @@ impl KubernetesRuntime {
                 "a workspace's root would be the node's root: set user namespaces (Kubernetes 1.30 and later) or a sandboxed runtime class (gVisor, Kata), or accept root on the node explicitly".into(),
             ));
         }
+        let mut phases = crate::runtime::start_phases::Phases::default();
         let mut pod = pod::build(&want, s)?;
         // Owned by the policy that isolates it: a pod never outlives its isolation, and
         // removing the installation's policy removes its pods (the cluster's garbage collector).
@@ -179,6 +180,7 @@ impl KubernetesRuntime {
             )));
         }
         let version = made.metadata.resource_version.clone().unwrap_or_default();
+        phases.end("pod created");
         // Its connections out come through the gateway to the server's proxy, by this start's
         // rules only.
         egress_proxy::end(&want.id);
@@ -194,6 +196,10 @@ impl KubernetesRuntime {
             Ok(Ok(pod)) => Ok(Workspace {
                 id: want.id,
                 instance: instance_of(&pod),
+                took: {
+                    phases.end("pod running");
+                    phases.done
+                },
             }),
             Ok(Err(e)) => {
                 let _ = self.delete(&want.id).await;
