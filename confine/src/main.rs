@@ -7,6 +7,13 @@
 //! The host installs it execute-only (mode 0711, owned by a user the workspace does not map):
 //! the kernel then marks the process non-dumpable from its `execve`, so workspace code cannot
 //! attach to it with `ptrace` before the filter is in.
+//!
+//! `tandem-confine --without-cgroup2 -- COMMAND [ARG...]` is for the host, not workspaces: it
+//! runs `COMMAND` in a mount namespace of its own without the cgroup2 mount of a hybrid cgroup
+//! host (`/sys/fs/cgroup/unified`), which crun refuses to run beside. The server starts crun
+//! this way there: one small static program instead of `unshare`, `sh` and `umount` at every
+//! call. Every mount of the new namespace is made a slave first, so the host keeps its cgroup2
+//! mount and sees none of crun's, whatever its propagation. In a workspace it fails: the filter denies `unshare`.
 
 #![forbid(unsafe_code)]
 
@@ -20,11 +27,59 @@ fn fail(what: &str) -> ! {
     std::process::exit(126)
 }
 
+/// The cgroup2 mount of a hybrid cgroup host.
+const UNIFIED: &str = "/sys/fs/cgroup/unified";
+
+fn without_cgroup2(command: &[std::ffi::OsString]) -> ! {
+    use nix::mount::{MntFlags, MsFlags, mount, umount2};
+    if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS) {
+        fail(&format!("a mount namespace of its own: {e}"));
+    }
+    // Every mount a slave first: nothing done in this namespace (this unmount, crun's own
+    // mounts) reaches the host's, whatever its propagation.
+    let slave = mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None::<&str>,
+    );
+    if let Err(e) = slave {
+        fail(&format!("making the mounts slaves: {e}"));
+    }
+    match umount2(UNIFIED, MntFlags::MNT_DETACH) {
+        // Not mounted here: nothing to hide.
+        Ok(()) | Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => {}
+        Err(e) => fail(&format!("unmounting {UNIFIED}: {e}")),
+    }
+    run(command)
+}
+
+/// Runs `command` in this process's place.
+fn run(command: &[std::ffi::OsString]) -> ! {
+    let e = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .exec();
+    eprintln!("tandem-confine: {}: {e}", command[0].to_string_lossy());
+    std::process::exit(if e.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    })
+}
+
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let (filter, command) = match args.as_slice() {
+        [mode, sep, command @ ..]
+            if mode == "--without-cgroup2" && sep == "--" && !command.is_empty() =>
+        {
+            without_cgroup2(command)
+        }
         [filter, sep, command @ ..] if sep == "--" && !command.is_empty() => (filter, command),
-        _ => fail("usage: tandem-confine FILTER -- COMMAND [ARG...]"),
+        _ => fail(
+            "usage: tandem-confine FILTER -- COMMAND [ARG...] | tandem-confine --without-cgroup2 -- COMMAND [ARG...]",
+        ),
     };
     let bytes = match std::fs::File::open(filter).and_then(|f| {
         let mut buf = Vec::new();
@@ -41,13 +96,5 @@ fn main() {
             fail(&format!("installing the seccomp filter: {e}"));
         }
     }
-    let e = std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .exec();
-    eprintln!("tandem-confine: {}: {e}", command[0].to_string_lossy());
-    std::process::exit(if e.kind() == std::io::ErrorKind::NotFound {
-        127
-    } else {
-        126
-    })
+    run(command)
 }

@@ -821,6 +821,14 @@ async fn a_start_takes_a_disk_made_ahead_and_the_spares_refill(env: Env) {
     refilled().await;
     // Its loop device frees itself with the unmount (autoclear): a crash leaves none behind.
     let device = loop_of(&image).expect("a loop device serves the disk");
+    // The first start mounted its own disk before any spare was made: staging the spares must
+    // not keep a copy of that mount alive once the host unmounts it.
+    let first_image = env
+        .dir
+        .path()
+        .join(format!("data/workspaces/{}/{}", first.id, disk::IMAGE));
+    let first_device = loop_of(&first_image).expect("a loop device serves the first disk");
+    let first_image = std::fs::canonicalize(&first_image).unwrap();
     assert!(
         devices.contains(&device.file_name()),
         "the start attached no device: the spare's ({:?} in {devices:?})",
@@ -845,18 +853,99 @@ async fn a_start_takes_a_disk_made_ahead_and_the_spares_refill(env: Env) {
             .trim(),
         "1"
     );
+    // A burst: the pool grows to what it asked for once the starts have gone quiet, so the
+    // next burst like it finds its disks made.
+    let burst = futures::future::join_all((0..4).map(|_| env.rt.start(env.spec(vec![])))).await;
+    let burst: Vec<_> = burst.into_iter().map(Result::unwrap).collect();
+    let wanted = disk::spares_wanted(&templates, bytes);
+    assert!(
+        wanted >= 4,
+        "four disks asked for at once: the pool wants them all ({wanted})"
+    );
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    while disk::spares(&templates, bytes).len() < wanted {
+        assert!(
+            Instant::now() < deadline,
+            "the pool never grew to {wanted} ({} ready)",
+            disk::spares(&templates, bytes).len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    for w in &burst {
+        env.rt.stop(&w.id, Keep::Nothing).await.unwrap();
+    }
     for id in [&first.id, &second.id] {
         env.rt.stop(id, Keep::Nothing).await.unwrap();
     }
     let deadline = Instant::now() + std::time::Duration::from_secs(10);
-    while std::fs::read_to_string(device.path().join("loop/backing_file"))
-        .is_ok_and(|f| std::path::Path::new(f.trim()) == image)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the disk's loop device outlived its workspace"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    for (device, image) in [(&device, &image), (&first_device, &first_image)] {
+        // Its image is removed with the workspace: the kernel then shows it as "… (deleted)".
+        while std::fs::read_to_string(device.path().join("loop/backing_file"))
+            .is_ok_and(|f| f.trim().starts_with(image.to_str().unwrap()))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the disk's loop device outlived its workspace: {}",
+                image.display()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 }
 runtimes!(a_start_takes_a_disk_made_ahead_and_the_spares_refill);
+
+/// On a hybrid cgroup host crun runs through `tandem-confine --without-cgroup2` (one small
+/// process, not `unshare`, `sh` and `umount` at every call): crun sees no cgroup2 mount, and
+/// nothing done under the launcher reaches the namespace it came from, even where that one's
+/// mounts propagate — here a namespace of the test's own (private to the host) whose cgroup
+/// tree and a tmpfs are made shared: the launcher's unmount of the cgroup2 mount and a mount
+/// made under it must both stay in the launcher's namespace.
+#[test]
+fn crun_sees_no_cgroup2_mount_and_nothing_it_does_reaches_the_host() {
+    use tandem_host::runtime::doctor::{Cgroups, cgroups};
+    if cgroups() != Cgroups::Hybrid || !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP: not a hybrid cgroup host, or not root");
+        return;
+    }
+    let confine = confine_bin();
+    if tandem_host::runtime::doctor::crun_works() {
+        // What the server builds: crun goes through the launcher, not `unshare` and a shell.
+        let data = crate::harness::test_dir();
+        let rt = OciRuntime::new(Kind::Crun, data.path())
+            .unwrap()
+            .with_init(&confine);
+        assert!(
+            !rt.precompiled_seccomp() || rt.crun_launcher().is_some(),
+            "crun runs through tandem-confine --without-cgroup2"
+        );
+    }
+    let unified = " /sys/fs/cgroup/unified ";
+    let inner = std::process::Command::new(&confine)
+        .args(["--without-cgroup2", "--", "cat", "/proc/self/mountinfo"])
+        .output()
+        .unwrap();
+    assert!(inner.status.success(), "{inner:?}");
+    let inner = String::from_utf8_lossy(&inner.stdout);
+    assert!(inner.contains(" /sys/fs/cgroup "), "a real mount table");
+    assert!(!inner.contains(unified), "crun's view has no cgroup2 mount");
+    let dir = crate::harness::test_dir();
+    let shared = dir.path().display();
+    let script = format!(
+        "set -e
+         mount -t tmpfs none '{shared}'
+         mount --make-shared '{shared}'
+         mkdir '{shared}/m'
+         mount --make-shared /sys/fs/cgroup
+         '{}' --without-cgroup2 -- mount -t tmpfs none '{shared}/m'
+         if mountpoint -q '{shared}/m'; then echo 'a mount made under the launcher came out'; exit 1; fi
+         grep -q '{unified}' /proc/self/mountinfo || {{ echo 'the cgroup2 mount was unmounted here too'; exit 1; }}",
+        confine.display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let host = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(host.contains(unified), "the host keeps its cgroup2 mount");
+}

@@ -52,6 +52,44 @@ async fn stop_all(c: &Client, repo: RepoId, ids: &[SessionId]) -> Result<f64> {
     Ok(t.elapsed().as_secs_f64() * 1000.0)
 }
 
+/// Where the starts of `ready` spent their time, as medians over them: from creation to the
+/// `starting` event (waiting for a boot slot, the claim), on to `syncing` (the workspace's
+/// start, whose steps the `syncing` event lists), on to `ready`.
+async fn breakdown(c: &Client, ready: &[Session]) -> Result<String> {
+    let mut parts: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for s in ready {
+        let page = c.events(s.id, 0).await?;
+        let mut last = ("created", s.created_at.0);
+        for e in &page.events {
+            let EventKind::BootPhase { phase, detail, .. } = &e.kind else {
+                continue;
+            };
+            let name = phase.as_str();
+            parts
+                .entry(format!("{} → {name}", last.0))
+                .or_default()
+                .push((e.at.0 - last.1) as f64);
+            last = (name, e.at.0);
+            let steps = detail
+                .as_deref()
+                .and_then(|d| d.split_once("; the workspace: "))
+                .map(|(_, steps)| steps.trim_end_matches(" ms"));
+            for step in steps.into_iter().flat_map(|s| s.split(", ")) {
+                if let Some((what, ms)) = step.rsplit_once(' ')
+                    && let Ok(ms) = ms.parse::<f64>()
+                {
+                    parts.entry(format!("  {what}")).or_default().push(ms);
+                }
+            }
+        }
+    }
+    Ok(parts
+        .iter()
+        .map(|(k, v)| format!("{k} {:.1}", quantile(v, 0.5)))
+        .collect::<Vec<_>>()
+        .join(", "))
+}
+
 fn line(case: &str, v: &[f64]) -> String {
     format!(
         "| {case} | {} | {:.0} | {:.0} | {:.0} |",
@@ -85,6 +123,8 @@ async fn main() -> Result<()> {
         seq_ids.push(id);
     }
     let seq_wall = t.elapsed().as_secs_f64() * 1000.0;
+    let seq_sessions = wait_all(&c, repo, &seq_ids, SessionState::Ready).await?;
+    let seq_parts = breakdown(&c, &seq_sessions).await?;
     let seq_stop = stop_all(&c, repo, &seq_ids).await?;
 
     eprintln!("{n} sessions at once…");
@@ -104,6 +144,7 @@ async fn main() -> Result<()> {
     for s in &ready {
         burst.push(ready_ms(&c, s).await?);
     }
+    let burst_parts = breakdown(&c, &ready).await?;
     let burst_stop = stop_all(&c, repo, &ids).await?;
 
     // Every session stopped through the API: the runtime must have nothing left.
@@ -125,6 +166,9 @@ async fn main() -> Result<()> {
         } else {
             "NOT met"
         }
+    );
+    println!(
+        "\nwhere a start's time went, medians in ms (creation → each boot phase; the workspace's steps indented):\n- one after another: {seq_parts}\n- all at once: {burst_parts}"
     );
     println!(
         "stopping all: {burst_stop:.0} ms after the burst, {seq_stop:.0} ms after the sequential ones; no workspace left"

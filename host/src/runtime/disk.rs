@@ -6,18 +6,24 @@
 //! disk and the database never fill up from a workspace.
 //!
 //! Images are copies of a template formatted once per size (a copy of the few megabytes of
-//! metadata, holes kept). [`SPARES`] of each size are made ahead of need, in the background
-//! after each start takes one: copied, attached to a loop device and mounted detached
-//! ([`loop_device`]), so a start costs a rename and a `move_mount`. The disk stays mounted
+//! metadata, holes kept). Spares of each size are made ahead of need, in the background after
+//! each start takes one: copied, attached to a loop device and mounted detached
+//! ([`loop_device`]), so a start costs a rename and a `move_mount`. How many: at least
+//! [`SPARES`], and as many as the busiest [`BURST_SPAN`] of the last [`DEMAND_WINDOW`] asked
+//! for (up to [`MAX_SPARES`] of all sizes), so a burst like the last one finds its disks made;
+//! spares past [`SPARES`] are made only once no start is under way, not while they compete
+//! with the starts. A grown pool is kept until its runtime goes. The disk stays mounted
 //! while its layer is kept (a suspended session); the next start mounts it again if the host
 //! rebooted meanwhile.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use nix::unistd::Whence;
 use tokio::process::Command;
@@ -101,6 +107,78 @@ async fn template(dir: &Path, bytes: i64) -> Result<PathBuf> {
 /// mount into place.
 pub const SPARES: usize = 2;
 
+/// Most spares of all sizes together, whatever the demand (each holds a loop device and a
+/// mounted filesystem: about 1 MiB of kernel memory).
+pub const MAX_SPARES: usize = 64;
+/// How far back the starts count towards the pool's size.
+pub const DEMAND_WINDOW: Duration = Duration::from_secs(600);
+/// The span a burst is counted over: the pool holds as many as the most disks asked for within
+/// one such span in the last [`DEMAND_WINDOW`].
+pub const BURST_SPAN: Duration = Duration::from_secs(10);
+/// How long no disk must have been asked for before spares past [`SPARES`] are made.
+pub const QUIET: Duration = Duration::from_millis(250);
+
+/// When new disks of one size were asked for (the last [`DEMAND_WINDOW`]).
+#[derive(Default)]
+struct Demand {
+    asked: VecDeque<Instant>,
+}
+
+impl Demand {
+    fn ask(&mut self, at: Instant) {
+        self.forget(at);
+        if self.asked.len() >= 4 * MAX_SPARES * 60 {
+            self.asked.pop_front();
+        }
+        self.asked.push_back(at);
+    }
+
+    fn forget(&mut self, now: Instant) {
+        while self
+            .asked
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > DEMAND_WINDOW)
+        {
+            self.asked.pop_front();
+        }
+    }
+
+    /// How many spares to keep: the most asked for within one [`BURST_SPAN`], within bounds.
+    fn wanted(&mut self, now: Instant) -> usize {
+        self.forget(now);
+        let mut most = 0;
+        let mut from = 0;
+        for (i, t) in self.asked.iter().enumerate() {
+            while t.duration_since(self.asked[from]) > BURST_SPAN {
+                from += 1;
+            }
+            most = most.max(i + 1 - from);
+        }
+        most.clamp(SPARES, MAX_SPARES)
+    }
+
+    /// True when no disk was asked for in the last [`QUIET`].
+    fn quiet(&self, now: Instant) -> bool {
+        self.asked
+            .back()
+            .is_none_or(|t| now.duration_since(*t) >= QUIET)
+    }
+}
+
+static DEMAND: Mutex<BTreeMap<PathBuf, Demand>> = Mutex::new(BTreeMap::new());
+
+fn demand() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, Demand>> {
+    DEMAND.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How many spares of `bytes` are kept for the demand seen now: [`SPARES`] at least.
+pub fn spares_wanted(templates: &Path, bytes: i64) -> usize {
+    demand()
+        .entry(spares_dir(templates, bytes))
+        .or_default()
+        .wanted(Instant::now())
+}
+
 /// Where the spare copies of the template of `bytes` wait.
 pub fn spares_dir(templates: &Path, bytes: i64) -> PathBuf {
     templates.join(format!("spare-{bytes}"))
@@ -137,14 +215,44 @@ fn owners() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, usize>> {
 }
 
 /// A runtime gives its workspaces disks from `templates` (until [`let_go`]).
+/// The first one in this process clears what a process that died left in the spares
+/// directories (staging mounts, images).
 pub fn hold(templates: &Path) {
-    *owners().entry(templates.to_path_buf()).or_default() += 1;
+    let first = {
+        let mut o = owners();
+        let n = o.entry(templates.to_path_buf()).or_default();
+        *n += 1;
+        *n == 1
+    };
+    if first {
+        let dirs = std::fs::read_dir(templates).into_iter().flatten().flatten();
+        for dir in dirs.filter(|d| d.file_name().to_string_lossy().starts_with("spare-")) {
+            // Not where a refill of an earlier runtime here is still making one.
+            let refilling = REFILLING.lock().unwrap_or_else(|p| p.into_inner());
+            if !refilling.contains(&dir.path()) {
+                sweep(&dir.path());
+            }
+        }
+    }
+}
+
+/// Removes what is left in spares directory `dir`: staging points (unmounted) and images.
+/// Unlinking an image a loop device still holds is harmless.
+fn sweep(dir: &Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.path().extension().is_some_and(|x| x == "staging") {
+            loop_device::clear_staging(&e.path());
+        } else {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// A runtime that used `templates` goes away; the last one's ready spares are unmounted (and a
 /// refill still running keeps none).
 pub fn let_go(templates: &Path) {
-    {
+    let gone: Vec<Vec<Ready>> = {
+        // Held while the spares are drained: a refill keeps a spare only under this lock.
         let mut o = owners();
         match o.get_mut(templates) {
             Some(n) if *n > 1 => {
@@ -155,8 +263,6 @@ pub fn let_go(templates: &Path) {
                 o.remove(templates);
             }
         }
-    }
-    let gone: Vec<Vec<Ready>> = {
         let mut r = ready();
         let dirs: Vec<PathBuf> = r
             .keys()
@@ -203,40 +309,80 @@ fn same_filesystem(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Makes spare disks of `template` until [`SPARES`] are ready, in the background; one refill
-/// per size at a time. What an earlier process left in the spares directory (its mounts went
-/// with it) is removed first, unless a loop device still serves it.
+/// Makes spare disks of `template` until as many as the demand wants ([`spares_wanted`]) are
+/// ready, in the background; one refill per size at a time. Past [`SPARES`] it waits until no
+/// start is under way and none was asked for in [`QUIET`]; all sizes together hold at most
+/// [`MAX_SPARES`]. A pool grown for a burst is kept (the next burst may be like it) until its
+/// runtime goes. What an earlier process left in the spares directory is removed first.
+/// The spares directories a refill is under way for, in this process.
+static REFILLING: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
 fn refill(templates: &Path, bytes: i64, template: PathBuf) {
-    static REFILLING: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
     static SWEPT: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+    let refilling = || REFILLING.lock().unwrap_or_else(|p| p.into_inner());
     let dir = spares_dir(templates, bytes);
-    if !REFILLING
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(dir.clone())
-    {
+    if !refilling().insert(dir.clone()) {
         return;
     }
+    /// Ends this size's refill however its task ends (a runtime shut down cancels it).
+    struct Refilling(PathBuf);
+    impl Drop for Refilling {
+        fn drop(&mut self) {
+            REFILLING
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&self.0);
+        }
+    }
     let templates = templates.to_path_buf();
+    // Made before the task: a task dropped before it first runs still ends the refill.
+    let refilling_guard = Refilling(dir.clone());
     tokio::spawn(async move {
+        let refilling_guard = refilling_guard;
         let made = std::fs::create_dir_all(&dir);
         if SWEPT
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(dir.clone())
         {
-            // Their mounts went with the process that made them; unlinking an image a loop
-            // device still holds is harmless.
-            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                if e.path().extension().is_some_and(|x| x == "staging") {
-                    loop_device::clear_staging(&e.path());
-                } else {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
+            sweep(&dir);
         }
-        let count = || ready().get(&dir).map_or(0, Vec::len);
-        while made.is_ok() && count() < SPARES {
+        if made.is_err() {
+            return;
+        }
+        loop {
+            // Decided under the refill's own lock: a start that asks for a refill after this
+            // finds either the refill going on or none (and starts one).
+            let next = {
+                let mut r = refilling();
+                let want = {
+                    let mut d = demand();
+                    let d = d.entry(dir.clone()).or_default();
+                    let now = Instant::now();
+                    let quiet = d.quiet(now) && STARTING.load(Ordering::Relaxed) == 0;
+                    (d.wanted(now), quiet)
+                };
+                let (have, all) = {
+                    let ready = ready();
+                    let all: usize = ready.values().map(Vec::len).sum();
+                    (ready.get(&dir).map_or(0, Vec::len), all)
+                };
+                let (want, quiet) = want;
+                if !owners().contains_key(&templates)
+                    || have >= want
+                    || (have >= SPARES && all >= MAX_SPARES)
+                {
+                    r.remove(&dir);
+                    std::mem::forget(refilling_guard);
+                    return;
+                }
+                have < SPARES || quiet
+            };
+            if !next {
+                // Starts are under way: they get the machine; the pool grows after them.
+                tokio::time::sleep(QUIET).await;
+                continue;
+            }
             let name = uuid::Uuid::new_v4().simple().to_string();
             let (tmp, image, staging) = (
                 dir.join(format!(".{name}.new")),
@@ -253,28 +399,47 @@ fn refill(templates: &Path, bytes: i64, template: PathBuf) {
             .map_err(|e| Error::Internal(format!("making a spare disk: {e}")))
             .and_then(|r| r);
             match spare {
-                Ok(mount) if owners().contains_key(&templates) => ready()
-                    .entry(dir.clone())
-                    .or_default()
-                    .push(Ready { image, mount }),
-                // Its runtime went away meanwhile: dropped (unmounted).
-                Ok(_) => {
-                    let _ = std::fs::remove_file(&image);
-                    break;
+                Ok(mount) => {
+                    // Kept only while its runtime is there ([`let_go`] drains under this lock).
+                    let owners = owners();
+                    if owners.contains_key(&templates) {
+                        ready()
+                            .entry(dir.clone())
+                            .or_default()
+                            .push(Ready { image, mount });
+                    } else {
+                        drop(owners);
+                        drop(mount);
+                        let _ = std::fs::remove_file(&image);
+                    }
                 }
                 Err(e) => {
                     tracing::warn!("making a spare workspace disk: {e}");
                     let _ = std::fs::remove_file(dir.join(format!(".{name}.new")));
                     let _ = std::fs::remove_file(&image);
-                    break;
+                    return;
                 }
             }
         }
-        REFILLING
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&dir);
     });
+}
+
+/// Starts under way on this host: spares past [`SPARES`] wait until there are none.
+static STARTING: AtomicUsize = AtomicUsize::new(0);
+
+/// A workspace start under way, for as long as it is held.
+pub struct Starting(());
+
+/// Counts a start as under way until the returned guard goes.
+pub fn starting() -> Starting {
+    STARTING.fetch_add(1, Ordering::Relaxed);
+    Starting(())
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        STARTING.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Copies `from` to `to` keeping its holes (only the data extents are read and written).
@@ -382,6 +547,12 @@ pub async fn ensure(dir: &Path, templates: &Path, bytes: i64) -> Result<PathBuf>
         let template = template(templates, bytes).await?;
         // Spares are renamed into place: only where both are on one filesystem.
         let pooled = same_filesystem(dir, templates);
+        if pooled {
+            demand()
+                .entry(spares_dir(templates, bytes))
+                .or_default()
+                .ask(Instant::now());
+        }
         let taken = pooled && take_spare(templates, bytes, &image, &mnt);
         if pooled {
             refill(templates, bytes, template.clone());
@@ -430,6 +601,33 @@ pub fn unmount(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pool_is_sized_to_the_busiest_span_of_recent_starts() {
+        let t0 = Instant::now();
+        let mut d = Demand::default();
+        assert_eq!(d.wanted(t0), SPARES, "no demand: the least");
+        assert!(d.quiet(t0));
+        // 30 starts within two seconds, then 5 spread over a minute.
+        for i in 0..30 {
+            d.ask(t0 + Duration::from_millis(i * 60));
+        }
+        for i in 0..5 {
+            d.ask(t0 + Duration::from_secs(20 + i * 12));
+        }
+        let now = t0 + Duration::from_secs(80);
+        assert_eq!(d.wanted(now), 30, "the burst's size");
+        assert!(!d.quiet(t0 + Duration::from_secs(68)), "just asked");
+        assert!(d.quiet(now));
+        // Once the burst is older than the window, only the spread starts count.
+        let later = t0 + DEMAND_WINDOW + Duration::from_secs(5);
+        assert_eq!(d.wanted(later), SPARES);
+        // However busy, the pool stays bounded.
+        for i in 0..(MAX_SPARES as u64 * 3) {
+            d.ask(later + Duration::from_millis(i));
+        }
+        assert_eq!(d.wanted(later + Duration::from_secs(1)), MAX_SPARES);
+    }
 
     #[test]
     fn a_sparse_copy_keeps_data_and_holes() {

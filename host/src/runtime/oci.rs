@@ -38,6 +38,9 @@ pub struct OciRuntime {
     /// `tandem-confine` and the precompiled filter, when every process starts under them
     /// ([`super::confine`]); otherwise the runtime applies the profile itself.
     pub(super) confine: Option<PathBuf>,
+    /// `tandem-confine --without-cgroup2`, where crun runs through it (a hybrid cgroup host);
+    /// otherwise `unshare` and a shell do that there.
+    pub(super) crun_launcher: Option<PathBuf>,
 }
 
 impl OciRuntime {
@@ -84,6 +87,7 @@ impl OciRuntime {
             disks,
             seccomp: c.seccomp && kind != Kind::Runsc,
             confine: None,
+            crun_launcher: None,
         })
     }
 
@@ -95,13 +99,35 @@ impl OciRuntime {
             return self;
         }
         match super::confine::prepare(&self.data_dir.join("runtime"), bin) {
-            Ok(dir) => self.confine = Some(dir),
+            Ok(dir) => {
+                let launcher = dir.join("tandem-confine");
+                self.confine = Some(dir);
+                let hybrid = self.kind == Kind::Crun
+                    && super::doctor::cgroups() == super::doctor::Cgroups::Hybrid;
+                // Tried once: a launcher that cannot (an older build) leaves crun to `unshare`.
+                let works = || {
+                    std::process::Command::new(&launcher)
+                        .args(["--without-cgroup2", "--", "crun", "--version"])
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null())
+                        .status()
+                        .is_ok_and(|s| s.success())
+                };
+                if hybrid && works() {
+                    self.crun_launcher = Some(launcher);
+                }
+            }
             Err(e) => tracing::warn!(
                 "the runtime compiles the seccomp profile at every start ({} cannot be used: {e})",
                 bin.display()
             ),
         }
         self
+    }
+
+    /// The launcher crun runs through on a hybrid cgroup host, where it does.
+    pub fn crun_launcher(&self) -> Option<&Path> {
+        self.crun_launcher.as_deref()
     }
 
     /// True when workspace processes start under `tandem-confine`'s precompiled filter.
@@ -138,22 +164,29 @@ impl OciRuntime {
     }
 
     pub(super) fn command(&self) -> Command {
-        let mut c = if self.kind == Kind::Crun
-            && super::doctor::cgroups() == super::doctor::Cgroups::Hybrid
-        {
-            // crun refuses hybrid cgroup hierarchies; in a private mount namespace without the
-            // v2 mount it sees plain v1 and works. Only crun's own view changes.
-            let mut c = Command::new("unshare");
-            c.args([
-                "--mount",
-                "sh",
-                "-c",
-                "umount /sys/fs/cgroup/unified 2>/dev/null; exec crun \"$@\"",
-                "crun",
-            ]);
-            c
-        } else {
-            Command::new(self.kind.binary())
+        let hybrid =
+            self.kind == Kind::Crun && super::doctor::cgroups() == super::doctor::Cgroups::Hybrid;
+        // crun refuses hybrid cgroup hierarchies; in a private mount namespace without the v2
+        // mount it sees plain v1 and works. Only crun's own view changes. Tandem's launcher
+        // does that in one small process where the runtime has it.
+        let mut c = match &self.crun_launcher {
+            Some(launcher) => {
+                let mut c = Command::new(launcher);
+                c.args(["--without-cgroup2", "--", "crun"]);
+                c
+            }
+            None if hybrid => {
+                let mut c = Command::new("unshare");
+                c.args([
+                    "--mount",
+                    "sh",
+                    "-c",
+                    "umount /sys/fs/cgroup/unified 2>/dev/null; exec crun \"$@\"",
+                    "crun",
+                ]);
+                c
+            }
+            _ => Command::new(self.kind.binary()),
         };
         c.arg("--root").arg(&self.state_dir);
         if self.kind == Kind::Runsc {
@@ -185,6 +218,8 @@ impl OciRuntime {
     }
 
     async fn start_inner(&self, want: &WorkspaceSpec, dir: &Path) -> Result<Workspace> {
+        // Spare disks past the least wait until no start is under way.
+        let _starting = super::disk::starting();
         if let Some(image) = &want.files.image {
             return Err(Error::Invalid(format!(
                 "the {} runtime starts workspaces from layers on this machine, not from the image {image}",

@@ -3,10 +3,11 @@
 //! failure ends the session `failed` with what failed.
 
 use super::*;
+use std::sync::Arc;
 
 /// Boots a queued session. Failures end the session `failed` with the reason as an event; the
 /// returned error is only about recording that.
-pub async fn boot(db: &Db, host: &Host, pool: &WarmPool, id: SessionId) -> Result<()> {
+pub async fn boot(db: &Db, host: &Arc<Host>, pool: &WarmPool, id: SessionId) -> Result<()> {
     let t0 = Instant::now();
     // Only a queued session boots; the transition is the claim (another process loses the race).
     let Some(session) = db::sessions::get(db, id).await? else {
@@ -63,15 +64,32 @@ pub async fn boot(db: &Db, host: &Host, pool: &WarmPool, id: SessionId) -> Resul
     Ok(())
 }
 
+/// The branch's head on the remote, the mirror brought up to it, and how long that took: in
+/// its own task, so it runs while the caller goes on.
+fn fetch_branch(
+    host: Arc<Host>,
+    repo: Repo,
+    branch: String,
+) -> tokio::task::JoinHandle<Result<(String, u128)>> {
+    tokio::spawn(async move {
+        let t = Instant::now();
+        let head = within("fetching the branch", DEADLINE_SYNCING, async {
+            Ok::<_, Error>(host.fetch_mirror(&repo, &branch).await?)
+        })
+        .await?;
+        Ok((head, t.elapsed().as_millis()))
+    })
+}
+
 pub(super) async fn boot_inner(
     db: &Db,
-    host: &Host,
+    host: &Arc<Host>,
     pool: &WarmPool,
     session: &Session,
     t0: Instant,
 ) -> Result<()> {
     let id = session.id;
-    let repo = db::repos::get(db, session.repo_id)
+    let repo = &db::repos::get(db, session.repo_id)
         .await?
         .ok_or_else(|| Error::NotFound("the repo is gone".into()))?;
     let snap = match db::snapshots::latest_ready(db, repo.id).await? {
@@ -85,11 +103,11 @@ pub(super) async fn boot_inner(
                 Some("no snapshot of this repo yet: building one".into()),
             )
             .await?;
-            let pending = snapshots::start_build_inline(db, host, &repo).await?;
+            let pending = snapshots::start_build_inline(db, host, repo).await?;
             let built = within(
                 "the snapshot build",
                 DEADLINE_SNAPSHOT,
-                snapshots::build(db, host, &repo, pending),
+                snapshots::build(db, host, repo, pending),
             )
             .await?;
             if built.state != SnapshotState::Ready {
@@ -101,6 +119,10 @@ pub(super) async fn boot_inner(
             built
         }
     };
+    // The remote is asked for the branch's head now (after any build: what the build took may
+    // be newer than an earlier answer), while the workspace starts: a warm start waits for
+    // nothing else.
+    let head = fetch_branch(host.clone(), repo.clone(), session.branch.clone());
     let warm = pool.take(repo.id, snap.id);
     let detail = match &warm {
         Some(_) => format!(
@@ -117,7 +139,7 @@ pub(super) async fn boot_inner(
         let wid = workspace_id(id);
         let (init_pid, took) = start_timed(
             host,
-            &repo,
+            repo,
             snap.id,
             snap.commit.as_deref(),
             &wid,
@@ -128,13 +150,9 @@ pub(super) async fn boot_inner(
     };
     // The mirror fetches the remote's delta while the container starts.
     let (started, head) = tokio::join!(start, async {
-        let t = Instant::now();
-        let r = within("fetching the branch", DEADLINE_SYNCING, async {
-            Ok::<_, Error>(host.fetch_mirror(&repo, &session.branch).await?)
-        })
-        .await;
-        r.map(|head| (head, t.elapsed().as_millis()))
-    },);
+        head.await
+            .map_err(|e| Error::Internal(format!("fetching the branch: {e}")))?
+    });
     let (wid, init_pid, took) = started?;
     db::sessions::set_workspace(
         db,
@@ -174,7 +192,7 @@ pub(super) async fn boot_inner(
             sync(
                 host,
                 (&wid, init_pid),
-                &repo,
+                repo,
                 snap.commit.as_deref(),
                 &session.branch,
                 &head,
@@ -194,7 +212,7 @@ pub(super) async fn boot_inner(
     .await?;
 
     // The recipe at the head, read from the server's own mirror.
-    if let Err(e) = run_start_commands(db, host, &repo, &wid, Some(&head), id, t0).await {
+    if let Err(e) = run_start_commands(db, host, repo, &wid, Some(&head), id, t0).await {
         return Err(snapshot_fault(db, &snap, e).await);
     }
     db::snapshots::boot_succeeded(db, snap.id).await?;
