@@ -7,16 +7,31 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, WatchEvent, WatchParams};
 
-use super::status::judge;
+use super::status::{judge, turned_away};
 use super::{KubernetesRuntime, kube_error};
 use crate::{Error, Result};
 
 /// How long a deleted pod may take to be gone.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(180);
 
+/// How a pod's start ended.
+pub(super) enum Started {
+    Running(Box<Pod>),
+    /// The node turned it away before it ran ([`super::status::turned_away`]): why.
+    TurnedAway(String),
+}
+
+/// The pod's start, once it is decided.
+fn decided(p: &Pod) -> Result<Option<Started>> {
+    if let Some(why) = turned_away(p) {
+        return Ok(Some(Started::TurnedAway(why)));
+    }
+    Ok(judge(p)?.map(|p| Started::Running(Box::new(p))))
+}
+
 impl KubernetesRuntime {
     /// Waits until pod `name` runs, from `version` on; fails as soon as it cannot.
-    pub(super) async fn until_running(&self, name: &str, version: &str) -> Result<Pod> {
+    pub(super) async fn until_running(&self, name: &str, version: &str) -> Result<Started> {
         let params = WatchParams::default().fields(&format!("metadata.name={name}"));
         let mut version = version.to_string();
         loop {
@@ -27,7 +42,7 @@ impl KubernetesRuntime {
                 .await
                 .map_err(kube_error("reading the pod"))?
             {
-                if let Some(done) = judge(&p)? {
+                if let Some(done) = decided(&p)? {
                     return Ok(done);
                 }
                 version = p.metadata.resource_version.clone().unwrap_or(version);
@@ -49,7 +64,7 @@ impl KubernetesRuntime {
             {
                 match event {
                     WatchEvent::Added(p) | WatchEvent::Modified(p) => {
-                        if let Some(done) = judge(&p)? {
+                        if let Some(done) = decided(&p)? {
                             return Ok(done);
                         }
                     }

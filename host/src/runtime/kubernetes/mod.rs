@@ -158,72 +158,91 @@ impl KubernetesRuntime {
         // Owned by the policy that isolates it: a pod never outlives its isolation, and
         // removing the installation's policy removes its pods (the cluster's garbage collector).
         pod.metadata.owner_references = Some(vec![self.isolation.owner().await?]);
-        let made = bounded(
-            "starting the workspace's pod",
-            self.pods.create(&PostParams::default(), &pod),
-        )
-        .await?;
-        // An API server that does not know a field drops it: a pod that lost its user
-        // namespace or runtime class does not run.
-        let spec = made.spec.as_ref();
-        let lost = (s.user_namespaces && spec.and_then(|p| p.host_users) != Some(false))
-            .then_some("its user namespace (hostUsers: false; Kubernetes 1.30 and later)")
-            .or_else(|| {
-                (s.runtime_class.is_some()
-                    && spec.and_then(|p| p.runtime_class_name.clone()) != s.runtime_class)
-                    .then_some("its runtime class")
-            });
-        if let Some(lost) = lost {
+        let deadline = tokio::time::Instant::now() + s.start_timeout;
+        let mut turned_away = 0;
+        loop {
+            let made = bounded(
+                "starting the workspace's pod",
+                self.pods.create(&PostParams::default(), &pod),
+            )
+            .await?;
+            // An API server that does not know a field drops it: a pod that lost its user
+            // namespace or runtime class does not run.
+            let spec = made.spec.as_ref();
+            let lost = (s.user_namespaces && spec.and_then(|p| p.host_users) != Some(false))
+                .then_some("its user namespace (hostUsers: false; Kubernetes 1.30 and later)")
+                .or_else(|| {
+                    (s.runtime_class.is_some()
+                        && spec.and_then(|p| p.runtime_class_name.clone()) != s.runtime_class)
+                        .then_some("its runtime class")
+                });
+            if let Some(lost) = lost {
+                let _ = self.delete(&want.id).await;
+                return Err(Error::Config(format!(
+                    "the cluster dropped {lost} from the workspace's pod: it does not support it"
+                )));
+            }
+            let version = made.metadata.resource_version.clone().unwrap_or_default();
+            phases.end("pod created");
+            // Its connections out come through the gateway to the server's proxy, by this
+            // start's rules only.
+            egress_proxy::end(&want.id);
+            if let Some(egress) = &want.egress {
+                egress_proxy::serve(&want.id, egress);
+            }
+            let failed = match tokio::time::timeout_at(
+                deadline,
+                self.until_running(&want.id, &version),
+            )
+            .await
+            {
+                Ok(Ok(lifecycle::Started::Running(pod))) => {
+                    return Ok(Workspace {
+                        id: want.id,
+                        instance: instance_of(&pod),
+                        took: {
+                            phases.end("pod running");
+                            phases.done
+                        },
+                    });
+                }
+                Ok(Ok(lifecycle::Started::TurnedAway(why))) if turned_away < MAX_TURNED_AWAY => {
+                    turned_away += 1;
+                    tracing::warn!(
+                        pod = %want.id,
+                        "the node turned the workspace's pod away ({why}); making it again"
+                    );
+                    self.delete(&want.id).await?;
+                    phases.end("pod turned away");
+                    // What the node counted as taken is freed as the ending pod goes.
+                    tokio::time::sleep(Duration::from_millis(500) * turned_away).await;
+                    continue;
+                }
+                Ok(Ok(lifecycle::Started::TurnedAway(why))) => Error::Unavailable(format!(
+                    "the node turned the workspace's pod away {} times ({why}): the cluster lacks room for it; see `kubectl describe node`",
+                    turned_away + 1
+                )),
+                Ok(Err(e)) => e,
+                Err(_) => {
+                    let why = self
+                        .pods
+                        .get_opt(&want.id)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|p| waiting_reason(&p))
+                        .unwrap_or_else(|| "no reason given".into());
+                    Error::Unavailable(format!(
+                        "the workspace's pod did not run within {} s ({why}); see `kubectl -n {} describe pod {}`",
+                        self.settings.start_timeout.as_secs(),
+                        self.settings.namespace,
+                        want.id
+                    ))
+                }
+            };
             let _ = self.delete(&want.id).await;
-            return Err(Error::Config(format!(
-                "the cluster dropped {lost} from the workspace's pod: it does not support it"
-            )));
-        }
-        let version = made.metadata.resource_version.clone().unwrap_or_default();
-        phases.end("pod created");
-        // Its connections out come through the gateway to the server's proxy, by this start's
-        // rules only.
-        egress_proxy::end(&want.id);
-        if let Some(egress) = &want.egress {
-            egress_proxy::serve(&want.id, egress);
-        }
-        match tokio::time::timeout(
-            self.settings.start_timeout,
-            self.until_running(&want.id, &version),
-        )
-        .await
-        {
-            Ok(Ok(pod)) => Ok(Workspace {
-                id: want.id,
-                instance: instance_of(&pod),
-                took: {
-                    phases.end("pod running");
-                    phases.done
-                },
-            }),
-            Ok(Err(e)) => {
-                let _ = self.delete(&want.id).await;
-                egress_proxy::end(&want.id);
-                Err(e)
-            }
-            Err(_) => {
-                let why = self
-                    .pods
-                    .get_opt(&want.id)
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|p| waiting_reason(&p))
-                    .unwrap_or_else(|| "no reason given".into());
-                let _ = self.delete(&want.id).await;
-                egress_proxy::end(&want.id);
-                Err(Error::Unavailable(format!(
-                    "the workspace's pod did not run within {} s ({why}); see `kubectl -n {} describe pod {}`",
-                    self.settings.start_timeout.as_secs(),
-                    self.settings.namespace,
-                    want.id
-                )))
-            }
+            egress_proxy::end(&want.id);
+            return Err(failed);
         }
     }
 
@@ -335,6 +354,10 @@ impl KubernetesRuntime {
 
 /// How long one call to the API server may take (a watch is not one call).
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many times a start makes its pod again after the node turned it away at admission
+/// ([`status::turned_away`]), within the start's timeout.
+const MAX_TURNED_AWAY: u32 = 5;
 
 /// `call` to the API server, bounded by [`CALL_TIMEOUT`], its error said as `what` failing.
 async fn bounded<T>(

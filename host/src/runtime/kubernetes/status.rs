@@ -19,7 +19,9 @@ pub(super) fn judge(p: &Pod) -> Result<Option<Pod>> {
         "Running" if running(p) => Ok(Some(p.clone())),
         "Failed" | "Succeeded" => Err(Error::Unavailable(format!(
             "the workspace's pod ended as it started ({phase}: {})",
-            waiting_reason(p).unwrap_or_else(|| "no reason given".into())
+            ended_reason(p)
+                .or_else(|| waiting_reason(p))
+                .unwrap_or_else(|| "no reason given".into())
         ))),
         _ => match waiting_reason(p) {
             Some(r)
@@ -53,6 +55,41 @@ pub(super) fn running(p: &Pod) -> bool {
                         && c.state.as_ref().is_some_and(|st| st.running.is_some())
                 })
         })
+}
+
+/// Why the pod as a whole ended, as the kubelet says: it turned the pod away at admission
+/// (`OutOfcpu: Node didn't have enough resource: …`) or evicted it (`Evicted: …`).
+fn ended_reason(p: &Pod) -> Option<String> {
+    let status = p.status.as_ref()?;
+    let reason = status.reason.as_deref().filter(|r| !r.is_empty())?;
+    Some(match status.message.as_deref().filter(|m| !m.is_empty()) {
+        Some(m) => format!("{reason}: {m}"),
+        None => reason.to_string(),
+    })
+}
+
+/// The kubelet turned the pod away before any of its containers ran, for want of a resource
+/// it counted as taken (`OutOfcpu`, `OutOfmemory`, `OutOfpods`, `OutOfephemeral-storage`) or
+/// an admission error. The scheduler had placed it, so the count raced with a pod that was
+/// ending: the same pod made again is placed anew (what a ReplicaSet would do). Its reason.
+pub(super) fn turned_away(p: &Pod) -> Option<String> {
+    let status = p.status.as_ref()?;
+    if status.phase.as_deref() != Some("Failed") {
+        return None;
+    }
+    let reason = status.reason.as_deref()?;
+    let admission = reason.starts_with("OutOf") || reason == "UnexpectedAdmissionError";
+    let ran = status
+        .init_container_statuses
+        .iter()
+        .chain(status.container_statuses.iter())
+        .flatten()
+        .any(|c| {
+            c.state
+                .as_ref()
+                .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+        });
+    (admission && !ran).then(|| ended_reason(p).unwrap_or_default())
 }
 
 /// Why the pod is not running, as its status says.
@@ -138,4 +175,70 @@ pub(super) async fn read_capped(r: Option<impl tokio::io::AsyncRead + Unpin>) ->
         truncated |= n > room;
     }
     (String::from_utf8_lossy(&kept).into_owned(), truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(status: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "w" },
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pod_the_kubelet_turned_away_is_made_again_and_its_reason_is_told() {
+        // What a v1.20 kubelet writes when its count of the node's CPU raced with a pod that
+        // was ending.
+        let rejected = pod(serde_json::json!({
+            "phase": "Failed",
+            "reason": "OutOfcpu",
+            "message": "Pod Node didn't have enough resource: cpu, requested: 500, used: 1750, capacity: 2000",
+        }));
+        let why = turned_away(&rejected).expect("turned away");
+        assert!(
+            why.starts_with("OutOfcpu: Pod Node didn't have enough resource: cpu"),
+            "{why}"
+        );
+        // Were it taken as a failed start, the error says why, not "no reason given".
+        let Err(Error::Unavailable(e)) = judge(&rejected) else {
+            panic!("a failed pod is a failed start")
+        };
+        assert!(
+            e.contains("(Failed: OutOfcpu: Pod Node didn't have enough"),
+            "{e}"
+        );
+
+        // Evicted is not a race: its start fails, with the kubelet's words.
+        let evicted = pod(serde_json::json!({
+            "phase": "Failed",
+            "reason": "Evicted",
+            "message": "The node was low on resource: ephemeral-storage.",
+        }));
+        assert!(turned_away(&evicted).is_none());
+        let Err(Error::Unavailable(e)) = judge(&evicted) else {
+            panic!("an evicted pod is a failed start")
+        };
+        assert!(
+            e.contains("Evicted: The node was low on resource: ephemeral-storage."),
+            "{e}"
+        );
+
+        // A pod whose workspace ran and ended is not made again behind anyone's back.
+        let ran = pod(serde_json::json!({
+            "phase": "Failed",
+            "reason": "OutOfmemory",
+            "containerStatuses": [{
+                "name": "workspace", "image": "i", "imageID": "", "ready": false,
+                "restartCount": 0,
+                "state": { "terminated": { "exitCode": 137, "reason": "OOMKilled" } },
+            }],
+        }));
+        assert!(turned_away(&ran).is_none());
+        // Nor is one still pending.
+        assert!(turned_away(&pod(serde_json::json!({ "phase": "Pending" }))).is_none());
+    }
 }
