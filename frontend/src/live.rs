@@ -47,6 +47,8 @@ pub struct LiveState {
     pub me: RwSignal<Option<Participant>>,
     pub session: RwSignal<Option<Session>>,
     pub participants: RwSignal<Vec<Participant>>,
+    /// Viewers connected but not listed (a crowd is a count).
+    pub audience: RwSignal<u32>,
     pub controller: RwSignal<Option<u32>>,
     pub terminals: RwSignal<Vec<Terminal>>,
     pub events: RwSignal<Vec<Event>>,
@@ -125,6 +127,7 @@ impl Live {
             me: RwSignal::new(None),
             session: RwSignal::new(None),
             participants: RwSignal::new(Vec::new()),
+            audience: RwSignal::new(0),
             controller: RwSignal::new(None),
             terminals: RwSignal::new(Vec::new()),
             events: RwSignal::new(Vec::new()),
@@ -265,6 +268,7 @@ impl Live {
                 terminals,
                 participants,
                 controller,
+                audience,
             } => {
                 // A (re)join replays every terminal's scrollback: start the screens over.
                 let mut i = self.inner.borrow_mut();
@@ -277,6 +281,7 @@ impl Live {
                 s.session.set(Some(session));
                 s.terminals.set(terminals);
                 s.participants.set(participants);
+                s.audience.set(audience);
                 s.controller.set(controller);
             }
             WsServer::Events { events } => {
@@ -303,6 +308,7 @@ impl Live {
                 ps.push(participant);
             }),
             WsServer::Left { id } => s.participants.update(|ps| ps.retain(|p| p.id != id)),
+            WsServer::Audience { viewers } => s.audience.set(viewers),
             WsServer::Presence { id, looking_at } => s.participants.update(|ps| {
                 if let Some(p) = ps.iter_mut().find(|p| p.id == id) {
                     p.looking_at = looking_at;

@@ -22,6 +22,11 @@ pub const MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
 pub const HEARTBEAT_SECS: u64 = 15;
 /// A channel with no frame from the client for this long is closed.
 pub const IDLE_TIMEOUT_SECS: u64 = 60;
+/// Viewers listed by name in a live session (drivers and the owner always are); the rest
+/// are counted ([`WsServer::Audience`]).
+pub const LISTED_VIEWERS: usize = 32;
+/// Least time between two `audience` messages to one member.
+pub const AUDIENCE_INTERVAL_MS: u64 = 250;
 /// Most events sent in one `events` frame (a replay comes in several).
 pub const MAX_EVENTS_PER_FRAME: usize = 200;
 /// Terminal bytes a late joiner gets to redraw the screen.
@@ -236,21 +241,29 @@ pub enum DesktopInput {
     reason = "`Hello` is sent once per connection; boxing it would only move the allocation"
 )]
 pub enum WsServer {
-    /// The first frame: who you are and the session as it is.
+    /// The first frame: who you are and the session as it is. `participants` lists the
+    /// drivers, the owner and the first [`LISTED_VIEWERS`] viewers; `audience` counts the
+    /// other viewers, you among them if you are not listed (a crowd is a number, not a list).
     Hello {
         you: Participant,
         session: Session,
         terminals: Vec<Terminal>,
         participants: Vec<Participant>,
         controller: Option<u32>,
+        #[serde(default)]
+        audience: u32,
     },
     /// Events in order, without gaps, after what was last sent.
     Events { events: Vec<Event> },
     /// The terminals changed (opened, resized, ended).
     Terminals { terminals: Vec<Terminal> },
-    /// Someone joined (the participant list changes by deltas after the hello, so a crowd
-    /// costs each member one small message per change, never a list per change).
+    /// Someone joined the list (the participant list changes by deltas after the hello, so
+    /// a change costs each member one small message, never a list). Viewers past
+    /// [`LISTED_VIEWERS`] are not listed but counted: see `audience`.
     Joined { participant: Participant },
+    /// The count of viewers connected but not listed changed: the newest count, at most one
+    /// message per [`AUDIENCE_INTERVAL_MS`].
+    Audience { viewers: u32 },
     /// Someone left. If they held control, a `control` with `None` follows.
     Left { id: u32 },
     /// What someone looks at changed.

@@ -20,6 +20,8 @@ pub struct Peer {
     pub terminals: Vec<Terminal>,
     screen: Vec<u8>,
     participants: Vec<Participant>,
+    /// Viewers connected but not listed.
+    audience: u32,
     controller: Option<u32>,
     events: Vec<Event>,
     refused: Vec<(String, String)>,
@@ -37,6 +39,7 @@ impl Peer {
             terminals: vec![],
             screen: vec![],
             participants: vec![],
+            audience: 0,
             controller: None,
             events: vec![],
             refused: vec![],
@@ -52,11 +55,13 @@ impl Peer {
                     terminals,
                     participants,
                     controller,
+                    audience,
                     ..
                 } => {
                     self.me = Some(you);
                     self.terminals = terminals;
                     self.participants = participants;
+                    self.audience = audience;
                     self.controller = controller;
                 }
                 WsServer::Events { events } => self.events.extend(events),
@@ -72,6 +77,7 @@ impl Peer {
                     }
                 }
                 WsServer::Control { controller } => self.controller = controller,
+                WsServer::Audience { viewers } => self.audience = viewers,
                 WsServer::ControlRequested { .. } | WsServer::DesktopAnswer { .. } => {}
                 WsServer::Refused { request, reason } => self.refused.push((request, reason)),
                 WsServer::FileTree { .. }
@@ -177,6 +183,16 @@ pub(crate) async fn shared_session(s: &TestServer) -> SessionId {
     wait_state(s, created.session.id, &[SessionState::Ready]).await;
     std::mem::forget(src);
     created.session.id
+}
+
+/// The session's newest event's number.
+async fn last_seq(s: &TestServer, id: SessionId) -> i64 {
+    s.get(&format!("/api/sessions/{id}"))
+        .send()
+        .await
+        .parse::<SessionDetail>()
+        .session
+        .last_seq
 }
 
 pub(crate) async fn user(s: &TestServer, name: &str) -> String {
@@ -555,6 +571,92 @@ async fn share_links_expire_are_revoked_and_forged_or_missing_credentials_are_re
 }
 
 #[tokio::test]
+async fn the_viewers_of_a_session_share_one_read_of_each_new_event() {
+    let Some(s) = crate::workspaces::server(|_| {}).await else {
+        return;
+    };
+    let id = shared_session(&s).await;
+    let last = last_seq(&s, id).await;
+    let mut peers = Vec::new();
+    for _ in 0..20 {
+        let mut p = Peer::connect(&s, id, token(&s.admin_token)).await;
+        p.send(WsClient::Subscribe { after: 0 }).await;
+        p.until("the log so far", |p| {
+            p.events.last().is_some_and(|e| e.seq >= last)
+        })
+        .await;
+        peers.push(p);
+    }
+    let live = s.state.hubs.get(id).expect("the session's hub");
+    let before = live.feed.reads();
+    let began = Instant::now();
+    for i in 0..5 {
+        s.post(
+            &format!("/api/sessions/{id}/exec"),
+            json!({ "command": format!("echo shared-{i}") }),
+        )
+        .send()
+        .await;
+        for p in &mut peers {
+            p.until("the new event", |p| {
+                p.events
+                    .iter()
+                    .filter(|e| matches!(e.kind, EventKind::CommandRun { .. }))
+                    .count()
+                    > i
+            })
+            .await;
+        }
+    }
+    // Every viewer got every event once, in order…
+    for p in &peers {
+        let seqs: Vec<i64> = p.events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=last + 5).collect::<Vec<_>>());
+    }
+    // …from a few reads of the store between them: one per append woken in 20 viewers (a
+    // read may catch two appends, and the look for other processes' events adds at most one
+    // a second), not 20 per append.
+    let reads = live.feed.reads() - before;
+    let bound = 5 + began.elapsed().as_secs() + 1;
+    assert!(
+        (1..=bound).contains(&reads),
+        "{reads} reads of the store for 5 events to 20 viewers (at most {bound})"
+    );
+    // A channel replaying the whole history and one starting at the head both get what
+    // comes next, whatever the feed held when they came.
+    let head = last + 5;
+    let mut replay = Peer::connect(&s, id, token(&s.admin_token)).await;
+    replay.send(WsClient::Subscribe { after: 0 }).await;
+    let mut fresh = Peer::connect(&s, id, token(&s.admin_token)).await;
+    fresh.send(WsClient::Subscribe { after: head }).await;
+    replay
+        .until("the history", |p| {
+            p.events.last().is_some_and(|e| e.seq >= head)
+        })
+        .await;
+    s.post(
+        &format!("/api/sessions/{id}/exec"),
+        json!({ "command": "echo after-them" }),
+    )
+    .send()
+    .await;
+    for p in [&mut replay, &mut fresh] {
+        p.until("the next event", |p| {
+            p.events.last().is_some_and(|e| e.seq == head + 1)
+        })
+        .await;
+    }
+    assert_eq!(
+        replay.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=head + 1).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        fresh.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [head + 1]
+    );
+}
+
+#[tokio::test]
 async fn a_reconnecting_client_gets_exactly_the_events_it_missed() {
     let Some(s) = crate::workspaces::server(|_| {}).await else {
         return;
@@ -562,13 +664,7 @@ async fn a_reconnecting_client_gets_exactly_the_events_it_missed() {
     let id = shared_session(&s).await;
     let mut a = Peer::connect(&s, id, token(&s.admin_token)).await;
     a.send(WsClient::Subscribe { after: 0 }).await;
-    let last = s
-        .get(&format!("/api/sessions/{id}"))
-        .send()
-        .await
-        .parse::<SessionDetail>()
-        .session
-        .last_seq;
+    let last = last_seq(&s, id).await;
     a.until("the log so far", |p| {
         p.events.last().is_some_and(|e| e.seq >= last)
     })
@@ -964,7 +1060,10 @@ async fn one_links_guests_are_bounded() {
     let mut owner = Peer::connect(&s, id, self::token(&s.admin_token)).await;
     owner
         .until("the guest is gone", |p| {
-            p.participants.len() == tandem_protocol::live::MAX_GUESTS_PER_LINK
+            // The owner and the first guests by name, the rest as a count.
+            p.participants.len() == 1 + tandem_protocol::live::LISTED_VIEWERS
+                && p.participants.len() + p.audience as usize
+                    == tandem_protocol::live::MAX_GUESTS_PER_LINK
         })
         .await;
     let mut again = Peer::connect(&s, id, guest(&token)).await;

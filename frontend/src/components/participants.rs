@@ -47,6 +47,21 @@ pub fn Participants(live: Live) -> impl IntoView {
                     }
                 </For>
             </ul>
+            {move || {
+                let n = s.audience.get();
+                let you = s.me.get().is_some_and(|m| !s.participants.with(|ps| ps.iter().any(|p| p.id == m.id)));
+                (n > 0).then(|| {
+                    let others = n - u32::from(you);
+                    let text = match (you, others) {
+                        (true, 0) => "You are watching.".to_string(),
+                        (true, 1) => "You and 1 more are watching.".to_string(),
+                        (true, k) => format!("You and {k} more are watching."),
+                        (false, 1) => "1 more is watching.".to_string(),
+                        (false, k) => format!("{k} more are watching."),
+                    };
+                    view! { <p class="muted audience" id="audience">{text}</p> }
+                })
+            }}
             <div class="actions">
                 {move || {
                     let role = my_role();

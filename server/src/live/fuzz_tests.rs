@@ -186,7 +186,7 @@ fn fixture() -> Fixture {
     let mut inboxes = Vec::new();
     let mut join = |role| {
         let (out, inbox) = outbox();
-        let (me, _) = hub.join("p".into(), None, role, None, out, |_, _, c, _| {
+        let (me, _) = hub.join("p".into(), None, role, None, out, |_, _, c, _, _| {
             WsServer::Control { controller: c }
         });
         inboxes.push(inbox);
@@ -214,6 +214,7 @@ impl Fixture {
                 inbox.written(&out);
                 match out {
                     Out::Text(t) => texts.push(t),
+                    Out::Json(b) => texts.push(String::from_utf8_lossy(&b).into_owned()),
                     Out::Binary(b) => frames.push(b),
                 }
             }
@@ -410,11 +411,14 @@ proptest! {
 impl Fixture {
     fn hub_screens(&self) -> tokio::sync::watch::Receiver<std::sync::Arc<String>> {
         let (out, _inbox) = outbox();
-        let (me, watches) =
-            self.hub
-                .join("w".into(), None, Role::Viewer, None, out, |_, _, c, _| {
-                    WsServer::Control { controller: c }
-                });
+        let (me, watches) = self.hub.join(
+            "w".into(),
+            None,
+            Role::Viewer,
+            None,
+            out,
+            |_, _, c, _, _| WsServer::Control { controller: c },
+        );
         self.hub.leave(me.id);
         watches.screens
     }
@@ -445,7 +449,7 @@ proptest! {
         f.hub.output(9, b"no such terminal");
         prop_assert!(f.drain().1.is_empty());
         let (out, mut inbox) = outbox();
-        f.hub.join("late".into(), None, Role::Viewer, None, out, |_, _, c, _| {
+        f.hub.join("late".into(), None, Role::Viewer, None, out, |_, _, c, _, _| {
             WsServer::Control { controller: c }
         });
         let mut scrollback = Vec::new();

@@ -5,140 +5,13 @@
 //! new member's scrollback snapshot and the fan-out that follows it cannot interleave.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tandem_protocol::live::*;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
-/// What a member's writer sends.
-#[derive(Debug)]
-pub enum Out {
-    Text(String),
-    /// Shared: one terminal frame is queued to every member without a copy each.
-    Binary(bytes::Bytes),
-}
-
-/// The queue to one member's socket: bounded by bytes; overflowing it closes the member with
-/// [`close::TOO_SLOW`] instead of growing or blocking anyone.
-#[derive(Clone)]
-pub struct Outbox {
-    tx: mpsc::UnboundedSender<Out>,
-    queued: Arc<AtomicUsize>,
-    closing: Arc<(AtomicU16, Notify)>,
-}
-
-/// The member's side of its outbox.
-pub struct Inbox {
-    pub rx: mpsc::UnboundedReceiver<Out>,
-    queued: Arc<AtomicUsize>,
-    closing: Arc<(AtomicU16, Notify)>,
-}
-
-impl Inbox {
-    /// Marks `out` as written (its bytes leave the queue).
-    pub fn written(&self, out: &Out) {
-        self.written_bytes(size(out));
-    }
-
-    /// Marks `n` queued bytes as written.
-    pub fn written_bytes(&self, n: usize) {
-        self.queued.fetch_sub(n, Ordering::Relaxed);
-    }
-
-    /// What completes when the hub closes this member.
-    pub fn close_signal(&self) -> CloseSignal {
-        CloseSignal(self.closing.clone())
-    }
-}
-
-/// Completes when a member is closed ([`Inbox::close_signal`]).
-pub struct CloseSignal(Arc<(AtomicU16, Notify)>);
-
-impl CloseSignal {
-    /// The close code, once there is one.
-    pub async fn closed(&self) -> u16 {
-        loop {
-            let notified = self.0.1.notified();
-            let code = self.0.0.load(Ordering::Acquire);
-            if code != 0 {
-                return code;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// Bytes `out` takes in a member's queue.
-pub fn size(out: &Out) -> usize {
-    match out {
-        Out::Text(t) => t.len(),
-        Out::Binary(b) => b.len(),
-    }
-}
-
-/// A new outbox and its inbox.
-pub fn outbox() -> (Outbox, Inbox) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let queued = Arc::new(AtomicUsize::new(0));
-    let closing = Arc::new((AtomicU16::new(0), Notify::new()));
-    (
-        Outbox {
-            tx,
-            queued: queued.clone(),
-            closing: closing.clone(),
-        },
-        Inbox {
-            rx,
-            queued,
-            closing,
-        },
-    )
-}
-
-impl Outbox {
-    /// Queues `out`; false (and the member is closed as too slow) if that would pass
-    /// [`MAX_QUEUED_BYTES`].
-    pub fn push(&self, out: Out) -> bool {
-        let n = size(&out);
-        if self.queued.fetch_add(n, Ordering::Relaxed) + n > MAX_QUEUED_BYTES {
-            self.queued.fetch_sub(n, Ordering::Relaxed);
-            self.close(close::TOO_SLOW);
-            return false;
-        }
-        if self.tx.send(out).is_err() {
-            self.queued.fetch_sub(n, Ordering::Relaxed);
-            return false;
-        }
-        true
-    }
-
-    /// Queues a JSON message.
-    pub fn send(&self, msg: &WsServer) -> bool {
-        self.push(Out::Text(serde_json::to_string(msg).unwrap_or_default()))
-    }
-
-    /// Closes the member's channel with `code` (the first code wins).
-    pub fn close(&self, code: u16) {
-        if self
-            .closing
-            .0
-            .compare_exchange(0, code, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            self.closing.1.notify_waiters();
-        }
-    }
-
-    /// Bytes waiting to be written.
-    pub fn queued(&self) -> usize {
-        self.queued.load(Ordering::Relaxed)
-    }
-
-    pub fn is_closed(&self) -> bool {
-        self.closing.0.load(Ordering::Acquire) != 0 || self.tx.is_closed()
-    }
-}
+pub use super::outbox::{CloseSignal, Inbox, Out, Outbox, outbox, size};
 
 /// What a terminal's upstream (the workspace agent's PTY) is asked to do.
 #[derive(Debug)]
@@ -167,6 +40,13 @@ struct Member {
     presence_sent: Option<std::time::Instant>,
     /// A newer presence was held back and is owed to the others.
     presence_held: bool,
+    /// Named in the others' participant lists; otherwise counted in the audience.
+    listed: bool,
+}
+
+/// Members counted in the audience, not listed.
+fn unlisted(st: &State) -> u32 {
+    st.unlisted.len() as u32
 }
 
 #[derive(Default)]
@@ -174,6 +54,10 @@ struct State {
     members: BTreeMap<u32, Member>,
     controller: Option<u32>,
     terminals: BTreeMap<u32, TerminalState>,
+    /// Viewers listed by name.
+    listed_viewers: usize,
+    /// Members not listed, longest waiting first.
+    unlisted: std::collections::BTreeSet<u32>,
 }
 
 /// One live session.
@@ -184,11 +68,16 @@ pub struct Hub {
     /// gets the newest list when it gets to it. (Participants change by small deltas instead,
     /// queued in order: a list per change would cost N² bytes for N joins.)
     screens: tokio::sync::watch::Sender<Arc<String>>,
+    /// How many viewers are not listed: a watch too, each member sent the newest count at
+    /// most once per [`AUDIENCE_INTERVAL_MS`] (a crowd joining costs each member a few
+    /// messages a second, not one per newcomer).
+    audience: tokio::sync::watch::Sender<u32>,
 }
 
 /// A member's views of the hub's current state.
 pub struct Watches {
     pub screens: tokio::sync::watch::Receiver<Arc<String>>,
+    pub audience: tokio::sync::watch::Receiver<u32>,
 }
 
 /// Presence changes of one member closer together than this are held back and the newest sent
@@ -205,6 +94,7 @@ impl Default for Hub {
             state: Mutex::new(State::default()),
             next_id: AtomicU32::new(1),
             screens: tokio::sync::watch::channel(Arc::new(String::new())).0,
+            audience: tokio::sync::watch::channel(0).0,
         }
     }
 }
@@ -214,8 +104,10 @@ impl Hub {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Adds a member: it gets `hello` (made from its record and the hub as it is), every
-    /// terminal's scrollback, then everything after it. The others get `joined`.
+    /// Adds a member: it gets `hello` (made from its record, the listed participants, who
+    /// holds control, the terminals and the audience), every terminal's scrollback, then
+    /// everything after it. The others get `joined`, or a new audience count for a viewer past
+    /// [`LISTED_VIEWERS`].
     pub fn join(
         &self,
         name: String,
@@ -223,7 +115,7 @@ impl Hub {
         role: Role,
         jti: Option<String>,
         out: Outbox,
-        hello: impl FnOnce(&Participant, Vec<Participant>, Option<u32>, Vec<Terminal>) -> WsServer,
+        hello: impl FnOnce(&Participant, Vec<Participant>, Option<u32>, Vec<Terminal>, u32) -> WsServer,
     ) -> (Participant, Watches) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let info = Participant {
@@ -234,13 +126,23 @@ impl Hub {
             looking_at: None,
         };
         let mut st = self.lock();
-        let mut everyone: Vec<Participant> = st.members.values().map(|m| m.info.clone()).collect();
-        everyone.push(info.clone());
+        let listed = role != Role::Viewer || st.listed_viewers < LISTED_VIEWERS;
+        let mut named: Vec<Participant> = st
+            .members
+            .values()
+            .filter(|m| m.listed)
+            .map(|m| m.info.clone())
+            .collect();
+        if listed {
+            named.push(info.clone());
+        }
+        let audience = unlisted(&st) + u32::from(!listed);
         out.send(&hello(
             &info,
-            everyone,
+            named,
             st.controller,
             st.terminals.values().map(|t| t.info.clone()).collect(),
+            audience,
         ));
         // The scrollback of every terminal fits in half a fresh member's queue.
         let budget = MAX_QUEUED_BYTES / 2 / st.terminals.len().max(1);
@@ -263,27 +165,59 @@ impl Hub {
                 sizes: HashMap::new(),
                 presence_sent: None,
                 presence_held: false,
+                listed,
             },
         );
         // Subscribed under the lock, after the hello: what it shows is already in the hello.
+        if !listed {
+            st.unlisted.insert(id);
+            self.audience.send_replace(audience);
+        } else if role == Role::Viewer {
+            st.listed_viewers += 1;
+        }
         let watches = Watches {
             screens: self.screens.subscribe(),
+            audience: self.audience.subscribe(),
         };
-        Self::broadcast(
-            &st,
-            &WsServer::Joined {
-                participant: info.clone(),
-            },
-            Some(id),
-        );
+        if listed {
+            Self::broadcast(
+                &st,
+                &WsServer::Joined {
+                    participant: info.clone(),
+                },
+                Some(id),
+            );
+        }
         (info, watches)
     }
 
     /// Removes a member (its channel ended). True when no one is left.
     pub fn leave(&self, id: u32) -> bool {
         let mut st = self.lock();
-        if st.members.remove(&id).is_some() {
-            Self::broadcast(&st, &WsServer::Left { id }, None);
+        if let Some(gone) = st.members.remove(&id) {
+            if !gone.listed {
+                st.unlisted.remove(&id);
+            } else {
+                Self::broadcast(&st, &WsServer::Left { id }, None);
+                if gone.info.role == Role::Viewer {
+                    st.listed_viewers -= 1;
+                    // The longest-waiting viewer not listed takes the place.
+                    if let Some(next) = st.unlisted.pop_first()
+                        && let Some(m) = st.members.get_mut(&next)
+                    {
+                        m.listed = true;
+                        let joined = WsServer::Joined {
+                            participant: m.info.clone(),
+                        };
+                        st.listed_viewers += 1;
+                        Self::broadcast(&st, &joined, None);
+                    }
+                }
+            }
+            self.audience.send_if_modified(|n| {
+                let now = unlisted(&st);
+                std::mem::replace(n, now) != now
+            });
             if st.controller == Some(id) {
                 st.controller = None;
                 Self::broadcast_control(&st);
@@ -420,6 +354,10 @@ impl Hub {
             return false;
         }
         m.info.looking_at = looking_at.clone();
+        // Nobody lists it: kept for when it is.
+        if !m.listed {
+            return false;
+        }
         let now = std::time::Instant::now();
         if m.presence_sent
             .is_some_and(|t| now.duration_since(t) < PRESENCE_MIN_INTERVAL)
@@ -441,7 +379,7 @@ impl Hub {
         let Some(m) = st.members.get_mut(&id) else {
             return;
         };
-        if !m.presence_held {
+        if !m.presence_held || !m.listed {
             return;
         }
         m.presence_held = false;
@@ -541,11 +479,11 @@ impl Hub {
 }
 
 impl Hub {
-    /// Queues `msg` (serialised once) to every member but `except`.
+    /// Queues `msg` (serialised once, shared) to every member but `except`.
     fn broadcast(st: &State, msg: &WsServer, except: Option<u32>) {
-        let text = serde_json::to_string(msg).unwrap_or_default();
+        let json = bytes::Bytes::from(serde_json::to_vec(msg).unwrap_or_default());
         for m in st.members.values().filter(|m| Some(m.info.id) != except) {
-            m.out.push(Out::Text(text.clone()));
+            m.out.push(Out::Json(json.clone()));
         }
     }
 
@@ -600,7 +538,7 @@ mod tests {
     /// A member; its hello (stood in for by `control`, the hub does not read it) is taken.
     fn join(hub: &Hub, role: Role) -> (Participant, Inbox) {
         let (out, mut inbox) = outbox();
-        let (me, _) = hub.join("p".into(), None, role, None, out, |_, _, c, _| {
+        let (me, _) = hub.join("p".into(), None, role, None, out, |_, _, c, _, _| {
             WsServer::Control { controller: c }
         });
         assert_eq!(texts(&mut inbox).len(), 1, "the hello");
@@ -611,29 +549,26 @@ mod tests {
         let mut v = Vec::new();
         while let Ok(out) = inbox.rx.try_recv() {
             inbox.written(&out);
-            if let Out::Text(t) = out {
-                v.push(serde_json::from_str(&t).expect("a server message"));
+            match out {
+                Out::Text(t) => v.push(serde_json::from_str(&t).expect("a server message")),
+                Out::Json(b) => v.push(serde_json::from_slice(&b).expect("a server message")),
+                Out::Binary(_) => {}
             }
         }
         v
     }
 
     #[test]
-    fn a_crowd_joining_costs_each_member_one_small_message_per_join() {
+    fn a_crowd_is_a_count_past_the_listed_viewers_and_a_freed_place_goes_to_the_longest_waiting() {
         let hub = Hub::default();
         let (_, mut first) = join(&hub, Role::Owner);
         let mut others = Vec::new();
         for _ in 0..300 {
             others.push(join(&hub, Role::Viewer));
         }
-        // Lists per join would queue 300 lists of up to 300 entries (N²); deltas queue N.
-        assert!(
-            first.queued.load(Ordering::Relaxed) < 300 * 200,
-            "{} bytes queued for 300 joins",
-            first.queued.load(Ordering::Relaxed)
-        );
+        // One `joined` per listed viewer, none for the crowd beyond: a message per newcomer
+        // to every member would be N² (45,000 here; 2 million for 2,000 viewers).
         let got = texts(&mut first);
-        assert_eq!(got.len(), 300);
         let ids: Vec<u32> = got
             .iter()
             .map(|m| match m {
@@ -641,10 +576,65 @@ mod tests {
                 other => panic!("expected joined, got {other:?}"),
             })
             .collect();
-        let want: Vec<u32> = others.iter().map(|(p, _)| p.id).collect();
-        assert_eq!(ids, want, "in join order");
-        // The last joiner gets nothing about itself beyond its hello.
-        assert!(texts(&mut others.last_mut().unwrap().1).is_empty());
+        let want: Vec<u32> = others[..LISTED_VIEWERS].iter().map(|(p, _)| p.id).collect();
+        assert_eq!(ids, want, "the first listed viewers, in join order");
+        // The crowd is a count, the newest one (a watch each writer reads at its pace).
+        let mut audience = hub.audience.subscribe();
+        assert_eq!(*audience.borrow_and_update(), (300 - LISTED_VIEWERS) as u32);
+        // The last joiner's hello lists the owner and the listed viewers, not itself, and
+        // counts it in the audience.
+        let mut hello = None;
+        let (out, _late) = outbox();
+        hub.join(
+            "late".into(),
+            None,
+            Role::Viewer,
+            None,
+            out,
+            |_, ps, c, _, n| {
+                hello = Some((ps.len(), n));
+                WsServer::Control { controller: c }
+            },
+        );
+        assert_eq!(
+            hello,
+            Some((1 + LISTED_VIEWERS, (300 - LISTED_VIEWERS + 1) as u32))
+        );
+        assert!(
+            texts(&mut first).is_empty(),
+            "nothing per newcomer past the list"
+        );
+        // Drivers are always listed, whatever the crowd.
+        let (driver, _) = join(&hub, Role::Driver);
+        let got = texts(&mut first);
+        assert_eq!(
+            got,
+            vec![WsServer::Joined {
+                participant: driver
+            }]
+        );
+        // A listed viewer leaving frees its place for the longest-waiting unlisted one.
+        texts(&mut first);
+        let (gone, _) = &others[0];
+        hub.leave(gone.id);
+        let got = texts(&mut first);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], WsServer::Left { id: gone.id });
+        let WsServer::Joined { participant } = &got[1] else {
+            panic!("expected joined, got {:?}", got[1])
+        };
+        assert_eq!(participant.id, others[LISTED_VIEWERS].0.id);
+        assert_eq!(*audience.borrow_and_update(), (300 - LISTED_VIEWERS) as u32);
+        // An unlisted viewer leaving only changes the count; its presence reaches nobody.
+        let (quiet, mut quiet_inbox) = others.pop().unwrap();
+        texts(&mut quiet_inbox);
+        assert!(!hub.presence(quiet.id, Some("terminal:1".into())));
+        hub.leave(quiet.id);
+        assert!(texts(&mut first).is_empty());
+        assert_eq!(
+            *audience.borrow_and_update(),
+            (300 - LISTED_VIEWERS - 1) as u32
+        );
     }
 
     #[test]

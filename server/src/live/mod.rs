@@ -18,10 +18,13 @@ use crate::workspace_agent::WorkspaceAgent;
 
 pub mod doc;
 pub mod docs;
+pub mod feed;
 mod files;
 pub mod hub;
+pub mod outbox;
 mod recheck;
 pub mod socket;
+mod writer;
 
 #[cfg(test)]
 mod fuzz_tests;
@@ -41,6 +44,8 @@ pub struct Live {
     pub hub: Hub,
     /// The files open in the session page's Files pane.
     pub docs: docs::Docs,
+    /// One read of new events for all of its channels.
+    pub feed: feed::Feed,
     upstreams: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
@@ -64,6 +69,15 @@ pub struct Hubs {
 }
 
 impl Hubs {
+    /// `session`'s live hub, while anyone is connected.
+    pub fn get(&self, session: SessionId) -> Option<Arc<Live>> {
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&session)
+            .cloned()
+    }
+
     /// People connected to this process's live sessions.
     pub fn members(&self) -> usize {
         let all: Vec<_> = self
@@ -112,6 +126,7 @@ impl Hubs {
             session,
             hub: Hub::default(),
             docs: docs::Docs::default(),
+            feed: feed::Feed::new(session),
             upstreams: Mutex::new(Vec::new()),
         });
         map.insert(session, live.clone());

@@ -8,12 +8,12 @@ use std::time::Duration;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::response::Response;
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use tandem_protocol::live::*;
 use tandem_protocol::{Author, AuthorKind, CreatePrompt, PromptMode, SessionId};
 
 use super::Live;
-use super::hub::{CloseSignal, Inbox, Out, Outbox, Watches, outbox};
+use super::hub::{CloseSignal, Out, Outbox, outbox};
 use crate::identity::auth::CurrentUser;
 use crate::sessions::access::Access;
 use crate::state::AppState;
@@ -119,12 +119,13 @@ async fn run(
             access.role,
             access.jti.clone(),
             out.clone(),
-            |you, participants, controller, terminals| WsServer::Hello {
+            |you, participants, controller, terminals, audience| WsServer::Hello {
                 you: you.clone(),
                 session: session.clone(),
                 terminals,
                 participants,
                 controller,
+                audience,
             },
         ))
     });
@@ -172,7 +173,12 @@ async fn run(
     ));
     let (sink, stream) = socket.split();
     let signal = inbox.close_signal();
-    let writer = tokio::spawn(write(sink, inbox, watches, state.metrics.clone()));
+    let writer = tokio::spawn(super::writer::write(
+        sink,
+        inbox,
+        watches,
+        state.metrics.clone(),
+    ));
     let mut member = Member {
         state: state.clone(),
         live: live.clone(),
@@ -202,135 +208,6 @@ async fn run(
     {
         abort.abort();
     }
-}
-
-/// Writes queued frames and the newest terminal list, pings on the heartbeat,
-/// and closes when the hub says so.
-async fn write(
-    mut sink: futures::stream::SplitSink<WebSocket, Message>,
-    mut inbox: Inbox,
-    mut watches: Watches,
-    metrics: std::sync::Arc<crate::metrics::Metrics>,
-) {
-    let mut beat = tokio::time::interval(Duration::from_secs(HEARTBEAT_SECS));
-    beat.tick().await;
-    let signal = inbox.close_signal();
-    loop {
-        tokio::select! {
-            biased;
-            code = signal.closed() => {
-                if code == close::TOO_SLOW {
-                    metrics.live_slow();
-                }
-                let reason = match code {
-                    close::TOO_SLOW => "too slow: fell too far behind",
-                    close::FORBIDDEN => "access revoked",
-                    _ => "",
-                };
-                // A client too slow to read the rest will not read this either: give it a moment.
-                let close = sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() })));
-                let _ = tokio::time::timeout(Duration::from_secs(1), close).await;
-                return;
-            }
-            out = inbox.rx.recv() => {
-                let Some(out) = out else { return };
-                // A client that takes nothing for this long is gone (its TCP window stays shut).
-                match tokio::time::timeout(WRITE_STALL, write_queued(&mut sink, &mut inbox, out)).await {
-                    Ok(Ok(n)) => {
-                        metrics.live_sent(n);
-                    }
-                    _ => return,
-                }
-            }
-            Ok(()) = watches.screens.changed() => {
-                let text = watches.screens.borrow_and_update().clone();
-                if sink.send(Message::Text(text.as_str().into())).await.is_err() {
-                    return;
-                }
-            }
-            _ = beat.tick() => {
-                if sink.send(Message::Ping(Vec::new().into())).await.is_err() {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// How long one write may wait on a client before the channel is dropped.
-const WRITE_STALL: Duration = Duration::from_secs(30);
-
-/// Most queued items one write takes before it flushes.
-const BATCH_ITEMS: usize = 256;
-
-/// Writes `first` and what else is already queued (up to [`BATCH_ITEMS`]) with one flush,
-/// consecutive output of one terminal merged into frames of up to [`MAX_OUTPUT_FRAME_BYTES`]:
-/// the further a client falls behind, the fewer and larger its frames, so the cost per byte
-/// falls as the load rises. Order is kept.
-async fn write_queued(
-    sink: &mut futures::stream::SplitSink<WebSocket, Message>,
-    inbox: &mut Inbox,
-    first: Out,
-) -> Result<usize, axum::Error> {
-    let mut items = vec![first];
-    while items.len() < BATCH_ITEMS {
-        match inbox.rx.try_recv() {
-            Ok(out) => items.push(out),
-            Err(_) => break,
-        }
-    }
-    // The batch counts against the member's queue bound until it is written.
-    let taken: usize = items.iter().map(super::hub::size).sum();
-    // Consecutive frames of one terminal, their payload bytes and whose they are.
-    let mut run: Vec<bytes::Bytes> = Vec::new();
-    let mut run_bytes = 0;
-    let mut run_terminal = None;
-    for out in items {
-        match out {
-            Out::Binary(frame) => {
-                let terminal = decode_terminal(&frame).map(|(id, _)| id);
-                if !run.is_empty()
-                    && (run_terminal != terminal
-                        || run_bytes + frame.len().saturating_sub(4) > MAX_OUTPUT_FRAME_BYTES)
-                {
-                    sink.feed(Message::Binary(merge(&mut run))).await?;
-                    run_bytes = 0;
-                }
-                run_terminal = terminal;
-                run_bytes += frame.len().saturating_sub(4);
-                run.push(frame);
-            }
-            Out::Text(t) => {
-                if !run.is_empty() {
-                    sink.feed(Message::Binary(merge(&mut run))).await?;
-                    run_bytes = 0;
-                }
-                sink.feed(Message::Text(t.into())).await?;
-            }
-        }
-    }
-    if !run.is_empty() {
-        sink.feed(Message::Binary(merge(&mut run))).await?;
-    }
-    sink.flush().await?;
-    inbox.written_bytes(taken);
-    Ok(taken)
-}
-
-/// One terminal frame from consecutive frames of the same terminal (no copy for one).
-fn merge(run: &mut Vec<bytes::Bytes>) -> bytes::Bytes {
-    if run.len() == 1 {
-        return run.pop().unwrap_or_default();
-    }
-    let mut out = Vec::with_capacity(run.iter().map(|f| f.len()).sum());
-    for (i, frame) in run.drain(..).enumerate() {
-        out.extend_from_slice(if i == 0 {
-            &frame[..]
-        } else {
-            &frame[4.min(frame.len())..]
-        });
-    }
-    out.into()
 }
 
 struct Member {
@@ -410,7 +287,7 @@ impl Member {
                     }
                     self.pump = Some(tokio::spawn(pump(
                         self.state.db.clone(),
-                        self.live.session,
+                        self.live.clone(),
                         after,
                         self.out.clone(),
                     )));
@@ -554,56 +431,52 @@ impl Member {
 
 /// Sends the session's events after `after`, then each new one as it commits, in order and
 /// without gaps (it watches before it reads, so nothing falls between).
-async fn pump(db: db::Db, session: SessionId, after: i64, out: Outbox) {
-    let mut watch = db.subscribe(session);
+async fn pump(db: db::Db, live: Arc<Live>, after: i64, out: Outbox) {
+    let mut watch = db.subscribe(live.session);
     let mut last = after;
+    // What the channel knows was committed; the feed reads the store for it only if no read
+    // already has it.
+    let mut known = super::feed::Known::now();
     loop {
         loop {
-            let page = match db::events::list_after(&db, session, last, MAX_EVENTS_PER_FRAME as i64)
-                .await
-            {
-                Ok(p) => p,
+            let page = match live.feed.next(&db, last, known).await {
+                Ok(Some(p)) => p,
+                Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(session = %session, error = %e, "reading events for a live channel failed");
+                    tracing::warn!(session = %live.session, error = %e, "reading events for a live channel failed");
                     break;
                 }
             };
-            let Some(newest) = page.last().map(|e| e.seq) else {
-                break;
-            };
-            last = newest;
+            last = page.through;
             // A long history goes out at the client's pace: its queue never fills with replay.
             while out.queued() > MAX_QUEUED_BYTES / 4 && !out.is_closed() {
                 tokio::time::sleep(REPLAY_PACE).await;
             }
-            if !out.send(&WsServer::Events { events: page }) {
+            if !out.push(Out::Json(page.frame)) {
                 return;
             }
         }
         if out.is_closed() {
             return;
         }
-        tokio::select! {
-            r = watch.changed() => if r.is_err() { return },
-            () = tokio::time::sleep(POLL_OTHER_PROCESSES) => {}
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merged_output_keeps_one_header_and_every_byte_in_order() {
-        let mut run: Vec<bytes::Bytes> = ["ab", "cd", "ef"]
-            .iter()
-            .map(|s| encode_terminal(7, s.as_bytes()).into())
-            .collect();
-        let one = merge(&mut run);
-        assert_eq!(decode_terminal(&one), Some((7, &b"abcdef"[..])));
-        assert!(run.is_empty());
-        let mut single = vec![bytes::Bytes::from(encode_terminal(2, b"x"))];
-        assert_eq!(decode_terminal(&merge(&mut single)), Some((2, &b"x"[..])));
+        known = tokio::select! {
+            // This process committed up to the watch's number.
+            r = watch.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                super::feed::Known { through: *watch.borrow_and_update(), ..super::feed::Known::now() }
+            }
+            // Only a fallback for another process's lost notification: a read another channel
+            // began in the last half period will do (one read a second per session, not one
+            // per viewer).
+            () = tokio::time::sleep(POLL_OTHER_PROCESSES) => {
+                let now = std::time::Instant::now();
+                super::feed::Known {
+                    through: i64::MAX,
+                    since: now.checked_sub(POLL_OTHER_PROCESSES / 2).unwrap_or(now),
+                }
+            }
+        };
     }
 }
