@@ -174,6 +174,18 @@ impl Browser {
         }
     }
 
+    /// Waits until no element matches `css`.
+    pub async fn wait_gone(&self, css: &str) {
+        let deadline = Instant::now() + WAIT;
+        while self.client.find(Locator::Css(css)).await.is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {css:?} to go"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Waits until the page's path is `path`.
     pub async fn wait_path(&self, pred: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + WAIT;

@@ -238,6 +238,31 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
     v.screenshot("04-viewer").await;
     a.wait_text("#participants", "Vic (guest)").await;
     a.screenshot("05-owner-with-two-guests").await;
+    // A crowd through the viewer link: the first 32 viewers by name (Vic and 31 of them), the
+    // rest a count.
+    let share = viewer_url
+        .split("#token=")
+        .nth(1)
+        .expect("the link carries its token")
+        .to_string();
+    let mut crowd = Vec::new();
+    for i in 1..=40 {
+        let creds = tandem_server::client::live::Credentials {
+            share: Some(share.clone()),
+            name: Some(format!("Crowd {i}")),
+            ..Default::default()
+        };
+        crowd.push(
+            tandem_server::client::live::LiveClient::connect(&s.url, id, &creds)
+                .await
+                .expect("a viewer joins"),
+        );
+    }
+    a.wait_text("#audience", "9 more are watching.").await;
+    a.wait_text("#participants", "Crowd 31 (guest)").await;
+    a.screenshot("05b-owner-with-a-crowd").await;
+    drop(crowd);
+    a.wait_gone("#audience").await;
     // A phone-sized screen: one column, nothing cut off sideways.
     v.client.set_window_size(390, 844).await.unwrap();
     v.wait_text("#timeline", "I added NOTE.md.").await;
