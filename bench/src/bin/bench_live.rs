@@ -16,6 +16,7 @@ use tandem_server::client::live::{Credentials, Incoming, LiveClient};
 
 use tandem_bench as bench_common;
 
+#[derive(Clone, Copy)]
 struct Args {
     keys: usize,
     viewers: usize,
@@ -92,6 +93,13 @@ async fn main() -> Result<()> {
         eprintln!("— metrics {} —", if metrics { "on" } else { "off" });
         outcomes.push(once(&a, metrics).await?);
     }
+    // The baseline: 100 viewers of the same stream, in the same run.
+    let few = Args {
+        viewers: BASELINE_VIEWERS,
+        ..a
+    };
+    eprintln!("— baseline: {BASELINE_VIEWERS} viewers, metrics off —");
+    let base = once(&few, false).await?;
     println!();
     println!(
         "| metrics | keystroke → echo at a 2nd client, median | p99 | direct median | direct p99 | added (median) |"
@@ -146,8 +154,27 @@ async fn main() -> Result<()> {
         a.viewers,
         mean(false, |o| o.got_everything as f64),
     );
+    let lag99 = outcomes.iter().map(|o| o.lag.1).collect::<Vec<_>>();
+    let median_lag99 = {
+        let mut v = lag99.clone();
+        pct(&mut v, 0.5)
+    };
+    println!(
+        "baseline: {BASELINE_VIEWERS} viewers, marker lag p50 {:.1} ms, p99 {:.1} ms, server CPU {:.0}% of a core, everything to {}/{BASELINE_VIEWERS}; {} viewers' p99 (median of the four runs) {median_lag99:.1} ms = {:.2}× the baseline's; server CPU per viewer {:.3}% of a core against {:.3}%",
+        base.lag.0,
+        base.lag.1,
+        base.cpu,
+        base.got_everything,
+        a.viewers,
+        median_lag99 / base.lag.1,
+        mean(false, |o| o.cpu) / a.viewers as f64,
+        base.cpu / BASELINE_VIEWERS as f64,
+    );
     Ok(())
 }
+
+/// The viewers of the baseline run.
+const BASELINE_VIEWERS: usize = 100;
 
 /// The whole benchmark once, on a server with `metrics` counted or not.
 async fn once(a: &Args, metrics: bool) -> Result<Outcome> {
@@ -252,11 +279,36 @@ async fn once(a: &Args, metrics: bool) -> Result<Outcome> {
     eprintln!(
         "(a) through the hub: median {h50:.2} ms, p99 {h99:.2} ms; direct: median {b50:.2} ms, p99 {b99:.2} ms"
     );
-    // (b) N viewers, R KiB/s for S seconds with a timestamped marker line every 100 ms.
+    // (b) N viewers, R KiB/s for S seconds with a timestamped marker line every 100 ms. They
+    // come as an audience does: guests through viewer links (as many links as the per-link
+    // bound of guests asks for).
     eprintln!("(b) connecting {} viewers…", a.viewers);
+    let http = reqwest::Client::new();
     let mut viewers = Vec::new();
-    for _ in 0..a.viewers {
-        viewers.push(LiveClient::connect(url, id, &creds).await?);
+    let mut link = String::new();
+    for n in 0..a.viewers {
+        if n % tandem_protocol::live::MAX_GUESTS_PER_LINK == 0 {
+            let made: tandem_protocol::live::ShareLink = http
+                .post(format!("{url}/api/sessions/{id}/links"))
+                .bearer_auth(token)
+                .json(&tandem_protocol::live::CreateLink {
+                    role: tandem_protocol::live::Role::Viewer,
+                    expires_in: None,
+                    allow_guests: true,
+                })
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            link = made.token.context("a new link's token")?;
+        }
+        let guest = Credentials {
+            share: Some(link.clone()),
+            name: Some(format!("Viewer {n}")),
+            ..Default::default()
+        };
+        viewers.push(LiveClient::connect(url, id, &guest).await?);
     }
     let (u0, _) = bench_common::usage(pid);
     let started = Instant::now();
