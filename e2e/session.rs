@@ -260,6 +260,13 @@ async fn two_people_co_drive_a_live_session_and_a_viewer_cannot_type() {
     }
     a.wait_text("#audience", "9 more are watching.").await;
     a.wait_text("#participants", "Crowd 31 (guest)").await;
+    a.client
+        .execute(
+            "document.querySelector('#audience').scrollIntoView({block: 'center'})",
+            vec![],
+        )
+        .await
+        .unwrap();
     a.screenshot("05b-owner-with-a-crowd").await;
     drop(crowd);
     a.wait_gone("#audience").await;
