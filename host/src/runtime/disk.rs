@@ -46,7 +46,7 @@ pub fn unavailable() -> Option<String> {
     if !Path::new("/dev/loop-control").exists() {
         return Some("the kernel has no loop devices (/dev/loop-control; modprobe loop)".into());
     }
-    for (bin, pkg) in [("mkfs.ext4", "e2fsprogs"), ("mount", "mount")] {
+    for (bin, pkg) in [("mkfs.ext4", "e2fsprogs"), ("losetup", "mount")] {
         let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
             .iter()
             .any(|d| Path::new(d).join(bin).exists());
@@ -384,16 +384,15 @@ fn refill(templates: &Path, bytes: i64, template: PathBuf) {
                 continue;
             }
             let name = uuid::Uuid::new_v4().simple().to_string();
-            let (tmp, image, staging) = (
+            let (tmp, image) = (
                 dir.join(format!(".{name}.new")),
                 dir.join(format!("{name}.img")),
-                dir.join(format!("{name}.staging")),
             );
             let (t, i) = (template.clone(), image.clone());
             let spare = tokio::task::spawn_blocking(move || {
                 copy_sparse(&t, &tmp)?;
                 std::fs::rename(&tmp, &i)?;
-                loop_device::open(&i, &staging)
+                loop_device::open(&i)
             })
             .await
             .map_err(|e| Error::Internal(format!("making a spare disk: {e}")))

@@ -1,18 +1,25 @@
-//! Workspace disks mounted ahead of need: a spare image is loop-mounted at a staging point,
-//! cloned into a detached mount (held by a file descriptor, in no directory, `open_tree`) and
-//! its staging mount dropped, all in the background; a start then only moves the detached
-//! mount into place (`move_mount`, one system call).
+//! Workspace disks mounted ahead of need: a spare image is attached to a free loop device and
+//! its filesystem mounted detached (`fsopen`/`fsmount`: held by a file descriptor, in no
+//! directory), all in the background; a start then only moves the detached mount into place
+//! (`move_mount`, one system call).
 //!
-//! The loop device is set to free itself once its filesystem is unmounted (autoclear): a
-//! detached mount that is never placed (its holder dropped it, the server died) takes its
-//! device with it.
+//! No `mount` process: util-linux's reads the whole mount table (and, for `-o loop`, every loop
+//! device) at each call, which with a thousand workspaces on the host took more of the
+//! machine than the starts themselves. `losetup --find` takes a free device from the kernel
+//! (`/dev/loop-control`) without a scan.
+//!
+//! The loop device is detached while its filesystem holds it, which the kernel turns into
+//! autoclear: it goes with the last unmount, so a detached mount that is never placed (its
+//! holder dropped it, the server died) takes its device with it.
 
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
-use rustix::mount::{MoveMountFlags, OpenTreeFlags, move_mount, open_tree};
-use tokio::process::Command;
+use nix::mount::{MntFlags, umount2};
+use rustix::mount::{
+    FsMountFlags, FsOpenFlags, MountAttrFlags, MoveMountFlags, fsconfig_create, fsconfig_set_flag,
+    fsconfig_set_string, fsmount, fsopen, move_mount,
+};
 
 use crate::{Error, Result};
 
@@ -20,18 +27,99 @@ fn failed(what: &str, at: &Path, e: impl std::fmt::Display) -> Error {
     Error::Internal(format!("{what} {}: {e}", at.display()))
 }
 
-/// `mount`'s options for a workspace disk. `loop`: one `mount -o loop` binds the image to a
-/// free loop device set to free itself (autoclear) and mounts it, so the device goes with the
-/// unmount, and a crash before the mount leaves none behind. `discard`: what the workspace
+/// `losetup` with `args`; its output, or what it said.
+fn losetup(args: &[&std::ffi::OsStr], image: &Path) -> Result<String> {
+    let out = std::process::Command::new("losetup")
+        .args(args)
+        .output()
+        .map_err(|e| failed("attaching a workspace disk", image, e))?;
+    if !out.status.success() {
+        // `losetup` names the image itself.
+        return Err(Error::Internal(format!(
+            "attaching a workspace disk: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The image's ext4 filesystem on `device`, mounted nowhere. `discard`: what the workspace
 /// deletes goes back to the host's disk. `noinit_itable`: the image is a sparse copy of a fresh
 /// template, so its unused inode tables already read as zeros; the kernel would otherwise write
-/// them all in the background, turning holes into blocks.
-const OPTIONS: &str = "loop,discard,nosuid,nodev,noatime,noinit_itable";
+/// them all in the background, turning holes into blocks. No set-uid, no devices, no atime.
+fn mount_detached(device: &Path) -> Result<OwnedFd> {
+    let fs = fsopen("ext4", FsOpenFlags::FSOPEN_CLOEXEC)
+        .map_err(|e| failed("mounting the workspace disk on", device, e))?;
+    let configured = (|| {
+        fsconfig_set_string(&fs, "source", device)?;
+        fsconfig_set_flag(&fs, "discard")?;
+        fsconfig_set_flag(&fs, "noinit_itable")?;
+        fsconfig_create(&fs)
+    })();
+    configured.map_err(|e| failed("mounting the workspace disk on", device, e))?;
+    fsmount(
+        &fs,
+        FsMountFlags::FSMOUNT_CLOEXEC,
+        MountAttrFlags::MOUNT_ATTR_NOSUID
+            | MountAttrFlags::MOUNT_ATTR_NODEV
+            | MountAttrFlags::MOUNT_ATTR_NOATIME,
+    )
+    .map_err(|e| failed("mounting the workspace disk on", device, e))
+}
 
-fn mounted(image: &Path, out: std::io::Result<std::process::Output>) -> Result<()> {
-    let out = out.map_err(|e| failed("attaching a workspace disk", image, e))?;
+/// `image` mounted nowhere, on a loop device that goes with its last unmount. Blocking.
+pub fn open(image: &Path) -> Result<OwnedFd> {
+    let device = PathBuf::from(losetup(
+        &["--find".as_ref(), "--show".as_ref(), image.as_os_str()],
+        image,
+    )?);
+    let mounted = mount_detached(&device);
+    // Detached while the filesystem holds it, the device is set to clear itself once that
+    // goes; not mounted, it is detached now.
+    let detached = losetup(&["--detach".as_ref(), device.as_os_str()], image);
+    let mount = mounted?;
+    detached?;
+    Ok(mount)
+}
+
+/// Whether the kernel has the mount API ([`open`] needs it: 5.2 and later).
+pub fn detached_mounts() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        !matches!(
+            fsopen("ext4", FsOpenFlags::FSOPEN_CLOEXEC),
+            Err(rustix::io::Errno::NOSYS)
+        )
+    })
+}
+
+/// Mounts `image` at `at` ([`open`], then [`place`]; `mount -o loop` on a kernel without the
+/// mount API).
+pub async fn mount_at(image: &Path, at: &Path) -> Result<()> {
+    if !detached_mounts() {
+        return mount_command(image, at).await;
+    }
+    let (image, at) = (image.to_path_buf(), at.to_path_buf());
+    tokio::task::spawn_blocking(move || place(&open(&image)?, &at))
+        .await
+        .map_err(|e| Error::Internal(format!("mounting a workspace disk: {e}")))?
+}
+
+/// `mount -o loop`: the image bound to a loop device set to free itself, and mounted.
+async fn mount_command(image: &Path, at: &Path) -> Result<()> {
+    let out = tokio::process::Command::new("mount")
+        .args([
+            "-t",
+            "ext4",
+            "-o",
+            "loop,discard,nosuid,nodev,noatime,noinit_itable",
+        ])
+        .arg(image)
+        .arg(at)
+        .output()
+        .await
+        .map_err(|e| failed("attaching a workspace disk", image, e))?;
     if !out.status.success() {
-        // `mount` names the image itself.
         return Err(Error::Internal(format!(
             "attaching a workspace disk: {}",
             String::from_utf8_lossy(&out.stderr).trim()
@@ -40,61 +128,8 @@ fn mounted(image: &Path, out: std::io::Result<std::process::Output>) -> Result<(
     Ok(())
 }
 
-/// Loop-mounts `image` at `at` ([`OPTIONS`]).
-pub async fn mount_at(image: &Path, at: &Path) -> Result<()> {
-    let out = Command::new("mount")
-        .args(["-t", "ext4", "-o", OPTIONS])
-        .arg(image)
-        .arg(at)
-        .output()
-        .await;
-    mounted(image, out)
-}
-
-/// `image` mounted nowhere: loop-mounted at `staging` (made here), made private (so the clone
-/// joins no other mount's propagation), cloned detached, and unmounted from `staging`, which
-/// goes. The clone alone holds the filesystem and its loop device. Blocking, and done whole
-/// once begun: a staging mount is never left behind by a caller that went away.
-///
-/// A server killed half-way leaves the staging mount: the next runtime on its data dir clears
-/// it ([`super::disk::hold`]). (Staging in a mount namespace of the thread's own would leave
-/// nothing, but each copy of the host's mount table cost the starts of a burst 40 % at p99.)
-pub fn open(image: &Path, staging: &Path) -> Result<OwnedFd> {
-    open_here(image, staging)
-}
-
-fn open_here(image: &Path, staging: &Path) -> Result<OwnedFd> {
-    std::fs::create_dir_all(staging)?;
-    let out = std::process::Command::new("mount")
-        .args(["-t", "ext4", "-o", OPTIONS])
-        .arg(image)
-        .arg(staging)
-        .output();
-    if let Err(e) = mounted(image, out) {
-        let _ = std::fs::remove_dir(staging);
-        return Err(e);
-    }
-    let detached = (|| {
-        mount(
-            None::<&str>,
-            staging,
-            None::<&str>,
-            MsFlags::MS_PRIVATE,
-            None::<&str>,
-        )
-        .map_err(|e| failed("making the staged disk private at", staging, e))?;
-        open_tree(
-            rustix::fs::CWD,
-            staging,
-            OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
-        )
-        .map_err(|e| failed("detaching the staged disk at", staging, e))
-    })();
-    clear_staging(staging);
-    detached
-}
-
-/// Unmounts what a process that died while staging a disk left at `staging`, and removes it.
+/// Unmounts what an older server that died while staging a disk left at `staging`, and removes
+/// it.
 pub fn clear_staging(staging: &Path) {
     let _ = umount2(staging, MntFlags::MNT_DETACH);
     let _ = std::fs::remove_dir(staging);
