@@ -133,6 +133,18 @@ async fn the_session_page_plays_the_desktop_the_controller_clicks_it_and_a_viewe
     a.open_ready_session(&s.url, id).await;
     a.click("#tab-desktop").await;
     let first = wait_frames(&a, 5).await;
+    // Each frame is shown as soon as it is decoded: the page asks for no jitter buffer (what
+    // keeps glass-to-glass low; `cargo xtask bench desktop` measures it).
+    let target = a
+        .client
+        .execute(
+            "const r = window.tandemDesktopPc.getReceivers().find(r => r.track && r.track.kind === 'video');
+             return r ? r.jitterBufferTarget : 'no video receiver';",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(target, json!(0), "the desktop video's jitter buffer target");
 
     // The workspace's browser shows the page (opened through the pane's URL box).
     let url_box = a

@@ -8,6 +8,10 @@ window.TandemDesktop = {
     window.tandemDesktopPc = pc; // for tests and curious people: getStats()
     pc.addTransceiver("video", { direction: "recvonly" });
     pc.ontrack = (e) => {
+      // Each frame as soon as it is decoded: a desktop someone drives is not a film, and the
+      // loopback or LAN path has little jitter to smooth (the default target holds frames back).
+      if ("jitterBufferTarget" in e.receiver) e.receiver.jitterBufferTarget = 0;
+      else if ("playoutDelayHint" in e.receiver) e.receiver.playoutDelayHint = 0;
       video.srcObject = e.streams[0] || new MediaStream([e.track]);
       video.play().catch(() => {});
     };

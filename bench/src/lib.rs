@@ -10,6 +10,8 @@ use tandem_protocol::*;
 use tandem_server::client::Client;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+pub mod cdp;
+
 pub const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
 
 /// A new directory under the system's temporary directory (`TANDEM_BENCH_DIR` if set), removed
@@ -80,6 +82,8 @@ pub async fn start(prefix: &str, config: &str) -> Result<BenchServer> {
     );
     std::fs::write(data.join("tandem.toml"), config)?;
     let bin = target.join("release/tandem");
+    // The web app, where a benchmark measures in a browser, is the release binary's
+    // `../site` (`cargo xtask bench desktop` builds it).
     let mut server = tokio::process::Command::new(&bin)
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&data)

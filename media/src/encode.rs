@@ -1,5 +1,5 @@
 //! Capture and encode, in process with GStreamer: `ximagesrc` on the workspace's X display →
-//! I420 → VP8 (`deadline=1 cpu-used=8 threads=1`: one thread; libvpx's own threads are
+//! I420 → VP8 (`deadline=1 cpu-used=<speed> threads=1`: one thread; libvpx's own threads are
 //! pathological on few cores) → an app sink. One encoder per session, shared by all its viewers;
 //! a keyframe request (a viewer joining) reaches the encoder as a force-key-unit event.
 //!
@@ -45,6 +45,7 @@ pub struct Encoder {
     pub encoded: Arc<AtomicU64>,
     pub keyframes_sent: Arc<AtomicU64>,
     pub fps: u32,
+    pub codec: Codec,
     /// The child's pid (its CPU time is the encoder's cost).
     pub pid: Option<u32>,
     /// The last frames' encode latencies (µs).
@@ -103,10 +104,15 @@ impl Display {
 /// properties (never from launch syntax).
 pub fn build_pipeline(
     display: Display,
-    fps: u32,
-    kbps: u32,
-    keyframe_secs: u32,
+    quality: Quality,
 ) -> Result<(gst::Pipeline, gst_app::AppSink)> {
+    let Quality {
+        fps,
+        kbps,
+        keyframe_secs,
+        speed,
+        codec,
+    } = quality;
     let make = |factory: &str| {
         gst::ElementFactory::make(factory)
             .build()
@@ -131,25 +137,65 @@ pub fn build_pipeline(
             .field("format", "I420")
             .build(),
     );
-    let enc = make("vp8enc")?;
-    enc.set_property("deadline", 1i64);
-    enc.set_property("cpu-used", 8i32);
-    enc.set_property("threads", 1i32);
-    enc.set_property_from_str("end-usage", "cbr");
-    enc.set_property("target-bitrate", (kbps.saturating_mul(1000)) as i32);
-    enc.set_property(
-        "keyframe-max-dist",
-        (fps.max(1) * keyframe_secs.max(1)) as i32,
+    let gop = (fps.max(1) * keyframe_secs.max(1)) as i32;
+    let enc =
+        match codec {
+            Codec::Vp8 => {
+                let enc = make("vp8enc")?;
+                enc.set_property("deadline", 1i64);
+                enc.set_property("cpu-used", speed.clamp(SPEEDS.0, SPEEDS.1));
+                enc.set_property("threads", 1i32);
+                enc.set_property_from_str("end-usage", "cbr");
+                enc.set_property("target-bitrate", (kbps.saturating_mul(1000)) as i32);
+                enc.set_property("keyframe-max-dist", gop);
+                enc.set_property_from_str("error-resilient", "partitions");
+                enc.set_property("lag-in-frames", 0i32);
+                enc
+            }
+            Codec::H264 => {
+                let enc = gst::ElementFactory::make("openh264enc").build().map_err(|e| {
+                Error::Unavailable(format!(
+                    "the H.264 encoder (GStreamer's openh264enc) is missing: install Debian's \
+                     gstreamer1.0-plugins-bad, or set [desktop] codec = \"vp8\" ({e})"
+                ))
+            })?;
+                enc.set_property_from_str("usage-type", "screen");
+                enc.set_property_from_str("complexity", "low");
+                enc.set_property_from_str("rate-control", "bitrate");
+                enc.set_property("bitrate", kbps.saturating_mul(1000));
+                enc.set_property("gop-size", gop as u32);
+                enc.set_property("multi-thread", 1u32);
+                enc.set_property("enable-frame-skip", false);
+                enc
+            }
+        };
+    // H.264 leaves as Annex B access units, the form its RTP packetiser splits into NAL units.
+    let stream = make("capsfilter")?;
+    stream.set_property(
+        "caps",
+        match codec {
+            Codec::Vp8 => gst::Caps::builder("video/x-vp8").build(),
+            Codec::H264 => gst::Caps::builder("video/x-h264")
+                .field("stream-format", "byte-stream")
+                .field("alignment", "au")
+                .build(),
+        },
     );
-    enc.set_property_from_str("error-resilient", "partitions");
-    enc.set_property("lag-in-frames", 0i32);
     let sink = gst_app::AppSink::builder()
         .sync(false)
         .max_buffers(2)
         .drop(true)
         .build();
     let pipeline = gst::Pipeline::new();
-    let elements = [&src, &rate, &convert, &format, &enc, sink.upcast_ref()];
+    let elements = [
+        &src,
+        &rate,
+        &convert,
+        &format,
+        &enc,
+        &stream,
+        sink.upcast_ref(),
+    ];
     pipeline
         .add_many(elements)
         .map_err(|e| Error::Internal(format!("desktop pipeline: {e}")))?;
@@ -164,12 +210,75 @@ pub const LATENCY_WINDOW: usize = 512;
 /// Largest encoded frame accepted from the child.
 const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 
-/// How the encoder encodes: frames per second, target bitrate, keyframe interval.
+/// The video codec a stream is encoded with; every viewer of the stream gets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    /// libvpx (`vp8enc`).
+    Vp8,
+    /// OpenH264 (`openh264enc`), constrained baseline: what every WebRTC browser decodes.
+    H264,
+}
+
+impl Codec {
+    fn word(self) -> &'static str {
+        match self {
+            Codec::Vp8 => "vp8",
+            Codec::H264 => "h264",
+        }
+    }
+}
+
+/// The VP8 speeds (libvpx's `cpu-used`) the encoder takes: higher is faster and coarser.
+pub const SPEEDS: (i32, i32) = (0, 16);
+
+/// How the encoder encodes: frames per second, target bitrate, keyframe interval, VP8 speed.
 #[derive(Clone, Copy, Debug)]
 pub struct Quality {
     pub fps: u32,
     pub kbps: u32,
     pub keyframe_secs: u32,
+    /// libvpx's `cpu-used` in real-time mode, within [`SPEEDS`] (VP8 only).
+    pub speed: i32,
+    pub codec: Codec,
+}
+
+impl Quality {
+    /// The child's arguments: `FPS KBPS KEYFRAME_SECS SPEED CODEC`.
+    fn args(self) -> [String; 5] {
+        [
+            self.fps.to_string(),
+            self.kbps.to_string(),
+            self.keyframe_secs.to_string(),
+            self.speed.to_string(),
+            self.codec.word().to_string(),
+        ]
+    }
+
+    /// Parses [`Quality::args`] (the child's side).
+    pub fn parse(words: &[String]) -> Result<Self> {
+        let bad = |what: &str| Error::Invalid(format!("desktop-encode: {what} is not a number"));
+        let [fps, kbps, keyframe_secs, speed, codec] = words else {
+            return Err(Error::Invalid(
+                "desktop-encode takes FPS KBPS KEYFRAME_SECS SPEED CODEC".into(),
+            ));
+        };
+        let codec = match codec.as_str() {
+            "vp8" => Codec::Vp8,
+            "h264" => Codec::H264,
+            _ => {
+                return Err(Error::Invalid(
+                    "desktop-encode: CODEC is vp8 or h264".into(),
+                ));
+            }
+        };
+        Ok(Self {
+            fps: fps.parse().map_err(|_| bad("FPS"))?,
+            kbps: kbps.parse().map_err(|_| bad("KBPS"))?,
+            keyframe_secs: keyframe_secs.parse().map_err(|_| bad("KEYFRAME_SECS"))?,
+            speed: speed.parse().map_err(|_| bad("SPEED"))?,
+            codec,
+        })
+    }
 }
 
 /// Starts `tandem` (`bin`) encoding display `display` whose socket directory on this host is
@@ -182,11 +291,7 @@ pub async fn start(
     quality: Quality,
 ) -> Result<Encoder> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Quality {
-        fps,
-        kbps,
-        keyframe_secs,
-    } = quality;
+    let fps = quality.fps;
     let mut child = tokio::process::Command::new(bin)
         // None of the server's environment (a database URL with its password, …) reaches the
         // process that parses what the workspace's X server sends.
@@ -194,12 +299,8 @@ pub async fn start(
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", "/nonexistent")
         .arg("desktop-encode")
-        .args([
-            &display.name(),
-            &fps.to_string(),
-            &kbps.to_string(),
-            &keyframe_secs.to_string(),
-        ])
+        .arg(display.name())
+        .args(quality.args())
         .arg("--")
         .args(beside)
         .stdin(std::process::Stdio::piped())
@@ -307,6 +408,7 @@ pub async fn start(
         encoded,
         keyframes_sent,
         fps,
+        codec: quality.codec,
         // The process that encodes (the outer one only waits for it).
         pid: outer.map(|o| crate::confine::inner_pid(o).unwrap_or(o)),
         latencies,
@@ -314,14 +416,12 @@ pub async fn start(
     })
 }
 
-/// `tandem desktop-encode DISPLAY FPS KBPS KEYFRAME_SECS -- BESIDE…`: the child. `enter` takes
+/// `tandem desktop-encode DISPLAY FPS KBPS KEYFRAME_SECS SPEED CODEC -- BESIDE…`: the child. `enter` takes
 /// it beside the workspace (from the runtime's words after `--`). Runs until its stdout or the
 /// display goes away.
 pub fn child_main(
     display: &str,
-    fps: u32,
-    kbps: u32,
-    keyframe_secs: u32,
+    quality: Quality,
     enter: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     use std::io::{Read, Write};
@@ -332,7 +432,7 @@ pub fn child_main(
     }
     crate::confine::inner()?;
     gst::init().map_err(|e| Error::Unavailable(format!("GStreamer cannot start: {e}")))?;
-    let (pipeline, sink) = build_pipeline(display, fps, kbps, keyframe_secs)?;
+    let (pipeline, sink) = build_pipeline(display, quality)?;
     let display = display.name();
     pipeline
         .set_state(gst::State::Playing)
@@ -473,6 +573,35 @@ mod tests {
         ] {
             assert!(Display::parse(hostile).is_err(), "{hostile:?} was accepted");
         }
+    }
+
+    #[test]
+    fn the_childs_quality_arguments_read_back_as_given_and_nonsense_is_refused() {
+        let q = super::Quality {
+            fps: 30,
+            kbps: 2500,
+            keyframe_secs: 4,
+            speed: 12,
+            codec: super::Codec::H264,
+        };
+        let back = super::Quality::parse(&q.args()).unwrap();
+        assert_eq!(
+            (
+                back.fps,
+                back.kbps,
+                back.keyframe_secs,
+                back.speed,
+                back.codec
+            ),
+            (30, 2500, 4, 12, super::Codec::H264)
+        );
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(super::Quality::parse(&words(&["30", "2500", "4", "8"])).is_err());
+        let err = super::Quality::parse(&words(&["30", "2500", "4", "fast", "vp8"])).unwrap_err();
+        assert!(err.to_string().contains("SPEED"), "{err}");
+        let err = super::Quality::parse(&words(&["30", "2500", "4", "8", "x264 ! filesink"]))
+            .unwrap_err();
+        assert!(err.to_string().contains("vp8 or h264"), "{err}");
     }
 
     #[test]

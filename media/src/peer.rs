@@ -11,7 +11,9 @@ use rtc::media::Sample;
 use rtc::media_stream::MediaStreamTrack;
 use rtc::peer_connection::configuration::RTCConfigurationBuilder;
 use rtc::peer_connection::configuration::interceptor_registry::register_default_interceptors;
-use rtc::peer_connection::configuration::media_engine::{MIME_TYPE_VP8, MediaEngine};
+use rtc::peer_connection::configuration::media_engine::{
+    MIME_TYPE_H264, MIME_TYPE_VP8, MediaEngine,
+};
 use rtc::peer_connection::configuration::setting_engine::SettingEngineBuilder;
 use rtc::peer_connection::sdp::RTCSessionDescription;
 use rtc::rtp_transceiver::rtp_sender::{
@@ -26,13 +28,38 @@ use webrtc::peer_connection::{
     RTCPeerConnectionState,
 };
 
-use crate::encode::Frame;
+use crate::encode::{Codec, Frame};
 use crate::{Error, Result};
 
 /// How long gathering candidates and connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
-/// VP8's payload type in our offer to ourselves (the browser's choice wins in the answer).
+/// The payload type in our offer to ourselves (the browser's choice wins in the answer).
 const VP8_PAYLOAD: u8 = 96;
+const H264_PAYLOAD: u8 = 102;
+
+/// The RTP codec a stream's frames go out as, and its payload type in our own offer. H.264 is
+/// constrained baseline with non-interleaved packetisation (mode 1), which every WebRTC
+/// browser offers.
+fn rtp_codec(codec: Codec) -> (RTCRtpCodec, u8) {
+    let (mime, fmtp, payload) = match codec {
+        Codec::Vp8 => (MIME_TYPE_VP8, "", VP8_PAYLOAD),
+        Codec::H264 => (
+            MIME_TYPE_H264,
+            "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f",
+            H264_PAYLOAD,
+        ),
+    };
+    (
+        RTCRtpCodec {
+            mime_type: mime.to_owned(),
+            clock_rate: 90_000,
+            channels: 0,
+            sdp_fmtp_line: fmtp.to_owned(),
+            rtcp_feedback: vec![],
+        },
+        payload,
+    )
+}
 
 #[derive(Clone)]
 struct Handler {
@@ -75,25 +102,20 @@ pub async fn answer(
     udp_addrs: &[String],
     mut frames: broadcast::Receiver<Arc<Frame>>,
     fps: u32,
+    kind: Codec,
     keyframe: impl Fn() + Send + Sync + 'static,
 ) -> Result<(String, Viewer)> {
-    let codec = RTCRtpCodec {
-        mime_type: MIME_TYPE_VP8.to_owned(),
-        clock_rate: 90_000,
-        channels: 0,
-        sdp_fmtp_line: String::new(),
-        rtcp_feedback: vec![],
-    };
+    let (codec, own_payload) = rtp_codec(kind);
     let mut media = MediaEngine::default();
     media
         .register_codec(
             RTCRtpCodecParameters {
                 rtp_codec: codec.clone(),
-                payload_type: VP8_PAYLOAD,
+                payload_type: own_payload,
             },
             RtpCodecKind::Video,
         )
-        .map_err(rtc_error("registering VP8"))?;
+        .map_err(rtc_error("registering the video codec"))?;
     let registry = register_default_interceptors(Registry::new(), &mut media)
         .map_err(rtc_error("interceptors"))?;
     // Keyframe requests (PLI, FIR) from the browser reach this code, and then the encoder.
@@ -193,8 +215,8 @@ pub async fn answer(
                 .codecs
                 .first()
                 .map(|c| c.payload_type)
-                .unwrap_or(VP8_PAYLOAD),
-            Err(_) => VP8_PAYLOAD,
+                .unwrap_or(own_payload),
+            Err(_) => own_payload,
         };
         keyframe();
         let mut started = false;

@@ -8,7 +8,9 @@ use std::time::Duration;
 use rtc::interceptor::Registry;
 use rtc::peer_connection::configuration::RTCConfigurationBuilder;
 use rtc::peer_connection::configuration::interceptor_registry::register_default_interceptors;
-use rtc::peer_connection::configuration::media_engine::{MIME_TYPE_VP8, MediaEngine};
+use rtc::peer_connection::configuration::media_engine::{
+    MIME_TYPE_H264, MIME_TYPE_VP8, MediaEngine,
+};
 use rtc::peer_connection::configuration::setting_engine::SettingEngineBuilder;
 use rtc::peer_connection::sdp::RTCSessionDescription;
 use rtc::rtp_transceiver::rtp_sender::{RTCRtpCodec, RTCRtpCodecParameters, RtpCodecKind};
@@ -78,22 +80,31 @@ impl DesktopViewer {
     /// A viewer on `udp_addr` (`127.0.0.1:0`) and its offer (all candidates in it).
     pub async fn offer(udp_addr: &str) -> Result<(Self, String)> {
         let mut media = MediaEngine::default();
-        let vp8 = RTCRtpCodec {
-            mime_type: MIME_TYPE_VP8.to_owned(),
-            clock_rate: 90_000,
-            channels: 0,
-            sdp_fmtp_line: String::new(),
-            rtcp_feedback: vec![],
-        };
-        media
-            .register_codec(
-                RTCRtpCodecParameters {
-                    rtp_codec: vp8,
-                    payload_type: 100,
-                },
-                RtpCodecKind::Video,
-            )
-            .map_err(err("codec"))?;
+        // Both codecs a stream may use, as a browser offers them.
+        for (mime, fmtp, payload_type) in [
+            (MIME_TYPE_VP8, "", 100),
+            (
+                MIME_TYPE_H264,
+                "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f",
+                102,
+            ),
+        ] {
+            media
+                .register_codec(
+                    RTCRtpCodecParameters {
+                        rtp_codec: RTCRtpCodec {
+                            mime_type: mime.to_owned(),
+                            clock_rate: 90_000,
+                            channels: 0,
+                            sdp_fmtp_line: fmtp.to_owned(),
+                            rtcp_feedback: vec![],
+                        },
+                        payload_type,
+                    },
+                    RtpCodecKind::Video,
+                )
+                .map_err(err("codec"))?;
+        }
         let registry = register_default_interceptors(Registry::new(), &mut media)
             .map_err(err("interceptors"))?;
         let (gathered_tx, mut gathered) = mpsc::channel(1);

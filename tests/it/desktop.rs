@@ -496,6 +496,101 @@ async fn the_desktop_streams_over_webrtc_takes_the_controllers_clicks_and_refuse
     assert!(frames >= 10);
 }
 
+/// A session's stream numbers while someone watches.
+async fn stream_stats(
+    s: &crate::harness::TestServer,
+    id: SessionId,
+) -> tandem_protocol::agent::DesktopStreamStats {
+    let page: DesktopPage = s
+        .get(&format!("/api/sessions/{id}/desktop"))
+        .send()
+        .await
+        .parse();
+    page.stream
+        .expect("the stream's numbers while someone watches")
+}
+
+/// `[desktop] codec = "h264"`: the server answers an offer of both codecs with H.264 alone, its
+/// frames reach the viewer, and a picture loss indication still brings a keyframe (OpenH264's
+/// IDR frames are told from the rest).
+#[tokio::test]
+async fn a_desktop_set_to_h264_is_answered_with_h264_and_streams_keyframes_on_request() {
+    let Some(s) = crate::workspaces::server(|c| {
+        c.desktop.codec = tandem_server::config::DesktopCodec::H264;
+        c.desktop.keyframe_secs = 600;
+    })
+    .await
+    else {
+        return;
+    };
+    let src = source_repo("[workspace]\nsetup = []\n");
+    let repo = add_repo(&s, "acme/h264", src.path()).await;
+    let created: SessionDetail = s
+        .post(
+            "/api/sessions",
+            json!({ "repo_id": repo, "agent": { "kind": "none" } }),
+        )
+        .send()
+        .await
+        .parse();
+    let id = created.session.id;
+    crate::session_workspaces::wait_state(&s, id, &[SessionState::Ready]).await;
+    let creds = Credentials {
+        token: Some(s.admin_token.clone()),
+        ..Default::default()
+    };
+    let mut owner = LiveClient::connect(&s.url, id, &creds).await.unwrap();
+    let (viewer, offer) = DesktopViewer::offer("127.0.0.1:0").await.unwrap();
+    assert!(
+        offer.contains("VP8/90000") && offer.contains("H264/90000"),
+        "the viewer offers both"
+    );
+    owner
+        .send(&WsClient::DesktopOffer { sdp: offer })
+        .await
+        .unwrap();
+    let answer = next_matching(&mut owner, "the answer", |m| match m {
+        WsServer::DesktopAnswer { sdp } => Some(sdp.clone()),
+        WsServer::Refused { request, reason } => panic!("{request} refused: {reason}"),
+        _ => None,
+    })
+    .await;
+    assert!(
+        answer.contains("H264/90000") && !answer.contains("VP8/90000"),
+        "the answer is H.264 alone: {answer}"
+    );
+    assert!(answer.contains("packetization-mode=1"), "{answer}");
+    viewer.accept(answer).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while viewer.received.frames.load(Ordering::Relaxed) < 10 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "H.264 frames: {}",
+            viewer.received.frames.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let first = stream_stats(&s, id).await;
+    assert!(
+        first.keyframes >= 1 && first.keyframes < first.frames,
+        "keyframes are told from the other frames: {first:?}"
+    );
+    viewer.request_keyframe().await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let now = stream_stats(&s, id).await;
+        if now.keyframes > first.keyframes {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the keyframe request never reached the H.264 encoder: {now:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    viewer.close().await;
+}
+
 #[tokio::test]
 async fn the_desktop_over_vnc_speaks_rfb_through_the_websocket_and_viewers_get_the_view_only_server()
  {

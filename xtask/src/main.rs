@@ -172,6 +172,9 @@ fn main() -> Result<()> {
                 leaks::check()
             }
             Some((b, flags)) if b == "desktop" => {
+                // Glass-to-glass is measured in the web app (the release server's `../site`).
+                deps::ensure(deps::Needs { test: true })?;
+                site::build(site::Profile::Release)?;
                 release_bench("bench_desktop", "desktop stream", flags)
             }
             _ => bail!(

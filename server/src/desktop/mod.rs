@@ -93,6 +93,11 @@ impl Desktops {
             fps: app.config.desktop.fps,
             kbps: app.config.desktop.kbps,
             keyframe_secs: app.config.desktop.keyframe_secs,
+            speed: app.config.desktop.vp8_speed,
+            codec: match app.config.desktop.codec {
+                crate::config::DesktopCodec::Vp8 => encode::Codec::Vp8,
+                crate::config::DesktopCodec::H264 => encode::Codec::H264,
+            },
         };
         let encoder = encode::start(&host.tandem_bin, &beside.args(), display, quality).await?;
         let stream = Arc::new(Stream { encoder, info });
@@ -160,7 +165,15 @@ pub async fn watch(
         [] => vec![format!("{}:0", app.config.listen.ip())],
         some => some.to_vec(),
     };
-    let (sdp, viewer) = peer::answer(offer, &addrs, frames, stream.encoder.fps, keyframe).await?;
+    let (sdp, viewer) = peer::answer(
+        offer,
+        &addrs,
+        frames,
+        stream.encoder.fps,
+        stream.encoder.codec,
+        keyframe,
+    )
+    .await?;
     Ok((sdp, stream, viewer))
 }
 

@@ -178,26 +178,20 @@ fn main() -> Result<()> {
     // as it takes a mount namespace of its own).
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("desktop-encode") {
-        let usage = "usage: tandem desktop-encode DISPLAY FPS KBPS KEYFRAME_SECS -- BESIDE…";
+        let usage =
+            "usage: tandem desktop-encode DISPLAY FPS KBPS KEYFRAME_SECS SPEED CODEC -- BESIDE…";
         let words: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
         let split = words.iter().position(|w| w == "--").context(usage)?;
-        let [display, fps, kbps, keyframe_secs] =
-            <[String; 4]>::try_from(args[2..2 + split].to_vec())
-                .ok()
-                .context(usage)?;
+        let (display, quality) = args[2..2 + split].split_first().context(usage)?;
+        let quality = tandem_server::desktop::encode::Quality::parse(quality)
+            .map_err(|e| anyhow::anyhow!("{usage}: {e}"))?;
         let beside = tandem_server::runtime::beside::Beside::from_args(&words[split + 1..])
             .map_err(|e| anyhow::anyhow!("{usage}: {e}"))?;
-        return tandem_server::desktop::encode::child_main(
-            &display,
-            fps.parse()?,
-            kbps.parse()?,
-            keyframe_secs.parse()?,
-            || {
-                beside
-                    .enter()
-                    .map_err(|e| tandem_media::Error::Unavailable(e.to_string()))
-            },
-        )
+        return tandem_server::desktop::encode::child_main(display, quality, || {
+            beside
+                .enter()
+                .map_err(|e| tandem_media::Error::Unavailable(e.to_string()))
+        })
         .map_err(|e| anyhow::anyhow!("{e}"));
     }
     let cli = Cli::parse();
