@@ -545,6 +545,55 @@ async fn bad_workspace_ids_are_refused(env: Env) {
 }
 runtimes!(bad_workspace_ids_are_refused);
 
+/// A running workspace adds one mount to the host's table, its disk: its root lives on only in
+/// its own mount namespace (gVisor's gofer serves the root from the host, so it keeps it). Each
+/// host mount costs every later start (the runtime copies and walks the whole table), and the
+/// workspace still works: it writes through its root onto its disk, and stops clean.
+async fn a_running_workspace_adds_one_host_mount_its_disk(env: Env) {
+    let ws = env.rt.start(env.spec(vec![])).await.unwrap();
+    let dir = env.dir.path().join(format!("data/workspaces/{}", ws.id));
+    let dir = std::fs::canonicalize(&dir).unwrap();
+    let ours: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            l.split(' ')
+                .nth(4)
+                .is_some_and(|at| std::path::Path::new(at).starts_with(&dir))
+        })
+        .map(str::to_string)
+        .collect();
+    let root_mounted = ours
+        .iter()
+        .any(|l| l.split(' ').nth(4) == dir.join("rootfs").to_str());
+    if env.kind == Kind::Runsc {
+        assert!(root_mounted, "gVisor keeps the root on the host: {ours:#?}");
+    } else {
+        assert_eq!(
+            ours.len(),
+            1,
+            "the disk and nothing else of the workspace in the host's mounts: {ours:#?}"
+        );
+        assert!(!root_mounted, "{ours:#?}");
+    }
+    let out = env
+        .sh(
+            &ws.id,
+            "echo kept > /workspace/after.txt && ls / | grep -c workspace",
+        )
+        .await;
+    assert_eq!((out.code, out.stdout.as_str()), (Some(0), "1\n"), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.rt.upper_dir(&ws.id).join("workspace/after.txt")).unwrap(),
+        "kept\n",
+        "writes land on the workspace's disk"
+    );
+    env.rt.stop(&ws.id, Keep::Nothing).await.unwrap();
+    let left = env.rt.leftovers(&ws.id);
+    assert!(left.is_empty(), "left {left:?}");
+}
+runtimes!(a_running_workspace_adds_one_host_mount_its_disk);
+
 async fn fifty_start_stop_cycles_leave_nothing_behind(env: Env) {
     let before = std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()

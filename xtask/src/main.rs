@@ -28,7 +28,8 @@
 //! - `cargo xtask bench live [flags]`: live channel latency and fan-out (release build; root).
 //! - `cargo xtask bench edit [flags]`: 20 editors in one shared file, keystroke → every other
 //!   editor against the terminal's keystroke path, memory per open document (release; root).
-//! - `cargo xtask bench desktop [flags]`: the desktop stream with 1, 5 and 20 viewers (release build; root).
+//! - `cargo xtask bench desktop [flags]`: the desktop stream: encoder settings, 1/5/20 viewers,
+//!   glass to glass in headless Chromium (release build; root).
 //! - `cargo xtask bench queue [flags]`: prompt queue throughput and claim latency, SQLite and
 //!   PostgreSQL (release build).
 //! - `cargo xtask bench insights [flags]`: `/api/insights` over a generated month of 100,000

@@ -346,6 +346,15 @@ impl OciRuntime {
             )));
         }
         phases.end("runtime run");
+        // The workspace's root lives on in its own mount namespace (pivoted into, so no host
+        // unmount reaches it); the host's copy goes now. Every host mount costs each later
+        // start: the runtime and `tandem-confine` copy and walk the whole mount table, and an
+        // overlay's is the longest line in it. Nothing on the host reads the root afterwards
+        // (exec joins the workspace's namespaces; the writable layer stays on the mounted
+        // disk). gVisor's gofer serves the root from the host's side, so it keeps its mount.
+        if self.kind != Kind::Runsc {
+            overlay::unmount(&rootfs)?;
+        }
         let pid = std::fs::read_to_string(&pid_file)?
             .trim()
             .parse()
