@@ -16,12 +16,23 @@ use crate::WorkDir;
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+impl Drop for Chromium {
+    fn drop(&mut self) {
+        if let Some(pid) = self.process.id() {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
 /// One headless Chromium and one page in it.
 pub struct Chromium {
     socket: Socket,
     session: String,
     next_id: u64,
-    _process: tokio::process::Child,
+    process: tokio::process::Child,
     _profile: WorkDir,
 }
 
@@ -56,6 +67,8 @@ impl Chromium {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            // A process group of its own: dropping this ends its renderers and GPU process too.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .context("starting chromium")?;
@@ -81,7 +94,7 @@ impl Chromium {
             socket,
             session: String::new(),
             next_id: 0,
-            _process: process,
+            process,
             _profile: profile,
         };
         let target = me
@@ -161,9 +174,8 @@ impl Chromium {
         let deadline = Instant::now() + within;
         loop {
             // A navigation in flight makes an evaluation fail; that is "not yet".
-            if let Ok(v) = self.eval(expression).await
-                && !v.is_null()
-                && v != json!(false)
+            if let Ok(v) = self.eval(&format!("!!({expression})")).await
+                && v == json!(true)
             {
                 return Ok(());
             }

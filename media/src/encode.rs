@@ -163,6 +163,10 @@ pub fn build_pipeline(
                 enc.set_property_from_str("complexity", "low");
                 enc.set_property_from_str("rate-control", "bitrate");
                 enc.set_property("bitrate", kbps.saturating_mul(1000));
+                enc.set_property("max-bitrate", kbps.saturating_mul(1000));
+                // Keyframes when asked for (a viewer joining, a loss) and every `keyframe_secs`,
+                // not at every page change: an IDR is several times a frame's size.
+                enc.set_property("scene-change-detection", false);
                 enc.set_property("gop-size", gop as u32);
                 enc.set_property("multi-thread", 1u32);
                 enc.set_property("enable-frame-skip", false);
@@ -315,9 +319,13 @@ pub async fn start(
             ))
         })?;
     let outer = child.id();
-    if let Some(err) = child.stderr.take() {
-        tokio::spawn(log_stderr(err));
-    }
+    // Its last words, for the error when it ends before its first frame (a missing GStreamer
+    // plugin, a display it cannot open).
+    let last_words = Arc::new(std::sync::Mutex::new(String::new()));
+    let stderr_done = child
+        .stderr
+        .take()
+        .map(|err| tokio::spawn(log_stderr(err, last_words.clone())));
     let mut out = child
         .stdout
         .take()
@@ -393,15 +401,26 @@ pub async fn start(
         }
     });
     // Ready when the first frame is out.
-    tokio::time::timeout(Duration::from_secs(10), first)
+    let first = tokio::time::timeout(Duration::from_secs(10), first)
         .await
-        .map_err(|_| Error::Unavailable("the desktop encoder sent no frame within 10 s".into()))?
-        .map_err(|_| {
-            Error::Unavailable(format!(
-                "the desktop encoder could not capture display {}",
-                display.name()
-            ))
-        })?;
+        .map_err(|_| Error::Unavailable("the desktop encoder sent no frame within 10 s".into()));
+    if matches!(first, Ok(Err(_))) {
+        // It ended: what it said last (read to its end, which follows its exit).
+        if let Some(done) = stderr_done {
+            let _ = tokio::time::timeout(Duration::from_secs(1), done).await;
+        }
+        let said = last_words.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        return Err(Error::Unavailable(format!(
+            "the desktop encoder stopped before its first frame of display {}{}",
+            display.name(),
+            if said.is_empty() {
+                String::new()
+            } else {
+                format!(": {said}")
+            }
+        )));
+    }
+    first?.map_err(|_| Error::Internal("the desktop encoder's first frame".into()))?;
     Ok(Encoder {
         frames,
         keyframes,
@@ -506,7 +525,7 @@ const STDERR_WARNINGS: usize = 20;
 
 /// Logs what an encoder child prints: Xlib's last words when the workspace's display goes away
 /// (the workspace ended) are expected and logged at debug; anything else as a warning, a few.
-async fn log_stderr(err: tokio::process::ChildStderr) {
+async fn log_stderr(err: tokio::process::ChildStderr, last: Arc<std::sync::Mutex<String>>) {
     use tokio::io::AsyncReadExt;
     // Read to the end whatever it is (the encoder must never block on, or die of, a closed
     // pipe); lines are cut at 1 KiB and decoded lossily.
@@ -531,6 +550,11 @@ async fn log_stderr(err: tokio::process::ChildStderr) {
         }
         for line in lines.drain(..) {
             log_line(&line, &mut warned);
+            if !line.trim().is_empty() && !display_gone(&line) {
+                // Shown to the person watching: printable, and short.
+                *last.lock().unwrap_or_else(|e| e.into_inner()) =
+                    line.chars().filter(|c| !c.is_control()).take(300).collect();
+            }
         }
     }
 }

@@ -61,6 +61,33 @@ fn rtp_codec(codec: Codec) -> (RTCRtpCodec, u8) {
     )
 }
 
+/// Whether an offer has H.264 the way we send it: a payload type mapped to `H264/90000` whose
+/// format parameters say packetization mode 1 and a constrained baseline profile (`42e0…`).
+fn offers_h264(sdp: &str) -> bool {
+    let h264: Vec<&str> = sdp
+        .lines()
+        .filter_map(|l| l.strip_prefix("a=rtpmap:"))
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, codec)| codec.trim().eq_ignore_ascii_case("H264/90000"))
+        .map(|(pt, _)| pt)
+        .collect();
+    sdp.lines()
+        .filter_map(|l| l.strip_prefix("a=fmtp:"))
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(pt, _)| h264.contains(pt))
+        .any(|(_, params)| {
+            let params = params.trim().to_ascii_lowercase();
+            let has = |k: &str, ok: &dyn Fn(&str) -> bool| {
+                params
+                    .split(';')
+                    .filter_map(|p| p.trim().split_once('='))
+                    .any(|(key, v)| key == k && ok(v))
+            };
+            has("packetization-mode", &|v| v == "1")
+                && has("profile-level-id", &|v| v.starts_with("42e0"))
+        })
+}
+
 #[derive(Clone)]
 struct Handler {
     gathered: mpsc::Sender<()>,
@@ -105,6 +132,14 @@ pub async fn answer(
     kind: Codec,
     keyframe: impl Fn() + Send + Sync + 'static,
 ) -> Result<(String, Viewer)> {
+    if kind == Codec::H264 && !offers_h264(&offer_sdp) {
+        return Err(Error::Unavailable(
+            "this browser does not decode H.264 (constrained baseline, packetization mode 1), \
+             the codec this server streams desktops in: watch from a browser that does, or ask \
+             an admin to set [desktop] codec = \"vp8\""
+                .into(),
+        ));
+    }
     let (codec, own_payload) = rtp_codec(kind);
     let mut media = MediaEngine::default();
     media
@@ -220,7 +255,8 @@ pub async fn answer(
         };
         keyframe();
         let mut started = false;
-        let frame_duration = Duration::from_millis(1000 / u64::from(fps.max(1)));
+        // The RTP clock advances by each frame's true length (33.3 ms at 30 fps, not 33).
+        let frame_duration = Duration::from_nanos(1_000_000_000 / u64::from(fps.max(1)));
         loop {
             tokio::select! {
                 f = frames.recv() => match f {
@@ -321,4 +357,28 @@ impl rtc::interceptor::Interceptor for KeyframeRequests {
     fn unbind_local_stream(&mut self, _info: &rtc::interceptor::StreamInfo) {}
     fn bind_remote_stream(&mut self, _info: &rtc::interceptor::StreamInfo) {}
     fn unbind_remote_stream(&mut self, _info: &rtc::interceptor::StreamInfo) {}
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_an_offer_with_h264_as_we_send_it_counts() {
+        let chrome = "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96 102 127\r\na=rtpmap:96 VP8/90000\r\n\
+                      a=rtpmap:102 H264/90000\r\n\
+                      a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f\r\n\
+                      a=rtpmap:127 H264/90000\r\n\
+                      a=fmtp:127 level-asymmetry-allowed=1;packetization-mode=0;profile-level-id=42001f\r\n";
+        assert!(super::offers_h264(chrome));
+        let vp8_only = "v=0\r\na=rtpmap:96 VP8/90000\r\n";
+        assert!(!super::offers_h264(vp8_only));
+        // H.264 only in mode 0, or only the high profile: not what the encoder sends.
+        let mode0 = "a=rtpmap:127 H264/90000\r\na=fmtp:127 packetization-mode=0;profile-level-id=42e01f\r\n";
+        assert!(!super::offers_h264(mode0));
+        let high = "a=rtpmap:100 H264/90000\r\na=fmtp:100 packetization-mode=1;profile-level-id=640c1f\r\n";
+        assert!(!super::offers_h264(high));
+        // Parameters of another payload type do not count.
+        let crossed = "a=rtpmap:96 VP8/90000\r\na=rtpmap:100 H264/90000\r\n\
+                       a=fmtp:96 packetization-mode=1;profile-level-id=42e01f\r\n";
+        assert!(!super::offers_h264(crossed));
+    }
 }

@@ -92,10 +92,20 @@ const MEASURE_JS: &str = r#"new Promise((done) => {
       let sum = 0;
       for (let i = 0; i < 4; i++) sum += Math.floor(ms / 2 ** (8 * i)) % 256;
       if (((sum ^ 0xa5) & 0xff) === check) {
-        const at = (t) => (Math.floor(performance.timeOrigin + t) - ms + 4294967296) % 4294967296;
-        out.glass.push(at(meta.expectedDisplayTime));
-        if (meta.receiveTime) out.received.push(at(meta.receiveTime));
-        if (meta.processingDuration !== undefined) out.decode.push(meta.processingDuration * 1000);
+        // Signed, modulo 2^32 ms: a clock a little behind gives a small negative, not 49 days.
+        const at = (t) => {
+          const d = (Math.floor(performance.timeOrigin + t) - ms) % 4294967296;
+          return ((d + 6442450944) % 4294967296) - 2147483648;
+        };
+        const glass = at(meta.expectedDisplayTime);
+        if (Math.abs(glass) < 10000) {
+          out.glass.push(glass);
+          // The split at receipt, paired with this frame (null where the browser gives none).
+          out.received.push(meta.receiveTime ? at(meta.receiveTime) : null);
+          if (meta.processingDuration !== undefined) out.decode.push(meta.processingDuration * 1000);
+        } else {
+          out.unread++;
+        }
       } else {
         out.unread++;
       }
@@ -145,6 +155,8 @@ fn quantile(v: &[f64], q: f64) -> f64 {
 /// One measurement with WebRTC receivers in this process.
 struct Run {
     viewers: usize,
+    /// What one viewer received, Mbit/s.
+    mbits: f64,
     fps_median: f64,
     fps_min: f64,
     encoder_cpu: f64,
@@ -291,6 +303,7 @@ impl Bench {
             .iter()
             .map(|v| v.received.frames.load(Ordering::Relaxed))
             .collect();
+        let bytes_before = viewers[0].received.bytes.load(Ordering::Relaxed);
         let pid = self.srv.pid;
         let (s0, e0) = (bench_common::usage(pid).0, bench_common::usage(encoder).0);
         let t = Instant::now();
@@ -305,6 +318,9 @@ impl Bench {
         let stream = self.page().await?.stream.context("no stream numbers")?;
         let run = Run {
             viewers: n,
+            mbits: (viewers[0].received.bytes.load(Ordering::Relaxed) - bytes_before) as f64 * 8.0
+                / secs
+                / 1e6,
             fps_median: median(&rates),
             fps_min: rates.iter().cloned().fold(f64::INFINITY, f64::min),
             encoder_cpu: (e1 - e0) as f64 / self.tick / secs * 100.0,
@@ -313,9 +329,10 @@ impl Bench {
             latency_p99_ms: stream.encode_latency_p99_us as f64 / 1000.0,
         };
         eprintln!(
-            "    [{n} viewers] {:.1} fps (min {:.1}), encoder {:.1}% of a core, server {:.1}%, encode latency p50 {:.1} ms p99 {:.1} ms",
+            "    [{n} viewers] {:.1} fps (min {:.1}), {:.2} Mbit/s, encoder {:.1}% of a core, server {:.1}%, encode latency p50 {:.1} ms p99 {:.1} ms",
             run.fps_median,
             run.fps_min,
+            run.mbits,
             run.encoder_cpu,
             run.server_cpu,
             run.latency_p50_ms,
@@ -395,7 +412,14 @@ impl Bench {
                 .map(|a| a.iter().filter_map(Value::as_f64).collect())
                 .unwrap_or_default()
         };
-        let (glass, received, decode) = (list("glass"), list("received"), list("decode"));
+        let (glass, decode) = (list("glass"), list("decode"));
+        // Frame by frame beside `glass`: null where the browser gave no receipt time.
+        let pairs: Vec<(f64, f64)> = glass
+            .iter()
+            .zip(out["received"].as_array().into_iter().flatten())
+            .filter_map(|(g, r)| Some((*g, r.as_f64()?)))
+            .collect();
+        let received: Vec<f64> = pairs.iter().map(|(_, r)| *r).collect();
         ensure!(
             out["y"].as_i64().unwrap_or(-1) >= 0,
             "the page's red bar was not found in the received frames: is the workspace's page shown?"
@@ -407,7 +431,7 @@ impl Bench {
             out["frames"],
             out["unread"]
         );
-        let after: Vec<f64> = glass.iter().zip(&received).map(|(g, r)| g - r).collect();
+        let after: Vec<f64> = pairs.iter().map(|(g, r)| g - r).collect();
         let g = Glass {
             codec: out["codec"].as_str().unwrap_or("?").to_string(),
             encoder_cpu,
@@ -481,7 +505,7 @@ async fn main() -> Result<()> {
     }
 
     println!(
-        "\n| setting | fps per viewer | capture+encode CPU (% of a core) | server CPU | encode p50 / p99 ms | glass to glass p50 / p99 ms (browser) | drawn → received p50 | received → shown p50 | fps shown in the browser | browser decodes |\n|---|---|---|---|---|---|---|---|---|---|"
+        "\n| setting | fps per viewer | Mbit/s | capture+encode CPU (% of a core) | server CPU | encode p50 / p99 ms | glass to glass p50 / p99 ms (browser) | drawn → received p50 | received → shown p50 | fps shown in the browser | browser decodes |\n|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for s in &settings {
         let r = &s.runs[0];
@@ -492,8 +516,9 @@ async fn main() -> Result<()> {
             format!("{} fps, {}", s.fps, s.codec)
         };
         println!(
-            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} / {:.1} | {:.0} / {:.0} | {:.0} | {:.0} | {:.1} | {} |",
+            "| {name} | {:.1} | {:.2} | {:.1} | {:.1} | {:.1} / {:.1} | {:.0} / {:.0} | {:.0} | {:.0} | {:.1} | {} |",
             r.fps_median,
+            r.mbits,
             r.encoder_cpu,
             r.server_cpu,
             r.latency_p50_ms,

@@ -352,8 +352,12 @@ impl OciRuntime {
         // overlay's is the longest line in it. Nothing on the host reads the root afterwards
         // (exec joins the workspace's namespaces; the writable layer stays on the mounted
         // disk). gVisor's gofer serves the root from the host's side, so it keeps its mount.
-        if self.kind != Kind::Runsc {
-            overlay::unmount(&rootfs)?;
+        // The workspace runs either way: a root that will not unmount only costs density (the
+        // stop unmounts it as before).
+        if self.kind != Kind::Runsc
+            && let Err(e) = overlay::unmount(&rootfs)
+        {
+            tracing::warn!(workspace = %want.id, error = %e, "the workspace's root stays in the host's mount table");
         }
         let pid = std::fs::read_to_string(&pid_file)?
             .trim()
