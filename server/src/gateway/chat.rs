@@ -150,7 +150,8 @@ struct Meter {
 
 /// The model's answer, streamed to the workspace while its usage is read; `slot` is held until
 /// the answer ends. The answer is read to its end even when the workspace stops reading (the
-/// provider bills it whole), then its tokens are counted.
+/// provider bills it whole), then its tokens are counted, and only then does the workspace's
+/// copy end.
 fn metered(
     app: AppState,
     res: reqwest::Response,
@@ -165,11 +166,20 @@ fn metered(
         let mut upstream = res.bytes_stream();
         let mut client = Some(tx);
         let mut first = None;
+        // A streamed answer's end marker (`data: [DONE]`, Anthropic's `message_stop`) and what
+        // follows it reach the workspace only once the answer is counted: an agent sends its
+        // next request when it reads the marker, and that request's budget check must see this
+        // answer's spend.
+        let mut held: Vec<Bytes> = Vec::new();
         while let Some(r) = futures::StreamExt::next(&mut upstream).await {
             match r {
                 Ok(b) => {
                     first.get_or_insert_with(|| meter.asked.elapsed());
                     tap.feed(&b);
+                    if !held.is_empty() || ends_answer(&b) {
+                        held.push(b);
+                        continue;
+                    }
                     if let Some(c) = &client
                         && c.send(Ok(b)).await.is_err()
                     {
@@ -184,8 +194,28 @@ fn metered(
                 }
             }
         }
-        drop(client);
         let tokens = tap.finish();
+        // Counted before the answer ends for the workspace (its end marker, the body's end).
+        if let Err(e) = crate::spend::record(
+            &app.db,
+            meter.session,
+            meter.person,
+            &meter.model,
+            tokens.prompt,
+            tokens.completion,
+        )
+        .await
+        {
+            tracing::warn!(session = %meter.session, error = %e, "a model answer's tokens were not counted");
+        }
+        if let Some(c) = &client {
+            for b in held {
+                if c.send(Ok(b)).await.is_err() {
+                    break;
+                }
+            }
+        }
+        drop(client);
         app.traces.model_request(
             meter.session,
             &meter.trace,
@@ -205,18 +235,6 @@ fn metered(
             tokens.prompt,
             tokens.completion,
         );
-        if let Err(e) = crate::spend::record(
-            &app.db,
-            meter.session,
-            meter.person,
-            &meter.model,
-            tokens.prompt,
-            tokens.completion,
-        )
-        .await
-        {
-            tracing::warn!(session = %meter.session, error = %e, "a model answer's tokens were not counted");
-        }
     });
     let body = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
@@ -227,6 +245,13 @@ fn metered(
         Body::from_stream(body),
     )
         .into_response()
+}
+
+/// Whether a piece of a streamed answer holds its end marker (OpenAI's `data: [DONE]`,
+/// Anthropic's `message_stop` event).
+fn ends_answer(b: &[u8]) -> bool {
+    let has = |needle: &[u8]| b.windows(needle.len()).any(|w| w == needle);
+    has(b"data: [DONE]") || has(b"message_stop")
 }
 
 pub(super) async fn models(State(g): State<Gw>) -> Result<Response> {
