@@ -295,6 +295,12 @@ impl OciRuntime {
         }
         phases.end("user namespace");
         overlay::mount_overlay(&want.files.layers, &upper, &work, &rootfs)?;
+        if self.kind != Kind::Runsc {
+            // Private: the runtime's copy of it is then no slave of this one, so unmounting this
+            // one after the run (below) never reaches the workspace's root, even while the
+            // workspace is still setting itself up.
+            overlay::make_private(&rootfs)?;
+        }
         if self.confine.is_some() {
             super::confine::clear_mount_point(&rootfs)?;
         }

@@ -49,6 +49,18 @@ pub fn mount_overlay(lower: &[PathBuf], upper: &Path, work: &Path, target: &Path
     })
 }
 
+/// Makes the mount at `target` private: no mount or unmount event passes to or from its copies.
+pub fn make_private(target: &Path) -> Result<()> {
+    mount(
+        None::<&str>,
+        target,
+        None::<&str>,
+        MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| Error::Internal(format!("making {} private: {e}", target.display())))
+}
+
 /// Unmounts `target`; a target that is not mounted is fine.
 pub fn unmount(target: &Path) -> Result<()> {
     match umount2(target, MntFlags::empty()) {
