@@ -257,6 +257,44 @@ pub async fn ready_ms(c: &Client, s: &Session) -> Result<f64> {
     Ok((ready.at.0 - s.created_at.0) as f64)
 }
 
+/// Where the starts of `ready` spent their time, as medians over them: from creation to the
+/// `starting` event (waiting for a boot slot, the claim), on to `syncing` (the workspace's
+/// start, whose steps the `syncing` event lists), on to `ready`.
+pub async fn breakdown(c: &Client, ready: &[Session]) -> Result<String> {
+    let mut parts: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for s in ready {
+        let page = c.events(s.id, 0).await?;
+        let mut last = ("created", s.created_at.0);
+        for e in &page.events {
+            let EventKind::BootPhase { phase, detail, .. } = &e.kind else {
+                continue;
+            };
+            let name = phase.as_str();
+            parts
+                .entry(format!("{} → {name}", last.0))
+                .or_default()
+                .push((e.at.0 - last.1) as f64);
+            last = (name, e.at.0);
+            let steps = detail
+                .as_deref()
+                .and_then(|d| d.split_once("; the workspace: "))
+                .map(|(_, steps)| steps.trim_end_matches(" ms"));
+            for step in steps.into_iter().flat_map(|s| s.split(", ")) {
+                if let Some((what, ms)) = step.rsplit_once(' ')
+                    && let Ok(ms) = ms.parse::<f64>()
+                {
+                    parts.entry(format!("  {what}")).or_default().push(ms);
+                }
+            }
+        }
+    }
+    Ok(parts
+        .iter()
+        .map(|(k, v)| format!("{k} {:.1}", quantile(v, 0.5)))
+        .collect::<Vec<_>>()
+        .join(", "))
+}
+
 /// Waits until every session of `ids` is in `state` (one list request per round), failing on a
 /// failed one.
 pub async fn wait_all(

@@ -7,6 +7,8 @@
 //!   headless Chromium), then schemathesis against `/api/openapi.json` and a smoke test of `up`.
 //! - `cargo xtask schemathesis`: only that schemathesis step (the tests' workspace image must be
 //!   built: `cargo xtask test` builds it).
+//! - `cargo xtask smoke`: only the smoke test of `up` (`--debug`; a first session in headless
+//!   Chromium): `test` runs it last.
 //! - `cargo xtask tidy [--graph]`: the structure rules (file size, `//!` lines, layers and
 //!   forbidden imports); `--graph` prints the server's module graph and its import circles.
 //! - `cargo xtask leaks [--clean]`: what the tests left on this host (workspace processes,
@@ -60,6 +62,7 @@ fn main() -> Result<()> {
         "up" => up::run(up::Options::parse(rest)?),
         "test" => test::run(test::Options::parse(rest)?),
         "tidy" => tidy::run(rest),
+        "smoke" => smoke::up(),
         "cluster" => cluster::run(rest),
         "leaks" => leaks::run(rest),
         "docs" => docs::run(true),

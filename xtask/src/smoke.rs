@@ -1,5 +1,7 @@
-//! Smoke test of `cargo xtask up`: the same code path (this binary's `up`) in `up`'s default
-//! (release) profile, on a free port and a fresh data dir. It checks that the server answers
+//! Smoke test of `cargo xtask up`: the same code path (this binary's `up`, `--debug`: the
+//! profile the suite has already built; a release build would add ~25 minutes on CI's two
+//! cores, and tidy keeps both profiles running the same code), on a free port and a fresh data
+//! dir. It checks that the server answers
 //! and serves the Leptos app, then proves the main job in headless Chromium: the e2e test
 //! `first_run` runs against this server — the setup page sets the model (the scripted model),
 //! adds a local repo, and a session started from the dashboard builds its snapshot, reaches
@@ -15,9 +17,9 @@ use anyhow::{Context, Result, bail, ensure};
 
 use crate::run;
 
-/// Runs `up --no-install` and checks it.
+/// Runs `up --no-install --debug` and checks it.
 pub fn up() -> Result<()> {
-    let t = run::step("smoke test: cargo xtask up (release), then a first session in Chromium");
+    let t = run::step("smoke test: cargo xtask up (debug), then a first session in Chromium");
     let port = run::free_port()?;
     let data = std::env::temp_dir().join(format!("tandem-up-smoke-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
@@ -37,6 +39,7 @@ pub fn up() -> Result<()> {
         .args([
             "up",
             "--no-install",
+            "--debug",
             "--listen",
             &format!("127.0.0.1:{port}"),
             "--data-dir",
@@ -48,7 +51,7 @@ pub fn up() -> Result<()> {
         .context("starting `up`")?;
     let result = check(&mut child, port);
     stop_sessions(
-        &run::target_dir().join("release/tandem"),
+        &run::target_dir().join("debug/tandem"),
         &data,
         &format!("http://127.0.0.1:{port}"),
     );

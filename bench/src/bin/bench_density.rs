@@ -23,7 +23,7 @@ use anyhow::{Result, bail};
 use tandem_protocol::*;
 use tandem_server::client::Client;
 
-use bench_common::{quantile, ready_ms};
+use bench_common::{breakdown, quantile, ready_ms};
 
 struct Args {
     sessions: usize,
@@ -192,6 +192,7 @@ async fn main() -> Result<()> {
     let mut ids = Vec::new();
     let mut starts = Vec::new();
     let mut stopped_because = None;
+    let mut parts = Vec::new();
     println!(
         "| sessions | step median start ms | MemAvailable MiB | Slab MiB | PageTables MiB | loop devices | mounts | server RSS MiB | threads | fds |\n|---|---|---|---|---|---|---|---|---|---|"
     );
@@ -214,6 +215,11 @@ async fn main() -> Result<()> {
             }
         }
         if ids.len() % a.step < a.batch || ids.len() == a.sessions {
+            let mut recent = Vec::new();
+            for id in &ids[ids.len().saturating_sub(a.step)..] {
+                recent.push(c.session(*id).await?.session);
+            }
+            parts.push((ids.len(), breakdown(&c, &recent).await?));
             let m = meminfo();
             let (rss, threads, fds) = server(srv.pid);
             let recent = &starts[starts.len().saturating_sub(a.step)..];
@@ -237,6 +243,12 @@ async fn main() -> Result<()> {
             ));
             break;
         }
+    }
+    println!(
+        "\nwhere each step's starts spent their time, medians in ms (creation → each boot phase; the workspace's steps indented):"
+    );
+    for (n, p) in &parts {
+        println!("- {n}: {p}");
     }
     let n = ids.len();
     println!(

@@ -102,6 +102,14 @@ pub const FORBIDDEN: &[(&str, &[&str], &str)] = &[
     ),
 ];
 
+/// What makes a debug build run other code than a release build.
+const PROFILE_DEPENDENT: &[&str] = &[
+    "debug_assertions",
+    "debug_assert",
+    "debug_assert_eq",
+    "debug_assert_ne",
+];
+
 /// The workspace boundary: the files of `host` whose public surface is all the core and the
 /// surfaces see of a workspace (the `Runtime` trait and its types, the layer store, the
 /// agent's client). It names no host path, pid or namespace; this machine's runtime's own
@@ -419,6 +427,13 @@ pub fn check(files: &[Source]) -> Vec<Finding> {
                         "line {line}: its public surface names `{id}`, a place on this machine: the workspace boundary hands out ids and opaque handles; keep it in the local runtime's own modules"
                     ));
                 }
+            }
+        }
+        for (line, id) in &p.idents {
+            if PROFILE_DEPENDENT.contains(&id.as_str()) {
+                find(format!(
+                    "line {line} uses `{id}`: the debug and release builds run the same code (the suite and `up`'s smoke test run the debug build; people run the release one)"
+                ));
             }
         }
         let outside_host = f.path.starts_with("core/") || f.path.starts_with("server/");

@@ -31,6 +31,9 @@ pub struct Parsed {
     /// the signatures of its `pub` functions, of inherent `pub` methods and of the methods of
     /// its `pub` traits, the fields of its `pub` structs and enums, its `pub` type aliases.
     pub public: Vec<(usize, String)>,
+    /// `(line, identifier)` of every identifier in the file's tokens (comments and string
+    /// literals are not tokens of this kind): `cfg` arguments, macro names, everything.
+    pub idents: Vec<(usize, String)>,
 }
 
 impl Parsed {
@@ -85,7 +88,18 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, String> {
         in_test: 0,
     };
     walk.visit_file(&file);
+    idents(file.to_token_stream(), &mut walk.out.idents);
     Ok(walk.out)
+}
+
+fn idents(ts: TokenStream, out: &mut Vec<(usize, String)>) {
+    for t in ts {
+        match t {
+            TokenTree::Ident(i) => out.push((i.span().start().line, i.to_string())),
+            TokenTree::Group(g) => idents(g.stream(), out),
+            _ => {}
+        }
+    }
 }
 
 struct Walk {

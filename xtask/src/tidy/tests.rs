@@ -108,6 +108,10 @@ fn each_rule_catches_what_breaks_it() {
         src("server/src/sessions.rs", "//! Sessions.\n"),
         src("server/src/broken.rs", "//! Broken.\nfn f( {\n"),
         src(
+            "host/src/profile.rs",
+            "//! P.\n#[cfg(not(debug_assertions))]\nfn f() {}\nfn g() { if cfg!(debug_assertions) {} }\nfn h(x: u8) { debug_assert_eq!(x, 1); }\n",
+        ),
+        src(
             "tests/it/t.rs",
             "//! T.\nuse tandem_server::{client::Client, sessions};\nfn f() { tandem_server::turns::x(); tandem_server::now_ms(); }\n",
         ),
@@ -174,6 +178,21 @@ fn each_rule_catches_what_breaks_it() {
         "a method of another name's arity counted: {found:#?}"
     );
     has(&found, "server/src/broken.rs", "does not parse");
+    has(
+        &found,
+        "host/src/profile.rs",
+        "line 2 uses `debug_assertions`",
+    );
+    has(
+        &found,
+        "host/src/profile.rs",
+        "line 4 uses `debug_assertions`",
+    );
+    has(
+        &found,
+        "host/src/profile.rs",
+        "line 5 uses `debug_assert_eq`",
+    );
     has(
         &found,
         "tests/it/t.rs",
