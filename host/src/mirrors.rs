@@ -253,46 +253,57 @@ pub async fn bundle(mirror: &Path, base: Option<&str>, branch: &str) -> Result<O
 /// The longest a mirror's fetch may take (git is killed with it).
 const FETCH_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// How long a branch's last fetch is kept for callers asked for before it began.
+const ANSWERS_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The fetches of each mirror's branches ([`crate::Host::fetch_mirror`]).
 #[derive(Default)]
 struct Fetches {
-    /// How many fetches of the branch have started.
-    started: std::sync::atomic::AtomicU64,
-    /// The last one's number and answer; held while a fetch runs.
-    last: tokio::sync::Mutex<Option<(u64, Result<String>)>>,
+    /// When the last fetch started, and its answer; held while a fetch runs.
+    last: tokio::sync::Mutex<Option<(std::time::Instant, Result<String>)>>,
 }
 
 impl Fetches {
-    fn slot(data_dir: &Path, repo: &Repo, branch: &str) -> std::sync::Arc<Fetches> {
+    /// The fetches of `branch` into the mirror at `mirror`.
+    fn slot(mirror: PathBuf, branch: &str) -> std::sync::Arc<Fetches> {
         type Slots = std::collections::HashMap<(PathBuf, String), std::sync::Arc<Fetches>>;
         static SLOTS: std::sync::Mutex<Option<Slots>> = std::sync::Mutex::new(None);
         let mut slots = SLOTS.lock().unwrap_or_else(|p| p.into_inner());
         let slots = slots.get_or_insert_default();
-        // Only branches being fetched now keep a slot.
-        slots.retain(|_, s| std::sync::Arc::strong_count(s) > 1);
+        // Branches being fetched now keep a slot, and those fetched in the last
+        // [`ANSWERS_KEPT`]: a session asked for with others and booted after them (boots wait
+        // for a slot) takes the answer of the fetch that began after they were asked for.
+        slots.retain(|_, s| std::sync::Arc::strong_count(s) > 1 || s.recent());
         slots
-            .entry((path(data_dir, repo), branch.to_string()))
+            .entry((mirror, branch.to_string()))
             .or_default()
             .clone()
     }
 
-    /// `work`'s answer: run now, or that of a run that started after this call came.
+    /// Whether the last fetch began within [`ANSWERS_KEPT`] (or one is running).
+    fn recent(&self) -> bool {
+        self.last.try_lock().map_or(true, |last| {
+            last.as_ref()
+                .is_some_and(|(started, _)| started.elapsed() < ANSWERS_KEPT)
+        })
+    }
+
+    /// `work`'s answer: run now, or that of a run that started at or after `asked`.
     async fn shared(
         &self,
+        asked: std::time::Instant,
         work: impl std::future::Future<Output = Result<String>>,
     ) -> Result<String> {
-        use std::sync::atomic::Ordering::SeqCst;
-        let arrived = self.started.load(SeqCst);
         let mut last = self.last.lock().await;
-        if let Some((n, answer)) = &*last
-            && *n > arrived
+        if let Some((started, answer)) = &*last
+            && *started >= asked
         {
             return match answer {
                 Ok(commit) => Ok(commit.clone()),
                 Err(e) => Err(e.again()),
             };
         }
-        let n = self.started.fetch_add(1, SeqCst) + 1;
+        let started = std::time::Instant::now();
         // A remote that hangs holds up only the callers waiting now, not every later one.
         let answer = tokio::time::timeout(FETCH_LIMIT, work)
             .await
@@ -303,7 +314,7 @@ impl Fetches {
                 )))
             });
         let shared = answer.as_ref().map(Clone::clone).map_err(Error::again);
-        *last = Some((n, shared));
+        *last = Some((started, shared));
         answer
     }
 }
@@ -329,13 +340,18 @@ impl crate::Host {
     /// Fetches `branch` of `repo` into its mirror (made on first use, with the code host's
     /// credential when it has one); returns the branch's commit.
     ///
-    /// Callers share fetches: one of a branch runs at a time, and every caller that came
-    /// before a fetch started takes that fetch's answer (it looked at the remote after they
-    /// asked). Fifty sessions started at once from one repo fetch once or twice, not fifty
-    /// times.
-    pub async fn fetch_mirror(&self, repo: &Repo, branch: &str) -> Result<String> {
-        Fetches::slot(&self.data_dir, repo, branch)
-            .shared(async {
+    /// Callers share fetches: one of a branch runs at a time, and a caller takes the answer of
+    /// a fetch that started at or after `asked` (it looked at the remote after they asked:
+    /// for a session, when it was requested). Fifty sessions started at once from one repo
+    /// fetch once or twice, not fifty times.
+    pub async fn fetch_mirror(
+        &self,
+        repo: &Repo,
+        branch: &str,
+        asked: std::time::Instant,
+    ) -> Result<String> {
+        Fetches::slot(path(&self.data_dir, repo), branch)
+            .shared(asked, async {
                 let auth = self.credentials.remote_auth(repo).await?;
                 let (_, commit) = update(&self.data_dir, repo, branch, auth.as_deref()).await?;
                 Ok(commit)
@@ -366,13 +382,14 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn callers_that_came_before_a_fetch_started_share_it() {
         use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+        use std::time::Instant;
         let slot = std::sync::Arc::new(Fetches::default());
         let runs = std::sync::Arc::new(AtomicU64::new(0));
         let (open, gate) = tokio::sync::watch::channel(false);
-        let call = |slot: std::sync::Arc<Fetches>| {
+        let call = |slot: std::sync::Arc<Fetches>, asked: Instant| {
             let (runs, mut gate) = (runs.clone(), gate.clone());
             tokio::spawn(async move {
-                slot.shared(async {
+                slot.shared(asked, async {
                     let n = runs.fetch_add(1, SeqCst) + 1;
                     gate.wait_for(|open| *open).await.unwrap();
                     Ok(format!("fetch {n}"))
@@ -381,22 +398,56 @@ mod tests {
                 .unwrap()
             })
         };
-        let first = call(slot.clone());
+        // Sessions requested together, before any fetch: the first to ask starts one.
+        let requested = Instant::now();
+        let first = call(slot.clone(), requested);
         while runs.load(SeqCst) == 0 {
             tokio::task::yield_now().await;
         }
-        // Forty-nine more while the first runs: they came after it started, so they wait for
-        // the next one and share it.
-        let rest: Vec<_> = (0..49).map(|_| call(slot.clone())).collect();
+        // Nine more of them come while it runs: it started after they were requested, so
+        // its answer is theirs.
+        let together: Vec<_> = (0..9).map(|_| call(slot.clone(), requested)).collect();
+        // Forty asked after it started: they wait for the next one and share it.
+        let later = Instant::now();
+        let rest: Vec<_> = (0..40).map(|_| call(slot.clone(), later)).collect();
         tokio::task::yield_now().await;
         open.send(true).unwrap();
         assert_eq!(first.await.unwrap(), "fetch 1");
+        for r in together {
+            assert_eq!(r.await.unwrap(), "fetch 1");
+        }
         for r in rest {
             assert_eq!(r.await.unwrap(), "fetch 2");
         }
         assert_eq!(runs.load(SeqCst), 2);
-        // One that comes after both ended looks again.
-        assert_eq!(call(slot.clone()).await.unwrap(), "fetch 3");
+        // One that asks after both ended looks again.
+        assert_eq!(call(slot.clone(), Instant::now()).await.unwrap(), "fetch 3");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_answer_outlives_its_callers_for_those_asked_before_it_began() {
+        let mirror = PathBuf::from(format!("/nowhere/{}.git", uuid::Uuid::new_v4()));
+        let asked = std::time::Instant::now();
+        let fetch = |n: u32| async move { Ok(format!("fetch {n}")) };
+        let first = Fetches::slot(mirror.clone(), "main")
+            .shared(asked, fetch(1))
+            .await
+            .unwrap();
+        assert_eq!(first, "fetch 1");
+        // Every caller of that fetch is gone; one asked for together with it boots now.
+        let late = Fetches::slot(mirror.clone(), "main")
+            .shared(asked, fetch(2))
+            .await
+            .unwrap();
+        assert_eq!(late, "fetch 1", "the answer went with its callers");
+        // One asked for now looks again; another branch has its own.
+        let now = std::time::Instant::now();
+        let again = Fetches::slot(mirror.clone(), "main")
+            .shared(now, fetch(3))
+            .await;
+        assert_eq!(again.unwrap(), "fetch 3");
+        let other = Fetches::slot(mirror, "dev").shared(asked, fetch(4)).await;
+        assert_eq!(other.unwrap(), "fetch 4");
     }
 
     #[tokio::test]

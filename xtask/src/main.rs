@@ -62,7 +62,10 @@ fn main() -> Result<()> {
         "up" => up::run(up::Options::parse(rest)?),
         "test" => test::run(test::Options::parse(rest)?),
         "tidy" => tidy::run(rest),
-        "smoke" => smoke::up(),
+        "smoke" => match rest {
+            [] => smoke::up(),
+            _ => bail!("`cargo xtask smoke` takes no flags (it runs `up --debug`)"),
+        },
         "cluster" => cluster::run(rest),
         "leaks" => leaks::run(rest),
         "docs" => docs::run(true),

@@ -1,7 +1,7 @@
 //! Smoke test of `cargo xtask up`: the same code path (this binary's `up`, `--debug`: the
-//! profile the suite has already built; a release build would add ~25 minutes on CI's two
-//! cores, and tidy keeps both profiles running the same code), on a free port and a fresh data
-//! dir. It checks that the server answers
+//! server the suite has already built; a release server build would add ~23 minutes on CI's
+//! two cores — Tandem's sources do not branch on the profile, see ARCHITECTURE.md), on a free
+//! port and a fresh data dir. It checks that the server answers
 //! and serves the Leptos app, then proves the main job in headless Chromium: the e2e test
 //! `first_run` runs against this server — the setup page sets the model (the scripted model),
 //! adds a local repo, and a session started from the dashboard builds its snapshot, reaches

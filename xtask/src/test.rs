@@ -1,6 +1,7 @@
 //! `cargo xtask test`: everything, the way CI runs it: formatting, clippy and the tidy rules
 //! first, then the book and the documentation's links, then every test, then (without a test
-//! filter) schemathesis against the API's OpenAPI document and the `up` smoke test.
+//! filter) schemathesis against the API's OpenAPI document, the release web app's build and the
+//! `up` smoke test.
 
 use anyhow::{Result, bail};
 
@@ -171,6 +172,10 @@ pub fn run(o: Options) -> Result<()> {
     if o.filter.is_empty() {
         // The REST API against its OpenAPI document (needs the image the tests built).
         crate::schemathesis::run(o.install)?;
+        // `up`'s web app as people get it (wasm-release, wasm-opt): the smoke test below runs
+        // the debug build the suite made, so this is where the release profile's build is
+        // checked.
+        site::build(site::Profile::Release)?;
         smoke::up()?;
     }
     // Every test stops what it started: anything of theirs still here fails the suite.

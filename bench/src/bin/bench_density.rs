@@ -215,11 +215,6 @@ async fn main() -> Result<()> {
             }
         }
         if ids.len() % a.step < a.batch || ids.len() == a.sessions {
-            let mut recent = Vec::new();
-            for id in &ids[ids.len().saturating_sub(a.step)..] {
-                recent.push(c.session(*id).await?.session);
-            }
-            parts.push((ids.len(), breakdown(&c, &recent).await?));
             let m = meminfo();
             let (rss, threads, fds) = server(srv.pid);
             let recent = &starts[starts.len().saturating_sub(a.step)..];
@@ -234,6 +229,12 @@ async fn main() -> Result<()> {
                 mounts(),
                 rss >> 10,
             );
+            // After the row's samples: these requests are not the host's idle state.
+            let mut step = Vec::new();
+            for id in &ids[ids.len().saturating_sub(a.step)..] {
+                step.push(c.session(*id).await?.session);
+            }
+            parts.push((ids.len(), breakdown(&c, &step).await?));
         }
         let head = quantile(&starts[..starts.len().min(a.step)], 0.5);
         let last = quantile(&starts[starts.len().saturating_sub(a.batch)..], 0.5);

@@ -99,7 +99,9 @@ async fn run_build(
         "$ git fetch {} ({})\n",
         repo.url, repo.default_branch
     ));
-    let commit = host.fetch_mirror(repo, &repo.default_branch).await?;
+    let commit = host
+        .fetch_mirror(repo, &repo.default_branch, std::time::Instant::now())
+        .await?;
     let recipe_text = host.read_mirror(repo, &commit, recipe::FILE).await?;
     let recipe = Recipe::parse(recipe_text.as_deref())?;
     if recipe.setup.is_empty() {
@@ -194,7 +196,9 @@ pub async fn staleness(db: &Db, host: &Host, repo: &Repo) -> Result<Option<Strin
     let Some(latest) = db::snapshots::latest_built(db, repo.id).await? else {
         return Ok(Some("there is no snapshot yet".into()));
     };
-    let head = host.fetch_mirror(repo, &repo.default_branch).await?;
+    let head = host
+        .fetch_mirror(repo, &repo.default_branch, std::time::Instant::now())
+        .await?;
     if latest.commit.as_deref() != Some(head.as_str()) {
         return Ok(Some(format!(
             "{} moved to {}",

@@ -39,6 +39,9 @@ pub fn start_boot(state: &Engine, id: SessionId) {
         return;
     }
     let state = state.clone();
+    // Sessions asked for together share one look at their branch's remote (a fetch that began
+    // after this): fifty started at once fetch once or twice, whatever their turn for a slot.
+    let asked = std::time::Instant::now();
     tokio::spawn(async move {
         let result = async {
             if let Some(p) = crate::availability::start_problem(&state.workspaces) {
@@ -56,7 +59,7 @@ pub fn start_boot(state: &Engine, id: SessionId) {
                 return Ok(());
             };
             state.boots.forget(id);
-            workspace::boot(&state.db, &host, &state.pool, id).await?;
+            workspace::boot(&state.db, &host, &state.pool, id, asked).await?;
             drop(permit);
             open_egress_gateway(&state, id).await;
             Ok(())

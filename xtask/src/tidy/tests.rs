@@ -109,7 +109,11 @@ fn each_rule_catches_what_breaks_it() {
         src("server/src/broken.rs", "//! Broken.\nfn f( {\n"),
         src(
             "host/src/profile.rs",
-            "//! P.\n#[cfg(not(debug_assertions))]\nfn f() {}\nfn g() { if cfg!(debug_assertions) {} }\nfn h(x: u8) { debug_assert_eq!(x, 1); }\n",
+            "//! P.\n#[cfg(not(debug_assertions))]\nfn f() {}\nfn g() { if cfg!(debug_assertions) {} }\nfn h(x: u8) { debug_assert_eq!(x, 1); }\n#[cfg_attr(r#debug_assertions, inline)]\nfn i(x: u8) { debug_assert_matches!(x, 1); }\n",
+        ),
+        src(
+            "host/src/profile_words.rs",
+            "//! Says debug_assertions in a comment.\n/// debug_assert! in a doc.\nfn f() -> &'static str { \"debug_assertions\" }\n",
         ),
         src(
             "tests/it/t.rs",

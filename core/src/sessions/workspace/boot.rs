@@ -7,7 +7,15 @@ use std::sync::Arc;
 
 /// Boots a queued session. Failures end the session `failed` with the reason as an event; the
 /// returned error is only about recording that.
-pub async fn boot(db: &Db, host: &Arc<Host>, pool: &WarmPool, id: SessionId) -> Result<()> {
+/// Boots queued session `id`. `asked`: when this server was asked to boot it (before it waited
+/// for a boot slot); the branch's head is of a fetch that began after that.
+pub async fn boot(
+    db: &Db,
+    host: &Arc<Host>,
+    pool: &WarmPool,
+    id: SessionId,
+    asked: Instant,
+) -> Result<()> {
     let t0 = Instant::now();
     // Only a queued session boots; the transition is the claim (another process loses the race).
     let Some(session) = db::sessions::get(db, id).await? else {
@@ -35,7 +43,7 @@ pub async fn boot(db: &Db, host: &Arc<Host>, pool: &WarmPool, id: SessionId) -> 
     }
     // Claimed: this server's host starts it (another server's restart leaves it alone).
     db::sessions::set_host(db, id, &host.host_id).await?;
-    match boot_inner(db, host, pool, &session, t0).await {
+    match boot_inner(db, host, pool, &session, t0, asked).await {
         Ok(()) => {
             became_ready(db, id, t0).await?;
             tracing::info!(session = %id, ms = t0.elapsed().as_millis() as u64, "session ready");
@@ -70,11 +78,12 @@ fn fetch_branch(
     host: Arc<Host>,
     repo: Repo,
     branch: String,
+    requested: Instant,
 ) -> tokio::task::JoinHandle<Result<(String, u128)>> {
     tokio::spawn(async move {
         let t = Instant::now();
         let head = within("fetching the branch", DEADLINE_SYNCING, async {
-            Ok::<_, Error>(host.fetch_mirror(&repo, &branch).await?)
+            Ok::<_, Error>(host.fetch_mirror(&repo, &branch, requested).await?)
         })
         .await?;
         Ok((head, t.elapsed().as_millis()))
@@ -87,6 +96,7 @@ pub(super) async fn boot_inner(
     pool: &WarmPool,
     session: &Session,
     t0: Instant,
+    asked: Instant,
 ) -> Result<()> {
     let id = session.id;
     let repo = &db::repos::get(db, session.repo_id)
@@ -122,7 +132,7 @@ pub(super) async fn boot_inner(
     // The remote is asked for the branch's head now (after any build: what the build took may
     // be newer than an earlier answer), while the workspace starts: a warm start waits for
     // nothing else.
-    let head = fetch_branch(host.clone(), repo.clone(), session.branch.clone());
+    let head = fetch_branch(host.clone(), repo.clone(), session.branch.clone(), asked);
     let warm = pool.take(repo.id, snap.id);
     let detail = match &warm {
         Some(_) => format!(
