@@ -130,7 +130,19 @@ impl BenchServer {
     /// server on purpose; a benchmark's must not outlive the benchmark).
     /// How many workspaces were still running (and were stopped here).
     pub async fn finish(mut self) -> Result<usize> {
-        self._server.kill().await?;
+        // As an operator stops it: a kill could land while it makes a spare disk.
+        if let Some(pid) = self._server.id() {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            )?;
+        }
+        if tokio::time::timeout(Duration::from_secs(30), self._server.wait())
+            .await
+            .is_err()
+        {
+            self._server.kill().await?;
+        }
         let config = tandem_server::config::Config::resolve(tandem_server::config::Overrides {
             data_dir: Some(self.data.clone()),
             images_dir: Some(self.images_dir.clone()),
@@ -257,7 +269,7 @@ pub async fn ready_ms(c: &Client, s: &Session) -> Result<f64> {
     Ok((ready.at.0 - s.created_at.0) as f64)
 }
 
-/// Where the starts of `ready` spent their time, as medians over them: from creation to the
+/// Where the starts of `ready` spent their time, as medians (and the slowest) over them: from creation to the
 /// `starting` event (waiting for a boot slot, the claim), on to `syncing` (the workspace's
 /// start, whose steps the `syncing` event lists), on to `ready`.
 pub async fn breakdown(c: &Client, ready: &[Session]) -> Result<String> {
@@ -290,7 +302,7 @@ pub async fn breakdown(c: &Client, ready: &[Session]) -> Result<String> {
     }
     Ok(parts
         .iter()
-        .map(|(k, v)| format!("{k} {:.1}", quantile(v, 0.5)))
+        .map(|(k, v)| format!("{k} {:.1} (max {:.1})", quantile(v, 0.5), quantile(v, 1.0)))
         .collect::<Vec<_>>()
         .join(", "))
 }

@@ -130,7 +130,7 @@ async fn main() -> Result<()> {
         }
     );
     println!(
-        "\nwhere a start's time went, medians in ms (creation → each boot phase; the workspace's steps indented):\n- one after another: {seq_parts}\n- all at once: {burst_parts}"
+        "\nwhere a start's time went, medians in ms, the slowest in brackets (creation → each boot phase; the workspace's steps indented):\n- one after another: {seq_parts}\n- all at once: {burst_parts}"
     );
     println!(
         "stopping all: {burst_stop:.0} ms after the burst, {seq_stop:.0} ms after the sequential ones; no workspace left"

@@ -246,7 +246,7 @@ async fn main() -> Result<()> {
         }
     }
     println!(
-        "\nwhere each step's starts spent their time, medians in ms (creation → each boot phase; the workspace's steps indented):"
+        "\nwhere each step's starts spent their time, medians in ms, the slowest in brackets (creation → each boot phase; the workspace's steps indented):"
     );
     for (n, p) in &parts {
         println!("- {n}: {p}");

@@ -236,9 +236,12 @@ pub fn hold(templates: &Path) {
     }
 }
 
-/// Removes what is left in spares directory `dir`: staging points (unmounted) and images.
-/// Unlinking an image a loop device still holds is harmless.
+/// Removes what is left in spares directory `dir`: staging points (unmounted), images, and the
+/// loop devices an earlier process attached to them but died before it mounted (a mounted
+/// spare's device goes with its process; one caught between the attach and the mount stays
+/// until something detaches it).
 fn sweep(dir: &Path) {
+    loop_device::detach_backed_by(dir);
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         if e.path().extension().is_some_and(|x| x == "staging") {
             loop_device::clear_staging(&e.path());

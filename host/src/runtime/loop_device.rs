@@ -82,6 +82,35 @@ pub fn open(image: &Path) -> Result<OwnedFd> {
     Ok(mount)
 }
 
+/// Detaches every loop device whose image is under `dir` (read from sysfs, no scan of the
+/// mount table). One holding a mounted filesystem is only set to go with its last unmount.
+pub fn detach_backed_by(dir: &Path) {
+    let Ok(dir) = std::fs::canonicalize(dir) else {
+        return;
+    };
+    for e in std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = e.file_name();
+        if !name.to_string_lossy().starts_with("loop") {
+            continue;
+        }
+        let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) else {
+            continue;
+        };
+        let backing = backing.trim_end_matches('\n');
+        let file = Path::new(backing.strip_suffix(" (deleted)").unwrap_or(backing));
+        if file.starts_with(&dir) {
+            let device = Path::new("/dev").join(&name);
+            if let Err(e) = losetup(&["--detach".as_ref(), device.as_os_str()], file) {
+                tracing::warn!("detaching a spare disk left by an earlier server: {e}");
+            }
+        }
+    }
+}
+
 /// Whether the kernel has the mount API ([`open`] needs it: 5.2 and later).
 pub fn detached_mounts() -> bool {
     static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -172,4 +201,61 @@ fn in_mount_table(target: &Path) -> bool {
     };
     let t = target.to_string_lossy();
     info.lines().any(|l| l.split(' ').nth(4) == Some(&*t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backing(device: &Path) -> Option<String> {
+        let name = device.file_name()?;
+        std::fs::read_to_string(Path::new("/sys/block").join(name).join("loop/backing_file")).ok()
+    }
+
+    /// A server killed between attaching a spare's image and mounting it leaves the loop device
+    /// attached (no filesystem holds it, so nothing clears it); the next sweep of that spares
+    /// directory detaches it, and no other device.
+    #[test]
+    fn a_device_left_attached_to_a_spare_is_detached_by_the_sweep() {
+        if !nix::unistd::geteuid().is_root() {
+            let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");
+            assert!(!required, "the loop device test needs root");
+            eprintln!("skipped: the loop device test needs root");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let spares = t.path().join("spare-1048576");
+        std::fs::create_dir_all(&spares).unwrap();
+        let attach = |image: &Path| {
+            std::fs::File::create(image)
+                .unwrap()
+                .set_len(1 << 20)
+                .unwrap();
+            PathBuf::from(
+                losetup(
+                    &["--find".as_ref(), "--show".as_ref(), image.as_os_str()],
+                    image,
+                )
+                .unwrap(),
+            )
+        };
+        let left = attach(&spares.join("left.img"));
+        let other = attach(&t.path().join("not-a-spare.img"));
+        // As the next process finds it: the image already unlinked.
+        std::fs::remove_file(spares.join("left.img")).unwrap();
+        assert!(backing(&left).is_some());
+        detach_backed_by(&spares);
+        // The kernel lets go once the last opener (udev may probe it) closes it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while backing(&left).is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let still = backing(&other);
+        let _ = losetup(&["--detach".as_ref(), other.as_os_str()], &other);
+        assert_eq!(backing(&left), None, "the spare's device is still attached");
+        assert!(
+            still.is_some_and(|b| b.contains("not-a-spare.img")),
+            "a device outside the spares directory was detached"
+        );
+    }
 }
