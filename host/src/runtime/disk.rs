@@ -236,10 +236,8 @@ pub fn hold(templates: &Path) {
     }
 }
 
-/// Removes what is left in spares directory `dir`: staging points (unmounted), images, and the
-/// loop devices an earlier process attached to them but died before it mounted (a mounted
-/// spare's device goes with its process; one caught between the attach and the mount stays
-/// until something detaches it).
+/// Removes what is left in spares directory `dir`: staging points (unmounted), images, and loop
+/// devices an earlier process attached to them but died before mounting (nothing clears those).
 fn sweep(dir: &Path) {
     loop_device::detach_backed_by(dir);
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
