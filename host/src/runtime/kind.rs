@@ -19,6 +19,29 @@ impl Kind {
         }
     }
 
+    /// Waits (at most 2 s) until the workspace's first process `pid` runs the workspace's own
+    /// program, not the runtime's. `run --detach` returns once it told that process to go on,
+    /// which may be before its `execve`; crun before 1.8.7 (Debian 12 has 1.8.1) refuses an
+    /// exec that comes in between (`setns(…): Operation not permitted`, joining the user
+    /// namespace first). gVisor's first process is its sandbox: nothing to wait for.
+    pub async fn until_started(self, pid: i32) {
+        if self == Self::Runsc {
+            return;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while std::time::Instant::now() < deadline {
+            // Gone, or not ours to read: nothing to wait for.
+            let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+                return;
+            };
+            let exe = exe.to_string_lossy();
+            if !(exe.ends_with("/crun") || exe.contains("runc")) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "runc" => Self::Runc,

@@ -369,6 +369,7 @@ impl OciRuntime {
             .trim()
             .parse()
             .map_err(|e| Error::Internal(format!("{}: {e}", pid_file.display())))?;
+        self.kind.until_started(pid).await;
         Ok(Workspace {
             id: want.id.clone(),
             instance: pid,
