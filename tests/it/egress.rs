@@ -48,7 +48,11 @@ impl Drop for Outside {
 }
 
 pub(crate) async fn outside() -> Outside {
-    let n: u8 = (uuid::Uuid::new_v4().as_u128() % 200) as u8 + 20;
+    // One number per outside in this process (two tests at once drew the same random one);
+    // the offset keeps a later run clear of what a killed one left.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + std::process::id();
+    let n: u8 = (k % 200) as u8 + 20;
     let (ns, link) = (format!("tdmtest{n}"), format!("tdmt{n}"));
     let (host, allowed, blocked) = (
         Ipv4Addr::new(198, 19, n, 1),
