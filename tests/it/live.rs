@@ -87,7 +87,7 @@ impl Peer {
                 | WsServer::FileGone { .. } => {}
             },
             Incoming::Terminal(_, bytes) => {
-                self.screen.extend(bytes);
+                self.screen.extend_from_slice(&bytes);
                 // Keep the recent screen only (floods are tens of MiB): cut back to 1 MiB once
                 // past 2 MiB, so a flood costs its length and the reader keeps up on 2 cores.
                 if self.screen.len() > 2 << 20 {

@@ -907,15 +907,34 @@ async fn a_start_takes_a_disk_made_ahead_and_the_spares_refill(env: Env) {
             .trim(),
         "1"
     );
-    // A burst: the pool grows to what it asked for once the starts have gone quiet, so the
-    // next burst like it finds its disks made.
-    let burst = futures::future::join_all((0..4).map(|_| env.rt.start(env.spec(vec![])))).await;
-    let burst: Vec<_> = burst.into_iter().map(Result::unwrap).collect();
+    // A burst: the pool grows to what it asked for, so the next burst like it finds its disks
+    // made — and it grows while starts keep coming, one after another without a pause (a pool
+    // that waited for a pause stays at its least, and every start makes its own disk).
+    let mut burst: Vec<_> =
+        futures::future::join_all((0..4).map(|_| env.rt.start(env.spec(vec![]))))
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
     let wanted = disk::spares_wanted(&templates, bytes);
     assert!(
         wanted >= 4,
         "four disks asked for at once: the pool wants them all ({wanted})"
     );
+    let mut most = 0;
+    for _ in 0..20 {
+        burst.push(env.rt.start(env.spec(vec![])).await.unwrap());
+        most = most.max(disk::spares(&templates, bytes).len());
+        if most > disk::SPARES {
+            break;
+        }
+    }
+    assert!(
+        most > disk::SPARES,
+        "the pool grew past its least {} while starts kept coming ({most} at most)",
+        disk::SPARES
+    );
+    let wanted = disk::spares_wanted(&templates, bytes);
     let deadline = Instant::now() + std::time::Duration::from_secs(60);
     while disk::spares(&templates, bytes).len() < wanted {
         assert!(

@@ -99,7 +99,7 @@ fn rss_kib(pid: u32) -> u64 {
 async fn screen_until(c: &mut LiveClient, needle: &[u8], buf: &mut Vec<u8>) -> Result<()> {
     while !buf.windows(needle.len()).any(|w| w == needle) {
         match tokio::time::timeout(Duration::from_secs(30), c.next()).await? {
-            Some(Incoming::Terminal(_, b)) => buf.extend(b),
+            Some(Incoming::Terminal(_, b)) => buf.extend_from_slice(&b),
             Some(Incoming::Closed(code, r)) => bail!("closed {code:?}: {r}"),
             Some(_) => {}
             None => bail!("channel ended"),

@@ -218,8 +218,6 @@ impl OciRuntime {
     }
 
     async fn start_inner(&self, want: &WorkspaceSpec, dir: &Path) -> Result<Workspace> {
-        // Spare disks past the least wait until no start is under way.
-        let _starting = super::disk::starting();
         if let Some(image) = &want.files.image {
             return Err(Error::Invalid(format!(
                 "the {} runtime starts workspaces from layers on this machine, not from the image {image}",

@@ -25,8 +25,8 @@ pub struct Credentials {
 #[derive(Debug)]
 pub enum Incoming {
     Message(Box<WsServer>),
-    /// Terminal output: `(terminal, bytes)`.
-    Terminal(u32, Vec<u8>),
+    /// Terminal output: `(terminal, bytes)` — a view of the received frame, not a copy.
+    Terminal(u32, bytes::Bytes),
     /// The server closed the channel: its code and reason.
     Closed(Option<u16>, String),
 }
@@ -117,8 +117,8 @@ impl LiveClient {
                     Err(_) => continue,
                 },
                 Ok(Message::Binary(b)) => {
-                    if let Some((id, bytes)) = decode_terminal(&b) {
-                        return Some(Incoming::Terminal(id, bytes.to_vec()));
+                    if let Some((id, _)) = decode_terminal(&b) {
+                        return Some(Incoming::Terminal(id, b.slice(4..)));
                     }
                 }
                 Ok(Message::Close(frame)) => {

@@ -159,7 +159,7 @@ async fn on_postgresql_another_server_answers_for_a_session_by_forwarding_to_its
             }
             // Typed once the shell's prompt shows (through the forwarded channel too).
             Ok(Some(tandem_server::client::live::Incoming::Terminal(t, bytes))) => {
-                screen.extend(bytes);
+                screen.extend_from_slice(&bytes);
                 if !typed && String::from_utf8_lossy(&screen).contains("# ") {
                     c.input(t, b"echo via-b-$((1+1))\r").await.unwrap();
                     typed = true;

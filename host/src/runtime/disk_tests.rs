@@ -1,0 +1,80 @@
+//! The disk pool's sizing, the sparse copy and the template's format.
+
+use super::*;
+
+#[test]
+fn the_pool_is_sized_to_the_busiest_span_of_recent_starts() {
+    let t0 = Instant::now();
+    let mut d = Demand::default();
+    assert_eq!(d.wanted(t0), SPARES, "no demand: the least");
+    // 30 starts within two seconds, then 5 spread over a minute.
+    for i in 0..30 {
+        d.ask(t0 + Duration::from_millis(i * 60));
+    }
+    for i in 0..5 {
+        d.ask(t0 + Duration::from_secs(20 + i * 12));
+    }
+    let now = t0 + Duration::from_secs(80);
+    assert_eq!(d.wanted(now), 30, "the burst's size");
+    // Once the burst is older than the window, only the spread starts count.
+    let later = t0 + DEMAND_WINDOW + Duration::from_secs(5);
+    assert_eq!(d.wanted(later), SPARES);
+    // However busy, the pool stays bounded.
+    for i in 0..(MAX_SPARES as u64 * 3) {
+        d.ask(later + Duration::from_millis(i));
+    }
+    assert_eq!(d.wanted(later + Duration::from_secs(1)), MAX_SPARES);
+}
+
+#[test]
+fn a_sparse_copy_keeps_data_and_holes() {
+    let t = tempfile::tempdir().unwrap();
+    let from = t.path().join("from");
+    let mut f = std::fs::File::create(&from).unwrap();
+    f.set_len(64 << 20).unwrap();
+    f.seek(SeekFrom::Start(10 << 20)).unwrap();
+    f.write_all(b"middle").unwrap();
+    f.seek(SeekFrom::Start((64 << 20) - 3)).unwrap();
+    f.write_all(b"end").unwrap();
+    drop(f);
+    let to = t.path().join("to");
+    copy_sparse(&from, &to).unwrap();
+    assert_eq!(std::fs::read(&from).unwrap(), std::fs::read(&to).unwrap());
+    use std::os::unix::fs::MetadataExt;
+    assert!(
+        std::fs::metadata(&to).unwrap().blocks() * 512 < 1 << 20,
+        "holes stay holes"
+    );
+}
+
+/// What makes a new disk cheap: its template, copied at every start, holds under 1 MiB
+/// whatever its size, and no group's inode table is left for the kernel to zero once it is
+/// mounted (mkfs's defaults: 4.4 MiB for 20 GiB, and 160 tables to zero).
+#[tokio::test]
+async fn a_template_is_small_and_leaves_the_kernel_nothing_to_zero() {
+    use std::os::unix::fs::MetadataExt;
+    let t = tempfile::tempdir().unwrap();
+    let bytes = 20 << 30;
+    let path = template(t.path(), bytes).await.unwrap();
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(meta.len(), bytes as u64);
+    let held = meta.blocks() * 512;
+    assert!(held < 1 << 20, "the template holds {held} bytes");
+    let out = std::process::Command::new("dumpe2fs")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let groups = String::from_utf8_lossy(&out.stdout);
+    let groups: Vec<&str> = groups
+        .lines()
+        .filter(|l| l.starts_with("Group ") && l.contains(": (Blocks"))
+        .collect();
+    assert_eq!(groups.len(), 160, "20 GiB in groups of 128 MiB");
+    assert!(
+        groups.iter().all(|g| g.contains("ITABLE_ZEROED")),
+        "every inode table is marked zeroed: {:?}",
+        groups.iter().find(|g| !g.contains("ITABLE_ZEROED"))
+    );
+    // Made once: asked again, the same file.
+    assert_eq!(template(t.path(), bytes).await.unwrap(), path);
+}
