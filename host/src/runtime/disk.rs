@@ -5,14 +5,14 @@
 //! inside shows its size (overlayfs reports its writable layer's filesystem); the host's data
 //! disk and the database never fill up from a workspace.
 //!
-//! Images are copies of a template formatted once per size (a copy of the few megabytes of
+//! Images are copies of a template formatted once per size (a copy of its few hundred KiB of
 //! metadata, holes kept). Spares of each size are made ahead of need, in the background after
 //! each start takes one: copied, attached to a loop device and mounted detached
 //! ([`loop_device`]), so a start costs a rename and a `move_mount`. How many: at least
 //! [`SPARES`], and as many as the busiest [`BURST_SPAN`] of the last [`DEMAND_WINDOW`] asked
 //! for (up to [`MAX_SPARES`] of all sizes), so a burst like the last one finds its disks made;
-//! spares past [`SPARES`] are made only once no start is under way, not while they compete
-//! with the starts. A grown pool is kept until its runtime goes. The disk stays mounted
+//! they are made one after another while starts go on. A grown pool is kept until its runtime
+//! goes. The disk stays mounted
 //! while its layer is kept (a suspended session); the next start mounts it again if the host
 //! rebooted meanwhile.
 
@@ -72,28 +72,25 @@ async fn run(cmd: &mut Command, what: &str) -> Result<String> {
 
 /// The formatted, empty template of `bytes` under `dir`, made once. Every new disk is a copy
 /// of it, so what it holds is written at every start: 328 KiB for a 20 GiB disk, where
-/// mkfs's defaults wrote 4.4 MiB (the blocks reserved for growing the filesystem online, which
-/// a workspace's disk never does) and left the kernel to zero its inode tables after each mount
-/// (they are holes of a sparse file: zero already).
+/// mkfs's defaults held 4.4 MiB — 4.1 of it the blocks reserved for growing the filesystem
+/// online (`resize_inode`), which a workspace's disk never does.
 async fn template(dir: &Path, bytes: i64) -> Result<PathBuf> {
     let path = dir.join(format!("ext4-{bytes}-v2.img"));
     if path.exists() {
         return Ok(path);
     }
     std::fs::create_dir_all(dir)?;
-    // The template of an earlier release (mkfs's defaults).
-    let _ = std::fs::remove_file(dir.join(format!("ext4-{bytes}.img")));
     let tmp = dir.join(format!(
         ".ext4-{bytes}-{}.img",
         uuid::Uuid::new_v4().simple()
     ));
     std::fs::File::create(&tmp)?.set_len(bytes as u64)?;
-    // Lazy journal, inode tables known to be zero: formatting writes a few hundred KiB,
-    // whatever the size. No blocks reserved for root: the workspace's root is who fills it.
+    // Lazy inode tables and journal: formatting writes a few hundred KiB, whatever the size.
+    // No blocks reserved for root: the workspace's root is who fills it.
     let made = run(
         Command::new("mkfs.ext4")
             .args(["-q", "-F", "-m", "0", "-O", "^resize_inode", "-E"])
-            .arg("lazy_itable_init=1,lazy_journal_init=1,assume_storage_prezeroed=1,nodiscard")
+            .arg("lazy_itable_init=1,lazy_journal_init=1,nodiscard")
             .arg(&tmp),
         "formatting a workspace disk",
     )
@@ -104,6 +101,17 @@ async fn template(dir: &Path, bytes: i64) -> Result<PathBuf> {
     }
     // Another start may have made it meanwhile; either copy is the same.
     std::fs::rename(&tmp, &path)?;
+    // Templates of an earlier release (mkfs's defaults), of any size: no start copies them now.
+    for old in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = old.file_name();
+        let name = name.to_string_lossy();
+        let size = name
+            .strip_prefix("ext4-")
+            .and_then(|n| n.strip_suffix(".img"));
+        if size.is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+            let _ = std::fs::remove_file(old.path());
+        }
+    }
     Ok(path)
 }
 

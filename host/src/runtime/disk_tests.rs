@@ -48,33 +48,26 @@ fn a_sparse_copy_keeps_data_and_holes() {
 }
 
 /// What makes a new disk cheap: its template, copied at every start, holds under 1 MiB
-/// whatever its size, and no group's inode table is left for the kernel to zero once it is
-/// mounted (mkfs's defaults: 4.4 MiB for 20 GiB, and 160 tables to zero).
+/// whatever its size (mkfs's defaults: 4.4 MiB for 20 GiB); one of an earlier release goes.
 #[tokio::test]
-async fn a_template_is_small_and_leaves_the_kernel_nothing_to_zero() {
+async fn a_template_holds_under_a_mebibyte_whatever_its_size() {
     use std::os::unix::fs::MetadataExt;
+    if Command::new("mkfs.ext4").arg("-V").output().await.is_err() {
+        let required = std::env::var("TANDEM_TEST_REQUIRE_WORKSPACES").is_ok_and(|v| v == "1");
+        assert!(!required, "the template test needs mkfs.ext4");
+        eprintln!("skipped: the template test needs mkfs.ext4");
+        return;
+    }
     let t = tempfile::tempdir().unwrap();
     let bytes = 20 << 30;
+    let earlier = t.path().join(format!("ext4-{bytes}.img"));
+    std::fs::write(&earlier, b"an earlier release's template").unwrap();
     let path = template(t.path(), bytes).await.unwrap();
     let meta = std::fs::metadata(&path).unwrap();
     assert_eq!(meta.len(), bytes as u64);
     let held = meta.blocks() * 512;
     assert!(held < 1 << 20, "the template holds {held} bytes");
-    let out = std::process::Command::new("dumpe2fs")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let groups = String::from_utf8_lossy(&out.stdout);
-    let groups: Vec<&str> = groups
-        .lines()
-        .filter(|l| l.starts_with("Group ") && l.contains(": (Blocks"))
-        .collect();
-    assert_eq!(groups.len(), 160, "20 GiB in groups of 128 MiB");
-    assert!(
-        groups.iter().all(|g| g.contains("ITABLE_ZEROED")),
-        "every inode table is marked zeroed: {:?}",
-        groups.iter().find(|g| !g.contains("ITABLE_ZEROED"))
-    );
+    assert!(!earlier.exists(), "the earlier template is removed");
     // Made once: asked again, the same file.
     assert_eq!(template(t.path(), bytes).await.unwrap(), path);
 }
