@@ -24,6 +24,7 @@ pub mod serve;
 pub mod slack;
 pub mod state;
 pub mod vscode;
+pub mod websocket;
 
 #[cfg(test)]
 use tandem_core::fuzz_support;

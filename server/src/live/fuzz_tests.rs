@@ -393,8 +393,8 @@ proptest! {
                     }
                     if screens.has_changed().unwrap_or(false) {
                         let text = screens.borrow_and_update().clone();
-                        let Ok(WsServer::Terminals { terminals }) = serde_json::from_str(&text) else {
-                            panic!("screens: {text}");
+                        let Ok(WsServer::Terminals { terminals }) = serde_json::from_slice(&text) else {
+                            panic!("screens: {}", String::from_utf8_lossy(&text));
                         };
                         for t in terminals {
                             prop_assert!((1..=1000).contains(&t.cols) && (1..=500).contains(&t.rows));
@@ -409,7 +409,7 @@ proptest! {
 }
 
 impl Fixture {
-    fn hub_screens(&self) -> tokio::sync::watch::Receiver<std::sync::Arc<String>> {
+    fn hub_screens(&self) -> tokio::sync::watch::Receiver<bytes::Bytes> {
         let (out, _inbox) = outbox();
         let (me, watches) = self.hub.join(
             "w".into(),

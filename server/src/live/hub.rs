@@ -5,8 +5,8 @@
 //! new member's scrollback snapshot and the fan-out that follows it cannot interleave.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 use tandem_protocol::live::*;
 use tokio::sync::mpsc;
@@ -67,7 +67,7 @@ pub struct Hub {
     /// The terminal list as its latest `terminals` message. A watch, not a queue: a member
     /// gets the newest list when it gets to it. (Participants change by small deltas instead,
     /// queued in order: a list per change would cost N² bytes for N joins.)
-    screens: tokio::sync::watch::Sender<Arc<String>>,
+    screens: tokio::sync::watch::Sender<bytes::Bytes>,
     /// How many viewers are not listed: a watch too, each member sent the newest count at
     /// most once per [`AUDIENCE_INTERVAL_MS`] (a crowd joining costs each member a few
     /// messages a second, not one per newcomer).
@@ -76,7 +76,8 @@ pub struct Hub {
 
 /// A member's views of the hub's current state.
 pub struct Watches {
-    pub screens: tokio::sync::watch::Receiver<Arc<String>>,
+    /// The terminal list as a JSON text message (shared, not copied per member).
+    pub screens: tokio::sync::watch::Receiver<bytes::Bytes>,
     pub audience: tokio::sync::watch::Receiver<u32>,
 }
 
@@ -93,7 +94,7 @@ impl Default for Hub {
         Self {
             state: Mutex::new(State::default()),
             next_id: AtomicU32::new(1),
-            screens: tokio::sync::watch::channel(Arc::new(String::new())).0,
+            screens: tokio::sync::watch::channel(bytes::Bytes::new()).0,
             audience: tokio::sync::watch::channel(0).0,
         }
     }
@@ -502,7 +503,7 @@ impl Hub {
             terminals: st.terminals.values().map(|t| t.info.clone()).collect(),
         };
         self.screens
-            .send_replace(Arc::new(serde_json::to_string(&msg).unwrap_or_default()));
+            .send_replace(serde_json::to_vec(&msg).unwrap_or_default().into());
     }
 }
 

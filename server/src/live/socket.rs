@@ -5,18 +5,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::response::Response;
 use futures::StreamExt;
 use tandem_protocol::live::*;
 use tandem_protocol::{Author, AuthorKind, CreatePrompt, PromptMode, SessionId};
+use tokio::io::AsyncWrite;
+use tokio_tungstenite::tungstenite::Message;
 
 use super::Live;
 use super::hub::{CloseSignal, Out, Outbox, outbox};
 use crate::identity::auth::CurrentUser;
 use crate::sessions::access::Access;
 use crate::state::AppState;
+use crate::websocket::{Reader, Upgrade, Writer};
 use crate::{Error, db, sessions};
 
 /// How often a subscriber looks at the store even without a notification (events written by
@@ -51,22 +53,17 @@ pub async fn upgrade(
     Path(id): Path<SessionId>,
     q: crate::identity::auth::ShareCredential,
     user: Result<CurrentUser, Error>,
-    ws: WebSocketUpgrade,
+    ws: Upgrade,
 ) -> Response {
     let user = user.ok().map(|u| u.0);
-    ws.max_message_size(MAX_FRAME_BYTES)
-        .max_frame_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| run(state, id, q, user, socket))
+    ws.on_upgrade(MAX_FRAME_BYTES, move |reader, writer| {
+        run(state, id, q, user, reader, writer)
+    })
 }
 
-async fn close_with(mut socket: WebSocket, code: u16, reason: &str) {
-    let reason: String = reason.chars().take(120).collect();
-    let _ = socket
-        .send(Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        })))
-        .await;
+async fn close_with(mut socket: Writer<impl AsyncWrite + Unpin>, code: u16, reason: &str) {
+    socket.close(code, reason);
+    let _ = socket.flush().await;
 }
 
 fn close_code(e: &Error) -> u16 {
@@ -83,7 +80,8 @@ async fn run(
     id: SessionId,
     q: crate::identity::auth::ShareCredential,
     user: Option<tandem_protocol::User>,
-    socket: WebSocket,
+    stream: Reader,
+    socket: Writer<impl AsyncWrite + Unpin + Send + 'static>,
 ) {
     let session = match sessions::get(&state.db, id).await.map_err(Error::from) {
         Ok(d) => d.session,
@@ -171,12 +169,14 @@ async fn run(
         access.clone(),
         out.clone(),
     ));
-    let (sink, stream) = socket.split();
     let signal = inbox.close_signal();
+    // The latest ping's payload: a flood of pings replaces one slot, it queues nothing.
+    let (pong, pongs) = tokio::sync::watch::channel(bytes::Bytes::new());
     let writer = tokio::spawn(super::writer::write(
-        sink,
+        socket,
         inbox,
         watches,
+        pongs,
         state.metrics.clone(),
     ));
     let mut member = Member {
@@ -185,6 +185,7 @@ async fn run(
         id: me.id,
         access,
         out: out.clone(),
+        pong,
         pump: None,
         desktop: None,
     };
@@ -216,6 +217,8 @@ struct Member {
     id: u32,
     access: Access,
     out: Outbox,
+    /// Where the client's latest ping goes for the writer to answer (the only one who writes).
+    pong: tokio::sync::watch::Sender<bytes::Bytes>,
     pump: Option<tokio::task::JoinHandle<()>>,
     /// Watching the desktop: the stream kept alive and this member's connection to it.
     desktop: Option<(Arc<crate::desktop::Stream>, crate::desktop::peer::Viewer)>,
@@ -229,11 +232,7 @@ impl Member {
         });
     }
 
-    async fn read(
-        &mut self,
-        mut stream: futures::stream::SplitStream<WebSocket>,
-        signal: CloseSignal,
-    ) {
+    async fn read(&mut self, mut stream: Reader, signal: CloseSignal) {
         let idle = Duration::from_secs(IDLE_TIMEOUT_SECS);
         loop {
             if self.out.is_closed() {
@@ -254,7 +253,7 @@ impl Member {
                 Ok(Some(Ok(m))) => m,
             };
             match msg {
-                Message::Text(t) => match serde_json::from_str::<WsClient>(&t) {
+                Message::Text(t) => match serde_json::from_str::<WsClient>(t.as_str()) {
                     Ok(m) => self.handle(m).await,
                     Err(e) => self.refuse("message", format!("not a valid message: {e}")),
                 },
@@ -268,8 +267,14 @@ impl Member {
                         self.refuse("input", "a terminal frame starts with a 4-byte terminal id")
                     }
                 },
+                // Answered with 1000 by the writer once this member leaves (RFC 6455 lets a
+                // server choose its own code).
                 Message::Close(_) => return,
-                Message::Ping(_) | Message::Pong(_) => {}
+                // A copy: the payload is a view of tungstenite's read buffer.
+                Message::Ping(b) => {
+                    self.pong.send_replace(bytes::Bytes::copy_from_slice(&b));
+                }
+                Message::Pong(_) | Message::Frame(_) => {}
             }
         }
     }

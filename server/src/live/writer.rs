@@ -4,18 +4,19 @@
 
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures::SinkExt;
 use tandem_protocol::live::*;
+use tokio::io::AsyncWrite;
 
 use super::hub::{Inbox, Out, Watches};
+use crate::websocket::Writer;
 
 /// Writes queued frames and the newest terminal list, pings on the heartbeat,
 /// and closes when the hub says so.
 pub async fn write(
-    mut sink: futures::stream::SplitSink<WebSocket, Message>,
+    mut sink: Writer<impl AsyncWrite + Unpin>,
     mut inbox: Inbox,
     mut watches: Watches,
+    mut pongs: tokio::sync::watch::Receiver<bytes::Bytes>,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
 ) {
     let mut beat = tokio::time::interval(Duration::from_secs(HEARTBEAT_SECS));
@@ -40,8 +41,8 @@ pub async fn write(
                     _ => "",
                 };
                 // A client too slow to read the rest will not read this either: give it a moment.
-                let close = sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() })));
-                let _ = tokio::time::timeout(Duration::from_secs(1), close).await;
+                sink.close(code, reason);
+                let _ = tokio::time::timeout(Duration::from_secs(1), sink.flush()).await;
                 return;
             }
             // Before the queue: under a steady stream of output the queue is always ready, and
@@ -55,7 +56,8 @@ pub async fn write(
                 audience_sent = Some(tokio::time::Instant::now());
                 let viewers = *watches.audience.borrow_and_update();
                 let text = serde_json::to_string(&WsServer::Audience { viewers }).unwrap_or_default();
-                if sink.send(Message::Text(text.into())).await.is_err() {
+                sink.text(text.into());
+                if !flushed(&mut sink).await {
                     return;
                 }
             }
@@ -72,12 +74,21 @@ pub async fn write(
             }
             Ok(()) = watches.screens.changed() => {
                 let text = watches.screens.borrow_and_update().clone();
-                if sink.send(Message::Text(text.as_str().into())).await.is_err() {
+                sink.text(text);
+                if !flushed(&mut sink).await {
+                    return;
+                }
+            }
+            Ok(()) = pongs.changed() => {
+                let payload = pongs.borrow_and_update().clone();
+                sink.pong(&payload);
+                if !flushed(&mut sink).await {
                     return;
                 }
             }
             _ = beat.tick() => {
-                if sink.send(Message::Ping(Vec::new().into())).await.is_err() {
+                sink.ping();
+                if !flushed(&mut sink).await {
                     return;
                 }
             }
@@ -88,18 +99,28 @@ pub async fn write(
 /// How long one write may wait on a client before the channel is dropped.
 const WRITE_STALL: Duration = Duration::from_secs(30);
 
+/// Writes what is queued; false if the client is gone or took nothing for [`WRITE_STALL`]
+/// (the writer then stops: a flush cut short cannot be resumed).
+async fn flushed(sink: &mut Writer<impl AsyncWrite + Unpin>) -> bool {
+    matches!(
+        tokio::time::timeout(WRITE_STALL, sink.flush()).await,
+        Ok(Ok(()))
+    )
+}
+
 /// Most queued items one write takes before it flushes.
 const BATCH_ITEMS: usize = 256;
 
 /// Writes `first` and what else is already queued (up to [`BATCH_ITEMS`]) with one flush,
-/// consecutive output of one terminal merged into frames of up to [`MAX_OUTPUT_FRAME_BYTES`]:
-/// the further a client falls behind, the fewer and larger its frames, so the cost per byte
-/// falls as the load rises. Order is kept.
+/// consecutive output of one terminal sent as one frame of up to [`MAX_OUTPUT_FRAME_BYTES`]
+/// (its pieces written from the hub's shared buffers, not copied): the further a client falls
+/// behind, the fewer and larger its frames, so the cost per byte falls as the load rises. Order
+/// is kept.
 async fn write_queued(
-    sink: &mut futures::stream::SplitSink<WebSocket, Message>,
+    sink: &mut Writer<impl AsyncWrite + Unpin>,
     inbox: &mut Inbox,
     first: Out,
-) -> Result<usize, axum::Error> {
+) -> std::io::Result<usize> {
     let mut items = vec![first];
     while items.len() < BATCH_ITEMS {
         match inbox.rx.try_recv() {
@@ -121,54 +142,42 @@ async fn write_queued(
                     && (run_terminal != terminal
                         || run_bytes + frame.len().saturating_sub(4) > MAX_OUTPUT_FRAME_BYTES)
                 {
-                    sink.feed(Message::Binary(merge(&mut run))).await?;
+                    sink.binary(merged(&mut run));
                     run_bytes = 0;
                 }
                 run_terminal = terminal;
                 run_bytes += frame.len().saturating_sub(4);
                 run.push(frame);
             }
-            Out::Text(t) => {
+            other => {
                 if !run.is_empty() {
-                    sink.feed(Message::Binary(merge(&mut run))).await?;
+                    sink.binary(merged(&mut run));
                     run_bytes = 0;
                 }
-                sink.feed(Message::Text(t.into())).await?;
-            }
-            Out::Json(b) => {
-                if !run.is_empty() {
-                    sink.feed(Message::Binary(merge(&mut run))).await?;
-                    run_bytes = 0;
-                }
-                // Made by serde_json: UTF-8, so this is a check, not a copy.
-                if let Ok(t) = axum::extract::ws::Utf8Bytes::try_from(b) {
-                    sink.feed(Message::Text(t)).await?;
+                match other {
+                    Out::Text(t) => sink.text(t.into()),
+                    // Made by serde_json: UTF-8.
+                    Out::Json(b) => sink.text(b),
+                    Out::Binary(_) => {}
                 }
             }
         }
     }
     if !run.is_empty() {
-        sink.feed(Message::Binary(merge(&mut run))).await?;
+        sink.binary(merged(&mut run));
     }
     sink.flush().await?;
     inbox.written_bytes(taken);
     Ok(taken)
 }
 
-/// One terminal frame from consecutive frames of the same terminal (no copy for one).
-fn merge(run: &mut Vec<bytes::Bytes>) -> bytes::Bytes {
-    if run.len() == 1 {
-        return run.pop().unwrap_or_default();
-    }
-    let mut out = Vec::with_capacity(run.iter().map(|f| f.len()).sum());
-    for (i, frame) in run.drain(..).enumerate() {
-        out.extend_from_slice(if i == 0 {
-            &frame[..]
-        } else {
-            &frame[4.min(frame.len())..]
-        });
-    }
-    out.into()
+/// One terminal frame's pieces from consecutive frames of the same terminal: the first whole,
+/// the others without their 4-byte terminal id. Views of the same buffers, not copies.
+fn merged(run: &mut Vec<bytes::Bytes>) -> Vec<bytes::Bytes> {
+    run.drain(..)
+        .enumerate()
+        .map(|(i, f)| if i == 0 { f } else { f.slice(4.min(f.len())..) })
+        .collect()
 }
 
 #[cfg(test)]
@@ -181,10 +190,13 @@ mod tests {
             .iter()
             .map(|s| encode_terminal(7, s.as_bytes()).into())
             .collect();
-        let one = merge(&mut run);
+        let one: Vec<u8> = merged(&mut run).concat();
         assert_eq!(decode_terminal(&one), Some((7, &b"abcdef"[..])));
         assert!(run.is_empty());
         let mut single = vec![bytes::Bytes::from(encode_terminal(2, b"x"))];
-        assert_eq!(decode_terminal(&merge(&mut single)), Some((2, &b"x"[..])));
+        assert_eq!(
+            decode_terminal(&merged(&mut single).concat()),
+            Some((2, &b"x"[..]))
+        );
     }
 }

@@ -46,6 +46,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "proxy",
             "rate_limit",
             "extension_package",
+            "websocket",
         ],
     ),
 ];
