@@ -8,6 +8,10 @@ pub use seccompiler::sock_filter;
 
 const MAGIC: &[u8; 4] = b"TSB1";
 
+/// How `tandem-confine --in-mount-ns` exits when the runtime's mount namespace cannot be used
+/// (the command never ran): the host tells this apart from the runtime's own failures.
+pub const LAUNCHER_BROKEN: i32 = 125;
+
 /// Most programs a file holds.
 pub const MAX_PROGRAMS: usize = 8;
 

@@ -11,9 +11,13 @@
 //! `tandem-confine --without-cgroup2 -- COMMAND [ARG...]` is for the host, not workspaces: it
 //! runs `COMMAND` in a mount namespace of its own without the cgroup2 mount of a hybrid cgroup
 //! host (`/sys/fs/cgroup/unified`), which crun refuses to run beside. The server starts crun
-//! this way there: one small static program instead of `unshare`, `sh` and `umount` at every
-//! call. Every mount of the new namespace is made a slave first, so the host keeps its cgroup2
+//! this way there when the runtime has no namespace of its own (below): one small static
+//! program instead of `unshare`, `sh` and `umount` at every call. Every mount of the new namespace is made a slave first, so the host keeps its cgroup2
 //! mount and sees none of crun's, whatever its propagation. In a workspace it fails: the filter denies `unshare`.
+//!
+//! `tandem-confine --hold-mount-ns …` and `tandem-confine --in-mount-ns NSFILE [--carry PATH]...
+//! -- COMMAND [ARG...]` are for the host too: the namespace the container runtime runs in, made
+//! once, without the workspaces' mounts (see `namespace`).
 
 #![forbid(unsafe_code)]
 
@@ -21,6 +25,8 @@ use std::os::unix::process::CommandExt;
 
 /// The largest filter file read (a few programs of at most 4,096 instructions).
 const MAX_FILE_BYTES: u64 = 256 * 1024;
+
+mod namespace;
 
 fn fail(what: &str) -> ! {
     eprintln!("tandem-confine: {what}; the command was not run");
@@ -71,6 +77,13 @@ fn run(command: &[std::ffi::OsString]) -> ! {
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let (filter, command) = match args.as_slice() {
+        [mode, rest @ ..] if mode == "--hold-mount-ns" => namespace::hold(rest),
+        [mode, rest @ ..] if mode == "--in-mount-ns" => match rest.iter().position(|a| a == "--") {
+            Some(sep) if sep + 1 < rest.len() => namespace::enter(&rest[..sep], &rest[sep + 1..]),
+            _ => fail(
+                "usage: tandem-confine --in-mount-ns NSFILE [--carry PATH]... -- COMMAND [ARG...]",
+            ),
+        },
         [mode, sep, command @ ..]
             if mode == "--without-cgroup2" && sep == "--" && !command.is_empty() =>
         {
@@ -78,7 +91,7 @@ fn main() {
         }
         [filter, sep, command @ ..] if sep == "--" && !command.is_empty() => (filter, command),
         _ => fail(
-            "usage: tandem-confine FILTER -- COMMAND [ARG...] | tandem-confine --without-cgroup2 -- COMMAND [ARG...]",
+            "usage: tandem-confine FILTER -- COMMAND [ARG...] | tandem-confine --without-cgroup2 -- COMMAND [ARG...] | tandem-confine --hold-mount-ns [--without-cgroup2] [--drop-under DIR] | tandem-confine --in-mount-ns NSFILE [--carry PATH]... -- COMMAND [ARG...]",
         ),
     };
     let bytes = match std::fs::File::open(filter).and_then(|f| {

@@ -967,8 +967,118 @@ async fn a_start_takes_a_disk_made_ahead_and_the_spares_refill(env: Env) {
 }
 runtimes!(a_start_takes_a_disk_made_ahead_and_the_spares_refill);
 
-/// On a hybrid cgroup host crun runs through `tandem-confine --without-cgroup2` (one small
-/// process, not `unshare`, `sh` and `umount` at every call): crun sees no cgroup2 mount, and
+/// The runtime works in a mount namespace of its own, made once, without any workspace's
+/// mounts, so what runc and crun do at every call (copy their namespace, read its mount table,
+/// detach the old root after `pivot_root`) does not grow with the workspaces running
+/// (`cargo xtask bench density`: the runtime's `run` grew 38 → 81 ms from 100 to 1,000 with
+/// every disk in its table). Two workspaces run — their disks in the host's table, not in the
+/// runtime's — and take commands; an overlay mounted on the host before a runtime is made
+/// (another server's workspace root) is not in that runtime's namespace either, nor are the
+/// two workspaces' disks (loop devices of another data dir). And the runtime does run there:
+/// a tmpfs mounted on the host after the namespace was made is not in what a workspace binds.
+async fn the_runtime_sees_none_of_the_workspaces_mounts(env: Env) {
+    if env.kind == Kind::Runsc {
+        // gVisor's gofer serves each root from the host's side: it keeps the host's namespace.
+        return;
+    }
+    let Some(_) = env.rt.runtime_mount_table() else {
+        assert!(
+            !env.rt.precompiled_seccomp(),
+            "where tandem-confine runs, the runtime has a namespace of its own"
+        );
+        eprintln!("SKIP: the runtime runs without tandem-confine here");
+        return;
+    };
+    let shown = env.dir.path().join("shown");
+    std::fs::create_dir_all(&shown).unwrap();
+    std::fs::write(shown.join("under"), "").unwrap();
+    nix::mount::mount(
+        Some("tmpfs"),
+        &shown,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .unwrap();
+    std::fs::write(shown.join("over"), "").unwrap();
+    let bind = Bind {
+        host: shown.clone(),
+        container: "/mnt/shown".into(),
+        readonly: true,
+    };
+    let a = env.rt.start(env.spec_with(vec![], vec![bind])).await;
+    nix::mount::umount2(&shown, nix::mount::MntFlags::MNT_DETACH).unwrap();
+    let a = a.unwrap();
+    let out = env.sh(&a.id, "ls /mnt/shown").await;
+    assert_eq!(
+        out.stdout, "under\n",
+        "the runtime works in the namespace made before the tmpfs: {out:?}"
+    );
+    let b = env.rt.start(env.spec(vec![])).await.unwrap();
+    let host = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let runtime = env.rt.runtime_mount_table().unwrap();
+    let workspaces = env.rt.dir(&a.id).parent().unwrap().display().to_string();
+    for ws in [&a, &b] {
+        let disk = format!(
+            " {}/{} ",
+            env.rt.dir(&ws.id).display(),
+            tandem_host::runtime::disk::MOUNT
+        );
+        assert!(host.contains(&disk), "the host mounts its disk: {host}");
+        let out = env
+            .sh(&ws.id, "echo $TANDEM_TEST > /root/f && cat /root/f")
+            .await;
+        assert_eq!((out.code, out.stdout.as_str()), (Some(0), "1\n"), "{out:?}");
+    }
+    assert!(
+        !runtime.contains(&workspaces),
+        "the runtime's namespace holds no workspace's mount: {runtime}"
+    );
+    assert!(runtime.contains(" / "), "a real mount table: {runtime}");
+    // Another server's workspace root, mounted before this runtime is made.
+    let other = crate::harness::test_dir();
+    let [lower, upper, work, root] = ["l", "u", "w", "data/workspaces/w1/rootfs"]
+        .map(|d| other.path().join("elsewhere").join(d));
+    for d in [&lower, &upper, &work, &root] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        upper.display(),
+        work.display()
+    );
+    nix::mount::mount(
+        Some("overlay"),
+        &root,
+        Some("overlay"),
+        nix::mount::MsFlags::empty(),
+        Some(opts.as_str()),
+    )
+    .unwrap();
+    let later = OciRuntime::new(env.kind, &other.path().join("data"))
+        .unwrap()
+        .with_init(&confine_bin());
+    let table = later.runtime_mount_table();
+    nix::mount::umount2(&root, nix::mount::MntFlags::MNT_DETACH).unwrap();
+    let table = table.unwrap();
+    assert!(
+        !table.contains(&format!(" {} ", root.display())),
+        "another server's workspace root stays out: {table}"
+    );
+    assert!(
+        !table.contains(&workspaces),
+        "another server's workspace disks stay out: {table}"
+    );
+    env.rt.stop(&a.id, Keep::Nothing).await.unwrap();
+    env.rt.stop(&b.id, Keep::Nothing).await.unwrap();
+    assert_eq!(env.rt.leftovers(&a.id), Vec::<String>::new());
+}
+runtimes!(the_runtime_sees_none_of_the_workspaces_mounts);
+
+/// On a hybrid cgroup host crun sees no cgroup2 mount: it runs in the runtime's own namespace,
+/// made without it (above), or else through `tandem-confine --without-cgroup2` (one small
+/// process, not `unshare`, `sh` and `umount` at every call) — which is checked here too: crun sees no cgroup2 mount, and
 /// nothing done under the launcher reaches the namespace it came from, even where that one's
 /// mounts propagate — here a namespace of the test's own (private to the host) whose cgroup
 /// tree and a tmpfs are made shared: the launcher's unmount of the cgroup2 mount and a mount
@@ -987,9 +1097,12 @@ fn crun_sees_no_cgroup2_mount_and_nothing_it_does_reaches_the_host() {
         let rt = OciRuntime::new(Kind::Crun, data.path())
             .unwrap()
             .with_init(&confine);
+        let own_namespace = rt.runtime_mount_table().is_some_and(|t| {
+            t.contains(" /sys/fs/cgroup ") && !t.contains(" /sys/fs/cgroup/unified ")
+        });
         assert!(
-            !rt.precompiled_seccomp() || rt.crun_launcher().is_some(),
-            "crun runs through tandem-confine --without-cgroup2"
+            !rt.precompiled_seccomp() || own_namespace || rt.crun_launcher().is_some(),
+            "crun runs in a namespace without the cgroup2 mount: its own, or through tandem-confine --without-cgroup2"
         );
     }
     let unified = " /sys/fs/cgroup/unified ";

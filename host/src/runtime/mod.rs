@@ -35,6 +35,7 @@ pub mod network;
 pub mod oci;
 mod oci_exec;
 mod overlay;
+mod runtime_ns;
 pub mod seccomp;
 pub mod seccomp_bpf;
 mod spec;

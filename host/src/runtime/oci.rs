@@ -9,7 +9,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio::process::Command;
 
 use super::{
     AgentStream, ExecOutput, ExecRequest, GatewayListener, Keep, Limits, Runtime, Workspace,
@@ -38,9 +37,12 @@ pub struct OciRuntime {
     /// `tandem-confine` and the precompiled filter, when every process starts under them
     /// ([`super::confine`]); otherwise the runtime applies the profile itself.
     pub(super) confine: Option<PathBuf>,
-    /// `tandem-confine --without-cgroup2`, where crun runs through it (a hybrid cgroup host);
-    /// otherwise `unshare` and a shell do that there.
+    /// `tandem-confine --without-cgroup2`, where crun runs through it (a hybrid cgroup host
+    /// without the runtime's own namespace); otherwise `unshare` and a shell do that there.
     pub(super) crun_launcher: Option<PathBuf>,
+    /// The mount namespace the runtime runs in, without the workspaces' mounts
+    /// ([`super::runtime_ns`]), where `tandem-confine` can make it.
+    pub(super) runtime_ns: Option<super::runtime_ns::RuntimeNs>,
 }
 
 impl OciRuntime {
@@ -88,46 +90,8 @@ impl OciRuntime {
             seccomp: c.seccomp && kind != Kind::Runsc,
             confine: None,
             crun_launcher: None,
+            runtime_ns: None,
         })
-    }
-
-    /// Starts every workspace process under `bin` (`tandem-confine`) with the seccomp filter
-    /// compiled once, where that holds against the workspace ([`super::confine`]: seccomp on,
-    /// in a user namespace); else, or when `bin` is missing, the runtime applies the profile.
-    pub fn with_init(mut self, bin: &Path) -> Self {
-        if !self.seccomp || !self.userns {
-            return self;
-        }
-        match super::confine::prepare(&self.data_dir.join("runtime"), bin) {
-            Ok(dir) => {
-                let launcher = dir.join("tandem-confine");
-                self.confine = Some(dir);
-                let hybrid = self.kind == Kind::Crun
-                    && super::doctor::cgroups() == super::doctor::Cgroups::Hybrid;
-                // Tried once: a launcher that cannot (an older build) leaves crun to `unshare`.
-                let works = || {
-                    std::process::Command::new(&launcher)
-                        .args(["--without-cgroup2", "--", "crun", "--version"])
-                        .stdout(std::process::Stdio::null())
-                        .stderr(std::process::Stdio::null())
-                        .status()
-                        .is_ok_and(|s| s.success())
-                };
-                if hybrid && works() {
-                    self.crun_launcher = Some(launcher);
-                }
-            }
-            Err(e) => tracing::warn!(
-                "the runtime compiles the seccomp profile at every start ({} cannot be used: {e})",
-                bin.display()
-            ),
-        }
-        self
-    }
-
-    /// The launcher crun runs through on a hybrid cgroup host, where it does.
-    pub fn crun_launcher(&self) -> Option<&Path> {
-        self.crun_launcher.as_deref()
     }
 
     /// True when workspace processes start under `tandem-confine`'s precompiled filter.
@@ -163,39 +127,6 @@ impl OciRuntime {
         self.userns
     }
 
-    pub(super) fn command(&self) -> Command {
-        let hybrid =
-            self.kind == Kind::Crun && super::doctor::cgroups() == super::doctor::Cgroups::Hybrid;
-        // crun refuses hybrid cgroup hierarchies; in a private mount namespace without the v2
-        // mount it sees plain v1 and works. Only crun's own view changes. Tandem's launcher
-        // does that in one small process where the runtime has it.
-        let mut c = match &self.crun_launcher {
-            Some(launcher) => {
-                let mut c = Command::new(launcher);
-                c.args(["--without-cgroup2", "--", "crun"]);
-                c
-            }
-            None if hybrid => {
-                let mut c = Command::new("unshare");
-                c.args([
-                    "--mount",
-                    "sh",
-                    "-c",
-                    "umount /sys/fs/cgroup/unified 2>/dev/null; exec crun \"$@\"",
-                    "crun",
-                ]);
-                c
-            }
-            _ => Command::new(self.kind.binary()),
-        };
-        c.arg("--root").arg(&self.state_dir);
-        if self.kind == Kind::Runsc {
-            c.args(["--platform=ptrace", "--network=none"]);
-        }
-        c.kill_on_drop(true);
-        c
-    }
-
     /// Runs the runtime binary with `args`; returns stdout, or an error with its stderr.
     async fn run(&self, args: &[&str]) -> Result<String> {
         let out = self
@@ -207,6 +138,8 @@ impl OciRuntime {
             .map_err(|e| Error::Config(format!("cannot run {}: {e}", self.kind.binary())))?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).to_string())
+        } else if out.status.code() == Some(tandem_confine::LAUNCHER_BROKEN) {
+            Err(launcher_broken(&String::from_utf8_lossy(&out.stderr)))
         } else {
             Err(Error::Internal(format!(
                 "{} {}: {}",
@@ -327,8 +260,15 @@ impl OciRuntime {
         let log_path = work.with_file_name("init.log");
         let log = std::fs::File::create(&log_path)?;
         let pid_file = dir.join("init.pid");
+        // What the runtime's own namespace lacks: this workspace's root, disk and network.
+        let disk = dir.join(super::disk::MOUNT);
+        let mut carry = vec![rootfs.as_path()];
+        if self.disks.is_some() {
+            carry.push(&disk);
+        }
+        carry.extend(netns.as_deref());
         let status = self
-            .command()
+            .command_carrying(&carry)
             .args(["run", "--detach", "--bundle"])
             .arg(dir)
             .arg("--pid-file")
@@ -342,6 +282,9 @@ impl OciRuntime {
             .map_err(|e| Error::Config(format!("cannot run {}: {e}", self.kind.binary())))?;
         if !status.success() {
             let init_log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if status.code() == Some(tandem_confine::LAUNCHER_BROKEN) {
+                return Err(launcher_broken(&init_log));
+            }
             return Err(Error::Internal(format!(
                 "{} could not start workspace {}: {}",
                 self.kind.binary(),
@@ -352,8 +295,8 @@ impl OciRuntime {
         phases.end("runtime run");
         // The workspace's root lives on in its own mount namespace (pivoted into, so no host
         // unmount reaches it); the host's copy goes now. Every host mount costs each later
-        // start: the runtime and `tandem-confine` copy and walk the whole mount table, and an
-        // overlay's is the longest line in it. Nothing on the host reads the root afterwards
+        // start where the runtime works in the host's namespace (it copies and walks the whole
+        // mount table), and an overlay's is the longest line in it. Nothing on the host reads the root afterwards
         // (exec joins the workspace's namespaces; the writable layer stays on the mounted
         // disk). gVisor's gofer serves the root from the host's side, so it keeps its mount.
         // The workspace runs either way: a root that will not unmount only costs density (the
@@ -381,6 +324,8 @@ impl OciRuntime {
                 let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
                 Ok(v["status"] == "running")
             }
+            // Not the runtime's answer: the runtime never ran.
+            Err(e @ Error::Unavailable(_)) => Err(e),
             Err(_) => Ok(false),
         }
     }
@@ -588,4 +533,12 @@ impl Runtime for OciRuntime {
     fn local(&self) -> Option<&OciRuntime> {
         Some(self)
     }
+}
+
+/// The runtime never ran: the namespace it works in cannot be used.
+fn launcher_broken(stderr: &str) -> Error {
+    Error::Unavailable(format!(
+        "{}; restart the server (`tandem serve`) to make the runtime's mount namespace again",
+        stderr.trim()
+    ))
 }
