@@ -967,6 +967,117 @@ async fn a_start_takes_a_disk_made_ahead_and_the_spares_refill(env: Env) {
 }
 runtimes!(a_start_takes_a_disk_made_ahead_and_the_spares_refill);
 
+/// A pool grown for a burst goes back to its least once the burst has left the demand window:
+/// the spares beyond it are unmounted, their images removed and their loop devices freed; not
+/// before the window has passed, and no timer is left once the pool is at its least (nothing
+/// wakes for an idle pool).
+#[tokio::test]
+async fn a_pool_grown_for_a_burst_shrinks_back_once_the_burst_is_past() {
+    use tandem_host::runtime::disk;
+    let Some(env) = env(Kind::Runc).await else {
+        return;
+    };
+    assert!(env.rt.disk_limits(), "this host gives workspaces disks");
+    let templates = env.dir.path().join("data/runtime/disks");
+    let bytes = disk::MIN_BYTES;
+    let window = std::time::Duration::from_secs(15);
+    disk::keep_grown_pool_for(&templates, window);
+    let backed = |image: &std::path::Path| {
+        let image = image.to_string_lossy().into_owned();
+        std::fs::read_dir("/sys/block").unwrap().flatten().any(|d| {
+            std::fs::read_to_string(d.path().join("loop/backing_file"))
+                .is_ok_and(|f| f.trim().starts_with(&image))
+        })
+    };
+    // Six disks asked for at once, as six starts ask.
+    let dirs: Vec<PathBuf> = (0..6)
+        .map(|i| env.dir.path().join(format!("data/workspaces/burst-{i}")))
+        .collect();
+    let burst = Instant::now();
+    for r in
+        futures::future::join_all(dirs.iter().map(|d| disk::ensure(d, &templates, bytes))).await
+    {
+        r.unwrap();
+    }
+    assert_eq!(
+        disk::spares_wanted(&templates, bytes),
+        6,
+        "the burst's size"
+    );
+    let deadline = burst + window;
+    while disk::spares(&templates, bytes).len() < 6 {
+        assert!(
+            Instant::now() < deadline,
+            "the pool never grew to the burst's six ({} ready)",
+            disk::spares(&templates, bytes).len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let grown: Vec<PathBuf> = disk::spares(&templates, bytes)
+        .into_iter()
+        .map(|p| std::fs::canonicalize(p).unwrap())
+        .collect();
+    assert!(grown.iter().all(|p| backed(p)), "every spare is attached");
+    // A grown pool has its trim waiting (set once the refill has made them all).
+    while !disk::trim_pending(&templates, bytes) {
+        assert!(
+            Instant::now() < deadline,
+            "a pool above its least has no trim waiting"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let deadline = burst + window + disk::BURST_SPAN + std::time::Duration::from_secs(30);
+    while disk::spares(&templates, bytes).len() > disk::SPARES {
+        assert!(
+            Instant::now() < deadline,
+            "the pool grown for a burst was never trimmed ({} ready)",
+            disk::spares(&templates, bytes).len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        burst.elapsed() >= window + disk::BURST_SPAN,
+        "the pool shrank {:?} after its burst, before its window of {window:?} and a span of {:?} had passed",
+        burst.elapsed(),
+        disk::BURST_SPAN
+    );
+    let kept: Vec<PathBuf> = disk::spares(&templates, bytes)
+        .into_iter()
+        .map(|p| std::fs::canonicalize(p).unwrap())
+        .collect();
+    assert_eq!(kept.len(), disk::SPARES, "back to its least, not below");
+    let gone: Vec<&PathBuf> = grown.iter().filter(|p| !kept.contains(p)).collect();
+    assert_eq!(gone.len(), 6 - disk::SPARES);
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    for image in gone {
+        while image.exists() || backed(image) {
+            assert!(
+                Instant::now() < deadline,
+                "{} was given back but its image or loop device is still there",
+                image.display()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+    for image in &kept {
+        assert!(
+            backed(image),
+            "a kept spare {} is no longer attached",
+            image.display()
+        );
+    }
+    while disk::trim_pending(&templates, bytes) {
+        assert!(
+            Instant::now() < deadline,
+            "a timer is left for a pool at its least"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    for d in &dirs {
+        disk::unmount(d).unwrap();
+    }
+}
+
 /// The runtime works in a mount namespace of its own, made once, without any workspace's
 /// mounts, so what runc and crun do at every call (copy their namespace, read its mount table,
 /// detach the old root after `pivot_root`) does not grow with the workspaces running

@@ -1,30 +1,6 @@
-//! The disk pool's sizing, the sparse copy and the template's format.
+//! The sparse copy and the template's format.
 
 use super::*;
-
-#[test]
-fn the_pool_is_sized_to_the_busiest_span_of_recent_starts() {
-    let t0 = Instant::now();
-    let mut d = Demand::default();
-    assert_eq!(d.wanted(t0), SPARES, "no demand: the least");
-    // 30 starts within two seconds, then 5 spread over a minute.
-    for i in 0..30 {
-        d.ask(t0 + Duration::from_millis(i * 60));
-    }
-    for i in 0..5 {
-        d.ask(t0 + Duration::from_secs(20 + i * 12));
-    }
-    let now = t0 + Duration::from_secs(80);
-    assert_eq!(d.wanted(now), 30, "the burst's size");
-    // Once the burst is older than the window, only the spread starts count.
-    let later = t0 + DEMAND_WINDOW + Duration::from_secs(5);
-    assert_eq!(d.wanted(later), SPARES);
-    // However busy, the pool stays bounded.
-    for i in 0..(MAX_SPARES as u64 * 3) {
-        d.ask(later + Duration::from_millis(i));
-    }
-    assert_eq!(d.wanted(later + Duration::from_secs(1)), MAX_SPARES);
-}
 
 #[test]
 fn a_sparse_copy_keeps_data_and_holes() {
