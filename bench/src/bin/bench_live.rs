@@ -5,7 +5,9 @@
 //! (b) one session, N viewers, a terminal writing R KiB/s for S seconds: delivery completeness,
 //!     lag of timestamped markers (p50/p99), server CPU and peak RSS.
 //!
-//! Flags: `--keys N` (200), `--viewers N` (500), `--seconds N` (30), `--rate-kib N` (1024).
+//! Flags: `--keys N` (200), `--viewers N` (500), `--seconds N` (30), `--rate-kib N` (1024),
+//! `--every-ms N` (10: the terminal writes a slice and a marker that often; at 100 each marker
+//! waits behind a 100 KiB slice, whose fan-out to every viewer is what its lag then measures).
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +24,7 @@ struct Args {
     viewers: usize,
     seconds: u64,
     rate_kib: usize,
+    every_ms: u64,
 }
 
 fn args() -> Result<Args> {
@@ -30,6 +33,7 @@ fn args() -> Result<Args> {
         viewers: 500,
         seconds: 30,
         rate_kib: 1024,
+        every_ms: 10,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut it = v.iter();
@@ -40,6 +44,12 @@ fn args() -> Result<Args> {
             "--viewers" => a.viewers = n,
             "--seconds" => a.seconds = n as u64,
             "--rate-kib" => a.rate_kib = n,
+            "--every-ms" => {
+                if !(1..=1000).contains(&n) {
+                    bail!("--every-ms takes 1 to 1000");
+                }
+                a.every_ms = n as u64;
+            }
             f => bail!("unknown flag {f}"),
         }
     }
@@ -181,15 +191,16 @@ async fn main() -> Result<()> {
     }
     println!();
     println!(
-        "| metrics | viewers | rate | seconds | got everything | dropped (4408) | marker lag p50 | p99 | server CPU | viewers' CPU | server peak RSS |"
+        "| metrics | viewers | rate | written every | seconds | got everything | dropped (4408) | marker lag p50 | p99 | server CPU | viewers' CPU | server peak RSS |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for o in &outcomes {
         println!(
-            "| {} | {} | {} KiB/s | {} | {}/{} | {} | {:.1} ms | {:.1} ms | {:.0}% of a core | {:.0}% of a core | {} MiB |",
+            "| {} | {} | {} KiB/s | {} ms | {} | {}/{} | {} | {:.1} ms | {:.1} ms | {:.0}% of a core | {:.0}% of a core | {} MiB |",
             if o.metrics { "on" } else { "off" },
             a.viewers,
             a.rate_kib,
+            a.every_ms,
             a.seconds,
             o.got_everything,
             a.viewers,
@@ -418,10 +429,12 @@ async fn once(a: &Args, metrics: bool) -> Result<Outcome> {
             (bytes, lags, closed, frames, texts)
         }));
     }
-    // The load: one loop in the workspace writes a slice of R/10 KiB of `z` and a marker with
-    // its own clock's time every 100 ms (the workspace shares the host's clock).
-    let slice = a.rate_kib * 1024 / 10;
-    let rounds = a.seconds * 10;
+    // The load: one loop in the workspace writes a slice of R × every / 1000 KiB of `z` and a
+    // marker with its own clock's time every `every` ms (the workspace shares the host's clock),
+    // on a schedule of its own: a round that ran late is followed by a shorter wait, so the
+    // rate stays R whatever the loop costs.
+    let slice = a.rate_kib * 1024 * a.every_ms as usize / 1000;
+    let rounds = a.seconds * 1000 / a.every_ms;
     let sent = slice * rounds as usize;
     let mut loader = LiveClient::connect(url, id, &creds).await?;
     loader
@@ -431,12 +444,19 @@ async fn once(a: &Args, metrics: bool) -> Result<Outcome> {
             rows: 50,
         })
         .await?;
-    // bash builtins only inside the loop (printf, $EPOCHREALTIME) plus one `sleep`: the
-    // producer must not be what limits the rate.
+    // bash builtins only inside the loop (printf, $EPOCHREALTIME, arithmetic) plus one `sleep`:
+    // the producer must not be what limits the rate.
+    let every_us = a.every_ms * 1000;
     let script = format!(
-        "s=$(head -c {slice} /dev/zero | tr '\\0' z); for i in $(seq 1 {rounds}); do printf '%s\\n@M%s@\\n' \"$s\" \"${{EPOCHREALTIME/./}}\"; sleep 0.1; done; echo @DONE@@\"\"@\r"
+        "s=$(head -c {slice} /dev/zero | tr '\\0' z); t=${{EPOCHREALTIME/./}}; for i in $(seq 1 {rounds}); do printf '%s\\n@M%s@\\n' \"$s\" \"${{EPOCHREALTIME/./}}\"; d=$(( t + i * {every_us} - ${{EPOCHREALTIME/./}} )); if [ $d -gt 0 ]; then printf -v p '%d.%06d' $(( d / 1000000 )) $(( d % 1000000 )); sleep $p; fi; done; echo @DONE@@\"\"@\r"
     );
-    eprintln!("(b) {} KiB/s for {} s…", a.rate_kib, a.seconds);
+    eprintln!(
+        "(b) {} KiB/s for {} s, {} KiB every {} ms…",
+        a.rate_kib,
+        a.seconds,
+        slice / 1024,
+        a.every_ms
+    );
     loader.input(term, script.as_bytes()).await?;
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     for n in 0..(a.seconds / 5) {
