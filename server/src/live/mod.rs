@@ -46,6 +46,8 @@ pub struct Live {
     pub docs: docs::Docs,
     /// One read of new events for all of its channels.
     pub feed: feed::Feed,
+    /// Its members' access checks, shared by holder.
+    checks: Arc<recheck::Checks>,
     upstreams: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
@@ -127,6 +129,7 @@ impl Hubs {
             hub: Hub::default(),
             docs: docs::Docs::default(),
             feed: feed::Feed::new(session),
+            checks: Arc::default(),
             upstreams: Mutex::new(Vec::new()),
         });
         map.insert(session, live.clone());

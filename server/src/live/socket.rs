@@ -168,6 +168,7 @@ async fn run(
         session.clone(),
         access.clone(),
         out.clone(),
+        live.checks.clone(),
     ));
     let signal = inbox.close_signal();
     // The latest ping's payload: a flood of pings replaces one slot, it queues nothing.
