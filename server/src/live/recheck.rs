@@ -32,13 +32,16 @@ enum Verdict {
 /// Who a member came in as: a person, a link, or a person through a link.
 type Holder = (Option<UserId>, Option<String>);
 
+/// A check of one holder: when it began, and its verdict once it has one.
+type Shared = (Instant, Arc<tokio::sync::OnceCell<Verdict>>);
+
 /// A session's recent checks, by holder: the members who came in as the same holder share one
 /// check per [`SHARED_FOR`] instead of one each. 2,000 guests through 20 links read the store
 /// 20 times every few seconds, not 2,000 times at once (`cargo xtask bench live` at 2,000
 /// viewers: 5,153 waits of over 2 s for a store connection in a run, 34 after).
 #[derive(Default)]
 pub struct Checks {
-    recent: std::sync::Mutex<HashMap<Holder, (Instant, Arc<tokio::sync::OnceCell<Verdict>>)>>,
+    recent: std::sync::Mutex<HashMap<Holder, Shared>>,
 }
 
 impl Checks {
