@@ -63,13 +63,13 @@ fn main() -> Result<()> {
         "test" => test::run(test::Options::parse(rest)?),
         "tidy" => tidy::run(rest),
         "smoke" => match rest {
-            [] => smoke::up(),
+            [] => smoke::up(true),
             _ => bail!("`cargo xtask smoke` takes no flags (it runs `up --debug`)"),
         },
         "cluster" => cluster::run(rest),
         "leaks" => leaks::run(rest),
         "docs" => docs::run(true),
-        "schemathesis" => schemathesis::run(true),
+        "schemathesis" => schemathesis::run(true, true),
         "site" => {
             deps::ensure(deps::Needs { test: false })?;
             site::build(if rest.iter().any(|a| a == "--release") {

@@ -33,13 +33,18 @@ const CHECKS: &str = "not_a_server_error,status_code_conformance,response_schema
 /// operation after them would only see 401s.
 const ENDS_CREDENTIAL: [&str; 2] = ["revoke_token", "logout"];
 
-/// Runs the step; `install`: create the venv when schemathesis is missing.
-pub fn run(install: bool) -> Result<()> {
+/// Runs the step; `install`: create the venv when schemathesis is missing; `build`: build the
+/// debug server first (`cargo xtask test` passes false: it runs the server its tests just built,
+/// whose `cargo test` features would otherwise make a second build of most dependencies).
+pub fn run(install: bool, build: bool) -> Result<()> {
     let t = run::step(&format!(
         "schemathesis {VERSION}: every /api operation against /api/openapi.json"
     ));
     let venv = venv(install)?;
-    run::build_server(false)?;
+    if build {
+        run::build_server(false)?;
+    }
+    run::check_server_binaries(&run::target_dir().join("debug"))?;
     let bin = run::target_dir().join("debug/tandem");
     let out = run::target_dir().join("schemathesis");
     let _ = std::fs::remove_dir_all(&out);

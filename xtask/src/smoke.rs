@@ -17,8 +17,9 @@ use anyhow::{Context, Result, bail, ensure};
 
 use crate::run;
 
-/// Runs `up --no-install --debug` and checks it.
-pub fn up() -> Result<()> {
+/// Runs `up --no-install --debug` and checks it; `build`: false adds `--no-build` (`cargo
+/// xtask test` runs it on the debug server its tests just built).
+pub fn up(build: bool) -> Result<()> {
     let t = run::step("smoke test: cargo xtask up (debug), then a first session in Chromium");
     let port = run::free_port()?;
     let data = std::env::temp_dir().join(format!("tandem-up-smoke-{}", std::process::id()));
@@ -45,6 +46,7 @@ pub fn up() -> Result<()> {
             "--data-dir",
         ])
         .arg(&data)
+        .args((!build).then_some("--no-build"))
         .env("TANDEM_IMAGES_DIR", &images)
         .stdout(Stdio::piped())
         .spawn()

@@ -170,13 +170,17 @@ pub fn run(o: Options) -> Result<()> {
     down?;
     drop(pg);
     if o.filter.is_empty() {
-        // The REST API against its OpenAPI document (needs the image the tests built).
-        crate::schemathesis::run(o.install)?;
+        // The REST API against its OpenAPI document (needs the image the tests built), and
+        // below `up`: both run the debug server `cargo test` built and tested. Built again
+        // alone, without the tests' features, it took a second build of most dependencies
+        // (~6 minutes of CI on two cores); Tandem's sources do not branch on those features
+        // (the only one of its own, `tandem-core/testing`, adds a test helper module).
+        crate::schemathesis::run(o.install, false)?;
         // `up`'s web app as people get it (wasm-release, wasm-opt): the smoke test below runs
         // the debug build the suite made, so this is where the release profile's build is
         // checked.
         site::build(site::Profile::Release)?;
-        smoke::up()?;
+        smoke::up(false)?;
     }
     // Every test stops what it started: anything of theirs still here fails the suite.
     crate::leaks::check()?;

@@ -12,6 +12,9 @@ use crate::{deps, site};
 pub struct Options {
     debug: bool,
     install: bool,
+    /// Build the server binaries (`--no-build`: run those already in the profile's target dir;
+    /// `cargo xtask test`'s smoke test runs the server the suite has just built and tested).
+    build: bool,
     /// Build the workspace base image if it is missing (needs root and mmdebstrap).
     image: bool,
     /// Passed to `tandem serve` as is (`--listen`, `--data-dir`, `--public-url`, …).
@@ -23,6 +26,7 @@ impl Options {
         let mut o = Options {
             debug: false,
             install: true,
+            build: true,
             image: true,
             serve_args: Vec::new(),
         };
@@ -31,6 +35,7 @@ impl Options {
             match a.as_str() {
                 "--debug" => o.debug = true,
                 "--no-install" => o.install = false,
+                "--no-build" => o.build = false,
                 "--no-image" => o.image = false,
                 "--listen" | "--data-dir" | "--database-url" | "--public-url" => {
                     let Some(v) = it.next() else {
@@ -39,7 +44,7 @@ impl Options {
                     o.serve_args.extend([a.clone(), v.clone()]);
                 }
                 other => bail!(
-                    "unknown flag {other:?} for `cargo xtask up` (--debug, --no-install, --no-image, --listen, --data-dir, --database-url, --public-url)"
+                    "unknown flag {other:?} for `cargo xtask up` (--debug, --no-install, --no-build, --no-image, --listen, --data-dir, --database-url, --public-url)"
                 ),
             }
         }
@@ -56,13 +61,15 @@ pub fn run(o: Options) -> Result<()> {
     } else {
         site::Profile::Release
     })?;
-    let t = run::step(if o.debug {
-        "building the server (debug)"
-    } else {
-        "building the server (release; ~10 min the first time)"
-    });
-    run::build_server(!o.debug)?;
-    run::done(t);
+    if o.build {
+        let t = run::step(if o.debug {
+            "building the server (debug)"
+        } else {
+            "building the server (release; ~10 min the first time)"
+        });
+        run::build_server(!o.debug)?;
+        run::done(t);
+    }
     let profile_dir = run::target_dir().join(if o.debug { "debug" } else { "release" });
     run::check_server_binaries(&profile_dir)?;
     let bin = profile_dir.join("tandem");
