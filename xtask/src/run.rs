@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 /// `cargo build` arguments for the server binary and the workspace agent it binds into
 /// workspaces. Both binaries are named: `--bin` filters the binaries of every package given, so
 /// `--bin tandem` alone would drop the agent. [`build_server`] builds them and
-/// `tandem-confine`.
+/// `tandem-confine`; `cargo xtask test` runs clippy with the arguments after `build`.
 pub const SERVER_BINARIES: &[&str] = &[
     "build",
     "-p",

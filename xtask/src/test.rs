@@ -55,6 +55,17 @@ fn lint() -> Result<()> {
             ])
             .current_dir(run::root()),
     )?;
+    // The server and agent as `up` builds them, without the dev-dependencies' features the
+    // lines above and the tests unify in: the suite runs its tests' build of the server (also
+    // for schemathesis and the smoke test), so this is where the shipping feature set must
+    // still compile (about two minutes on two cores, against six for building it).
+    run::cmd(
+        run::cargo()
+            .arg("clippy")
+            .args(&run::SERVER_BINARIES[1..])
+            .args(["--", "-D", "warnings"])
+            .current_dir(run::root()),
+    )?;
     crate::tidy::run(&[])?;
     run::done(t);
     Ok(())
@@ -172,9 +183,11 @@ pub fn run(o: Options) -> Result<()> {
     if o.filter.is_empty() {
         // The REST API against its OpenAPI document (needs the image the tests built), and
         // below `up`: both run the debug server `cargo test` built and tested. Built again
-        // alone, without the tests' features, it took a second build of most dependencies
-        // (~6 minutes of CI on two cores); Tandem's sources do not branch on those features
-        // (the only one of its own, `tandem-core/testing`, adds a test helper module).
+        // alone, without the tests' dev-dependency features, it took a second build of most
+        // dependencies (~6 minutes of CI on two cores). Tandem's own code is the same in both
+        // (its features: `tandem-protocol/openapi`, always on in the server, and
+        // `tandem-core/testing`, a test helper module); the dependencies' features differ, and
+        // `lint` checks that the server compiles with the ones `up` builds it with.
         crate::schemathesis::run(o.install, false)?;
         // `up`'s web app as people get it (wasm-release, wasm-opt): the smoke test below runs
         // the debug build the suite made, so this is where the release profile's build is
