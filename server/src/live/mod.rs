@@ -22,6 +22,7 @@ pub mod feed;
 mod files;
 pub mod hub;
 pub mod outbox;
+mod pty_output;
 mod recheck;
 pub mod socket;
 mod writer;
@@ -30,6 +31,7 @@ mod writer;
 mod fuzz_tests;
 
 use hub::{Hub, UPSTREAM_QUEUE, Upstream};
+use pty_output::{FromPty, PtyOutput};
 
 /// Size of the terminal opened for a session that has none.
 pub const DEFAULT_COLS: u16 = 120;
@@ -270,21 +272,16 @@ async fn attach(live: &Arc<Live>, agent: &WorkspaceAgent<'_>, info: PtyInfo) -> 
     );
     let weak = Arc::downgrade(live);
     let task = tokio::spawn(async move {
-        let (mut sink, mut stream) = socket.split();
+        let (mut sink, stream) = socket.split();
+        let mut output = PtyOutput::new(stream);
         loop {
             tokio::select! {
-                msg = stream.next() => match msg {
-                    Some(Ok(Message::Binary(b))) => match weak.upgrade() {
+                said = output.next() => match said {
+                    FromPty::Output(b) => match weak.upgrade() {
                         Some(l) => l.hub.output(id, &b),
                         None => return,
                     },
-                    Some(Ok(Message::Text(t))) => {
-                        if matches!(serde_json::from_str::<PtyControl>(&t), Ok(PtyControl::Exit { .. })) {
-                            break;
-                        }
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(_)) | None => break,
+                    FromPty::Exited | FromPty::Ended => break,
                 },
                 up = rx.recv() => {
                     let msg = match up {
