@@ -11,6 +11,7 @@ use tandem_server::client::Client;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 pub mod cdp;
+pub mod viewer;
 
 pub const TEST_RECIPE: &str = include_str!("../../images/test/image.toml");
 

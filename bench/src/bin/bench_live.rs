@@ -17,6 +17,7 @@ use tandem_protocol::live::{WsClient, WsServer};
 use tandem_server::client::live::{Credentials, Incoming, LiveClient};
 
 use tandem_bench as bench_common;
+use tandem_bench::viewer::{Frame, RawViewer};
 
 #[derive(Clone, Copy)]
 struct Args {
@@ -378,12 +379,8 @@ async fn once(a: &Args, metrics: bool) -> Result<Outcome> {
                 .await?;
             link = made.token.context("a new link's token")?;
         }
-        let guest = Credentials {
-            share: Some(link.clone()),
-            name: Some(format!("Viewer {n}")),
-            ..Default::default()
-        };
-        viewers.push(LiveClient::connect(url, id, &guest).await?);
+        viewers
+            .push(RawViewer::connect(url, &id.to_string(), &link, &format!("Viewer {n}")).await?);
     }
     let (u0, _) = bench_common::usage(pid);
     let (c0, _) = bench_common::usage(std::process::id());
@@ -407,11 +404,16 @@ async fn once(a: &Args, metrics: bool) -> Result<Outcome> {
                 )
                 .await
                 {
-                    Ok(Some(m)) => m,
-                    _ => break,
+                    Ok(Ok(m)) => m,
+                    Ok(Err(e)) => {
+                        eprintln!("a viewer's channel broke: {e:#}");
+                        break;
+                    }
+                    Err(_) => break,
                 };
                 match m {
-                    Incoming::Terminal(_, b) => {
+                    Frame::Terminal(r) => {
+                        let b = v.bytes(r);
                         frames += 1;
                         bytes += count_z(&b);
                         let now = || epoch.elapsed().map(|d| d.as_micros() as u64).unwrap_or(0);
@@ -422,11 +424,12 @@ async fn once(a: &Args, metrics: bool) -> Result<Outcome> {
                             break;
                         }
                     }
-                    Incoming::Closed(code, _) => {
+                    Frame::Closed(code) => {
                         closed = code;
                         break;
                     }
-                    Incoming::Message(_) => texts += 1,
+                    Frame::End => break,
+                    Frame::Text => texts += 1,
                 }
             }
             (bytes, lags, closed, frames, texts, span)

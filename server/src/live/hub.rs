@@ -27,6 +27,8 @@ struct TerminalState {
     info: Terminal,
     /// The last [`TERMINAL_SCROLLBACK_BYTES`] of output, for late joiners.
     ring: std::collections::VecDeque<u8>,
+    /// The output again, in a memory file the members' writers can `sendfile` from.
+    log: super::output_log::OutputLog,
     upstream: mpsc::Sender<Upstream>,
 }
 
@@ -154,7 +156,7 @@ impl Hub {
             let over = bytes.len().saturating_sub(budget);
             bytes.drain(..over);
             if !bytes.is_empty() {
-                out.push(Out::Binary(encode_terminal(t.info.id, &bytes).into()));
+                out.push(Out::Binary(encode_terminal(t.info.id, &bytes).into(), None));
             }
         }
         st.members.insert(
@@ -249,6 +251,7 @@ impl Hub {
             TerminalState {
                 info,
                 ring: Default::default(),
+                log: Default::default(),
                 upstream,
             },
         );
@@ -270,7 +273,8 @@ impl Hub {
     /// Terminal output: kept for late joiners and sent to every member. A member too far behind
     /// is closed; nobody waits for it.
     pub fn output(&self, terminal: u32, bytes: &[u8]) {
-        let mut st = self.lock();
+        let mut guard = self.lock();
+        let st = &mut *guard;
         let Some(t) = st.terminals.get_mut(&terminal) else {
             return;
         };
@@ -278,8 +282,13 @@ impl Hub {
         let over = t.ring.len().saturating_sub(TERMINAL_SCROLLBACK_BYTES);
         t.ring.drain(..over);
         let frame = bytes::Bytes::from(encode_terminal(terminal, bytes));
+        let logged = if st.members.is_empty() {
+            None
+        } else {
+            t.log.append(bytes)
+        };
         for m in st.members.values() {
-            m.out.push(Out::Binary(frame.clone()));
+            m.out.push(Out::Binary(frame.clone(), logged.clone()));
         }
     }
 
@@ -553,7 +562,7 @@ mod tests {
             match out {
                 Out::Text(t) => v.push(serde_json::from_str(&t).expect("a server message")),
                 Out::Json(b) => v.push(serde_json::from_slice(&b).expect("a server message")),
-                Out::Binary(_) => {}
+                Out::Binary(..) => {}
             }
         }
         v

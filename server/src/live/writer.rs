@@ -5,15 +5,14 @@
 use std::time::Duration;
 
 use tandem_protocol::live::*;
-use tokio::io::AsyncWrite;
 
 use super::hub::{Inbox, Out, Watches};
-use crate::websocket::Writer;
+use crate::websocket::{InFile, Piece, Wire, Writer};
 
 /// Writes queued frames and the newest terminal list, pings on the heartbeat,
 /// and closes when the hub says so.
 pub async fn write(
-    mut sink: Writer<impl AsyncWrite + Unpin>,
+    mut sink: Writer<impl Wire>,
     mut inbox: Inbox,
     mut watches: Watches,
     mut pongs: tokio::sync::watch::Receiver<bytes::Bytes>,
@@ -101,7 +100,7 @@ const WRITE_STALL: Duration = Duration::from_secs(30);
 
 /// Writes what is queued; false if the client is gone or took nothing for [`WRITE_STALL`]
 /// (the writer then stops: a flush cut short cannot be resumed).
-async fn flushed(sink: &mut Writer<impl AsyncWrite + Unpin>) -> bool {
+async fn flushed(sink: &mut Writer<impl Wire>) -> bool {
     matches!(
         tokio::time::timeout(WRITE_STALL, sink.flush()).await,
         Ok(Ok(()))
@@ -117,7 +116,7 @@ const BATCH_ITEMS: usize = 256;
 /// behind, the fewer and larger its frames, so the cost per byte falls as the load rises. Order
 /// is kept.
 async fn write_queued(
-    sink: &mut Writer<impl AsyncWrite + Unpin>,
+    sink: &mut Writer<impl Wire>,
     inbox: &mut Inbox,
     first: Out,
 ) -> std::io::Result<usize> {
@@ -130,73 +129,173 @@ async fn write_queued(
     }
     // The batch counts against the member's queue bound until it is written.
     let taken: usize = items.iter().map(super::hub::size).sum();
-    // Consecutive frames of one terminal, their payload bytes and whose they are.
-    let mut run: Vec<bytes::Bytes> = Vec::new();
-    let mut run_bytes = 0;
-    let mut run_terminal = None;
-    for out in items {
-        match out {
-            Out::Binary(frame) => {
-                let terminal = decode_terminal(&frame).map(|(id, _)| id);
-                if !run.is_empty()
-                    && (run_terminal != terminal
-                        || run_bytes + frame.len().saturating_sub(4) > MAX_OUTPUT_FRAME_BYTES)
-                {
-                    sink.binary(merged(&mut run));
-                    run_bytes = 0;
-                }
-                run_terminal = terminal;
-                run_bytes += frame.len().saturating_sub(4);
-                run.push(frame);
-            }
-            other => {
-                if !run.is_empty() {
-                    sink.binary(merged(&mut run));
-                    run_bytes = 0;
-                }
-                match other {
-                    Out::Text(t) => sink.text(t.into()),
-                    // Made by serde_json: UTF-8.
-                    Out::Json(b) => sink.text(b),
-                    Out::Binary(_) => {}
-                }
-            }
+    for frame in frames(items) {
+        match frame {
+            Frame::Text(t) => sink.text(t),
+            Frame::Binary(pieces) => sink.binary_pieces(pieces),
         }
-    }
-    if !run.is_empty() {
-        sink.binary(merged(&mut run));
     }
     sink.flush().await?;
     inbox.written_bytes(taken);
     Ok(taken)
 }
 
-/// One terminal frame's pieces from consecutive frames of the same terminal: the first whole,
-/// the others without their 4-byte terminal id. Views of the same buffers, not copies.
-fn merged(run: &mut Vec<bytes::Bytes>) -> Vec<bytes::Bytes> {
-    run.drain(..)
-        .enumerate()
-        .map(|(i, f)| if i == 0 { f } else { f.slice(4.min(f.len())..) })
-        .collect()
+/// A WebSocket message of a batch.
+#[derive(Debug)]
+enum Frame {
+    Text(bytes::Bytes),
+    /// A binary message's pieces, in order (and where each also lies in a file).
+    Binary(Vec<Piece>),
+}
+
+/// The messages for a batch, in order: consecutive output of one terminal merged into frames
+/// of up to [`MAX_OUTPUT_FRAME_BYTES`] (the terminal's id, then views of the queued buffers, not
+/// copies), and output longer than that (a new member's scrollback) cut to fit, as the
+/// protocol promises clients.
+fn frames(items: Vec<Out>) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    // The run of one terminal's output being merged: its id's 4 bytes, then payload pieces.
+    let mut run: Vec<Piece> = Vec::new();
+    let mut run_bytes = 0;
+    let mut run_terminal = None;
+    let end_run = |run: &mut Vec<Piece>, frames: &mut Vec<Frame>| {
+        if !run.is_empty() {
+            frames.push(Frame::Binary(std::mem::take(run)));
+        }
+    };
+    for out in items {
+        match out {
+            Out::Binary(frame, mut file) if frame.len() >= 4 => {
+                let terminal = decode_terminal(&frame).map(|(id, _)| id);
+                if run_terminal != terminal {
+                    end_run(&mut run, &mut frames);
+                    run_bytes = 0;
+                }
+                run_terminal = terminal;
+                let mut payload = frame.slice(4..);
+                loop {
+                    if run.is_empty() {
+                        run.push((frame.slice(..4), None));
+                    }
+                    let take = payload.len().min(MAX_OUTPUT_FRAME_BYTES - run_bytes);
+                    if take > 0 {
+                        let rest = file.as_ref().map(|f| InFile {
+                            file: f.file.clone(),
+                            at: f.at + take as u64,
+                        });
+                        run.push((payload.split_to(take), std::mem::replace(&mut file, rest)));
+                        run_bytes += take;
+                    }
+                    if payload.is_empty() {
+                        break;
+                    }
+                    end_run(&mut run, &mut frames);
+                    run_bytes = 0;
+                }
+            }
+            other => {
+                end_run(&mut run, &mut frames);
+                run_bytes = 0;
+                run_terminal = None;
+                frames.push(match other {
+                    Out::Text(t) => Frame::Text(t.into()),
+                    // Made by serde_json: UTF-8.
+                    Out::Json(b) => Frame::Text(b),
+                    // Shorter than a terminal id: not made by the hub; sent as it is.
+                    Out::Binary(b, _) => Frame::Binary(vec![(b, None)]),
+                });
+            }
+        }
+    }
+    end_run(&mut run, &mut frames);
+    frames
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn joined(f: &Frame) -> Vec<u8> {
+        match f {
+            Frame::Binary(p) => p.iter().flat_map(|(b, _)| b.to_vec()).collect(),
+            Frame::Text(t) => t.to_vec(),
+        }
+    }
+
+    fn output(terminal: u32, s: &[u8]) -> Out {
+        Out::Binary(encode_terminal(terminal, s).into(), None)
+    }
+
     #[test]
     fn merged_output_keeps_one_header_and_every_byte_in_order() {
-        let mut run: Vec<bytes::Bytes> = ["ab", "cd", "ef"]
-            .iter()
-            .map(|s| encode_terminal(7, s.as_bytes()).into())
-            .collect();
-        let one: Vec<u8> = merged(&mut run).concat();
-        assert_eq!(decode_terminal(&one), Some((7, &b"abcdef"[..])));
-        assert!(run.is_empty());
-        let mut single = vec![bytes::Bytes::from(encode_terminal(2, b"x"))];
+        let items = vec![
+            output(7, b"ab"),
+            output(7, b"cd"),
+            output(7, b"ef"),
+            Out::Json(bytes::Bytes::from_static(b"{}")),
+            output(2, b"x"),
+            output(3, b"y"),
+        ];
+        let f = frames(items);
+        assert_eq!(f.len(), 4, "{f:?}");
+        assert_eq!(decode_terminal(&joined(&f[0])), Some((7, &b"abcdef"[..])));
+        assert!(matches!(&f[1], Frame::Text(t) if t == "{}"), "{f:?}");
+        assert_eq!(decode_terminal(&joined(&f[2])), Some((2, &b"x"[..])));
+        assert_eq!(decode_terminal(&joined(&f[3])), Some((3, &b"y"[..])));
+    }
+
+    /// Output cut into frames keeps, piece by piece, where it lies in the terminal's log.
+    #[test]
+    fn cut_output_keeps_its_place_in_the_log() {
+        let mut log = crate::live::output_log::OutputLog::default();
+        log.append(b"0123456789");
+        let big = vec![b'q'; 150_000];
+        let file = log.append(&big).expect("logged");
+        assert_eq!(file.at, 10);
+        let f = frames(vec![Out::Binary(
+            encode_terminal(1, &big).into(),
+            Some(file),
+        )]);
+        let mut want = 10;
+        for frame in &f {
+            let Frame::Binary(pieces) = frame else {
+                panic!("{frame:?}")
+            };
+            assert!(pieces[0].1.is_none(), "the terminal's id is not in the log");
+            for (b, file) in &pieces[1..] {
+                assert_eq!(file.as_ref().expect("in the log").at, want);
+                want += b.len() as u64;
+            }
+        }
+        assert_eq!(want, 150_010);
+    }
+
+    /// No frame carries more output than the protocol's bound, however large what was queued
+    /// (a new member's scrollback is one item of up to 2 MiB), and nothing is lost or reordered.
+    #[test]
+    fn output_over_the_bound_is_cut_into_frames_that_fit() {
+        let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let items = vec![
+            output(1, &big[..1000]),
+            output(1, &big[1000..150_000]),
+            output(1, &big[150_000..]),
+            output(1, b""),
+            output(4, b"tail"),
+        ];
+        let f = frames(items);
+        let mut got = Vec::new();
+        for frame in &f[..f.len() - 1] {
+            let bytes = joined(frame);
+            let (id, out) = decode_terminal(&bytes).expect("a terminal frame");
+            assert_eq!(id, 1);
+            assert!(out.len() <= MAX_OUTPUT_FRAME_BYTES, "{} bytes", out.len());
+            got.extend_from_slice(out);
+        }
+        assert_eq!(got, big);
+        assert_eq!(f.len(), 200_000usize.div_ceil(MAX_OUTPUT_FRAME_BYTES) + 1);
         assert_eq!(
-            decode_terminal(&merged(&mut single).concat()),
-            Some((2, &b"x"[..]))
+            decode_terminal(&joined(&f[f.len() - 1])),
+            Some((4, &b"tail"[..]))
         );
     }
 }
