@@ -187,8 +187,9 @@ mod tests {
         assert!(header(&[0x82, 0x81]).is_err(), "masked");
     }
 
-    /// Frames cut anywhere by the socket's reads come out whole and in order, pings are
-    /// answered, and a close frame's code is read.
+    /// A frame cut by the socket's reads (7 bytes at a time) comes out whole, and one over the
+    /// server's largest frame is refused, not misread. (The server's JSON messages are small: a
+    /// text frame over that bound is refused too.)
     #[tokio::test]
     async fn frames_cut_by_reads_come_out_whole() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

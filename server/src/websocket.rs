@@ -4,15 +4,9 @@
 //! tungstenite would format each member's frame into a buffer of its own first, and merging a
 //! run of output into one frame would copy it again: at 2,000 viewers those two copies were a
 //! quarter of the server's CPU (docs/PERF.md).
-//!
-//! On a plain TCP connection (what Tandem's own HTTP/1.1 loop hands over, `serve::http1`),
-//! bytes that also lie in an append-only memory file ([`InFile`]: the live channel's terminal
-//! output) go out with `sendfile` in runs of at least [`SENDFILE_MIN`]: the kernel then refers
-//! to the file's pages instead of copying the bytes into every member's socket buffer.
 
 use std::io::IoSlice;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
@@ -21,9 +15,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header,
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf, ReadHalf, WriteHalf};
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf, ReadHalf, WriteHalf};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
@@ -31,106 +23,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 type Io = TokioIo<hyper::upgrade::Upgraded>;
 
 /// The client's side: tungstenite reads and checks its frames (masking, limits, UTF-8).
-pub type Reader = WebSocketStream<ReadOnly<ReadSide>>;
-
-/// The read side of an upgraded connection: the TCP socket itself when the connection was
-/// served by `serve::http1`, else hyper's upgraded stream.
-pub enum ReadSide {
-    Tcp(OwnedReadHalf),
-    Upgraded(ReadHalf<Io>),
-}
-
-/// The write side of an upgraded connection (see [`ReadSide`]).
-pub enum WriteSide {
-    Tcp(OwnedWriteHalf),
-    Upgraded(WriteHalf<Io>),
-}
-
-impl AsyncRead for ReadSide {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Tcp(r) => Pin::new(r).poll_read(cx, buf),
-            Self::Upgraded(r) => Pin::new(r).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for WriteSide {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Self::Tcp(w) => Pin::new(w).poll_write(cx, buf),
-            Self::Upgraded(w) => Pin::new(w).poll_write(cx, buf),
-        }
-    }
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Self::Tcp(w) => Pin::new(w).poll_write_vectored(cx, bufs),
-            Self::Upgraded(w) => Pin::new(w).poll_write_vectored(cx, bufs),
-        }
-    }
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Self::Tcp(w) => w.is_write_vectored(),
-            Self::Upgraded(w) => w.is_write_vectored(),
-        }
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Tcp(w) => Pin::new(w).poll_flush(cx),
-            Self::Upgraded(w) => Pin::new(w).poll_flush(cx),
-        }
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Tcp(w) => Pin::new(w).poll_shutdown(cx),
-            Self::Upgraded(w) => Pin::new(w).poll_shutdown(cx),
-        }
-    }
-}
-
-/// What a [`Writer`] writes to: any stream, and the TCP socket under it when there is one
-/// (for `sendfile`).
-pub trait Wire: AsyncWrite + Unpin {
-    fn socket(&self) -> Option<&TcpStream> {
-        None
-    }
-}
-
-impl Wire for WriteSide {
-    fn socket(&self) -> Option<&TcpStream> {
-        match self {
-            Self::Tcp(w) => Some(w.as_ref()),
-            Self::Upgraded(_) => None,
-        }
-    }
-}
-
-/// Bytes that also lie in `file` at `at`: an append-only memory file whose written bytes never
-/// change (the live channel's terminal output log), so they can be sent from it.
-#[derive(Clone, Debug)]
-pub struct InFile {
-    pub file: Arc<std::fs::File>,
-    pub at: u64,
-}
-
-/// A piece of a binary message: its bytes, and where they also lie in a file.
-pub type Piece = (Bytes, Option<InFile>);
-
-/// The least bytes in a row from one file worth a `sendfile` (smaller runs go in the
-/// vectored write: below this a `sendfile` costs as much as the copy it saves, docs/PERF.md).
-pub const SENDFILE_MIN: usize = 16 * 1024;
+pub type Reader = WebSocketStream<ReadOnly<ReadHalf<Io>>>;
 
 /// A request to upgrade to a WebSocket, checked as RFC 6455 asks.
 pub struct Upgrade {
@@ -191,7 +84,7 @@ impl Upgrade {
     /// client has it. Messages over `max_bytes` are refused by the reader.
     pub fn on_upgrade<F, Fut>(self, max_bytes: usize, f: F) -> Response
     where
-        F: FnOnce(Reader, Writer<WriteSide>) -> Fut + Send + 'static,
+        F: FnOnce(Reader, Writer<WriteHalf<Io>>) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let accept =
@@ -199,18 +92,7 @@ impl Upgrade {
         let on = self.on;
         tokio::spawn(async move {
             let Ok(upgraded) = on.await else { return };
-            // The socket itself when hyper served it directly; what hyper read past the
-            // handshake comes first.
-            let (r, w, read) = match upgraded.downcast::<TokioIo<TcpStream>>() {
-                Ok(parts) => {
-                    let (r, w) = parts.io.into_inner().into_split();
-                    (ReadSide::Tcp(r), WriteSide::Tcp(w), parts.read_buf.to_vec())
-                }
-                Err(upgraded) => {
-                    let (r, w) = tokio::io::split(TokioIo::new(upgraded));
-                    (ReadSide::Upgraded(r), WriteSide::Upgraded(w), Vec::new())
-                }
-            };
+            let (r, w) = tokio::io::split(TokioIo::new(upgraded));
             // Clients send small frames (keys, JSON): a small buffer, not 128 KiB zeroed per
             // connection; a larger frame still gets the room it needs.
             let config = WebSocketConfig::default()
@@ -218,8 +100,7 @@ impl Upgrade {
                 .max_message_size(Some(max_bytes))
                 .max_frame_size(Some(max_bytes));
             let reader =
-                WebSocketStream::from_partially_read(ReadOnly(r), read, Role::Server, Some(config))
-                    .await;
+                WebSocketStream::from_raw_socket(ReadOnly(r), Role::Server, Some(config)).await;
             f(reader, Writer::new(w)).await;
         });
         let mut res = Response::new(Body::empty());
@@ -277,19 +158,10 @@ const MAX_CONTROL: usize = 125;
 const MAX_SLICES: usize = 256;
 
 /// One piece of what is queued: a header (or a small control payload) in `heads`, or a shared
-/// buffer written as it is (and where it also lies in a file).
+/// buffer written as it is.
 enum Part {
     Head(std::ops::Range<usize>),
-    Shared(Bytes, Option<InFile>),
-}
-
-impl Part {
-    fn bytes<'a>(&'a self, heads: &'a [u8]) -> &'a [u8] {
-        match self {
-            Part::Head(r) => &heads[r.clone()],
-            Part::Shared(b, _) => b,
-        }
-    }
+    Shared(Bytes),
 }
 
 /// The server's side: frames queued, then written together by [`Writer::flush`].
@@ -299,7 +171,7 @@ pub struct Writer<W> {
     parts: Vec<Part>,
 }
 
-impl<W: Wire> Writer<W> {
+impl<W: AsyncWrite + Unpin> Writer<W> {
     pub fn new(io: W) -> Self {
         Self {
             io,
@@ -323,11 +195,6 @@ impl<W: Wire> Writer<W> {
         self.parts.push(Part::Head(start..self.heads.len()));
     }
 
-    /// Whether bytes that lie in a file go out from it (`sendfile`): on a TCP socket.
-    pub fn sends_files(&self) -> bool {
-        self.io.socket().is_some()
-    }
-
     /// Queues a text message (`text` is UTF-8: made by serde_json or from a `String`).
     pub fn text(&mut self, text: Bytes) {
         self.head(TEXT, text.len());
@@ -336,25 +203,17 @@ impl<W: Wire> Writer<W> {
 
     /// Queues one binary message made of `pieces` in order, none of them copied.
     pub fn binary(&mut self, pieces: Vec<Bytes>) {
-        self.binary_pieces(pieces.into_iter().map(|b| (b, None)).collect());
-    }
-
-    /// Queues one binary message made of `pieces` in order, none of them copied; those that also
-    /// lie in a file may be sent from it.
-    pub fn binary_pieces(&mut self, pieces: Vec<Piece>) {
-        let len = pieces.iter().map(|p| p.0.len()).sum();
+        let len = pieces.iter().map(|p| p.len()).sum();
         self.head(BINARY, len);
-        for (b, file) in pieces {
-            if !b.is_empty() {
-                self.parts.push(Part::Shared(b, file));
-            }
+        for p in pieces {
+            self.shared(p);
         }
     }
 
     /// An empty piece is left out: `flush` takes a write of nothing for a closed socket.
     fn shared(&mut self, b: Bytes) {
         if !b.is_empty() {
-            self.parts.push(Part::Shared(b, None));
+            self.parts.push(Part::Shared(b));
         }
     }
 
@@ -388,149 +247,45 @@ impl<W: Wire> Writer<W> {
         self.control(CLOSE, &payload);
     }
 
-    /// Writes everything queued, in order, with as few `writev`s as the socket takes (and
-    /// `sendfile`s, on a TCP socket). Not cancel-safe: after an error or a cancelled flush the
-    /// writer is dropped, never flushed again (what was written of a frame is not known to the
-    /// next call).
+    /// Writes everything queued, in order, with as few `writev`s as the socket takes. Not
+    /// cancel-safe: after an error or a cancelled flush the writer is dropped, never flushed
+    /// again (what was written of a frame is not known to the next call).
     pub async fn flush(&mut self) -> std::io::Result<()> {
-        if self.io.socket().is_some() {
-            self.flush_socket().await?;
-        } else {
-            self.flush_vectored().await?;
-        }
-        self.heads.clear();
-        self.parts.clear();
-        self.io.flush().await
-    }
-
-    async fn flush_vectored(&mut self) -> std::io::Result<()> {
         let Self { io, heads, parts } = self;
-        let mut done = Done::default();
-        while done.at < parts.len() {
-            let slices = done.slices(heads, &parts[done.at..]);
-            let n = io.write_vectored(&slices).await?;
+        fn bytes<'a>(heads: &'a [u8], p: &'a Part) -> &'a [u8] {
+            match p {
+                Part::Head(r) => &heads[r.clone()],
+                Part::Shared(b) => b,
+            }
+        }
+        let bytes = |p| bytes(heads, p);
+        let (mut at, mut offset) = (0, 0);
+        while at < parts.len() {
+            let slices: Vec<IoSlice<'_>> = parts[at..]
+                .iter()
+                .take(MAX_SLICES)
+                .enumerate()
+                .map(|(i, p)| IoSlice::new(&bytes(p)[if i == 0 { offset } else { 0 }..]))
+                .collect();
+            let mut n = io.write_vectored(&slices).await?;
             if n == 0 {
                 return Err(std::io::ErrorKind::WriteZero.into());
             }
-            done.advance(heads, parts, n);
-        }
-        Ok(())
-    }
-
-    /// The same on the TCP socket with its own calls: runs of file bytes of at least
-    /// [`SENDFILE_MIN`] with `sendfile`, what comes before such a run with `MSG_MORE` (the
-    /// header goes out in one segment with the run's start).
-    async fn flush_socket(&mut self) -> std::io::Result<()> {
-        let Self { io, heads, parts } = self;
-        let Some(socket) = io.socket() else {
-            return Ok(());
-        };
-        let from_file = sendfile_runs(parts);
-        let mut done = Done::default();
-        while done.at < parts.len() {
-            let n = if let Some((file, run_end)) = from_file[done.at].clone() {
-                let total: usize = parts[done.at..run_end]
-                    .iter()
-                    .map(|p| p.bytes(heads).len())
-                    .sum();
-                let Part::Shared(_, Some(f)) = &parts[done.at] else {
-                    unreachable!("a run starts at a piece in a file")
-                };
-                let mut offset = f.at + done.offset as u64;
-                let count = total - done.offset;
-                socket
-                    .async_io(Interest::WRITABLE, || {
-                        rustix::fs::sendfile(socket, &*file, Some(&mut offset), count)
-                            .map_err(std::io::Error::from)
-                    })
-                    .await?
-            } else {
-                // Up to the next run from a file, corked if one follows.
-                let end = (done.at..parts.len())
-                    .find(|&i| from_file[i].is_some())
-                    .unwrap_or(parts.len());
-                let slices = done.slices(heads, &parts[done.at..end]);
-                let mut flags = rustix::net::SendFlags::NOSIGNAL;
-                if end < parts.len() {
-                    flags |= rustix::net::SendFlags::MORE;
+            while n > 0 && at < parts.len() {
+                let left = bytes(&parts[at]).len() - offset;
+                if n >= left {
+                    n -= left;
+                    at += 1;
+                    offset = 0;
+                } else {
+                    offset += n;
+                    n = 0;
                 }
-                socket
-                    .async_io(Interest::WRITABLE, || {
-                        rustix::net::sendmsg(socket, &slices, &mut Default::default(), flags)
-                            .map_err(std::io::Error::from)
-                    })
-                    .await?
-            };
-            if n == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            done.advance(heads, parts, n);
-        }
-        Ok(())
-    }
-}
-
-/// For each queued part: if it starts (or continues) a run sent from a file, the file and the
-/// index just past the run. A run is consecutive pieces whose bytes lie back to back in one
-/// file, at least [`SENDFILE_MIN`] of them.
-fn sendfile_runs(parts: &[Part]) -> Vec<Option<(Arc<std::fs::File>, usize)>> {
-    let mut runs = vec![None; parts.len()];
-    let mut i = 0;
-    while i < parts.len() {
-        let Part::Shared(b, Some(first)) = &parts[i] else {
-            i += 1;
-            continue;
-        };
-        let (mut end, mut next_at, mut bytes) = (i + 1, first.at + b.len() as u64, b.len());
-        while let Some(Part::Shared(b, Some(f))) = parts.get(end) {
-            if !Arc::ptr_eq(&f.file, &first.file) || f.at != next_at {
-                break;
-            }
-            next_at += b.len() as u64;
-            bytes += b.len();
-            end += 1;
-        }
-        if bytes >= SENDFILE_MIN {
-            for r in &mut runs[i..end] {
-                *r = Some((first.file.clone(), end));
             }
         }
-        i = end;
-    }
-    runs
-}
-
-/// How far a flush has come: the part it is in and the bytes of it already written.
-#[derive(Default)]
-struct Done {
-    at: usize,
-    offset: usize,
-}
-
-impl Done {
-    /// What is left of `parts` (which start at the current part) as slices for one write.
-    fn slices<'a>(&self, heads: &'a [u8], parts: &'a [Part]) -> Vec<IoSlice<'a>> {
-        parts
-            .iter()
-            .take(MAX_SLICES)
-            .enumerate()
-            .map(|(i, p)| IoSlice::new(&p.bytes(heads)[if i == 0 { self.offset } else { 0 }..]))
-            .collect()
-    }
-
-    /// Moves past `n` more written bytes.
-    fn advance(&mut self, heads: &[u8], parts: &[Part], mut n: usize) {
-        while n > 0 && self.at < parts.len() {
-            let left = parts[self.at].bytes(heads).len() - self.offset;
-            if n >= left {
-                n -= left;
-                self.at += 1;
-                self.offset = 0;
-            } else {
-                self.offset += n;
-                n = 0;
-            }
-        }
+        heads.clear();
+        parts.clear();
+        io.flush().await
     }
 }
 

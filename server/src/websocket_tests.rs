@@ -14,11 +14,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use super::{Wire, Writer};
-
-impl Wire for tokio::io::DuplexStream {}
-impl Wire for Trickle {}
-impl Wire for Recorder {}
+use super::Writer;
 
 fn big() -> Bytes {
     (0..70_000u32)
@@ -29,7 +25,7 @@ fn big() -> Bytes {
 
 /// Queues every kind of frame: text, a run of pieces (one empty), a 64-bit length, a 16-bit
 /// one, ping, pong, and a close whose reason must be cut.
-fn queue_every_kind<W: Wire>(w: &mut Writer<W>) {
+fn queue_every_kind<W: AsyncWrite + Unpin>(w: &mut Writer<W>) {
     let reason = "é".repeat(100); // 200 bytes: cut at a character boundary to fit 123
     w.text(Bytes::from_static("{\"type\":\"hello\"}".as_bytes()));
     w.binary(vec![
@@ -202,88 +198,4 @@ async fn a_frames_pieces_go_to_the_socket_from_the_shared_buffers() {
             "a header and the two pieces, nothing else"
         );
     }
-}
-
-/// A connected pair of TCP sockets on loopback: the server's side as the live channel has it.
-async fn tcp_pair() -> (super::WriteSide, tokio::net::TcpStream) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
-    let (client, accepted) = tokio::join!(client, listener.accept());
-    let (_, w) = accepted.unwrap().0.into_split();
-    (super::WriteSide::Tcp(w), client.unwrap())
-}
-
-/// Every kind of frame through a real TCP socket (the writer's own `sendmsg`s) reads back
-/// whole and in order.
-#[tokio::test]
-async fn frames_through_a_tcp_socket_read_back_whole_in_order() {
-    let (server, client) = tcp_pair().await;
-    let mut w = Writer::new(server);
-    assert!(w.sends_files());
-    queue_every_kind(&mut w);
-    let write = tokio::spawn(async move { w.flush().await.map(|()| w) });
-    read_every_kind(client).await;
-    write.await.unwrap().unwrap();
-}
-
-/// What makes the fan-out cheaper on a TCP socket: a run of output that also lies in a file, of
-/// at least [`super::SENDFILE_MIN`] bytes back to back, goes out from the file (`sendfile`),
-/// and shorter or broken runs from memory. The test's pieces hold `m`s in memory and a pattern
-/// in the file, so what the client reads tells which way each went; 8 MiB from the file is
-/// more than the socket takes at once, so `sendfile` stops short and waits for room.
-#[tokio::test]
-async fn long_runs_of_file_bytes_go_out_from_the_file() {
-    use super::{InFile, SENDFILE_MIN};
-    use std::os::unix::fs::FileExt;
-    let pattern =
-        |at: usize, len: usize| -> Vec<u8> { (at..at + len).map(|i| (i % 251) as u8).collect() };
-    const BIG: usize = 8 << 20;
-    let file: std::fs::File = rustix::fs::memfd_create("test", rustix::fs::MemfdFlags::CLOEXEC)
-        .unwrap()
-        .into();
-    file.write_all_at(&pattern(0, BIG), 0).unwrap();
-    let file = Arc::new(file);
-    let piece = |at: usize, len: usize| {
-        (
-            Bytes::from(vec![b'm'; len]),
-            Some(InFile {
-                file: file.clone(),
-                at: at as u64,
-            }),
-        )
-    };
-    let id = || (Bytes::from_static(b"\0\0\0\x01"), None);
-    let (server, client) = tcp_pair().await;
-    let mut w = Writer::new(server);
-    // Two pieces back to back, together over the threshold: from the file.
-    let half = SENDFILE_MIN / 2 + 1;
-    w.binary_pieces(vec![id(), piece(0, half), piece(half, half)]);
-    w.text(Bytes::from_static(b"{}"));
-    // Under the threshold: from memory.
-    w.binary_pieces(vec![id(), piece(100, 10)]);
-    // Two pieces over the threshold together, but not back to back in the file: from memory.
-    w.binary_pieces(vec![id(), piece(0, half), piece(half + 1, half)]);
-    // Many frames of 64 KiB from the file, each a run of its own.
-    let frame = 64 * 1024;
-    for at in (0..BIG).step_by(frame) {
-        w.binary_pieces(vec![id(), piece(at, frame)]);
-    }
-    let write = tokio::spawn(async move { w.flush().await.map(|()| w) });
-    let mut ws = WebSocketStream::from_raw_socket(client, Role::Client, None).await;
-    let mut next = async || match ws.next().await.unwrap().unwrap() {
-        Message::Binary(b) => {
-            assert_eq!(&b[..4], b"\0\0\0\x01");
-            b.slice(4..)
-        }
-        Message::Text(t) => Bytes::copy_from_slice(t.as_bytes()),
-        m => panic!("{m:?}"),
-    };
-    assert_eq!(next().await, pattern(0, 2 * half), "from the file");
-    assert_eq!(next().await, &b"{}"[..]);
-    assert_eq!(next().await, vec![b'm'; 10], "from memory");
-    assert_eq!(next().await, vec![b'm'; 2 * half], "from memory");
-    for at in (0..BIG).step_by(frame) {
-        assert_eq!(next().await, pattern(at, frame), "the frame at {at}");
-    }
-    write.await.unwrap().unwrap();
 }

@@ -3,7 +3,9 @@
 //! (a) keystroke → echo seen by a second client through the hub, against the same keystroke
 //!     echoed on a direct attachment to the workspace agent's PTY (the baseline, same run);
 //! (b) one session, N viewers, a terminal writing R KiB/s for S seconds: delivery completeness,
-//!     lag of timestamped markers (p50/p99), server CPU and peak RSS.
+//!     lag of timestamped markers (p50/p99), server CPU and peak RSS. The viewers read the
+//!     frames in place (`tandem_bench::viewer`), so their own cost takes as little as it can of
+//!     the cores they share with the server.
 //!
 //! Flags: `--keys N` (200), `--viewers N` (500), `--seconds N` (30), `--rate-kib N` (1024),
 //! `--every-ms N` (10: the terminal writes a slice and a marker that often; at 100 each marker
@@ -415,9 +417,9 @@ async fn once(a: &Args, metrics: bool) -> Result<Outcome> {
                     Frame::Terminal(r) => {
                         let b = v.bytes(r);
                         frames += 1;
-                        bytes += count_z(&b);
+                        bytes += count_z(b);
                         let now = || epoch.elapsed().map(|d| d.as_micros() as u64).unwrap_or(0);
-                        if markers.feed(&b, |us| {
+                        if markers.feed(b, |us| {
                             span = (span.0.min(us), span.1.max(us));
                             lags.push(now().saturating_sub(us) as f64 / 1000.0)
                         }) {

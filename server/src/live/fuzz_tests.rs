@@ -215,7 +215,7 @@ impl Fixture {
                 match out {
                     Out::Text(t) => texts.push(t),
                     Out::Json(b) => texts.push(String::from_utf8_lossy(&b).into_owned()),
-                    Out::Binary(b, _) => frames.push(b),
+                    Out::Binary(b) => frames.push(b),
                 }
             }
         }
@@ -454,7 +454,7 @@ proptest! {
         });
         let mut scrollback = Vec::new();
         while let Ok(o) = inbox.rx.try_recv() {
-            if let Out::Binary(b, _) = o {
+            if let Out::Binary(b) = o {
                 let (t, bytes) = decode_terminal(&b).expect("a terminal frame");
                 prop_assert_eq!(t, 2);
                 scrollback.extend_from_slice(bytes);

@@ -27,8 +27,6 @@ struct TerminalState {
     info: Terminal,
     /// The last [`TERMINAL_SCROLLBACK_BYTES`] of output, for late joiners.
     ring: std::collections::VecDeque<u8>,
-    /// The output again, in a memory file the members' writers can `sendfile` from.
-    log: super::output_log::OutputLog,
     upstream: mpsc::Sender<Upstream>,
 }
 
@@ -156,7 +154,7 @@ impl Hub {
             let over = bytes.len().saturating_sub(budget);
             bytes.drain(..over);
             if !bytes.is_empty() {
-                out.push(Out::Binary(encode_terminal(t.info.id, &bytes).into(), None));
+                out.push(Out::Binary(encode_terminal(t.info.id, &bytes).into()));
             }
         }
         st.members.insert(
@@ -251,7 +249,6 @@ impl Hub {
             TerminalState {
                 info,
                 ring: Default::default(),
-                log: Default::default(),
                 upstream,
             },
         );
@@ -273,8 +270,7 @@ impl Hub {
     /// Terminal output: kept for late joiners and sent to every member. A member too far behind
     /// is closed; nobody waits for it.
     pub fn output(&self, terminal: u32, bytes: &[u8]) {
-        let mut guard = self.lock();
-        let st = &mut *guard;
+        let mut st = self.lock();
         let Some(t) = st.terminals.get_mut(&terminal) else {
             return;
         };
@@ -282,13 +278,8 @@ impl Hub {
         let over = t.ring.len().saturating_sub(TERMINAL_SCROLLBACK_BYTES);
         t.ring.drain(..over);
         let frame = bytes::Bytes::from(encode_terminal(terminal, bytes));
-        let logged = if st.members.is_empty() {
-            None
-        } else {
-            t.log.append(bytes)
-        };
         for m in st.members.values() {
-            m.out.push(Out::Binary(frame.clone(), logged.clone()));
+            m.out.push(Out::Binary(frame.clone()));
         }
     }
 
@@ -562,7 +553,7 @@ mod tests {
             match out {
                 Out::Text(t) => v.push(serde_json::from_str(&t).expect("a server message")),
                 Out::Json(b) => v.push(serde_json::from_slice(&b).expect("a server message")),
-                Out::Binary(..) => {}
+                Out::Binary(_) => {}
             }
         }
         v

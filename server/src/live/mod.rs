@@ -22,7 +22,6 @@ pub mod feed;
 mod files;
 pub mod hub;
 pub mod outbox;
-mod output_log;
 mod pty_output;
 mod recheck;
 pub mod socket;

@@ -13,9 +13,8 @@ pub enum Out {
     Text(String),
     /// Shared: one JSON message (UTF-8) queued to many members without a copy each.
     Json(bytes::Bytes),
-    /// Shared: one terminal frame is queued to every member without a copy each; where its
-    /// output (after the terminal's id) also lies in the terminal's output log, if it does.
-    Binary(bytes::Bytes, Option<crate::websocket::InFile>),
+    /// Shared: one terminal frame is queued to every member without a copy each.
+    Binary(bytes::Bytes),
 }
 
 /// The queue to one member's socket: bounded by bytes; overflowing it closes the member with
@@ -72,7 +71,7 @@ impl CloseSignal {
 pub fn size(out: &Out) -> usize {
     match out {
         Out::Text(t) => t.len(),
-        Out::Json(b) | Out::Binary(b, _) => b.len(),
+        Out::Json(b) | Out::Binary(b) => b.len(),
     }
 }
 

@@ -10,6 +10,7 @@ use axum::response::Response;
 use futures::StreamExt;
 use tandem_protocol::live::*;
 use tandem_protocol::{Author, AuthorKind, CreatePrompt, PromptMode, SessionId};
+use tokio::io::AsyncWrite;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::Live;
@@ -17,7 +18,7 @@ use super::hub::{CloseSignal, Out, Outbox, outbox};
 use crate::identity::auth::CurrentUser;
 use crate::sessions::access::Access;
 use crate::state::AppState;
-use crate::websocket::{Reader, Upgrade, Wire, Writer};
+use crate::websocket::{Reader, Upgrade, Writer};
 use crate::{Error, db, sessions};
 
 /// How often a subscriber looks at the store even without a notification (events written by
@@ -60,7 +61,7 @@ pub async fn upgrade(
     })
 }
 
-async fn close_with(mut socket: Writer<impl Wire>, code: u16, reason: &str) {
+async fn close_with(mut socket: Writer<impl AsyncWrite + Unpin>, code: u16, reason: &str) {
     socket.close(code, reason);
     let _ = socket.flush().await;
 }
@@ -80,7 +81,7 @@ async fn run(
     q: crate::identity::auth::ShareCredential,
     user: Option<tandem_protocol::User>,
     stream: Reader,
-    socket: Writer<impl Wire + Send + 'static>,
+    socket: Writer<impl AsyncWrite + Unpin + Send + 'static>,
 ) {
     let session = match sessions::get(&state.db, id).await.map_err(Error::from) {
         Ok(d) => d.session,
