@@ -1,5 +1,6 @@
 //! Starting the server: data dir, database and migrations, keys, first-start admin, listener.
 
+mod accept;
 mod hooks;
 
 use std::future::Future;
@@ -169,16 +170,7 @@ impl Server {
         crate::supervisor::start(&self.state).await?;
         tokio::spawn(crate::automations::run(self.state.clone()));
         tokio::spawn(crate::progress::sweep(self.state.clone()));
-        // No Nagle: terminal echo and live frames go out as soon as they are written.
-        let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        // The peer's address reaches handlers (the per-address rate limits).
-        let app =
-            crate::app(self.state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await?;
+        accept::serve(self.listener, crate::app(self.state), shutdown).await;
         // Progress reports this process held are taken over at once by whichever runs next.
         if let Some(me) = me
             && let Err(e) = crate::db::followers::release(&db, &me).await
