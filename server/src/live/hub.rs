@@ -268,11 +268,11 @@ impl Hub {
     }
 
     /// Terminal output: kept for late joiners and sent to every member. A member too far behind
-    /// is closed; nobody waits for it.
-    pub fn output(&self, terminal: u32, bytes: &[u8]) {
+    /// is closed; nobody waits for it. Says how many members it went to.
+    pub fn output(&self, terminal: u32, bytes: &[u8]) -> usize {
         let mut st = self.lock();
         let Some(t) = st.terminals.get_mut(&terminal) else {
-            return;
+            return 0;
         };
         t.ring.extend(bytes);
         let over = t.ring.len().saturating_sub(TERMINAL_SCROLLBACK_BYTES);
@@ -281,6 +281,7 @@ impl Hub {
         for m in st.members.values() {
             m.out.push(Out::Binary(frame.clone()));
         }
+        st.members.len()
     }
 
     fn member_role(st: &State, id: u32) -> Option<Role> {

@@ -1,16 +1,16 @@
 //! Live sessions: the hub per session (`hub.rs`, transport-free), its terminals attached to the
-//! workspace agent's PTYs (one upstream per terminal, fanned out to every member), and the
-//! WebSocket glue (`socket.rs`). A hub exists while someone is connected.
+//! workspace agent's PTYs (one upstream per terminal, `upstream.rs`, fanned out to every member
+//! at a pace set by the audience's size), and the WebSocket glue (`socket.rs`). A hub exists
+//! while someone is connected.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use tandem_protocol::SessionId;
-use tandem_protocol::agent::{PtyControl, PtyInfo, PtyOpen};
+use tandem_protocol::agent::{PtyInfo, PtyOpen};
 use tandem_protocol::live::Terminal;
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::Message;
 
 use crate::Result;
 use crate::state::AppState;
@@ -25,13 +25,13 @@ pub mod outbox;
 mod pty_output;
 mod recheck;
 pub mod socket;
+mod upstream;
 mod writer;
 
 #[cfg(test)]
 mod fuzz_tests;
 
 use hub::{Hub, UPSTREAM_QUEUE, Upstream};
-use pty_output::{FromPty, PtyOutput};
 
 /// Size of the terminal opened for a session that has none.
 pub const DEFAULT_COLS: u16 = 120;
@@ -259,7 +259,7 @@ pub async fn open_terminal(
 /// resizes out to it.
 async fn attach(live: &Arc<Live>, agent: &WorkspaceAgent<'_>, info: PtyInfo) -> Result<()> {
     let socket = agent.attach_pty(info.id).await?;
-    let (tx, mut rx) = mpsc::channel::<Upstream>(UPSTREAM_QUEUE);
+    let (tx, rx) = mpsc::channel::<Upstream>(UPSTREAM_QUEUE);
     let id = info.id;
     live.hub.add_terminal(
         Terminal {
@@ -272,31 +272,11 @@ async fn attach(live: &Arc<Live>, agent: &WorkspaceAgent<'_>, info: PtyInfo) -> 
     );
     let weak = Arc::downgrade(live);
     let task = tokio::spawn(async move {
-        let (mut sink, stream) = socket.split();
-        let mut output = PtyOutput::new(stream);
-        loop {
-            tokio::select! {
-                said = output.next() => match said {
-                    FromPty::Output(b) => match weak.upgrade() {
-                        Some(l) => l.hub.output(id, &b),
-                        None => return,
-                    },
-                    FromPty::Exited | FromPty::Ended => break,
-                },
-                up = rx.recv() => {
-                    let msg = match up {
-                        Some(Upstream::Input(b)) => Message::Binary(b.into()),
-                        Some(Upstream::Resize { cols, rows }) => {
-                            Message::Text(serde_json::to_string(&PtyControl::Resize { cols, rows }).unwrap_or_default().into())
-                        }
-                        None => break,
-                    };
-                    if sink.send(msg).await.is_err() {
-                        break;
-                    }
-                }
-            }
-        }
+        let (sink, stream) = socket.split();
+        upstream::relay(stream, sink, rx, |b| {
+            weak.upgrade().map(|l| l.hub.output(id, b))
+        })
+        .await;
         if let Some(l) = weak.upgrade() {
             l.hub.remove_terminal(id);
         }
