@@ -41,6 +41,7 @@ use anyhow::{Result, bail};
 
 mod cluster;
 mod deps;
+mod disk;
 mod docs;
 mod leaks;
 mod phoenix;

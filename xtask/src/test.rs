@@ -79,6 +79,7 @@ pub fn run(o: Options) -> Result<()> {
     if o.install {
         deps::ensure(deps::Needs { test: true })?;
     }
+    crate::disk::warn_if_short(&run::target_dir());
     lint()?;
     // The book is built and every link checked before the long runs (under a second once
     // mdBook is installed).
@@ -197,6 +198,7 @@ pub fn run(o: Options) -> Result<()> {
     }
     // Every test stops what it started: anything of theirs still here fails the suite.
     crate::leaks::check()?;
+    crate::disk::report(&run::target_dir());
     let whole_suite = 2 * usize::from(o.filter.is_empty());
     eprintln!("all tests passed in {:.0}s", start.elapsed().as_secs_f64());
     // One closing line for CI: the cargo test total plus schemathesis and the `up` smoke test.
