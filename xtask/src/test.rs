@@ -75,6 +75,13 @@ fn lint() -> Result<()> {
 const KUBERNETES_TESTS: &str = "on_kubernetes::";
 
 pub fn run(o: Options) -> Result<()> {
+    let result = run_all(o);
+    // Also after a failure: a build that ran out of disk is where it matters most.
+    crate::disk::report(&run::target_dir());
+    result
+}
+
+fn run_all(o: Options) -> Result<()> {
     let start = std::time::Instant::now();
     if o.install {
         deps::ensure(deps::Needs { test: true })?;
@@ -198,7 +205,6 @@ pub fn run(o: Options) -> Result<()> {
     }
     // Every test stops what it started: anything of theirs still here fails the suite.
     crate::leaks::check()?;
-    crate::disk::report(&run::target_dir());
     let whole_suite = 2 * usize::from(o.filter.is_empty());
     eprintln!("all tests passed in {:.0}s", start.elapsed().as_secs_f64());
     // One closing line for CI: the cargo test total plus schemathesis and the `up` smoke test.

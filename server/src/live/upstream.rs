@@ -147,13 +147,16 @@ mod tests {
 
     type Item = Result<Message, ()>;
 
-    /// A relay over channels: the upstream's output in, what was handed over (when, what) out,
-    /// with `members` as the audience.
+    /// What was handed over: when, and what.
+    type Handed = Arc<Mutex<Vec<(Instant, Vec<u8>)>>>;
+
+    /// A relay over channels: the upstream's output in, what was handed over out, with
+    /// `members` as the audience; its input and its task.
     fn relay_to(
         members: usize,
     ) -> (
         futures::channel::mpsc::UnboundedSender<Item>,
-        Arc<Mutex<Vec<(Instant, Vec<u8>)>>>,
+        Handed,
         mpsc::Sender<Upstream>,
         tokio::task::JoinHandle<()>,
     ) {
@@ -280,10 +283,12 @@ mod tests {
         let exit = serde_json::to_string(&PtyControl::Exit { code: Some(0) }).unwrap();
         out.unbounded_send(Ok(Message::Text(exit.into()))).unwrap();
         ended(task).await;
-        let handed = handed.lock().unwrap();
-        assert_eq!(handed.len(), 2);
-        assert_eq!(handed[1].1, b"b");
-        assert!(handed[1].0 - handed[0].0 < MOST, "not held to its time");
+        {
+            let handed = handed.lock().unwrap();
+            assert_eq!(handed.len(), 2);
+            assert_eq!(handed[1].1, b"b");
+            assert!(handed[1].0 - handed[0].0 < MOST, "not held to its time");
+        }
 
         let (out_tx, out_rx) = futures::channel::mpsc::unbounded::<Item>();
         let (_in_tx, in_rx) = mpsc::channel(8);
